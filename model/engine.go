@@ -1,0 +1,578 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// Engine holds every resilience rule and all of their state. It is driven by
+// its caller: every entry point takes now, nothing runs in the background,
+// and every state change comes out as a Change record (see Changes).
+//
+// An Engine is not safe for concurrent use; the proxy serialises calls, the
+// simulator is single-threaded.
+type Engine struct {
+	topo     Topology
+	settings Settings
+	clf      *Classifier
+	rng      *rand.Rand
+
+	provs    []provState
+	provIdx  map[string]int
+	combos   []comboState
+	comboIdx map[string]int
+
+	changes []Change
+	scratch []int32 // ordering buffer reused by selection
+}
+
+type provState struct {
+	cfg           *ProviderConfig
+	id            string
+	typ           string
+	profile       Profile
+	perModelQuota bool
+	dailyResetMin int
+	models        map[string]bool // nil = any model
+	families      map[string]string
+	breaker       Breaker
+	window        Window
+	conns         []connState
+	connIdx       map[string]int
+	order         []int32 // static order for fill-first / priority
+	cursor        uint64  // round-robin cursor
+}
+
+type connState struct {
+	id       string
+	cfg      ConnectionConfig
+	st       Conn
+	locks    lockoutSet
+	inflight int
+}
+
+type comboState struct {
+	cfg    *ComboConfig
+	tp     []int32 // provider index per target
+	tc     []int32 // pinned connection index per target, -1 when none
+	cursor uint64
+}
+
+// Window is the provider-level window gate of the optional provider
+// cooldown (SPEC §1b): failures inside the trailing window, and the instant
+// a trip's cooling ends.
+type Window struct {
+	Failures  []Time `json:"failures,omitempty"`
+	CoolUntil Time   `json:"coolUntil,omitempty"` // cooling while now < CoolUntil
+}
+
+// NewEngine builds an engine over a topology. settings must already be
+// normalised (Normalize); rng is the only source of randomness (random,
+// weighted and p2c strategies), so a seeded source makes the engine
+// deterministic.
+func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error) {
+	if err := topo.validate(); err != nil {
+		return nil, err
+	}
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(1, 2))
+	}
+	e := &Engine{topo: topo, rng: rng, provIdx: map[string]int{}, comboIdx: map[string]int{}}
+	e.setSettings(settings)
+	e.provs = make([]provState, len(e.topo.Providers))
+	for i := range e.topo.Providers {
+		cfg := &e.topo.Providers[i]
+		typ := cfg.Type
+		if typ == "" {
+			typ = "openai"
+		}
+		p := &e.provs[i]
+		*p = provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
+		p.perModelQuota = perModelQuotaDefault(typ, cfg.Profile)
+		if cfg.PerModelQuota != nil {
+			p.perModelQuota = *cfg.PerModelQuota
+		}
+		p.dailyResetMin, _ = parseDailyReset(cfg.DailyResetUTC)
+		if len(cfg.Models) > 0 {
+			p.models = map[string]bool{}
+			for _, m := range cfg.Models {
+				p.models[m] = true
+			}
+		}
+		if len(cfg.QuotaFamilies) > 0 {
+			p.families = map[string]string{}
+			for _, m := range cfg.Models {
+				p.families[m] = familyOf(cfg, m)
+			}
+		}
+		p.conns = make([]connState, len(cfg.Connections))
+		p.order = make([]int32, len(cfg.Connections))
+		for j, c := range cfg.Connections {
+			p.conns[j] = connState{id: c.ID, cfg: c}
+			p.connIdx[c.ID] = j
+			p.order[j] = int32(j)
+		}
+		if cfg.Strategy == Priority {
+			slices.SortStableFunc(p.order, func(a, b int32) int { return cfg.Connections[a].Priority - cfg.Connections[b].Priority })
+		}
+		e.provIdx[cfg.ID] = i
+	}
+	e.combos = make([]comboState, len(e.topo.Combos))
+	for i := range e.topo.Combos {
+		cfg := &e.topo.Combos[i]
+		cs := comboState{cfg: cfg, tp: make([]int32, len(cfg.Targets)), tc: make([]int32, len(cfg.Targets))}
+		for j, t := range cfg.Targets {
+			pi := e.provIdx[t.Provider]
+			cs.tp[j] = int32(pi)
+			cs.tc[j] = -1
+			if t.Connection != "" {
+				cs.tc[j] = int32(e.provs[pi].connIdx[t.Connection])
+			}
+		}
+		e.combos[i] = cs
+		e.comboIdx[cfg.ID] = i
+	}
+	return e, nil
+}
+
+// Settings returns the settings the engine runs with.
+func (e *Engine) Settings() Settings { return e.settings }
+
+// Topology returns the topology the engine routes over.
+func (e *Engine) Topology() *Topology { return &e.topo }
+
+func (e *Engine) setSettings(s Settings) {
+	e.settings = s
+	e.clf = NewClassifier(&e.settings)
+}
+
+// UpdateSettings swaps the settings at run time (PATCH /api/resilience).
+// Breaker options are read on every step, so an OPEN breaker's deadline and
+// a DEGRADED breaker's thresholds are re-evaluated at once (SPEC "does
+// better" 4).
+func (e *Engine) UpdateSettings(now Time, s Settings) {
+	e.setSettings(s)
+	for i := range e.provs {
+		p := &e.provs[i]
+		o := e.opts(p)
+		if p.breaker.State == Degraded && p.breaker.FailureCount < o.p.DegradationThreshold {
+			tr := p.breaker.moveTo(Closed, "settings-changed")
+			e.emitBreaker(now, p, tr)
+		}
+		e.refreshProvider(now, p)
+	}
+}
+
+func (e *Engine) opts(p *provState) breakerOpts {
+	return breakerOpts{p: e.settings.ProviderBreaker.For(p.profile), probeTimeout: e.settings.ProbeTimeout(p.profile)}
+}
+
+// refreshProvider applies the breaker's lazy transitions at now.
+func (e *Engine) refreshProvider(now Time, p *provState) {
+	if tr, changed := p.breaker.refresh(now, e.opts(p)); changed {
+		e.emitBreaker(now, p, tr)
+	}
+}
+
+// Attempt is one dispatch to one connection, from Begin to Record.
+type Attempt struct {
+	Provider   string `json:"provider"`
+	Connection string `json:"connection"`
+	Model      string `json:"model"`
+	Started    Time   `json:"started"`
+	Permit     Permit `json:"permit"`
+	p, c       int32
+	done       bool
+}
+
+// Probe reports whether the attempt holds a HALF_OPEN probe permit.
+func (a *Attempt) Probe() bool { return a.Permit.Probe != 0 }
+
+// Begin starts an attempt on a candidate: it takes the breaker permit (the
+// one try-acquire operation of SPEC "does better" 2) and counts the use.
+// It fails with ErrCircuitOpen when the breaker admits nothing.
+func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
+	if int(c.p) >= len(e.provs) || int(c.c) >= len(e.provs[c.p].conns) || e.provs[c.p].id != c.Provider {
+		return Attempt{}, fmt.Errorf("begin: candidate %s/%s does not belong to this engine", c.Provider, c.Connection)
+	}
+	p := &e.provs[c.p]
+	e.refreshProvider(now, p)
+	pm, ok := p.breaker.acquire(now, e.opts(p))
+	if !ok {
+		return Attempt{}, &Error{Code: CodeCircuitOpen, Provider: p.id, RetryAfterMs: p.breaker.retryAfter(now, e.opts(p))}
+	}
+	if pm.Probe != 0 {
+		e.emitBreaker(now, p, Transition{})
+	}
+	cs := &p.conns[c.c]
+	cs.inflight++
+	cs.st.Uses++
+	cs.st.LastUsedAt = now
+	e.emit(Change{At: now, Kind: ChangeUsage, Provider: p.id, Connection: cs.id, Conn: cs.st})
+	return Attempt{Provider: p.id, Connection: cs.id, Model: c.Model, Started: now, Permit: pm, p: c.p, c: c.c}, nil
+}
+
+// Record applies one attempt's outcome: classification, then the breaker,
+// the connection, the model lockout and the provider window, each in its own
+// layer. It returns the verdict so the shell knows what to do next.
+func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
+	if a == nil || a.done || int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+		return Verdict{Reason: ReasonUnknown, Next: NextStop, Message: "record: unknown or finished attempt"}
+	}
+	a.done = true
+	p := &e.provs[a.p]
+	c := &p.conns[a.c]
+	if c.inflight > 0 {
+		c.inflight--
+	}
+	ctx := ClassifyContext{Provider: p.id, ProviderType: p.typ, Model: a.Model, Profile: p.profile,
+		PerModelQuota: p.perModelQuota, Now: now}
+	v := e.clf.Classify(ctx, o)
+	e.refreshProvider(now, p)
+	e.applyBreaker(now, p, c, a, &v)
+	connDirty := e.applyConn(now, p, c, a, &v)
+	e.applyWindow(now, p, c, a, &v, &connDirty)
+	if connDirty {
+		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
+	}
+	e.applyLockout(now, p, c, a, &v)
+	return v
+}
+
+func (e *Engine) applyBreaker(now Time, p *provState, c *connState, a *Attempt, v *Verdict) {
+	b := &p.breaker
+	if v.Breaker == BreakerNeutral && a.Permit.Probe == 0 {
+		return
+	}
+	counted := true
+	if v.Breaker == BreakerFailure && a.Permit.Probe == 0 {
+		d := &e.settings.ProviderBreaker.Dedup
+		if c.st.HasBreakerFail && now.Sub(c.st.LastBreakerFailAt) < int64(d.ConnectionMs) {
+			counted = false
+		}
+		if v.Transport && b.HasTransportFail && now.Sub(b.LastTransportAt) < int64(d.TransportMs) {
+			counted = false
+		}
+		if counted && a.Permit.Generation == b.Generation && (b.State == Closed || b.State == Degraded) {
+			c.st.LastBreakerFailAt, c.st.HasBreakerFail = now, true
+			if v.Transport {
+				b.LastTransportAt, b.HasTransportFail = now, true
+			}
+		}
+	}
+	before := b.FailureCount
+	beforeProbes := b.ProbesLeft
+	tr := b.record(now, a.Permit, v.Breaker, v.Kind, counted, e.opts(p))
+	if tr.Changed() || before != b.FailureCount || beforeProbes != b.ProbesLeft {
+		e.emitBreaker(now, p, tr)
+	}
+}
+
+// applyConn applies the verdict's connection action (SPEC §2, §11.3). It
+// reports whether the connection's state changed.
+func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *Verdict) bool {
+	st := &c.st
+	cc := &e.settings.ConnectionCooldown
+	prof := cc.For(p.profile)
+	switch v.Conn {
+	case ConnNone:
+		return false
+	case ConnClear:
+		if st.Status.Terminal() || st.clean() {
+			return false
+		}
+		st.clearErrors()
+		return true
+	}
+	if st.Status.Terminal() {
+		return false // terminal is never overwritten by a transient state
+	}
+	st.noteError(now, v)
+	action := v.Conn
+	if action == ConnRecordOnly && v.Reason == ReasonStreamStall && e.settings.StreamStallCooldown.Enabled {
+		action = ConnBackoff
+	}
+	if action == ConnRecordOnly {
+		return true
+	}
+	if action == ConnTerminal {
+		st.Status = v.Terminal
+		st.RateLimitedUntil = 0
+		return true
+	}
+	if c.cfg.DisableCooling {
+		return true
+	}
+	hintCap := int64(cc.MaxCooldownMs)
+	if v.Hint.Stated() {
+		hintCap = int64(cc.MaxStatedResetMs)
+	}
+	hint := min(v.Hint.Ms, hintCap)
+	switch action {
+	case ConnExpiredLadder:
+		n, counted := st.Auth.step(now)
+		if !counted {
+			return true
+		}
+		if n > ExpiredRetryMax {
+			st.Status = StatusExpired
+			st.RateLimitedUntil = 0
+			st.Auth = Streak{}
+			return true
+		}
+		cd := int64(expiredRetryBaseMs) << (n - 1)
+		st.Auth.CooldownUntil = now.Add(cd)
+		st.extend(now, now.Add(cd))
+		st.CooldownSetAt = now
+		return true
+	case ConnRejectedLadder:
+		n, counted := st.Rejected.step(now)
+		if !counted {
+			return true
+		}
+		if n >= rejectedThreshold {
+			st.Status = StatusBanned
+			st.RateLimitedUntil = 0
+			st.Rejected = Streak{}
+			return true
+		}
+		cd := rejectedLadder[min(n, len(rejectedLadder))-1]
+		st.Rejected.CooldownUntil = now.Add(cd)
+		st.extend(now, now.Add(cd))
+		st.CooldownSetAt = now
+		return true
+	}
+	// Thundering-herd guard: an attempt that started before the current
+	// cooldown was set is part of the burst that set it, even if it reports
+	// after the cooldown ended. It may extend the cooldown with its own hint
+	// but never escalates it.
+	if st.CooldownSetAt != 0 && a.Started <= st.CooldownSetAt {
+		if hint > 0 {
+			st.extend(now, now.Add(hint))
+		}
+		return true
+	}
+	level := st.LevelAt(now, int64(cc.BackoffDecayMs))
+	var cd int64
+	escalate := v.Escalate
+	switch action {
+	case ConnBackoff:
+		cd = max(backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs)), hint)
+	case ConnHint:
+		if hint > 0 {
+			cd = hint
+		} else {
+			cd = backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs))
+		}
+	case ConnFixed:
+		cd = v.CooldownMs
+		if v.Reason == ReasonConcurrencyLimited && cd <= 0 {
+			cd = int64(cc.ConcurrencyCooldownMs)
+		}
+		cd = max(cd, hint)
+	case ConnQuota:
+		escalate = false
+		if v.Hint.Ms > 0 {
+			// A reset the upstream stated, in headers or words, is honoured
+			// up to the operator ceiling.
+			cd = min(v.Hint.Ms, int64(cc.MaxStatedResetMs))
+		} else {
+			cd = min(untilDailyReset(now, p.dailyResetMin), int64(cc.MaxCooldownMs))
+		}
+	}
+	st.BackoffLevel = level
+	if escalate {
+		st.BackoffLevel = min(level+1, prof.MaxBackoffSteps)
+	}
+	st.LastFailureAt, st.HasFailure = now, true
+	if cd > 0 {
+		st.extend(now, now.Add(cd))
+		st.CooldownSetAt = now
+	}
+	return true
+}
+
+// untilDailyReset is the time from now to the next daily reset at
+// resetMin minutes after midnight UTC (never the host's local midnight).
+func untilDailyReset(now Time, resetMin int) int64 {
+	const day = 24 * hour
+	ms := int64(now) % day
+	if ms < 0 {
+		ms += day
+	}
+	d := int64(resetMin)*minute - ms
+	if d <= 0 {
+		d += day
+	}
+	return d
+}
+
+// applyLockout applies the verdict's model lockout (SPEC §3), or the success
+// decay that halves failureCount and removes the entry at 0.
+func (e *Engine) applyLockout(now Time, p *provState, c *connState, a *Attempt, v *Verdict) {
+	if a.Model == "" {
+		return
+	}
+	ml := &e.settings.ModelLockout
+	if v.Breaker == BreakerSuccess {
+		if len(c.locks) == 0 {
+			return
+		}
+		fam := p.family(a.Model)
+		for i := 0; i < len(c.locks); {
+			l := &c.locks[i]
+			covers := (l.Key.Exact && l.Key.Name == a.Model) || (!l.Key.Exact && (l.Key.Name == a.Model || l.Key.Name == fam))
+			if !covers {
+				i++
+				continue
+			}
+			l.FailureCount /= 2
+			if l.FailureCount == 0 {
+				e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: *l})
+				c.locks = slices.Delete(c.locks, i, i+1)
+				continue
+			}
+			e.emit(Change{At: now, Kind: ChangeLockout, Provider: p.id, Connection: c.id, Lockout: *l})
+			i++
+		}
+		return
+	}
+	la := v.Lockout
+	if la.Scope == ScopeNone {
+		return
+	}
+	status := v.ClientStatus
+	if status == 0 && v.Reason == ReasonQualityFailure {
+		status = 502 // the gateway's own synthetic 502
+	}
+	if la.Generic && (!ml.Enabled || !slices.Contains(ml.ErrorCodes, status)) {
+		return
+	}
+	var key LockKey
+	switch la.Scope {
+	case ScopeModelFamily:
+		key = LockKey{Name: p.family(a.Model)}
+	case ScopeExactModel:
+		key = LockKey{Name: a.Model, Exact: true}
+	default:
+		key = LockKey{Name: a.Model}
+	}
+	window := int64(ml.EscalationWindowMs)
+	i := c.locks.find(key)
+	if i >= 0 && c.locks[i].inert(now, window) {
+		c.locks = slices.Delete(c.locks, i, i+1)
+		i = -1
+	}
+	failures := 1
+	if i >= 0 {
+		failures = c.locks[i].FailureCount + 1
+	}
+	cd := lockoutCooldown(ml, &e.settings.ConnectionCooldown, v, failures, untilDailyReset(now, p.dailyResetMin))
+	if i < 0 {
+		c.locks = append(c.locks, Lockout{Key: key})
+		i = len(c.locks) - 1
+	}
+	l := &c.locks[i]
+	l.FailureCount = failures
+	l.LastFailureAt = now
+	l.LastCooldownMs = cd
+	reason := la.Reason
+	if reason == ReasonNone {
+		reason = v.Reason
+	}
+	// A lockout only extends while active; an expired one starts anew.
+	if until := now.Add(cd); !l.Active(now) || until > l.Until {
+		l.Until = until
+		l.LockedAt = now
+		l.Reason = reason
+	}
+	e.emit(Change{At: now, Kind: ChangeLockout, Provider: p.id, Connection: c.id, Lockout: *l})
+}
+
+// family returns the model's quota family key name.
+func (p *provState) family(model string) string {
+	if p.families == nil {
+		return model
+	}
+	if f, ok := p.families[model]; ok {
+		return f
+	}
+	return familyOf(p.cfg, model)
+}
+
+// applyWindow feeds the optional provider cooldown tracker (SPEC §1b).
+func (e *Engine) applyWindow(now Time, p *provState, c *connState, a *Attempt, v *Verdict, connDirty *bool) {
+	pc := &e.settings.ProviderCooldown
+	if !pc.Enabled {
+		return
+	}
+	w := &p.window
+	if v.Breaker == BreakerSuccess {
+		if len(w.Failures) > 0 {
+			w.Failures = w.Failures[:0]
+			e.emit(Change{At: now, Kind: ChangeWindow, Provider: p.id, Window: w.clone()})
+		}
+		if c.st.WindowFailures > 0 {
+			c.st.WindowFailures = 0
+			*connDirty = true
+		}
+		return
+	}
+	switch v.Reason {
+	case ReasonNone, ReasonRequestScoped, ReasonClientAbort, ReasonLocalQueue, ReasonConcurrencyLimited, ReasonStreamStall:
+		return
+	}
+	if p.perModelQuota && (v.ClientStatus == 500 || v.ClientStatus == 429) {
+		return
+	}
+	c.st.WindowFailures++
+	c.st.WindowLastAt = now
+	*connDirty = true
+	if now < w.CoolUntil {
+		return // failures while cooling neither count nor extend it
+	}
+	wp := pc.For(p.profile)
+	kept := w.Failures[:0]
+	for _, t := range w.Failures {
+		if now.Sub(t) < int64(wp.ProviderFailureWindowMs) {
+			kept = append(kept, t)
+		}
+	}
+	w.Failures = append(kept, now)
+	if len(w.Failures) >= wp.ProviderFailureThreshold {
+		w.CoolUntil = now.Add(int64(wp.ProviderCooldownMs))
+		w.Failures = w.Failures[:0]
+	}
+	e.emit(Change{At: now, Kind: ChangeWindow, Provider: p.id, Window: w.clone()})
+}
+
+// windowCooling reports the provider gate's remaining cooling at now.
+func (e *Engine) windowCooling(now Time, p *provState) int64 {
+	if !e.settings.ProviderCooldown.Enabled || now >= p.window.CoolUntil {
+		return 0
+	}
+	return p.window.CoolUntil.Sub(now)
+}
+
+// connWindowCooling is the provider:connection entry's remaining cooling.
+func (e *Engine) connWindowCooling(now Time, c *connState) int64 {
+	pc := &e.settings.ProviderCooldown
+	if !pc.Enabled || c.st.WindowFailures == 0 {
+		return 0
+	}
+	d := backoffMs(int64(pc.MinRetryCooldownMs), c.st.WindowFailures-1, 10, int64(pc.MaxRetryCooldownMs))
+	if el := now.Sub(c.st.WindowLastAt); el < d {
+		return d - el
+	}
+	return 0
+}
+
+func (w Window) clone() Window {
+	if len(w.Failures) == 0 {
+		w.Failures = nil
+		return w
+	}
+	w.Failures = append([]Time(nil), w.Failures...)
+	return w
+}

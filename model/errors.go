@@ -1,0 +1,169 @@
+package model
+
+import "fmt"
+
+// Code is a stable error code of the gateway itself (SPEC §11.4).
+type Code string
+
+const (
+	CodeCircuitOpen           Code = "provider_circuit_open"
+	CodeRateLimit             Code = "rate_limit_error"
+	CodeModelCooldown         Code = "model_cooldown"
+	CodeAllTargetsSkipped     Code = "ALL_TARGETS_SKIPPED"
+	CodeAllTargetsCooling     Code = "all_targets_cooling_down"
+	CodeNoExecutableTargets   Code = "no_executable_targets"
+	CodeSemaphoreQueueFull    Code = "SEMAPHORE_QUEUE_FULL"
+	CodeRateLimitQueueFull    Code = "RATE_LIMIT_QUEUE_FULL"
+	CodeSemaphoreTimeout      Code = "SEMAPHORE_TIMEOUT"
+	CodeRateLimitQueueTimeout Code = "RATE_LIMIT_QUEUE_TIMEOUT"
+	CodeExecutionTimeout      Code = "RATE_LIMIT_EXECUTION_TIMEOUT"
+	CodeBudgetExhausted       Code = "request_budget_exhausted"
+	CodeModelNotFound         Code = "model_not_found"
+	CodeInvalidModel          Code = "invalid_model"
+)
+
+// HTTPStatus is the status the gateway answers with for a code.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeRateLimit, CodeModelCooldown, CodeSemaphoreQueueFull, CodeRateLimitQueueFull:
+		return 429
+	case CodeNoExecutableTargets, CodeModelNotFound:
+		return 404
+	case CodeExecutionTimeout:
+		return 504
+	case CodeInvalidModel:
+		return 400
+	}
+	return 503
+}
+
+// Type is the OpenAI-shaped error type for a code.
+func (c Code) Type() string {
+	switch c.HTTPStatus() {
+	case 429:
+		return "rate_limit_error"
+	case 404:
+		return "not_found_error"
+	case 400:
+		return "invalid_request_error"
+	}
+	return "server_error"
+}
+
+// Error is a typed error of the gateway itself. None of these counts
+// against upstream health.
+type Error struct {
+	Code     Code   `json:"code"`
+	Message  string `json:"message"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// RetryAfterMs is when to come back; 0 = unknown (no Retry-After).
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+	// Excluded lists what kept each target out (all_targets_cooling_down).
+	Excluded []Excluded `json:"excluded,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return string(e.Code) + ": " + e.Message
+	}
+	return string(e.Code)
+}
+
+// RetryAfterSeconds is the Retry-After header value: whole seconds rounded
+// up, at least 1; 0 means send no header.
+func (e *Error) RetryAfterSeconds() int64 {
+	if e.RetryAfterMs <= 0 {
+		return 0
+	}
+	return max(1, (e.RetryAfterMs+999)/1000)
+}
+
+// Unavailable turns a selection with no candidate into the typed answer of
+// SPEC §4b and §11.4, with Retry-After whenever a recovery time is known.
+// It returns nil when the selection has candidates.
+func Unavailable(now Time, r *Route, sel *Selection) *Error {
+	if len(sel.Candidates) > 0 {
+		return nil
+	}
+	model := r.Model
+	if r.IsCombo() {
+		model = r.Combo
+	}
+	if len(sel.Excluded) == 0 {
+		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
+	}
+	var timers, transient, circuit, locks, others int
+	for _, x := range sel.Excluded {
+		switch {
+		case x.Reason == ExclCircuitOpen:
+			circuit++
+			timers++
+			transient++
+		case x.Reason == ExclModelLockout:
+			locks++
+			timers++
+			if x.LockReason.Transient() {
+				transient++
+			}
+		case x.Reason.Timer():
+			timers++
+			if x.LockReason.Transient() {
+				transient++
+			}
+		default:
+			others++
+		}
+	}
+	retry := int64(0)
+	if sel.Earliest > 0 {
+		retry = sel.Earliest.Sub(now)
+	}
+	n := len(sel.Excluded)
+	if !r.IsCombo() {
+		switch {
+		case circuit == n:
+			return &Error{Code: CodeCircuitOpen, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+				Message: fmt.Sprintf("provider %s circuit breaker is open", r.Provider)}
+		case timers == 0:
+			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
+				Message: fmt.Sprintf("no connection of %s can serve %s (terminal or not allowed)", r.Provider, r.Model)}
+		case locks == timers && others == 0:
+			return &Error{Code: CodeModelCooldown, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+				Message: fmt.Sprintf("all credentials for model %s are cooling down", r.Model)}
+		case transient == timers:
+			return &Error{Code: CodeRateLimit, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+				Message: fmt.Sprintf("all connections of %s are cooling down", r.Provider)}
+		}
+		return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+			Message: fmt.Sprintf("every connection of %s is excluded", r.Provider)}
+	}
+	switch {
+	case timers == 0:
+		return &Error{Code: CodeAllTargetsSkipped, Model: model,
+			Message: "all targets were skipped by pre-dispatch filters"}
+	case transient == timers:
+		// Short transient timers only: the caller may wait (comboCooldownWait);
+		// when it does not, the answer is a 429 with the earliest expiry.
+		return &Error{Code: CodeRateLimit, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+			Message: "all targets are cooling down"}
+	case others == 0:
+		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+			Message: "all targets are cooling down"}
+	}
+	return &Error{Code: CodeAllTargetsSkipped, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+		Message: "all targets were skipped by pre-dispatch filters"}
+}
+
+// WaitDecision is the cooldown-aware retry rule of SPEC §4b: wait for the
+// earliest transient expiry instead of failing, within the budgets.
+func WaitDecision(now Time, sel *Selection, enabled bool, maxWaitMs int64, attempt, maxAttempts int, budgetLeftMs int64) (waitMs int64, ok bool) {
+	if !enabled || sel.EarliestTransient == 0 || len(sel.Candidates) > 0 {
+		return 0, false
+	}
+	waitMs = sel.EarliestTransient.Sub(now)
+	if waitMs <= 0 || waitMs > maxWaitMs || attempt >= maxAttempts || budgetLeftMs < waitMs {
+		return 0, false
+	}
+	return waitMs, true
+}

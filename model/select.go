@@ -1,0 +1,416 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Route is a resolved client model: a combo, or one provider and model.
+type Route struct {
+	Name     string `json:"name"`     // what the client asked for
+	Combo    string `json:"combo"`    // combo id, or "" for a single-model route
+	Provider string `json:"provider"` // single-model route
+	Model    string `json:"model"`
+	combo    int32
+	provider int32
+}
+
+// IsCombo reports whether the route is a combo.
+func (r *Route) IsCombo() bool { return r.Combo != "" }
+
+// Resolve turns a client model name into a route (SPEC §11.6): combo id →
+// alias → provider/model with a configured provider → a bare model listed
+// by exactly one provider → a CodeModelNotFound error naming the candidates.
+func (e *Engine) Resolve(name string) (Route, error) {
+	return e.resolve(name, true)
+}
+
+func (e *Engine) resolve(name string, aliases bool) (Route, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return Route{}, &Error{Code: CodeInvalidModel, Message: "model is required"}
+	}
+	if i, ok := e.comboIdx[name]; ok {
+		return Route{Name: name, Combo: name, combo: int32(i), provider: -1}, nil
+	}
+	if aliases {
+		if target, ok := e.topo.Aliases[name]; ok {
+			r, err := e.resolve(target, false)
+			r.Name = name
+			return r, err
+		}
+	}
+	if prov, model, ok := strings.Cut(name, "/"); ok {
+		if i, ok := e.provIdx[prov]; ok {
+			if model == "" {
+				return Route{}, &Error{Code: CodeInvalidModel, Message: fmt.Sprintf("model %q names provider %q but no model", name, prov)}
+			}
+			p := &e.provs[i]
+			if p.models != nil && !p.models[model] {
+				return Route{}, &Error{Code: CodeModelNotFound, Message: fmt.Sprintf("provider %q does not serve model %q; it serves %v", prov, model, p.cfg.Models)}
+			}
+			return Route{Name: name, Provider: prov, Model: model, provider: int32(i), combo: -1}, nil
+		}
+	}
+	var found []int
+	for i := range e.provs {
+		if e.provs[i].models[name] {
+			found = append(found, i)
+		}
+	}
+	if len(found) == 1 {
+		p := &e.provs[found[0]]
+		return Route{Name: name, Provider: p.id, Model: name, provider: int32(found[0]), combo: -1}, nil
+	}
+	var cands []string
+	if len(found) > 1 {
+		for _, i := range found {
+			cands = append(cands, e.provs[i].id+"/"+name)
+		}
+		return Route{}, &Error{Code: CodeModelNotFound, Message: fmt.Sprintf("model %q is served by several providers; name one of %v", name, cands)}
+	}
+	for _, c := range e.topo.Combos {
+		cands = append(cands, c.ID)
+	}
+	for _, p := range e.topo.Providers {
+		for _, m := range p.Models {
+			cands = append(cands, p.ID+"/"+m)
+		}
+	}
+	sort.Strings(cands)
+	if len(cands) > 12 {
+		cands = append(cands[:12], "...")
+	}
+	return Route{}, &Error{Code: CodeModelNotFound, Message: fmt.Sprintf("unknown model %q; try one of %v", name, cands)}
+}
+
+// ConnRef names one connection.
+type ConnRef struct {
+	Provider   string `json:"provider"`
+	Connection string `json:"connection"`
+}
+
+// String is the "provider/connection" form (SPEC §11.5).
+func (r ConnRef) String() string { return r.Provider + "/" + r.Connection }
+
+// ParseConnRef parses "provider/connection".
+func ParseConnRef(s string) (ConnRef, error) {
+	p, c, ok := strings.Cut(s, "/")
+	if !ok || p == "" || c == "" || strings.Contains(c, "/") {
+		return ConnRef{}, fmt.Errorf("want provider/connection, got %q", s)
+	}
+	return ConnRef{p, c}, nil
+}
+
+// Request is one selection request.
+type Request struct {
+	Route Route
+	// Allowed restricts the connections (a client key's allowedConnections);
+	// empty allows all.
+	Allowed []ConnRef
+	// Skip lists connections already tried by this request.
+	Skip []ConnRef
+}
+
+// Candidate is one eligible (target, connection) in try order.
+type Candidate struct {
+	Provider   string `json:"provider"`
+	Connection string `json:"connection"`
+	Model      string `json:"model"`
+	Target     int    `json:"target"` // index in the combo's targets, 0 for single-model
+	p, c       int32
+}
+
+// Excluded says which layer kept a target or connection out, and for how
+// long. Connection is empty when the whole target was excluded.
+type Excluded struct {
+	Provider    string    `json:"provider"`
+	Connection  string    `json:"connection,omitempty"`
+	Model       string    `json:"model"`
+	Target      int       `json:"target"`
+	Reason      Exclusion `json:"reason"`
+	RemainingMs int64     `json:"remainingMs,omitempty"` // 0 when no timer ends it
+	// LockReason is the lockout's or terminal's reason.
+	LockReason Reason `json:"lockReason,omitempty"`
+}
+
+// Selection is Select's answer. Its slices are reused between calls: the
+// caller owns one Selection per goroutine and passes it back in.
+type Selection struct {
+	Candidates []Candidate
+	Excluded   []Excluded
+	// Earliest is the first instant a timer exclusion ends (0 = none), and
+	// EarliestTransient the first end among transient ones (cooldowns,
+	// breaker, window, transient lockouts) that a wait may bridge (SPEC §4b).
+	Earliest          Time
+	EarliestTransient Time
+	targets           []int32
+	conns             []int32
+}
+
+func (s *Selection) reset() {
+	s.Candidates = s.Candidates[:0]
+	s.Excluded = s.Excluded[:0]
+	s.Earliest, s.EarliestTransient = 0, 0
+}
+
+func (s *Selection) exclude(now Time, x Excluded) {
+	s.Excluded = append(s.Excluded, x)
+	if x.RemainingMs <= 0 || !x.Reason.Timer() {
+		return
+	}
+	at := now.Add(x.RemainingMs)
+	if s.Earliest == 0 || at < s.Earliest {
+		s.Earliest = at
+	}
+	if x.Reason == ExclCircuitOpen || x.Reason == ExclProviderCooldown || x.LockReason.Transient() {
+		if s.EarliestTransient == 0 || at < s.EarliestTransient {
+			s.EarliestTransient = at
+		}
+	}
+}
+
+// Select returns the eligible connections for a request in strategy order,
+// and for every excluded target or connection the layer that excluded it.
+// Reads refresh lazy state (an expired OPEN becomes HALF_OPEN here).
+func (e *Engine) Select(now Time, req *Request, out *Selection) {
+	out.reset()
+	r := &req.Route
+	if r.Combo == "" {
+		if r.provider < 0 || int(r.provider) >= len(e.provs) || e.provs[r.provider].id != r.Provider {
+			return
+		}
+		e.selectTarget(now, req, out, r.provider, -1, r.Model, 0, false)
+		return
+	}
+	if r.combo < 0 || int(r.combo) >= len(e.combos) || e.combos[r.combo].cfg.ID != r.Combo {
+		return
+	}
+	cs := &e.combos[r.combo]
+	out.targets = e.orderTargets(now, cs, out.targets[:0])
+	for _, ti := range out.targets {
+		t := &cs.cfg.Targets[ti]
+		e.selectTarget(now, req, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true)
+	}
+}
+
+func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned int32, model string, target int, combo bool) {
+	p := &e.provs[pi]
+	e.refreshProvider(now, p)
+	if !p.breaker.admits() {
+		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclCircuitOpen,
+			RemainingMs: p.breaker.retryAfter(now, e.opts(p))})
+		return
+	}
+	if combo {
+		if ms := e.windowCooling(now, p); ms > 0 {
+			out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclProviderCooldown, RemainingMs: ms})
+			return
+		}
+	}
+	if p.models != nil && !p.models[model] {
+		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclNoModel})
+		return
+	}
+	fam := p.family(model)
+	if pinned >= 0 {
+		out.conns = append(out.conns[:0], pinned)
+	} else {
+		out.conns = e.orderConns(now, p, out.conns[:0])
+	}
+	for _, ci := range out.conns {
+		c := &p.conns[ci]
+		x := Excluded{Provider: p.id, Connection: c.id, Model: model, Target: target}
+		switch {
+		case !allowed(req.Allowed, p.id, c.id) || contains(req.Skip, p.id, c.id):
+			x.Reason = ExclNotAllowed
+		case c.st.Status.Terminal():
+			x.Reason, x.LockReason = ExclTerminal, terminalReason(c.st.Status)
+		case c.st.RateLimitedUntil > now:
+			x.Reason, x.RemainingMs, x.LockReason = ExclConnectionCooldown, c.st.RateLimitedUntil.Sub(now), c.st.LastErrorType
+		default:
+			if l := c.locks.blocking(now, fam, model); l != nil {
+				// locked while now <= Until: it serves again 1 ms later
+				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
+			} else if ms := e.pinnedWindow(now, pinned, c); ms > 0 {
+				x.Reason, x.RemainingMs = ExclProviderCooldown, ms
+			} else {
+				out.Candidates = append(out.Candidates, Candidate{Provider: p.id, Connection: c.id, Model: model, Target: target, p: pi, c: ci})
+				continue
+			}
+		}
+		out.exclude(now, x)
+	}
+}
+
+func (e *Engine) pinnedWindow(now Time, pinned int32, c *connState) int64 {
+	if pinned < 0 {
+		return 0
+	}
+	return e.connWindowCooling(now, c)
+}
+
+func terminalReason(s ConnStatus) Reason {
+	switch s {
+	case StatusBanned:
+		return ReasonBanned
+	case StatusExpired:
+		return ReasonAuthError
+	case StatusCreditsExhausted:
+		return ReasonCreditsExhausted
+	}
+	return ReasonNone
+}
+
+func allowed(list []ConnRef, p, c string) bool {
+	return len(list) == 0 || contains(list, p, c)
+}
+
+func contains(list []ConnRef, p, c string) bool {
+	for _, r := range list {
+		if r.Provider == p && r.Connection == c {
+			return true
+		}
+	}
+	return false
+}
+
+// orderConns orders a provider's connections by its strategy.
+func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
+	buf = append(buf, p.order...)
+	n := len(buf)
+	switch p.cfg.Strategy {
+	case RoundRobin:
+		k := int(p.cursor % uint64(n))
+		slices.Reverse(buf[:k])
+		slices.Reverse(buf[k:])
+		slices.Reverse(buf)
+		p.cursor++
+		e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
+	case Random:
+		e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+	case Weighted:
+		e.weightedOrder(buf, func(i int32) int { return p.cfg.Connections[i].Weight })
+	case P2C:
+		if n >= 2 {
+			i := e.rng.IntN(n)
+			j := e.rng.IntN(n - 1)
+			if j >= i {
+				j++
+			}
+			a, b := buf[i], buf[j]
+			if p.conns[b].inflight < p.conns[a].inflight {
+				a, b = b, a
+			}
+			// a first, then b, the others keep their order
+			moveToFront(buf, b)
+			moveToFront(buf, a)
+		}
+	case LeastUsed:
+		slices.SortStableFunc(buf, func(x, y int32) int {
+			cx, cy := &p.conns[x].st, &p.conns[y].st
+			switch {
+			case cx.Uses != cy.Uses:
+				if cx.Uses < cy.Uses {
+					return -1
+				}
+				return 1
+			case cx.LastUsedAt != cy.LastUsedAt:
+				if cx.LastUsedAt < cy.LastUsedAt {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
+	}
+	return buf
+}
+
+func moveToFront(buf []int32, v int32) {
+	i := slices.Index(buf, v)
+	if i <= 0 {
+		return
+	}
+	copy(buf[1:i+1], buf[:i])
+	buf[0] = v
+}
+
+// weightedOrder draws an order without replacement, each pick with
+// probability proportional to its weight (weight 0 counts as 1).
+func (e *Engine) weightedOrder(buf []int32, weight func(int32) int) {
+	for i := 0; i < len(buf)-1; i++ {
+		total := 0
+		for _, v := range buf[i:] {
+			total += max(1, weight(v))
+		}
+		pick := e.rng.IntN(total)
+		for j := i; j < len(buf); j++ {
+			pick -= max(1, weight(buf[j]))
+			if pick < 0 {
+				buf[i], buf[j] = buf[j], buf[i]
+				break
+			}
+		}
+	}
+}
+
+// orderTargets orders a combo's targets by its strategy.
+func (e *Engine) orderTargets(now Time, cs *comboState, buf []int32) []int32 {
+	n := len(cs.cfg.Targets)
+	for i := range n {
+		buf = append(buf, int32(i))
+	}
+	switch cs.cfg.Strategy {
+	case RoundRobin:
+		k := int(cs.cursor % uint64(n))
+		slices.Reverse(buf[:k])
+		slices.Reverse(buf[k:])
+		slices.Reverse(buf)
+		cs.cursor++
+		e.emit(Change{At: now, Kind: ChangeCursor, Combo: cs.cfg.ID, Cursor: cs.cursor})
+	case Random:
+		e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+	case Weighted:
+		e.weightedOrder(buf, func(i int32) int { return cs.cfg.Targets[i].Weight })
+	case P2C, LeastUsed:
+		load := func(t int32) (inflight int, uses uint64) {
+			p := &e.provs[cs.tp[t]]
+			for k := range p.conns {
+				inflight += p.conns[k].inflight
+				uses += p.conns[k].st.Uses
+			}
+			return
+		}
+		if cs.cfg.Strategy == LeastUsed {
+			slices.SortStableFunc(buf, func(x, y int32) int {
+				_, ux := load(x)
+				_, uy := load(y)
+				switch {
+				case ux < uy:
+					return -1
+				case ux > uy:
+					return 1
+				}
+				return 0
+			})
+		} else if n >= 2 {
+			i := e.rng.IntN(n)
+			j := e.rng.IntN(n - 1)
+			if j >= i {
+				j++
+			}
+			a, b := buf[i], buf[j]
+			la, _ := load(a)
+			lb, _ := load(b)
+			if lb < la {
+				a, b = b, a
+			}
+			moveToFront(buf, b)
+			moveToFront(buf, a)
+		}
+	}
+	return buf
+}

@@ -1,0 +1,264 @@
+package model
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestResolveOrder(t *testing.T) {
+	// SPEC §11.6 model resolution: combo id → alias → provider/model →
+	// bare model listed by exactly one provider → 404 naming candidates.
+	a := oneProvider("a", ProfileAPIKey, 1)
+	a.Models = []string{"shared", "only-a", "org/model"}
+	b := oneProvider("b", ProfileAPIKey, 1)
+	b.Models = []string{"shared"}
+	tp := topo(a, b)
+	tp.Combos = []ComboConfig{{ID: "coding", Targets: []ComboTarget{{Provider: "a", Model: "only-a"}}}}
+	tp.Aliases = map[string]string{"fast": "b/shared", "team": "coding"}
+	e := mustEngine(t, tp, nil)
+	cases := []struct{ in, combo, prov, model string }{
+		{"coding", "coding", "", ""},
+		{"fast", "", "b", "shared"},
+		{"team", "coding", "", ""},
+		{"a/shared", "", "a", "shared"},
+		{"only-a", "", "a", "only-a"},
+		{"org/model", "", "a", "org/model"}, // ids may contain '/'
+	}
+	for _, c := range cases {
+		r, err := e.Resolve(c.in)
+		if err != nil || r.Combo != c.combo || r.Provider != c.prov || r.Model != c.model {
+			t.Errorf("resolve %q = %+v, %v", c.in, r, err)
+		}
+	}
+	for _, bad := range []string{"shared", "nope", "a/nope", "", "a/"} {
+		_, err := e.Resolve(bad)
+		var te *Error
+		if err == nil || !asError(err, &te) || (te.Code != CodeModelNotFound && te.Code != CodeInvalidModel) {
+			t.Errorf("resolve %q: %v, want a typed not-found error", bad, err)
+		}
+	}
+	_, err := e.Resolve("shared")
+	if !strings.Contains(err.Error(), "a/shared") || !strings.Contains(err.Error(), "b/shared") {
+		t.Errorf("ambiguous model must name the candidates: %v", err)
+	}
+}
+
+func asError(err error, target **Error) bool {
+	e, ok := err.(*Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func TestSelectionStrategies(t *testing.T) {
+	mk := func(s Strategy) *Engine {
+		p := oneProvider("p", ProfileAPIKey, 3)
+		p.Strategy = s
+		p.Connections[0].Priority = 3
+		p.Connections[1].Priority = 1
+		p.Connections[2].Priority = 2
+		return mustEngine(t, topo(p), nil)
+	}
+	t.Run("SPEC §11.6 fill-first is config order", func(t *testing.T) {
+		e := mk(FillFirst)
+		if got := candidates(selectAt(t, e, at(0), "p/m1")); !reflect.DeepEqual(got, []string{"p/k1", "p/k2", "p/k3"}) {
+			t.Fatal(got)
+		}
+	})
+	t.Run("SPEC §8 priority ascending", func(t *testing.T) {
+		e := mk(Priority)
+		if got := candidates(selectAt(t, e, at(0), "p/m1")); !reflect.DeepEqual(got, []string{"p/k2", "p/k3", "p/k1"}) {
+			t.Fatal(got)
+		}
+	})
+	t.Run("SPEC §8 round-robin rotates", func(t *testing.T) {
+		e := mk(RoundRobin)
+		var firsts []string
+		for i := 0; i < 4; i++ {
+			firsts = append(firsts, candidates(selectAt(t, e, at(0), "p/m1"))[0])
+		}
+		if !reflect.DeepEqual(firsts, []string{"p/k1", "p/k2", "p/k3", "p/k1"}) {
+			t.Fatal(firsts)
+		}
+	})
+	t.Run("SPEC §8 least-used prefers fewer uses", func(t *testing.T) {
+		e := mk(LeastUsed)
+		hit(t, e, at(0), "p", "k1", "m1", status(200))
+		hit(t, e, at(1), "p", "k3", "m1", status(200))
+		if got := candidates(selectAt(t, e, at(2), "p/m1")); got[0] != "p/k2" || got[1] != "p/k1" {
+			t.Fatal(got)
+		}
+	})
+	t.Run("SPEC §8 p2c prefers fewer in flight", func(t *testing.T) {
+		e := mk(P2C)
+		beginOn(t, e, at(0), "p", "k1", "m1")
+		beginOn(t, e, at(0), "p", "k2", "m1")
+		beginOn(t, e, at(0), "p", "k2", "m1")
+		for i := 0; i < 20; i++ {
+			got := candidates(selectAt(t, e, at(1), "p/m1"))
+			if len(got) != 3 || got[0] == "p/k2" {
+				t.Fatalf("p2c chose the busiest connection first: %v", got)
+			}
+		}
+	})
+	t.Run("SPEC §8 random uses only the injected source", func(t *testing.T) {
+		run := func() []string {
+			p := oneProvider("p", ProfileAPIKey, 3)
+			p.Strategy = Random
+			s, _ := Normalize(DefaultSettings())
+			e, _ := NewEngine(topo(p), s, rand.New(rand.NewPCG(42, 1)))
+			var out []string
+			for i := 0; i < 10; i++ {
+				out = append(out, strings.Join(candidates(selectAt(t, e, at(0), "p/m1")), ","))
+			}
+			return out
+		}
+		if a, b := run(), run(); !reflect.DeepEqual(a, b) {
+			t.Fatalf("same seed, different orders:\n%v\n%v", a, b)
+		}
+	})
+}
+
+func TestSelectionExclusionsAndEarliest(t *testing.T) {
+	// SPEC §11.5: every excluded connection names its layer with time left,
+	// and the earliest recovery instant is reported for Retry-After.
+	p := oneProvider("p", ProfileAPIKey, 4)
+	e := mustEngine(t, topo(p), func(s *Settings) { s.ModelLockout.Enabled = true })
+	hit(t, e, at(0), "p", "k1", "m1", withHeader(429, "retry-after", "20"))
+	hit(t, e, at(0), "p", "k2", "m1", withBody(403, "account has been deactivated"))
+	hit(t, e, at(0), "p", "k3", "m1", status(404))
+	connOf(e, "p", "k3").RateLimitedUntil = 0
+	var sel Selection
+	req := Request{Route: route(t, e, "p/m1"), Allowed: []ConnRef{{"p", "k1"}, {"p", "k2"}, {"p", "k3"}}}
+	e.Select(at(sec(5)), &req, &sel)
+	want := map[string]Exclusion{"k1": ExclConnectionCooldown, "k2": ExclTerminal, "k3": ExclModelLockout, "k4": ExclNotAllowed}
+	if len(sel.Candidates) != 0 || len(sel.Excluded) != 4 {
+		t.Fatalf("%+v", sel)
+	}
+	for _, x := range sel.Excluded {
+		if want[x.Connection] != x.Reason {
+			t.Errorf("%s excluded by %v, want %v", x.Connection, x.Reason, want[x.Connection])
+		}
+	}
+	if sel.Earliest != at(sec(20)) {
+		t.Fatalf("earliest %d, want 20 s", sel.Earliest-t0)
+	}
+	err := Unavailable(at(sec(5)), &req.Route, &sel)
+	if err == nil || err.Code.HTTPStatus() != 429 && err.Code.HTTPStatus() != 503 || err.RetryAfterSeconds() != 15 {
+		t.Fatalf("unavailable: %+v", err)
+	}
+}
+
+func TestUnavailableAnswers(t *testing.T) {
+	// SPEC §4b / §11.4: the typed answer when nothing is eligible.
+	a := oneProvider("a", ProfileLocal, 1)
+	b := oneProvider("b", ProfileAPIKey, 1)
+	tp := topo(a, b)
+	tp.Combos = []ComboConfig{{ID: "c", Targets: []ComboTarget{{Provider: "a", Model: "m1"}, {Provider: "b", Model: "m1"}}}}
+	t.Run("single model, breaker open → 503 provider_circuit_open + Retry-After", func(t *testing.T) {
+		e := mustEngine(t, tp, nil)
+		hit(t, e, at(0), "a", "k1", "m1", status(503))
+		hit(t, e, at(0), "a", "k1", "m1", status(503))
+		r := route(t, e, "a/m1")
+		sel := selectAt(t, e, at(sec(5)), "a/m1")
+		err := Unavailable(at(sec(5)), &r, sel)
+		if err.Code != CodeCircuitOpen || err.Code.HTTPStatus() != 503 || err.RetryAfterSeconds() != 10 {
+			t.Fatalf("%+v", err)
+		}
+	})
+	t.Run("single model, all cooling → 429 rate_limit_error", func(t *testing.T) {
+		e := mustEngine(t, tp, nil)
+		hit(t, e, at(0), "b", "k1", "m1", withHeader(429, "retry-after", "2"))
+		r := route(t, e, "b/m1")
+		err := Unavailable(at(0), &r, selectAt(t, e, at(0), "b/m1"))
+		if err.Code != CodeRateLimit || err.Code.HTTPStatus() != 429 || err.RetryAfterSeconds() != 2 {
+			t.Fatalf("%+v", err)
+		}
+	})
+	t.Run("single model, terminal only → 503 ALL_TARGETS_SKIPPED without Retry-After", func(t *testing.T) {
+		e := mustEngine(t, tp, nil)
+		hit(t, e, at(0), "b", "k1", "m1", withBody(402, "insufficient credits"))
+		r := route(t, e, "b/m1")
+		err := Unavailable(at(0), &r, selectAt(t, e, at(0), "b/m1"))
+		if err.Code != CodeAllTargetsSkipped || err.RetryAfterSeconds() != 0 {
+			t.Fatalf("%+v", err)
+		}
+	})
+	t.Run("combo, breaker + quota cooldown → 503 all_targets_cooling_down with diagnostics", func(t *testing.T) {
+		e := mustEngine(t, tp, nil)
+		hit(t, e, at(0), "a", "k1", "m1", status(503))
+		hit(t, e, at(0), "a", "k1", "m1", status(503))
+		hit(t, e, at(0), "b", "k1", "m1", withBody(429, "monthly quota exceeded"))
+		r := route(t, e, "c")
+		err := Unavailable(at(sec(1)), &r, selectAt(t, e, at(sec(1)), "c"))
+		if err.Code != CodeAllTargetsCooling || len(err.Excluded) != 2 || err.RetryAfterSeconds() != 14 {
+			t.Fatalf("%+v", err)
+		}
+	})
+	t.Run("combo wait decision: short transient cooldown", func(t *testing.T) {
+		e := mustEngine(t, tp, nil)
+		hit(t, e, at(0), "a", "k1", "m1", withHeader(429, "retry-after", "3"))
+		hit(t, e, at(0), "b", "k1", "m1", withHeader(429, "retry-after", "5"))
+		sel := selectAt(t, e, at(0), "c")
+		// a is a local (per-model-quota) provider: its 429 is a lockout, held
+		// while now <= until, so it frees 1 ms after the 3 s.
+		if w, ok := WaitDecision(at(0), sel, true, 90000, 0, 5, 300000); !ok || w != 3001 {
+			t.Fatalf("wait %d %v", w, ok)
+		}
+		if _, ok := WaitDecision(at(0), sel, true, 2000, 0, 5, 300000); ok {
+			t.Fatal("must not wait beyond maxWaitMs")
+		}
+		if _, ok := WaitDecision(at(0), sel, true, 90000, 5, 5, 300000); ok {
+			t.Fatal("must not wait beyond maxAttempts")
+		}
+		if _, ok := WaitDecision(at(0), sel, true, 90000, 0, 5, 3000); ok {
+			t.Fatal("must not wait beyond the budget")
+		}
+	})
+	t.Run("nothing eligible and no timer → 404 no_executable_targets", func(t *testing.T) {
+		e := mustEngine(t, tp, nil)
+		r := route(t, e, "c")
+		var empty Selection
+		if err := Unavailable(at(0), &r, &empty); err.Code != CodeNoExecutableTargets || err.Code.HTTPStatus() != 404 {
+			t.Fatalf("%+v", err)
+		}
+	})
+}
+
+func TestComboSelectionOrderAndWindowGate(t *testing.T) {
+	// SPEC §1b: the window gate (off by default) skips a provider for combo
+	// target resolution after N failures inside the window.
+	a := oneProvider("a", ProfileLocal, 1)
+	noPerModel := false
+	a.PerModelQuota = &noPerModel // so the 503s cool the connection, not lock the model
+	b := oneProvider("b", ProfileAPIKey, 1)
+	tp := topo(a, b)
+	tp.Combos = []ComboConfig{{ID: "c", Targets: []ComboTarget{{Provider: "a", Model: "m1"}, {Provider: "b", Model: "m1"}}}}
+	e := mustEngine(t, tp, func(s *Settings) {
+		s.ProviderCooldown.Enabled = true
+		s.ProviderBreaker.Local.FailureThreshold = 100
+		s.ProviderBreaker.Local.DegradationThreshold = 50
+	})
+	if got := candidates(selectAt(t, e, at(0), "c")); !reflect.DeepEqual(got, []string{"a/k1", "b/k1"}) {
+		t.Fatal(got)
+	}
+	hit(t, e, at(0), "a", "k1", "m1", status(503))
+	if w := e.windowCooling(at(1), &e.provs[0]); w != 0 {
+		t.Fatal("below the threshold the provider is not cooling")
+	}
+	hit(t, e, at(sec(10)), "a", "k1", "m1", status(503)) // 2nd within 5 min → cools 1 min
+	connOf(e, "a", "k1").RateLimitedUntil = 0
+	sel := selectAt(t, e, at(sec(11)), "c")
+	if got := candidates(sel); !reflect.DeepEqual(got, []string{"b/k1"}) || sel.Excluded[0].Reason != ExclProviderCooldown {
+		t.Fatalf("%v %+v", got, sel.Excluded)
+	}
+	if s := selectAt(t, e, at(sec(11)), "a/m1"); len(s.Candidates) != 1 {
+		t.Fatal("the window gate is consulted by combo resolution only")
+	}
+	if s := selectAt(t, e, at(sec(70)), "c"); len(s.Candidates) != 2 {
+		t.Fatal("cooling ends providerCooldownMs after the tripping failure")
+	}
+}

@@ -1,0 +1,1121 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mustNormalize fails the test when Normalize rejects s.
+func mustNormalize(t *testing.T, s Settings) Settings {
+	t.Helper()
+	n, err := Normalize(s)
+	if err != nil {
+		t.Fatalf("Normalize: %v", err)
+	}
+	return n
+}
+
+func mustLayer(t *testing.T, js string) Layer {
+	t.Helper()
+	l, err := ParseLayerJSON([]byte(js))
+	if err != nil {
+		t.Fatalf("ParseLayerJSON(%s): %v", js, err)
+	}
+	return l
+}
+
+// wantSettingsError checks that err holds a *SettingsError for field whose
+// message contains each of wants.
+func wantSettingsError(t *testing.T, err error, field string, wants ...string) *SettingsError {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want an error for %q, got none", field)
+	}
+	var first *SettingsError
+	if !errors.As(err, &first) {
+		t.Fatalf("error %v (%T) is not a *SettingsError", err, err)
+	}
+	for _, se := range SettingsErrors(err) {
+		if se.Field != field {
+			continue
+		}
+		for _, w := range wants {
+			if !strings.Contains(se.Error(), w) {
+				t.Fatalf("error for %q = %q, want it to contain %q", field, se.Error(), w)
+			}
+		}
+		return se
+	}
+	t.Fatalf("no error names %q; got %v", field, err)
+	return nil
+}
+
+func TestSettingsDefaultsAreAFixedPoint(t *testing.T) {
+	// SPEC §11.1 / "does better" 12: one normalisation; the defaults pass it unchanged.
+	d := DefaultSettings()
+	n := mustNormalize(t, d)
+	if !reflect.DeepEqual(n, d) {
+		t.Fatalf("Normalize(DefaultSettings()) changed the defaults:\n got %+v\nwant %+v", n, d)
+	}
+	s, src, err := Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s, d) {
+		t.Fatalf("Resolve() with no layers = %+v, want the defaults", s)
+	}
+	for p, name := range src {
+		if name != SourceDefault {
+			t.Fatalf("Resolve() with no layers: %s came from %q", p, name)
+		}
+	}
+}
+
+func TestSettingsDefaultsMatchSpec(t *testing.T) {
+	d := DefaultSettings()
+	cases := []struct {
+		rule string
+		got  any
+		want any
+	}{
+		{"SPEC §1 oauth breaker 5/8/60s", []any{d.ProviderBreaker.OAuth.DegradationThreshold, d.ProviderBreaker.OAuth.FailureThreshold, d.ProviderBreaker.OAuth.ResetTimeoutMs}, []any{5, 8, Millis(60000)}},
+		{"SPEC §1 apikey breaker 7/12/30s", []any{d.ProviderBreaker.APIKey.DegradationThreshold, d.ProviderBreaker.APIKey.FailureThreshold, d.ProviderBreaker.APIKey.ResetTimeoutMs}, []any{7, 12, Millis(30000)}},
+		{"SPEC §1 local breaker opens at 2 after 15s", []any{d.ProviderBreaker.Local.FailureThreshold, d.ProviderBreaker.Local.ResetTimeoutMs}, []any{2, Millis(15000)}},
+		{"SPEC §3 model lockout off, 120s..30min, 10 steps", []any{d.ModelLockout.Enabled, d.ModelLockout.BaseCooldownMs, d.ModelLockout.MaxCooldownMs, d.ModelLockout.MaxBackoffSteps}, []any{false, Millis(120000), Millis(1800000), 10}},
+		{"SPEC §3 lockout errorCodes", d.ModelLockout.ErrorCodes, []int{403, 404, 429, 502, 503, 504}},
+		{"SPEC §5 queue budgets 30s / 600s, unbounded depth", []any{d.RequestQueue.MaxWaitMs, d.RequestQueue.ExecutionMaxWaitMs, d.RequestQueue.MaxQueueDepth}, []any{Millis(30000), Millis(600000), 0}},
+		{"SPEC §4b waitForCooldown 5 / 90s / 300s", []any{d.WaitForCooldown.Enabled, d.WaitForCooldown.MaxRetries, d.WaitForCooldown.MaxRetryWaitSec, d.WaitForCooldown.BudgetMs}, []any{true, 5, 90, Millis(300000)}},
+		{"SPEC §6 throughput watchdog off, 30s/30s/4/1", []any{d.StreamRecovery.ThroughputWatchdog.Enabled, d.StreamRecovery.ThroughputWatchdog.WarmupMs, d.StreamRecovery.ThroughputWatchdog.WindowMs, d.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond, d.StreamRecovery.ThroughputWatchdog.MinUsefulBytes}, []any{false, Millis(30000), Millis(30000), 4, 1}},
+		{"SPEC §11.6 session affinity off", d.SessionAffinityTTLMs, Millis(0)},
+		{"SPEC §11.6 probe timeout = attemptMs", d.ProbeTimeout(ProfileAPIKey), int64(600000)},
+	}
+	for _, c := range cases {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.rule, c.got, c.want)
+		}
+	}
+}
+
+func TestSettingsNormalizeClamps(t *testing.T) {
+	cases := []struct {
+		rule   string
+		set    func(*Settings)
+		get    func(*Settings) any
+		expect any
+	}{
+		{"REFERENCE M17: failureThreshold clamped to [1,1000] (low)",
+			func(s *Settings) { s.ProviderBreaker.APIKey.FailureThreshold = 0 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.FailureThreshold }, 1},
+		{"REFERENCE M17: failureThreshold clamped to [1,1000] (high)",
+			func(s *Settings) { s.ProviderBreaker.OAuth.FailureThreshold = 5000 },
+			func(s *Settings) any { return s.ProviderBreaker.OAuth.FailureThreshold }, 1000},
+		{"REFERENCE M17: degradation clamped below failure",
+			func(s *Settings) {
+				s.ProviderBreaker.APIKey.FailureThreshold = 5
+				s.ProviderBreaker.APIKey.DegradationThreshold = 9
+			},
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.DegradationThreshold }, 4},
+		{"REFERENCE M17: degradation is 1 when failureThreshold <= 1",
+			func(s *Settings) {
+				s.ProviderBreaker.Local.FailureThreshold = 1
+				s.ProviderBreaker.Local.DegradationThreshold = 7
+			},
+			func(s *Settings) any { return s.ProviderBreaker.Local.DegradationThreshold }, 1},
+		{"REFERENCE M17: degradation at least 1",
+			func(s *Settings) { s.ProviderBreaker.OAuth.DegradationThreshold = -3 },
+			func(s *Settings) any { return s.ProviderBreaker.OAuth.DegradationThreshold }, 1},
+		{"REFERENCE M17: resetTimeoutMs at least 1 s",
+			func(s *Settings) { s.ProviderBreaker.APIKey.ResetTimeoutMs = 10 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.ResetTimeoutMs }, Millis(1000)},
+		{"REFERENCE M17: resetTimeoutMs at most 24 h",
+			func(s *Settings) { s.ProviderBreaker.APIKey.ResetTimeoutMs = 1 << 50 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.ResetTimeoutMs }, Millis(86_400_000)},
+		{"SPEC better 2: halfOpenRequests [1,100]",
+			func(s *Settings) { s.ProviderBreaker.APIKey.HalfOpenRequests = 0 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.HalfOpenRequests }, 1},
+		{"SPEC §1: maxBackoffMultiplier [1,1024]",
+			func(s *Settings) { s.ProviderBreaker.APIKey.MaxBackoffMultiplier = 4096 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.MaxBackoffMultiplier }, 1024},
+		{"SPEC §1: backoffEscalationCount [0,100]",
+			func(s *Settings) { s.ProviderBreaker.APIKey.BackoffEscalationCount = -1 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.BackoffEscalationCount }, 0},
+		{"SPEC §1: cooldownByKind values clamped to [0,24h]",
+			func(s *Settings) {
+				s.ProviderBreaker.APIKey.CooldownByKind = map[string]Millis{"timeout": -5, "transport": 1 << 40}
+			},
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.CooldownByKind },
+			map[string]Millis{"timeout": 0, "transport": 86_400_000}},
+		{"SPEC §11.6: probeTimeoutMs 0 means attemptMs and stays 0",
+			func(s *Settings) { s.ProviderBreaker.APIKey.ProbeTimeoutMs = -1 },
+			func(s *Settings) any { return s.ProviderBreaker.APIKey.ProbeTimeoutMs }, Millis(0)},
+		{"SPEC better 20: dedup [0,10min]",
+			func(s *Settings) { s.ProviderBreaker.Dedup.TransportMs = 1 << 40 },
+			func(s *Settings) any { return s.ProviderBreaker.Dedup.TransportMs }, Millis(600_000)},
+		{"SPEC §1b: providerFailureThreshold [1,1000]",
+			func(s *Settings) { s.ProviderCooldown.APIKey.ProviderFailureThreshold = 0 },
+			func(s *Settings) any { return s.ProviderCooldown.APIKey.ProviderFailureThreshold }, 1},
+		{"SPEC §1b: providerFailureWindowMs at least 1 s",
+			func(s *Settings) { s.ProviderCooldown.OAuth.ProviderFailureWindowMs = 0 },
+			func(s *Settings) any { return s.ProviderCooldown.OAuth.ProviderFailureWindowMs }, Millis(1000)},
+		{"SPEC §1b: providerCooldownMs at most 1 day",
+			func(s *Settings) { s.ProviderCooldown.OAuth.ProviderCooldownMs = 2 * msDay24h },
+			func(s *Settings) any { return s.ProviderCooldown.OAuth.ProviderCooldownMs }, Millis(msDay24h)},
+		{"REFERENCE M17: providerCooldown max >= min",
+			func(s *Settings) {
+				s.ProviderCooldown.MinRetryCooldownMs = 60_000
+				s.ProviderCooldown.MaxRetryCooldownMs = 1_000
+			},
+			func(s *Settings) any { return s.ProviderCooldown.MaxRetryCooldownMs }, Millis(60_000)},
+		{"REFERENCE M17: providerCooldown min at most 1 h",
+			func(s *Settings) { s.ProviderCooldown.MinRetryCooldownMs = 2 * hour },
+			func(s *Settings) any { return s.ProviderCooldown.MinRetryCooldownMs }, Millis(hour)},
+		{"REFERENCE M17: connection base cooldown [0,24h]",
+			func(s *Settings) { s.ConnectionCooldown.OAuth.BaseCooldownMs = -1 },
+			func(s *Settings) any { return s.ConnectionCooldown.OAuth.BaseCooldownMs }, Millis(0)},
+		{"REFERENCE M17: connection maxBackoffSteps [0,32]",
+			func(s *Settings) { s.ConnectionCooldown.APIKey.MaxBackoffSteps = 99 },
+			func(s *Settings) any { return s.ConnectionCooldown.APIKey.MaxBackoffSteps }, 32},
+		{"SPEC better 10: maxStatedResetMs never below maxCooldownMs",
+			func(s *Settings) {
+				s.ConnectionCooldown.MaxCooldownMs = 2 * hour
+				s.ConnectionCooldown.MaxStatedResetMs = hour
+			},
+			func(s *Settings) any { return s.ConnectionCooldown.MaxStatedResetMs }, Millis(2 * hour)},
+		{"SPEC §11.6: maxCooldownMs at least 1 s",
+			func(s *Settings) { s.ConnectionCooldown.MaxCooldownMs = 0 },
+			func(s *Settings) any { return s.ConnectionCooldown.MaxCooldownMs }, Millis(1000)},
+		{"SPEC better 1: backoffDecayMs 0 (never decay) is kept",
+			func(s *Settings) { s.ConnectionCooldown.BackoffDecayMs = 0 },
+			func(s *Settings) any { return s.ConnectionCooldown.BackoffDecayMs }, Millis(0)},
+		{"SPEC §2: concurrencyCooldownMs at most 10 min",
+			func(s *Settings) { s.ConnectionCooldown.ConcurrencyCooldownMs = hour },
+			func(s *Settings) any { return s.ConnectionCooldown.ConcurrencyCooldownMs }, Millis(600_000)},
+		{"REFERENCE M8: errorCodes filtered to 100..599, sorted",
+			func(s *Settings) { s.ModelLockout.ErrorCodes = []int{503, 42, 429, 600, 503} },
+			func(s *Settings) any { return s.ModelLockout.ErrorCodes }, []int{429, 503}},
+		{"REFERENCE M8: empty errorCodes → default list",
+			func(s *Settings) { s.ModelLockout.ErrorCodes = []int{7} },
+			func(s *Settings) any { return s.ModelLockout.ErrorCodes }, []int{403, 404, 429, 502, 503, 504}},
+		{"REFERENCE M8: lockout base at most 10 min (0 allowed for simulations)",
+			func(s *Settings) { s.ModelLockout.BaseCooldownMs = hour },
+			func(s *Settings) any { return s.ModelLockout.BaseCooldownMs }, Millis(600_000)},
+		{"REFERENCE M8: lockout base 0 is kept",
+			func(s *Settings) { s.ModelLockout.BaseCooldownMs = 0 },
+			func(s *Settings) any { return s.ModelLockout.BaseCooldownMs }, Millis(0)},
+		{"REFERENCE M8: lockout max [5s,1h]",
+			func(s *Settings) {
+				s.ModelLockout.BaseCooldownMs = 0
+				s.ModelLockout.MaxCooldownMs = 10
+			},
+			func(s *Settings) any { return s.ModelLockout.MaxCooldownMs }, Millis(5000)},
+		{"SPEC §3: maxCooldownMs >= baseCooldownMs",
+			func(s *Settings) {
+				s.ModelLockout.BaseCooldownMs = 500_000
+				s.ModelLockout.MaxCooldownMs = 100_000
+			},
+			func(s *Settings) any { return s.ModelLockout.MaxCooldownMs }, Millis(500_000)},
+		{"REFERENCE M8: lockout maxBackoffSteps [0,20]",
+			func(s *Settings) { s.ModelLockout.MaxBackoffSteps = 21 },
+			func(s *Settings) any { return s.ModelLockout.MaxBackoffSteps }, 20},
+		{"SPEC better 8: escalationWindowMs at most 7 days",
+			func(s *Settings) { s.ModelLockout.EscalationWindowMs = 8 * msDay24h },
+			func(s *Settings) any { return s.ModelLockout.EscalationWindowMs }, Millis(msWeek)},
+		{"SPEC §5: maxWaitMs clamps to 1 ms",
+			func(s *Settings) { s.RequestQueue.MaxWaitMs = -5 },
+			func(s *Settings) any { return s.RequestQueue.MaxWaitMs }, Millis(1)},
+		{"SPEC §5: executionMaxWaitMs clamps to 24 h",
+			func(s *Settings) { s.RequestQueue.ExecutionMaxWaitMs = 2 * msDay24h },
+			func(s *Settings) any { return s.RequestQueue.ExecutionMaxWaitMs }, Millis(msDay24h)},
+		{"SPEC §5: maxQueueDepth [0,100000]",
+			func(s *Settings) { s.RequestQueue.MaxQueueDepth = 1_000_000 },
+			func(s *Settings) any { return s.RequestQueue.MaxQueueDepth }, 100_000},
+		{"SPEC §4: globalMaxConcurrent [0,100000]",
+			func(s *Settings) { s.RequestQueue.GlobalMaxConcurrent = -1 },
+			func(s *Settings) any { return s.RequestQueue.GlobalMaxConcurrent }, 0},
+		{"REFERENCE M17: waitForCooldown maxRetryWaitSec [0,300]",
+			func(s *Settings) { s.WaitForCooldown.MaxRetryWaitSec = 301 },
+			func(s *Settings) any { return s.WaitForCooldown.MaxRetryWaitSec }, 300},
+		{"REFERENCE M17: waitForCooldown maxRetries [0,10]",
+			func(s *Settings) { s.WaitForCooldown.MaxRetries = 11 },
+			func(s *Settings) any { return s.WaitForCooldown.MaxRetries }, 10},
+		{"REFERENCE M17: waitForCooldown budget >= maxRetryWaitSec*1000",
+			func(s *Settings) {
+				s.WaitForCooldown.MaxRetryWaitSec = 120
+				s.WaitForCooldown.BudgetMs = 1000
+			},
+			func(s *Settings) any { return s.WaitForCooldown.BudgetMs }, Millis(120_000)},
+		{"REFERENCE M17: waitForCooldown budget at most 300 s",
+			func(s *Settings) { s.WaitForCooldown.BudgetMs = hour },
+			func(s *Settings) any { return s.WaitForCooldown.BudgetMs }, Millis(300_000)},
+		{"REFERENCE M17: enabled is not rewritten when maxRetries is 0 (the decision treats 0 as no wait)",
+			func(s *Settings) { s.WaitForCooldown.MaxRetries = 0 },
+			func(s *Settings) any { return s.WaitForCooldown.Enabled }, true},
+		{"REFERENCE M17 / M5-14: comboCooldownWait maxWaitMs up to 300 s (the default 90 s re-submits)",
+			func(s *Settings) { s.ComboCooldownWait.MaxWaitMs = hour },
+			func(s *Settings) any { return s.ComboCooldownWait.MaxWaitMs }, Millis(300_000)},
+		{"REFERENCE M17: comboCooldownWait budget >= maxWaitMs",
+			func(s *Settings) {
+				s.ComboCooldownWait.MaxWaitMs = 200_000
+				s.ComboCooldownWait.BudgetMs = 0
+			},
+			func(s *Settings) any { return s.ComboCooldownWait.BudgetMs }, Millis(200_000)},
+		{"REFERENCE M17: comboCooldownWait attempts [0,10]",
+			func(s *Settings) { s.ComboCooldownWait.MaxAttempts = -2 },
+			func(s *Settings) any { return s.ComboCooldownWait.MaxAttempts }, 0},
+		{"REFERENCE M14: watchdog warmup [0,10min]",
+			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.WarmupMs = -1 },
+			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.WarmupMs }, Millis(0)},
+		{"REFERENCE M14: watchdog window [1s,10min]",
+			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.WindowMs = 1 },
+			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.WindowMs }, Millis(1000)},
+		{"REFERENCE M14: watchdog min bytes/s [1,1e6]",
+			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond = 0 },
+			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond }, 1},
+		{"REFERENCE M14: watchdog min bytes [1,1e6]",
+			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.MinUsefulBytes = 2_000_000 },
+			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.MinUsefulBytes }, 1_000_000},
+		{"SPEC §11.6: upstream timeouts at least 1 ms",
+			func(s *Settings) { s.UpstreamTimeouts.StreamIdleMs = 0 },
+			func(s *Settings) any { return s.UpstreamTimeouts.StreamIdleMs }, Millis(1)},
+		{"SPEC §11.6: requestBudget maxAttempts [1,100]",
+			func(s *Settings) { s.RequestBudget.MaxAttempts = 0 },
+			func(s *Settings) any { return s.RequestBudget.MaxAttempts }, 1},
+		{"SPEC §11.6: requestBudget deadline at most 24 h",
+			func(s *Settings) { s.RequestBudget.DeadlineMs = 1 << 62 },
+			func(s *Settings) any { return s.RequestBudget.DeadlineMs }, Millis(msDay24h)},
+		{"SPEC §2c: sessionAffinityTtlMs [0,30 days]",
+			func(s *Settings) { s.SessionAffinityTTLMs = 31 * msDay24h },
+			func(s *Settings) any { return s.SessionAffinityTTLMs }, Millis(ms30Days)},
+		{"SPEC §11.7: emergency fallback target is trimmed",
+			func(s *Settings) { s.EmergencyFallback = EmergencyFallback{Enabled: true, Target: "  openai/gpt-5 "} },
+			func(s *Settings) any { return s.EmergencyFallback.Target }, "openai/gpt-5"},
+		{"SPEC §7: banned signals trimmed, lower-cased, empties and duplicates dropped",
+			func(s *Settings) {
+				s.BannedSignals = []string{" Account Suspended ", "", "  ", "account suspended", "BANNED"}
+			},
+			func(s *Settings) any { return s.BannedSignals }, []string{"account suspended", "banned"}},
+		{"SPEC §11.1: empty maps and lists are canonically nil",
+			func(s *Settings) {
+				s.BannedSignals = []string{}
+				s.ProviderErrorRules = map[string][]ProviderErrorRule{"glm": nil}
+				s.ProviderBreaker.OAuth.CooldownByKind = map[string]Millis{}
+			},
+			func(s *Settings) any {
+				return []bool{s.BannedSignals == nil, s.ProviderErrorRules == nil, s.ProviderBreaker.OAuth.CooldownByKind == nil}
+			}, []bool{true, true, true}},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			s := DefaultSettings()
+			c.set(&s)
+			n := mustNormalize(t, s)
+			if got := c.get(&n); !reflect.DeepEqual(got, c.expect) {
+				t.Fatalf("got %v, want %v", got, c.expect)
+			}
+			again := mustNormalize(t, n)
+			if !reflect.DeepEqual(again, n) {
+				t.Fatalf("not idempotent:\n first %+v\nsecond %+v", n, again)
+			}
+		})
+	}
+}
+
+func TestSettingsNormalizeRules(t *testing.T) {
+	s := DefaultSettings()
+	s.ProviderErrorRules = map[string][]ProviderErrorRule{
+		"agentrouter": {{Status: 403, Match: "用户额度不足", Scope: ScopeConnection}},
+		"glm":         {{Status: 400, Match: "Model Is Unavailable", Scope: ScopeModel, Reason: ReasonModelCapacity, CooldownMs: -1}},
+	}
+	s.StatusRestatements = map[string][]RestatementRule{
+		"agentrouter": {{ID: " agentrouter-quota ", FromStatuses: []int{403, 400, 403}, ToStatus: 429,
+			TextMarkers: []string{"额度不足", "", "Quota"}, ExcludeMarkers: []string{"无权访问", "无权访问"}, DefaultRetryAfterMs: 60_000}},
+	}
+	n := mustNormalize(t, s)
+	r := n.ProviderErrorRules["agentrouter"][0]
+	if r.Reason != ReasonQuotaExhausted {
+		t.Errorf("REFERENCE M4.6: a rule's reason defaults to quota_exhausted, got %v", r.Reason)
+	}
+	g := n.ProviderErrorRules["glm"][0]
+	if g.Match != "model is unavailable" || g.CooldownMs != 0 {
+		t.Errorf("SPEC §7: match lower-cased and cooldown clamped, got %+v", g)
+	}
+	rr := n.StatusRestatements["agentrouter"][0]
+	want := RestatementRule{ID: "agentrouter-quota", FromStatuses: []int{400, 403}, ToStatus: 429,
+		TextMarkers: []string{"额度不足", "quota"}, ExcludeMarkers: []string{"无权访问"}, DefaultRetryAfterMs: 60_000}
+	if !reflect.DeepEqual(rr, want) {
+		t.Errorf("REFERENCE M4.5: restatement normalised to %+v, want %+v", rr, want)
+	}
+	if s.StatusRestatements["agentrouter"][0].ID != " agentrouter-quota " || s.ProviderErrorRules["glm"][0].Match != "Model Is Unavailable" {
+		t.Errorf("Normalize modified its input")
+	}
+}
+
+func TestSettingsNormalizeErrors(t *testing.T) {
+	rule := func(mut func(*ProviderErrorRule)) func(*Settings) {
+		return func(s *Settings) {
+			r := ProviderErrorRule{Status: 429, Match: "limit", Scope: ScopeConnection}
+			mut(&r)
+			s.ProviderErrorRules = map[string][]ProviderErrorRule{"glm": {r}}
+		}
+	}
+	rest := func(mut func(*RestatementRule)) func(*Settings) {
+		return func(s *Settings) {
+			r := RestatementRule{ID: "r1", FromStatuses: []int{403}, ToStatus: 429, TextMarkers: []string{"quota"}}
+			mut(&r)
+			s.StatusRestatements = map[string][]RestatementRule{"ar": {r}}
+		}
+	}
+	cases := []struct {
+		rule  string
+		set   func(*Settings)
+		field string
+		want  string
+	}{
+		{"SPEC better 3: cooldownByKind keys are failure kinds",
+			func(s *Settings) { s.ProviderBreaker.APIKey.CooldownByKind = map[string]Millis{"rate_limit": 60_000} },
+			"providerBreaker.apikey.cooldownByKind.rate_limit", "timeout, server_error or transport"},
+		{"SPEC §11.7: emergency fallback needs a target",
+			func(s *Settings) { s.EmergencyFallback.Enabled = true },
+			"emergencyFallback.target", "required"},
+		{"REFERENCE M4.6: rule status 100..599", rule(func(r *ProviderErrorRule) { r.Status = 99 }),
+			"providerErrorRules.glm[0].status", "100..599"},
+		{"REFERENCE M4.6: rule match required", rule(func(r *ProviderErrorRule) { r.Match = "  " }),
+			"providerErrorRules.glm[0].match", "required"},
+		{"REFERENCE M4.6: rule scope required", rule(func(r *ProviderErrorRule) { r.Scope = ScopeNone }),
+			"providerErrorRules.glm[0].scope", "model, provider or connection"},
+		{"REFERENCE M4.6: rule scope is model|provider|connection", rule(func(r *ProviderErrorRule) { r.Scope = ScopeExactModel }),
+			"providerErrorRules.glm[0].scope", `"exact"`},
+		{"REFERENCE M4.6: rule reason must be an outcome", rule(func(r *ProviderErrorRule) { r.Reason = ReasonClientAbort }),
+			"providerErrorRules.glm[0].reason", "client_abort"},
+		{"REFERENCE M4.6: at most 50 rules in all",
+			func(s *Settings) {
+				s.ProviderErrorRules = map[string][]ProviderErrorRule{}
+				for _, p := range []string{"a", "b"} {
+					for range 26 {
+						s.ProviderErrorRules[p] = append(s.ProviderErrorRules[p], ProviderErrorRule{Status: 429, Match: "x", Scope: ScopeModel})
+					}
+				}
+			},
+			"providerErrorRules", "at most 50"},
+		{"SPEC §7: restatement id required", rest(func(r *RestatementRule) { r.ID = " " }),
+			"statusRestatements.ar[0].id", "required"},
+		{"SPEC §7: restatement fromStatuses 100..599", rest(func(r *RestatementRule) { r.FromStatuses = []int{403, 1000} }),
+			"statusRestatements.ar[0].fromStatuses", "1000"},
+		{"SPEC §7: restatement needs a fromStatus", rest(func(r *RestatementRule) { r.FromStatuses = nil }),
+			"statusRestatements.ar[0].fromStatuses", "at least one"},
+		{"SPEC §7: restatement toStatus 100..599", rest(func(r *RestatementRule) { r.ToStatus = 0 }),
+			"statusRestatements.ar[0].toStatus", "100..599"},
+		{"SPEC §7: restatement needs a text marker", rest(func(r *RestatementRule) { r.TextMarkers = []string{" "} }),
+			"statusRestatements.ar[0].textMarkers", "at least one"},
+		{"SPEC §7: restatement ids unique per provider",
+			func(s *Settings) {
+				r := RestatementRule{ID: "r1", FromStatuses: []int{403}, ToStatus: 429, TextMarkers: []string{"q"}}
+				s.StatusRestatements = map[string][]RestatementRule{"ar": {r, r}}
+			},
+			"statusRestatements.ar[1].id", "duplicate"},
+		{"SPEC §7: provider id must not be empty",
+			func(s *Settings) {
+				s.ProviderErrorRules = map[string][]ProviderErrorRule{"": {{Status: 429, Match: "x", Scope: ScopeModel}}}
+			},
+			"providerErrorRules.", "empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			s := DefaultSettings()
+			c.set(&s)
+			n, err := Normalize(s)
+			wantSettingsError(t, err, c.field, c.want)
+			if !reflect.DeepEqual(n, Settings{}) {
+				t.Fatalf("SPEC §11.1: never a partial update: Normalize returned %+v with its error", n)
+			}
+		})
+	}
+
+	t.Run("SPEC §11.1: several problems each name their field", func(t *testing.T) {
+		s := DefaultSettings()
+		s.EmergencyFallback.Enabled = true
+		s.ProviderBreaker.OAuth.CooldownByKind = map[string]Millis{"bogus": 1}
+		_, err := Normalize(s)
+		errs := SettingsErrors(err)
+		if len(errs) != 2 {
+			t.Fatalf("want 2 problems, got %v", err)
+		}
+		wantSettingsError(t, err, "emergencyFallback.target")
+		wantSettingsError(t, err, "providerBreaker.oauth.cooldownByKind.bogus")
+	})
+}
+
+func TestSettingsMillisJSON(t *testing.T) {
+	cases := []struct {
+		rule, in string
+		want     Millis
+		err      string
+	}{
+		{"SPEC §11.1: integer ms", `30000`, 30000, ""},
+		{"SPEC §11.1: duration string", `"30s"`, 30000, ""},
+		{"SPEC §11.1: compound duration", `"1m30s"`, 90000, ""},
+		{"SPEC §11.1: ms duration", `"250ms"`, 250, ""},
+		{"SPEC §11.1: a string holding ms", `"1500"`, 1500, ""},
+		{"SPEC §11.1: integral float", `1.5e3`, 1500, ""},
+		{"negatives are left for Normalize to clamp", `-5`, -5, ""},
+		{"negative durations too", `"-2s"`, -2000, ""},
+		{"huge integers saturate (then clamp)", `123456789012345678901234567890`, Millis(1<<63 - 1), ""},
+		{"not a duration", `"soon"`, 0, "Go duration"},
+		{"sub-millisecond durations are rejected", `"1500us"`, 0, "whole number of milliseconds"},
+		{"fractions of a ms are rejected", `1.5`, 0, "milliseconds"},
+		{"booleans are rejected", `true`, 0, "milliseconds"},
+		{"objects are rejected", `{}`, 0, "milliseconds"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			var m Millis
+			err := json.Unmarshal([]byte(c.in), &m)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("Unmarshal(%s) = %v, %v; want error containing %q", c.in, m, err, c.err)
+				}
+				return
+			}
+			if err != nil || m != c.want {
+				t.Fatalf("Unmarshal(%s) = %v, %v; want %v", c.in, m, err, c.want)
+			}
+		})
+	}
+	b, err := json.Marshal(struct {
+		A Millis `json:"a"`
+	}{A: 90000})
+	if err != nil || string(b) != `{"a":90000}` {
+		t.Fatalf("SPEC §11.1: Millis marshals as integer ms, got %s %v", b, err)
+	}
+	var m Millis = 7
+	if err := json.Unmarshal([]byte(`null`), &m); err != nil || m != 7 {
+		t.Fatalf("null leaves a Millis unchanged, got %v %v", m, err)
+	}
+	if Millis(1500).Duration() != 1500*time.Millisecond {
+		t.Fatalf("Duration")
+	}
+}
+
+func TestResolvePrecedence(t *testing.T) {
+	file := mustLayer(t, `{"providerBreaker":{"apikey":{"failureThreshold":20,"resetTimeoutMs":"45s"}},
+		"requestQueue":{"maxWaitMs":1000}}`)
+	env := mustLayer(t, `{"providerBreaker":{"apikey":{"failureThreshold":25}}}`)
+	saved := mustLayer(t, `{"providerBreaker":{"apikey":{"failureThreshold":30}},"waitForCooldown":{"enabled":false}}`)
+	s, src, err := Resolve(NamedLayer{"file", file}, NamedLayer{"env", env}, NamedLayer{"saved", saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		rule, path string
+		got, want  any
+		src        string
+	}{
+		{"SPEC §11.1: saved beats env beats file", "providerBreaker.apikey.failureThreshold", s.ProviderBreaker.APIKey.FailureThreshold, 30, "saved"},
+		{"SPEC §11.1: a file value with no higher layer applies", "providerBreaker.apikey.resetTimeoutMs", s.ProviderBreaker.APIKey.ResetTimeoutMs, Millis(45000), "file"},
+		{"SPEC §11.1: objects merge key by key", "requestQueue.maxWaitMs", s.RequestQueue.MaxWaitMs, Millis(1000), "file"},
+		{"SPEC §11.1: untouched values keep the default", "requestQueue.executionMaxWaitMs", s.RequestQueue.ExecutionMaxWaitMs, Millis(600000), SourceDefault},
+		{"SPEC §11.1: saved switch", "waitForCooldown.enabled", s.WaitForCooldown.Enabled, false, "saved"},
+		{"SPEC §11.1: sibling keys of a saved object keep their source", "waitForCooldown.maxRetries", s.WaitForCooldown.MaxRetries, 5, SourceDefault},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) || src[c.path] != c.src {
+			t.Errorf("%s: %s = %v from %q, want %v from %q", c.rule, c.path, c.got, src[c.path], c.want, c.src)
+		}
+	}
+	// Every leaf of the resolved tree has a source (GET /api/resilience shows all).
+	n := 0
+	walkSettingsLeaves(map[string]any(s.Layer()), settingsSchema, "", true, func(p string) {
+		n++
+		if src[p] == "" {
+			t.Errorf("SPEC §11.1: no source for %s", p)
+		}
+	})
+	if n != len(src) || n < 80 {
+		t.Errorf("Sources has %d entries for %d leaves", len(src), n)
+	}
+}
+
+func TestResolveStrictKeys(t *testing.T) {
+	cases := []struct {
+		rule, js, field, want string
+	}{
+		{"CONTRACTS §2: unknown key names the key and the nearest known one",
+			`{"providerBreaker":{"apikey":{"failureTreshold":5}}}`,
+			"providerBreaker.apikey.failureTreshold",
+			`unknown key "providerBreaker.apikey.failureTreshold" (did you mean "failureThreshold"?)`},
+		{"CONTRACTS §2: keys are case-sensitive, the right spelling is suggested",
+			`{"RequestQueue":{}}`, "RequestQueue", `did you mean "requestQueue"?`},
+		{"CONTRACTS §2: far-off keys list what is allowed",
+			`{"requestQueue":{"zzzzzzzzzzzz":1}}`, "requestQueue.zzzzzzzzzzzz", "known keys: maxWaitMs"},
+		{"SPEC §11.1: wrong type names the field", `{"requestQueue":{"maxQueueDepth":"lots"}}`,
+			"requestQueue.maxQueueDepth", "want an integer"},
+		{"SPEC §11.1: a section must be an object", `{"requestQueue":5}`, "requestQueue", "want an object"},
+		{"SPEC §11.1: lists must be arrays", `{"modelLockout":{"errorCodes":429}}`, "modelLockout.errorCodes", "want an array"},
+		{"SPEC §11.1: *Ms reject non-durations", `{"requestQueue":{"maxWaitMs":"half a minute"}}`, "requestQueue.maxWaitMs", "Go duration"},
+		{"SPEC §11.1: booleans", `{"modelLockout":{"enabled":"maybe"}}`, "modelLockout.enabled", "true or false"},
+		{"SPEC §7: rule fields are checked", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"everywhere"}]}}`,
+			"providerErrorRules.glm[0].scope", "model, provider or connection"},
+		{"SPEC §7: unknown rule keys", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"model","cooldown":5}]}}`,
+			"providerErrorRules.glm[0].cooldown", `did you mean "cooldownMs"?`},
+		{"SPEC §7: reasons are checked", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"model","reason":"oops"}]}}`,
+			"providerErrorRules.glm[0].reason", `unknown reason "oops"`},
+		{"SPEC §7: list elements must not be null", `{"bannedSignals":["a",null]}`, "bannedSignals[1]", "null"},
+		{"SPEC §11.1: normalisation errors carry the layer", `{"emergencyFallback":{"enabled":true}}`,
+			"emergencyFallback.target", "required"},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			_, src, err := Resolve(NamedLayer{"file", mustLayer(t, c.js)})
+			se := wantSettingsError(t, err, c.field, c.want)
+			if src != nil {
+				t.Fatalf("Sources returned with an error")
+			}
+			if c.field != "emergencyFallback.target" && se.Source != "file" {
+				t.Fatalf("error %q does not name the layer", se.Error())
+			}
+		})
+	}
+
+	t.Run("SPEC §11.1: errors of several layers are all reported", func(t *testing.T) {
+		_, _, err := Resolve(
+			NamedLayer{"file", mustLayer(t, `{"bogus":1}`)},
+			NamedLayer{"saved", mustLayer(t, `{"requestQueue":{"maxWaitMs":true}}`)})
+		if errs := SettingsErrors(err); len(errs) != 2 || errs[0].Source != "file" || errs[1].Source != "saved" {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestResolveLenientScalarsAndYAMLShapes(t *testing.T) {
+	// What a YAML decoder hands over: ints, floats, map[any]any, typed slices.
+	file := Layer{
+		"providerBreaker": map[any]any{"oauth": map[string]any{"failureThreshold": 9, "resetTimeoutMs": "2m"}},
+		"modelLockout":    map[string]any{"errorCodes": []int{429, 503}, "enabled": "on", "baseCooldownMs": 1500.0},
+		"requestQueue":    map[string]any{"maxQueueDepth": "12", "maxWaitMs": 5 * time.Second},
+		"bannedSignals":   []string{"Suspended"},
+	}
+	s, src, err := Resolve(NamedLayer{"file", file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ProviderBreaker.OAuth.FailureThreshold != 9 || s.ProviderBreaker.OAuth.ResetTimeoutMs != 120000 ||
+		!s.ModelLockout.Enabled || !slices.Equal(s.ModelLockout.ErrorCodes, []int{429, 503}) ||
+		s.ModelLockout.BaseCooldownMs != 1500 || s.RequestQueue.MaxQueueDepth != 12 ||
+		s.RequestQueue.MaxWaitMs != 5000 || !slices.Equal(s.BannedSignals, []string{"suspended"}) {
+		t.Fatalf("got %+v", s)
+	}
+	if src["modelLockout.errorCodes"] != "file" || src["bannedSignals"] != "file" {
+		t.Fatalf("lists are leaves in Sources: %v / %v", src["modelLockout.errorCodes"], src["bannedSignals"])
+	}
+	if _, ok := file["providerBreaker"].(map[any]any); !ok {
+		t.Fatal("Resolve modified its input layer")
+	}
+}
+
+func TestResolveNullMeansUnset(t *testing.T) {
+	// SPEC §11.1: inside a layer, null does not set the key; the lower layer applies.
+	file := mustLayer(t, `{"requestQueue":{"maxWaitMs":1234}}`)
+	saved := mustLayer(t, `{"requestQueue":{"maxWaitMs":null}}`)
+	s, src, err := Resolve(NamedLayer{"file", file}, NamedLayer{"saved", saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RequestQueue.MaxWaitMs != 1234 || src["requestQueue.maxWaitMs"] != "file" {
+		t.Fatalf("got %v from %q", s.RequestQueue.MaxWaitMs, src["requestQueue.maxWaitMs"])
+	}
+}
+
+func TestResolveMapsMergeByKey(t *testing.T) {
+	file := mustLayer(t, `{"providerBreaker":{"apikey":{"cooldownByKind":{"timeout":"5s"}}},
+		"providerErrorRules":{"glm":[{"status":429,"match":"quota","scope":"connection"}]}}`)
+	saved := mustLayer(t, `{"providerBreaker":{"apikey":{"cooldownByKind":{"server_error":3000}}},
+		"providerErrorRules":{"openai":[{"status":400,"match":"model is unavailable","scope":"model","reason":"model_capacity"}]}}`)
+	s, src, err := Resolve(NamedLayer{"file", file}, NamedLayer{"saved", saved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]Millis{"timeout": 5000, "server_error": 3000}; !reflect.DeepEqual(s.ProviderBreaker.APIKey.CooldownByKind, want) {
+		t.Fatalf("cooldownByKind = %v, want %v", s.ProviderBreaker.APIKey.CooldownByKind, want)
+	}
+	if len(s.ProviderErrorRules) != 2 || src["providerErrorRules.glm"] != "file" || src["providerErrorRules.openai"] != "saved" ||
+		src["providerBreaker.apikey.cooldownByKind.server_error"] != "saved" || src["providerBreaker.oauth.cooldownByKind"] != SourceDefault {
+		t.Fatalf("rules %v, sources %v", s.ProviderErrorRules, src)
+	}
+	// An empty list in a higher layer removes a lower layer's rules for that provider.
+	s, _, err = Resolve(NamedLayer{"file", file}, NamedLayer{"saved", mustLayer(t, `{"providerErrorRules":{"glm":[]}}`)})
+	if err != nil || s.ProviderErrorRules != nil {
+		t.Fatalf("SPEC §11.1: arrays replace: got %v %v", s.ProviderErrorRules, err)
+	}
+}
+
+func TestMergePatch(t *testing.T) {
+	saved := mustLayer(t, `{"requestQueue":{"maxWaitMs":5000,"maxQueueDepth":3},"bannedSignals":["a","b"]}`)
+	savedCopy := cloneSettingsValue(map[string]any(saved))
+
+	t.Run("SPEC §11.1: null deletes the saved value", func(t *testing.T) {
+		file := mustLayer(t, `{"requestQueue":{"maxWaitMs":7000}}`)
+		next, s, src, err := ApplyPatch([]NamedLayer{{"file", file}}, saved, mustLayer(t, `{"requestQueue":{"maxWaitMs":null}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.RequestQueue.MaxWaitMs != 7000 || src["requestQueue.maxWaitMs"] != "file" {
+			t.Fatalf("after deleting the saved value the file value applies: got %v from %q", s.RequestQueue.MaxWaitMs, src["requestQueue.maxWaitMs"])
+		}
+		if want := mustLayer(t, `{"requestQueue":{"maxQueueDepth":3},"bannedSignals":["a","b"]}`); !reflect.DeepEqual(next, want) {
+			t.Fatalf("saved layer = %v, want %v", next, want)
+		}
+	})
+	t.Run("RFC 7386: arrays replace, objects merge, emptied objects disappear", func(t *testing.T) {
+		next, err := MergePatch(saved, mustLayer(t, `{"bannedSignals":["c"],"requestQueue":{"maxWaitMs":null,"maxQueueDepth":null},"modelLockout":{"enabled":true}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := mustLayer(t, `{"bannedSignals":["c"],"modelLockout":{"enabled":true}}`); !reflect.DeepEqual(next, want) {
+			t.Fatalf("got %v, want %v", next, want)
+		}
+	})
+	t.Run("CONTRACTS §3: a bad patch changes nothing and names the field", func(t *testing.T) {
+		_, err := MergePatch(saved, mustLayer(t, `{"requestQueue":{"maxWaitMz":null}}`))
+		se := wantSettingsError(t, err, "requestQueue.maxWaitMz", `did you mean "maxWaitMs"?`)
+		if se.Source != "patch" {
+			t.Fatalf("source = %q", se.Source)
+		}
+		next, _, _, err := ApplyPatch(nil, saved, mustLayer(t, `{"emergencyFallback":{"enabled":true}}`))
+		wantSettingsError(t, err, "emergencyFallback.target", "required")
+		if next != nil {
+			t.Fatalf("a rejected PATCH returned a layer to save")
+		}
+		if !reflect.DeepEqual(map[string]any(saved), savedCopy) {
+			t.Fatalf("MergePatch modified the saved layer")
+		}
+	})
+	t.Run("SPEC §11.7: emergency fallback is switchable at run time", func(t *testing.T) {
+		file := mustLayer(t, `{"emergencyFallback":{"target":"openai/gpt-5"}}`)
+		_, s, _, err := ApplyPatch([]NamedLayer{{"file", file}}, nil, mustLayer(t, `{"emergencyFallback":{"enabled":true}}`))
+		if err != nil || !s.EmergencyFallback.Enabled || s.EmergencyFallback.Target != "openai/gpt-5" {
+			t.Fatalf("got %+v %v", s.EmergencyFallback, err)
+		}
+	})
+}
+
+func TestSettingsGETOutputResubmits(t *testing.T) {
+	// SPEC "does better" 12: the API can always re-submit what it returns.
+	file := mustLayer(t, `{"providerBreaker":{"local":{"failureThreshold":1,"degradationThreshold":9}},
+		"bannedSignals":["Account Suspended"],
+		"comboCooldownWait":{"maxWaitMs":"90s"},
+		"providerErrorRules":{"glm":[{"status":429,"match":"Quota","scope":"connection"}]},
+		"statusRestatements":{"agentrouter":[{"id":"q","fromStatuses":[403,400],"toStatus":429,"textMarkers":["额度不足"]}]}}`)
+	env := mustLayer(t, `{"modelLockout":{"maxCooldownMs":1}}`)
+	s, _, err := Resolve(NamedLayer{"file", file}, NamedLayer{"env", env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "null") {
+		t.Fatalf("GET output holds null, which PATCH reads as delete: %s", body)
+	}
+	patch, err := ParseLayerJSON(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, again, src, err := ApplyPatch([]NamedLayer{{"file", file}, {"env", env}}, nil, patch)
+	if err != nil {
+		t.Fatalf("re-submitting GET output failed: %v", err)
+	}
+	if !reflect.DeepEqual(again, s) {
+		t.Fatalf("re-submitted settings differ:\n got %+v\nwant %+v", again, s)
+	}
+	if src["requestQueue.maxWaitMs"] != "saved" {
+		t.Fatalf("a full PATCH pins every value in saved")
+	}
+	// The full tree also resolves as a single layer.
+	if s2, _, err := Resolve(NamedLayer{"saved", s.Layer()}); err != nil || !reflect.DeepEqual(s2, s) {
+		t.Fatalf("Resolve(s.Layer()) = %+v, %v", s2, err)
+	}
+}
+
+func TestSetPath(t *testing.T) {
+	cases := []struct {
+		rule, path, value string
+		check             func(Settings) bool
+	}{
+		{"CONTRACTS §4: -set uses the settings path", "providerBreaker.apikey.failureThreshold", "5",
+			func(s Settings) bool { return s.ProviderBreaker.APIKey.FailureThreshold == 5 }},
+		{"SPEC §11.1: *Ms accept a duration", "requestQueue.maxWaitMs", "30s",
+			func(s Settings) bool { return s.RequestQueue.MaxWaitMs == 30000 }},
+		{"SPEC §11.1: booleans", "modelLockout.enabled", "true",
+			func(s Settings) bool { return s.ModelLockout.Enabled }},
+		{"SPEC §11.1: lists as JSON", "modelLockout.errorCodes", "[429, 503]",
+			func(s Settings) bool { return slices.Equal(s.ModelLockout.ErrorCodes, []int{429, 503}) }},
+		{"SPEC §11.1: whole objects as JSON", "waitForCooldown", `{"enabled":false}`,
+			func(s Settings) bool { return !s.WaitForCooldown.Enabled && s.WaitForCooldown.MaxRetries == 5 }},
+		{"SPEC §11.7: plain strings", "emergencyFallback.target", "openai/gpt-5",
+			func(s Settings) bool { return s.EmergencyFallback.Target == "openai/gpt-5" }},
+		{"SPEC §7: provider ids may contain dots", "providerErrorRules.my.provider", `[{"status":429,"match":"x","scope":"model"}]`,
+			func(s Settings) bool { return len(s.ProviderErrorRules["my.provider"]) == 1 }},
+		{"SPEC §1: map entries", "providerBreaker.oauth.cooldownByKind.timeout", "1m",
+			func(s Settings) bool { return s.ProviderBreaker.OAuth.CooldownByKind["timeout"] == 60000 }},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			in := Layer{}
+			l, err := SetPath(in, c.path, c.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(in) != 0 {
+				t.Fatal("SetPath modified its input")
+			}
+			s, src, err := Resolve(NamedLayer{"set", l})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.check(s) {
+				t.Fatalf("-set %s=%s not applied: %+v", c.path, c.value, s)
+			}
+			found := false
+			for p, name := range src {
+				if name == "set" && (p == c.path || strings.HasPrefix(p, c.path+".")) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("Sources does not credit the set layer for %s", c.path)
+			}
+		})
+	}
+
+	errCases := []struct {
+		rule, path, value, field, want string
+	}{
+		{"CONTRACTS §2: unknown path names the nearest key", "providerBreaker.apikey.failureTreshold", "5",
+			"providerBreaker.apikey.failureTreshold", `did you mean "failureThreshold"?`},
+		{"CONTRACTS §2: unknown section", "providerBraker.apikey.failureThreshold", "5", "providerBraker", `did you mean "providerBreaker"?`},
+		{"SPEC §11.1: wrong type", "providerBreaker.apikey.failureThreshold", "many", "providerBreaker.apikey.failureThreshold", "want an integer"},
+		{"SPEC §11.1: below a value", "requestQueue.maxWaitMs.x", "5", "requestQueue.maxWaitMs", "is a value"},
+		{"SPEC §11.1: empty path", "", "5", "", "empty"},
+		{"SPEC §11.1: trailing dot", "requestQueue.", "5", "requestQueue.", "dot"},
+	}
+	for _, c := range errCases {
+		t.Run(c.rule, func(t *testing.T) {
+			_, err := SetPath(Layer{}, c.path, c.value)
+			wantSettingsError(t, err, c.field, c.want)
+		})
+	}
+
+	t.Run("SPEC §11.1: null removes the key from the layer", func(t *testing.T) {
+		l, err := SetPath(mustLayer(t, `{"requestQueue":{"maxWaitMs":5}}`), "requestQueue.maxWaitMs", "null")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rq, _ := l["requestQueue"].(map[string]any); len(rq) != 0 {
+			t.Fatalf("got %v", l)
+		}
+	})
+}
+
+func TestSettingsGet(t *testing.T) {
+	s := DefaultSettings()
+	s.ProviderErrorRules = map[string][]ProviderErrorRule{"a.b": {{Status: 429, Match: "x", Scope: ScopeModel, Reason: ReasonQuotaExhausted}}}
+	cases := []struct {
+		path string
+		want any
+	}{
+		{"providerBreaker.apikey.failureThreshold", json.Number("12")},
+		{"waitForCooldown.enabled", true},
+		{"modelLockout.errorCodes", []any{json.Number("403"), json.Number("404"), json.Number("429"), json.Number("502"), json.Number("503"), json.Number("504")}},
+		{"bannedSignals", []any{}},
+		{"providerErrorRules.a.b", []any{map[string]any{"status": json.Number("429"), "match": "x", "scope": "model", "reason": "quota_exhausted", "cooldownMs": json.Number("0")}}},
+	}
+	for _, c := range cases {
+		got, err := Get(s, c.path)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Get(%s) = %#v, %v; want %#v", c.path, got, err, c.want)
+		}
+	}
+	if _, err := Get(s, "providerErrorRules.nope"); err == nil {
+		t.Errorf("Get of an absent map key must fail")
+	}
+}
+
+func TestEnvLayer(t *testing.T) {
+	environ := []string{
+		"PATH=/usr/bin",
+		"BREAKWATER_LISTEN=:8080", // someone else's variable
+		"BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD=20",
+		"BREAKWATER_PROVIDER_BREAKER_OAUTH_RESET_TIMEOUT_MS=2m",
+		"BREAKWATER_PROVIDER_BREAKER_LOCAL_DEGRADATION_THRESHOLD=1",
+		"BREAKWATER_PROVIDER_COOLDOWN_ENABLED=on",
+		"BREAKWATER_RATE_LIMIT_AUTO_ENABLE=0",
+		"BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=15000",
+		"BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS=5m",
+		"BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH=50",
+		"BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED=TRUE",
+		"BREAKWATER_MODEL_LOCKOUT_ENABLED=1",
+		"BREAKWATER_SESSION_AFFINITY_TTL_MS=1h",
+		"BREAKWATER_SETTINGS__emergencyFallback__target=openai/gpt-5",
+		"BREAKWATER_SETTINGS__bannedSignals=[\"Suspended\"]",
+		"BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH=99",   // repeated: the first wins, as with os.Getenv
+		"BREAKWATER_MODEL_LOCKOUT_BASE_COOLDOWN_MS=", // empty = unset
+	}
+	l, err := EnvLayer(environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, src, err := Resolve(NamedLayer{"env", l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		rule string
+		ok   bool
+	}{
+		{"SPEC §1: BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD", s.ProviderBreaker.APIKey.FailureThreshold == 20},
+		{"SPEC §1: BREAKWATER_PROVIDER_BREAKER_OAUTH_RESET_TIMEOUT_MS takes a duration", s.ProviderBreaker.OAuth.ResetTimeoutMs == 120000},
+		{"SPEC §1: BREAKWATER_PROVIDER_BREAKER_LOCAL_*", s.ProviderBreaker.Local.DegradationThreshold == 1},
+		{"REFERENCE M9: BREAKWATER_PROVIDER_COOLDOWN_ENABLED", s.ProviderCooldown.Enabled},
+		{"SPEC §5: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=0 turns the safety net off", !s.RequestQueue.AutoEnableAPIKeyProviders},
+		{"SPEC §5: BREAKWATER_RATE_LIMIT_MAX_WAIT_MS", s.RequestQueue.MaxWaitMs == 15000},
+		{"SPEC §5: BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS", s.RequestQueue.ExecutionMaxWaitMs == 300000},
+		{"SPEC §5: BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH (first occurrence)", s.RequestQueue.MaxQueueDepth == 50},
+		{"SPEC §6: BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED", s.StreamRecovery.ThroughputWatchdog.Enabled},
+		{"SPEC §3: BREAKWATER_MODEL_LOCKOUT_ENABLED", s.ModelLockout.Enabled},
+		{"SPEC §3: an empty variable is unset", s.ModelLockout.BaseCooldownMs == 120000},
+		{"SPEC §2c: BREAKWATER_SESSION_AFFINITY_TTL_MS", s.SessionAffinityTTLMs == 3_600_000},
+		{"SPEC §11.1: generic BREAKWATER_SETTINGS__ form", s.EmergencyFallback.Target == "openai/gpt-5" && slices.Equal(s.BannedSignals, []string{"suspended"})},
+		{"SPEC §11.1: Sources credits env", src["requestQueue.maxWaitMs"] == "env" && src["requestQueue.maxQueueDepth"] == "env"},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: not applied (%+v)", c.rule, s)
+		}
+	}
+
+	for _, v := range []string{"false", "0", "off", "OFF", " False "} {
+		l, err := EnvLayer([]string{"BREAKWATER_RATE_LIMIT_AUTO_ENABLE=" + v})
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if s, _, _ := Resolve(NamedLayer{"env", l}); s.RequestQueue.AutoEnableAPIKeyProviders {
+			t.Errorf("SPEC §5: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=%q must turn it off", v)
+		}
+	}
+
+	errCases := []struct {
+		rule, env, field, want string
+	}{
+		{"SPEC §11.1: a bad value names the variable (no silent fallback)", "BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=soon",
+			"requestQueue.maxWaitMs", "env BREAKWATER_RATE_LIMIT_MAX_WAIT_MS"},
+		{"SPEC §11.1: negative numbers are bad values", "BREAKWATER_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD=-1",
+			"providerBreaker.oauth.failureThreshold", "negative"},
+		{"SPEC §5: booleans are true/1/on or false/0/off", "BREAKWATER_RATE_LIMIT_AUTO_ENABLE=yes please",
+			"requestQueue.autoEnableApiKeyProviders", "true/1/on"},
+		{"SPEC §1: a misspelt settings variable names the nearest", "BREAKWATER_PROVIDER_BREAKER_APIKEY_FAILURE_THRESHOLD=5",
+			"BREAKWATER_PROVIDER_BREAKER_APIKEY_FAILURE_THRESHOLD", `did you mean "BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD"?`},
+		{"SPEC §11.1: generic form: unknown path", "BREAKWATER_SETTINGS__requestQueue__maxWait=5",
+			"requestQueue.maxWait", "env BREAKWATER_SETTINGS__requestQueue__maxWait"},
+		{"SPEC §11.1: generic form: bad value", "BREAKWATER_SETTINGS__modelLockout__enabled=perhaps",
+			"modelLockout.enabled", "true or false"},
+	}
+	for _, c := range errCases {
+		t.Run(c.rule, func(t *testing.T) {
+			_, err := EnvLayer([]string{c.env})
+			wantSettingsError(t, err, c.field, c.want)
+		})
+	}
+
+	t.Run("SPEC §11.1: two variables for one setting are an error", func(t *testing.T) {
+		_, err := EnvLayer([]string{
+			"BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=1000",
+			"BREAKWATER_SETTINGS__requestQueue=" + `{"maxWaitMs":2000}`,
+		})
+		wantSettingsError(t, err, "requestQueue", "also set by BREAKWATER_RATE_LIMIT_MAX_WAIT_MS")
+	})
+}
+
+func TestEnvVarsDocumented(t *testing.T) {
+	vars := EnvVars()
+	byName := map[string]EnvVar{}
+	for _, v := range vars {
+		if _, dup := byName[v.Name]; dup {
+			t.Errorf("duplicate variable %s", v.Name)
+		}
+		byName[v.Name] = v
+		if settingsPathNode(v.Path) == nil || v.Kind == "invalid" || v.Doc == "" {
+			t.Errorf("%s: bad entry %+v", v.Name, v)
+		}
+	}
+	required := []string{
+		"BREAKWATER_PROVIDER_COOLDOWN_ENABLED", "BREAKWATER_RATE_LIMIT_AUTO_ENABLE", "BREAKWATER_RATE_LIMIT_MAX_WAIT_MS",
+		"BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS", "BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH",
+		"BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED", "BREAKWATER_MODEL_LOCKOUT_ENABLED", "BREAKWATER_SESSION_AFFINITY_TTL_MS",
+	}
+	for _, p := range []string{"OAUTH", "API_KEY", "LOCAL"} {
+		for _, f := range []string{"FAILURE_THRESHOLD", "DEGRADATION_THRESHOLD", "RESET_TIMEOUT_MS", "HALF_OPEN_REQUESTS", "MAX_BACKOFF_MULTIPLIER", "BACKOFF_ESCALATION_COUNT"} {
+			required = append(required, "BREAKWATER_PROVIDER_BREAKER_"+p+"_"+f)
+		}
+	}
+	for _, name := range required {
+		if _, ok := byName[name]; !ok {
+			t.Errorf("SPEC §1/§5/§6/§11.1: %s is not supported", name)
+		}
+	}
+	// Each variable works with a plausible value of its kind.
+	for _, v := range vars {
+		value := map[string]string{"bool": "true", "int": "3", "ms": "2s"}[v.Kind]
+		if _, err := EnvLayer([]string{v.Name + "=" + value}); err != nil {
+			t.Errorf("%s=%s: %v", v.Name, value, err)
+		}
+	}
+}
+
+func TestSettingsQueueBudgets(t *testing.T) {
+	s := DefaultSettings()
+	cases := []struct {
+		rule       string
+		o          ConnOverrides
+		wait, exec int64
+	}{
+		{"SPEC §5: no override → global budgets", ConnOverrides{}, 30000, 600000},
+		{"SPEC §11.1: per-connection maxWaitMs beats the global value", ConnOverrides{MaxWaitMs: 5000}, 5000, 600000},
+		{"SPEC §11.1: per-connection executionMaxWaitMs beats the global value", ConnOverrides{ExecutionMaxWaitMs: 90000}, 30000, 90000},
+		{"SPEC §5: override clamps to 24 h", ConnOverrides{MaxWaitMs: 1 << 40}, 86_400_000, 600000},
+		{"SPEC §11.1: 0 or negative falls through", ConnOverrides{MaxWaitMs: -1}, 30000, 600000},
+	}
+	for _, c := range cases {
+		w, e := s.QueueBudgets(c.o)
+		if w != c.wait || e != c.exec {
+			t.Errorf("%s: got %d/%d, want %d/%d", c.rule, w, e, c.wait, c.exec)
+		}
+	}
+	var o ConnOverrides
+	if err := json.Unmarshal([]byte(`{"maxWaitMs":"10s","executionMaxWaitMs":120000}`), &o); err != nil || o.MaxWaitMs != 10000 || o.ExecutionMaxWaitMs != 120000 {
+		t.Fatalf("ConnOverrides JSON: %+v %v", o, err)
+	}
+}
+
+func TestSettingsErrorFormat(t *testing.T) {
+	cases := []struct {
+		e    SettingsError
+		want string
+	}{
+		{SettingsError{Field: "providerBreaker.apikey.failureTreshold", Problem: ProblemUnknownKey, Suggestion: "failureThreshold"},
+			`unknown key "providerBreaker.apikey.failureTreshold" (did you mean "failureThreshold"?)`},
+		{SettingsError{Field: "a.b", Problem: "want an integer", Source: "file"}, `file: a.b: want an integer`},
+		{SettingsError{Problem: "invalid JSON"}, `invalid JSON`},
+		{SettingsError{Field: "BREAKWATER_X", Problem: ProblemUnknownVariable, Source: "env"}, `env: unknown variable "BREAKWATER_X"`},
+	}
+	for _, c := range cases {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+	}
+	wrapped := errors.Join(errors.New("other"), &SettingsError{Field: "x", Problem: "y"})
+	var se *SettingsError
+	if !errors.As(wrapped, &se) || se.Field != "x" || len(SettingsErrors(wrapped)) != 1 {
+		t.Fatalf("errors.As / SettingsErrors on a joined error")
+	}
+}
+
+func TestParseLayerJSON(t *testing.T) {
+	for _, in := range []string{`[1]`, `5`, `{"a":`, `{} {}`} {
+		if _, err := ParseLayerJSON([]byte(in)); err == nil {
+			t.Errorf("ParseLayerJSON(%s) accepted", in)
+		} else if len(SettingsErrors(err)) == 0 {
+			t.Errorf("ParseLayerJSON(%s): %v is not a SettingsError", in, err)
+		}
+	}
+	for _, in := range []string{``, `null`, `{}`} {
+		if l, err := ParseLayerJSON([]byte(in)); err != nil || len(l) != 0 {
+			t.Errorf("ParseLayerJSON(%q) = %v, %v", in, l, err)
+		}
+	}
+	if _, err := LayerOf(map[string]any{"a": []any{func() {}}}); err == nil {
+		t.Errorf("LayerOf accepted a func")
+	}
+}
+
+// TestSettingsSchemaMatchesStruct pins the hand-written schema (the model may
+// not import reflect) to the Settings struct and its json tags: adding a field
+// to settings.go without adding it to buildSettingsSchema fails here.
+func TestSettingsSchemaMatchesStruct(t *testing.T) {
+	var walk func(t2 reflect.Type, n *settingsNode, path string)
+	walk = func(rt reflect.Type, n *settingsNode, path string) {
+		switch {
+		case rt == reflect.TypeFor[Millis]():
+			if n.kind != schemaMs {
+				t.Errorf("%s: Millis field is not schemaMs", path)
+			}
+		case rt == reflect.TypeFor[Scope]():
+			if n.kind != schemaScope {
+				t.Errorf("%s: Scope field is not schemaScope", path)
+			}
+		case rt == reflect.TypeFor[Reason]():
+			if n.kind != schemaReason {
+				t.Errorf("%s: Reason field is not schemaReason", path)
+			}
+		case rt.Kind() == reflect.Int:
+			if n.kind != schemaInt {
+				t.Errorf("%s: int field is not schemaInt", path)
+			}
+		case rt.Kind() == reflect.Bool:
+			if n.kind != schemaBool {
+				t.Errorf("%s: bool field is not schemaBool", path)
+			}
+		case rt.Kind() == reflect.String:
+			if n.kind != schemaString {
+				t.Errorf("%s: string field is not schemaString", path)
+			}
+		case rt.Kind() == reflect.Slice:
+			if n.kind != schemaList {
+				t.Errorf("%s: slice is not schemaList", path)
+				return
+			}
+			walk(rt.Elem(), n.elem, path+"[]")
+		case rt.Kind() == reflect.Map:
+			if n.kind != schemaMap || rt.Key().Kind() != reflect.String {
+				t.Errorf("%s: map is not schemaMap", path)
+				return
+			}
+			walk(rt.Elem(), n.elem, path+".*")
+		case rt.Kind() == reflect.Struct:
+			if n.kind != schemaObject {
+				t.Errorf("%s: struct is not schemaObject", path)
+				return
+			}
+			var names []string
+			for i := 0; i < rt.NumField(); i++ {
+				f := rt.Field(i)
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if !f.IsExported() || name == "-" {
+					continue
+				}
+				if name == "" {
+					t.Errorf("%s.%s has no json tag", path, f.Name)
+					name = f.Name
+				}
+				names = append(names, name)
+				child := n.field(name)
+				if child == nil {
+					t.Errorf("%s: schema lacks %q (add it to buildSettingsSchema)", path, name)
+					continue
+				}
+				walk(f.Type, child, joinSettingsPath(path, name))
+			}
+			if !slices.Equal(names, n.fieldNames()) {
+				t.Errorf("%s: schema fields %v, struct fields %v", path, n.fieldNames(), names)
+			}
+		default:
+			t.Errorf("%s: unexpected type %s", path, rt)
+		}
+	}
+	walk(reflect.TypeFor[Settings](), settingsSchema, "")
+}
