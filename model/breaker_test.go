@@ -189,7 +189,7 @@ func TestBreakerOpenCycleEscalation(t *testing.T) {
 		s.ProviderBreaker.Local.MaxBackoffMultiplier = 4
 	})
 	now := failN(t, e, "p", at(0), 2, 503) - 1000 // opened at now
-	want := []int64{15, 30, 60, 60, 60}          // cycles 1..5 after probe failures
+	want := []int64{15, 30, 60, 60, 60}           // cycles 1..5 after probe failures
 	for i, w := range want {
 		now = now.Add(sec(15)) // at least the base
 		for stateAt(e, now, "p") != HalfOpen {
