@@ -50,7 +50,7 @@ import (
 // immutable, so one Classifier may serve any number of goroutines.
 type Classifier struct {
 	concurrencyMs int64
-	banned        []string
+	banned        phrases
 	rules         map[string][]providerRule // operator rules by provider id
 	restate       map[string][]restatement  // operator restatements by provider id
 }
@@ -71,7 +71,7 @@ func NewClassifier(s *Settings) *Classifier {
 		c.concurrencyMs = min(v, MaxHintMs)
 	}
 	if extra := lowerMarkers(s.BannedSignals); len(extra) > 0 {
-		c.banned = append(append([]string(nil), deactivatedSignals...), extra...)
+		c.banned = append(append(phrases(nil), deactivatedSignals...), mk(extra...)...)
 	}
 	for prov, rules := range s.ProviderErrorRules {
 		for i, r := range rules {
@@ -153,7 +153,7 @@ type classification struct {
 	typ    string // lower-case provider type
 	status int    // after restatement
 	from   int    // the upstream status when restated, else 0
-	lower  string // lower-cased body prefix
+	t      text   // the lower-cased body prefix
 	detail string // a sub-kind for the message ("context_length", ...)
 	rule   string // the provider rule that decided, if any
 	hint   Hint
@@ -165,7 +165,7 @@ func (x *classification) upstreamHint() Hint {
 	if !x.hinted {
 		x.hint = headerHint(x.h, x.ctx.Now)
 		if x.hint.Ms <= 0 {
-			x.hint = bodyHint(x.lower, x.ctx.Now)
+			x.hint = bodyHint(&x.t, x.ctx.Now)
 		}
 		x.hinted = true
 	}
@@ -174,13 +174,13 @@ func (x *classification) upstreamHint() Hint {
 
 func (c *Classifier) classifyResponse(ctx ClassifyContext, o *Outcome) Verdict {
 	x := classification{c: c, ctx: ctx, h: o.Headers, typ: strings.ToLower(ctx.ProviderType), status: o.Status,
-		lower: strings.ToLower(bodyPrefix(o.Body))}
+		t: text{s: strings.ToLower(bodyPrefix(o.Body))}}
 
 	// Step 1: restatement (SPEC §7): operator rules for the provider id, then
 	// the built-in ones of its type; the first match wins.
-	r := findRestatement(c.restate[ctx.Provider], x.status, x.lower)
+	r := findRestatement(c.restate[ctx.Provider], x.status, &x.t)
 	if r == nil {
-		r = findRestatement(builtinRestatements[x.typ], x.status, x.lower)
+		r = findRestatement(builtinRestatements[x.typ], x.status, &x.t)
 	}
 	if r != nil {
 		x.from, x.status = x.status, r.to
@@ -210,9 +210,9 @@ func (c *Classifier) classifyResponse(ctx ClassifyContext, o *Outcome) Verdict {
 	return v
 }
 
-func findRestatement(rules []restatement, status int, lower string) *restatement {
+func findRestatement(rules []restatement, status int, t *text) *restatement {
 	for i := range rules {
-		if rules[i].matches(status, lower) {
+		if rules[i].matches(status, t) {
 			return &rules[i]
 		}
 	}
@@ -225,7 +225,7 @@ func (x *classification) byRule() (Verdict, bool) {
 	for i, rules := range [2][]providerRule{x.c.rules[x.ctx.Provider], builtinRules[x.typ]} {
 		for j := range rules {
 			r := &rules[j]
-			if cd, ok := r.match(x.status, x.lower, x.h); ok {
+			if cd, ok := r.match(x.status, &x.t, x.h); ok {
 				return x.ruleVerdict(r, cd, i == 0 || honorsRuleScope[x.typ]), true
 			}
 		}
@@ -278,8 +278,8 @@ func (x *classification) ruleVerdict(r *providerRule, cooldownMs int64, honoured
 
 // generic applies the SPEC §11.3 rows to a non-2xx status.
 func (x *classification) generic() Verdict {
-	s, l := x.status, x.lower
-	if containsAny(l, x.c.banned) {
+	s, t := x.status, &x.t
+	if t.any(x.c.banned) {
 		return x.terminal(ReasonBanned, StatusBanned)
 	}
 	switch {
@@ -290,7 +290,7 @@ func (x *classification) generic() Verdict {
 	case s == 429:
 		return x.throttled()
 	case s == 402:
-		if isCredits(l, x.typ) {
+		if isCredits(t, x.typ) {
 			return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 		}
 		if d, ok := x.quotaText(); ok {
@@ -298,14 +298,14 @@ func (x *classification) generic() Verdict {
 		}
 		return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 	case s == 401:
-		if isModelAccessDenied(l) && !containsAny(l, credentialSignals) {
+		if isModelAccessDenied(t) && !t.any(credentialSignals) {
 			return x.notFound()
 		}
 		return x.auth()
 	case s == 403:
 		return x.forbidden()
 	case s == 404 || s == 410:
-		if isResource404(l) || (s == 410 && !containsAny(l, modelRetiredSignals)) {
+		if isResource404(t) || (s == 410 && !t.any(modelRetiredSignals)) {
 			return x.requestScoped("resource")
 		}
 		return x.notFound()
@@ -314,7 +314,7 @@ func (x *classification) generic() Verdict {
 	case s == 432:
 		return x.quota(subscriptionDefaultMs) // plan limit (REFERENCE M4.4 step 7)
 	case s >= 400 && s <= 499:
-		if isCredits(l, x.typ) {
+		if isCredits(t, x.typ) {
 			return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 		}
 		return x.requestScoped("")
@@ -330,7 +330,7 @@ func (x *classification) providerFailure() Verdict {
 	switch {
 	case x.status == 408 || x.status == 504:
 		kind = KindTimeout
-	case x.status == 503 && containsAny(x.lower, capacitySignals):
+	case x.status == 503 && x.t.any(capacitySignals):
 		reason = ReasonModelCapacity
 	}
 	v := Verdict{Reason: reason, Scope: ScopeProvider, Breaker: BreakerFailure, Kind: kind, Conn: ConnBackoff,
@@ -365,8 +365,8 @@ func (x *classification) neutralServer() Verdict {
 
 // throttled classifies a 429 (or a 400/403 whose text says throttling).
 func (x *classification) throttled() Verdict {
-	l := x.lower
-	if isCredits(l, x.typ) {
+	t := &x.t
+	if isCredits(t, x.typ) {
 		return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 	}
 	h := x.upstreamHint()
@@ -375,7 +375,7 @@ func (x *classification) throttled() Verdict {
 		// free-tier rate limit; a per-day metric or a typed retry delay of an
 		// hour or more is the exhausted daily quota (REFERENCE M4.1 step 3,
 		// M4.4 step 4e).
-		if isGeminiPerDay(l) || (h.Source == HintRetryInfo && h.Ms >= hour) {
+		if isGeminiPerDay(t) || (h.Source == HintRetryInfo && h.Ms >= hour) {
 			return x.quota(0)
 		}
 	} else if h.Source == HintRetryInfo && h.Ms < hour {
@@ -385,10 +385,10 @@ func (x *classification) throttled() Verdict {
 	if d, ok := x.quotaText(); ok {
 		return x.quota(d)
 	}
-	if containsAny(l, concurrencySignals) {
+	if t.any(concurrencySignals) {
 		return x.concurrency()
 	}
-	if x.typ != "gemini" && anySeq(l, broadQuota) {
+	if x.typ != "gemini" && t.anySeq(broadQuota) {
 		return x.quota(0)
 	}
 	return x.rateLimited()
@@ -398,17 +398,17 @@ func (x *classification) throttled() Verdict {
 // is stated (REFERENCE M4.1 step 4, M4.4 steps 4g–4k). For type gemini only
 // the period and subscription phrases count (see throttled).
 func (x *classification) quotaText() (defaultMs int64, ok bool) {
-	l := x.lower
+	t := &x.t
 	switch {
-	case containsAny(l, weeklySignals):
+	case t.any(weeklySignals):
 		return weeklyDefaultMs, true
-	case containsAny(l, sessionSignals) || (strings.Contains(l, "reached your session") && strings.Contains(l, "usage limit")):
+	case t.any(sessionSignals) || (t.any(sessionReached) && t.any(usageLimit)):
 		return sessionDefaultMs, true
-	case containsAny(l, dailySignals):
+	case t.any(dailySignals):
 		return 0, true
-	case containsAny(l, subscriptionSignals) || (x.typ == "anthropic" && containsAny(l, anthropicSubscriptionSignals)):
+	case t.any(subscriptionSignals) || (x.typ == "anthropic" && t.any(anthropicSubscriptionSignals)):
 		return subscriptionDefaultMs, true
-	case x.typ != "gemini" && anySeq(l, explicitQuota):
+	case x.typ != "gemini" && t.anySeq(explicitQuota):
 		return 0, true
 	}
 	return 0, false
@@ -416,31 +416,31 @@ func (x *classification) quotaText() (defaultMs int64, ok bool) {
 
 // forbidden classifies a 403.
 func (x *classification) forbidden() Verdict {
-	l := x.lower
+	t := &x.t
 	switch {
-	case containsWord(l, "banned") && !strings.Contains(l, "signature_banned"):
+	case t.word(&bannedWord) && !t.has(&browserSignatureBanned):
 		return x.terminal(ReasonBanned, StatusBanned)
-	case isCredits(l, x.typ):
+	case isCredits(t, x.typ):
 		return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 	}
 	if d, ok := x.quotaText(); ok {
 		return x.quota(d)
 	}
-	if containsAny(l, concurrencySignals) {
+	if t.any(concurrencySignals) {
 		return x.concurrency()
 	}
-	if containsAny(l, rateLimitSignals) {
+	if t.any(rateLimitSignals) {
 		return x.rateLimited()
 	}
-	cred := containsAny(l, credentialSignals)
-	if !cred && isModelAccessDenied(l) {
+	cred := t.any(credentialSignals)
+	if !cred && isModelAccessDenied(t) {
 		return x.notFound()
 	}
 	if cred {
 		return x.auth()
 	}
 	reason := ReasonForbidden
-	if strings.Contains(l, "request not allowed") {
+	if t.any(requestNotAllowed) {
 		reason = ReasonRequestRejected
 	}
 	v := Verdict{Reason: reason, Scope: ScopeConnection, Conn: ConnRejectedLadder, Next: NextConnection,
@@ -454,21 +454,21 @@ func (x *classification) forbidden() Verdict {
 
 // badRequest classifies a 400.
 func (x *classification) badRequest() Verdict {
-	l := x.lower
-	if isCredits(l, x.typ) {
+	t := &x.t
+	if isCredits(t, x.typ) {
 		return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 	}
-	if d := requestScopedDetail(l); d != "" {
+	if d := requestScopedDetail(t); d != "" {
 		return x.requestScoped(d)
 	}
-	cred := containsAny(l, credentialSignals)
-	if !cred && isModelAccessDenied(l) {
+	cred := t.any(credentialSignals)
+	if !cred && isModelAccessDenied(t) {
 		return x.notFound()
 	}
 	if cred {
 		return x.auth()
 	}
-	if _, ok := x.quotaText(); ok || containsAny(l, concurrencySignals) || containsAny(l, rateLimitSignals) {
+	if _, ok := x.quotaText(); ok || t.any(concurrencySignals) || t.any(rateLimitSignals) {
 		return x.throttled()
 	}
 	return x.requestScoped("")

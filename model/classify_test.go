@@ -462,7 +462,7 @@ func TestClassifyRestatementAndRules(t *testing.T) {
 func TestRuleScopeNotHonoured(t *testing.T) {
 	// SPEC §7: a built-in rule's scope is informational outside
 	// HONORS_RULE_LOCK_SCOPE; the rule then acts on the connection.
-	x := &classification{c: NewClassifier(nil), ctx: ClassifyContext{Now: clfNow}, status: 429, lower: "x"}
+	x := &classification{c: NewClassifier(nil), ctx: ClassifyContext{Now: clfNow}, status: 429, t: text{s: "x"}}
 	r := &providerRule{id: "r", reason: ReasonQuotaExhausted, scope: ScopeModel}
 	v := x.ruleVerdict(r, 0, false)
 	if v.Scope != ScopeConnection || v.Conn != ConnQuota || v.Lockout.Scope != ScopeNone || v.Next != NextConnection {

@@ -62,7 +62,8 @@ func RetryHint(h Headers, body string, now Time) Hint {
 	if hint := headerHint(h, now); hint.Ms > 0 {
 		return hint
 	}
-	return bodyHint(strings.ToLower(bodyPrefix(body)), now)
+	t := text{s: strings.ToLower(bodyPrefix(body))}
+	return bodyHint(&t, now)
 }
 
 // bodyPrefix is the part of an error body classification reads.
@@ -201,11 +202,11 @@ func untilMs(ts int64, now Time) int64 {
 
 // ---- body hints ----
 
-func bodyHint(lower string, now Time) Hint {
-	if ms := retryInfoHint(lower); ms > 0 {
+func bodyHint(t *text, now Time) Hint {
+	if ms := retryInfoHint(t); ms > 0 {
 		return Hint{Ms: min(ms, MaxHintMs), Source: HintRetryInfo}
 	}
-	if ms := proseHint(lower, now); ms > 0 {
+	if ms := proseHint(t, now); ms > 0 {
 		return Hint{Ms: min(ms, MaxHintMs), Source: HintBody}
 	}
 	return Hint{}
@@ -218,7 +219,11 @@ func bodyHint(lower string, now Time) Hint {
 // that has a "retrydelay" key ("30s", "1.5s", "86399s", Nms|Ns|Nm|Nh or bare
 // seconds; a {"seconds": N, "nanos": M} object also works). Gemini puts it in
 // error.details[] or a root details[]; both are found.
-func retryInfoHint(lower string) int64 {
+func retryInfoHint(t *text) int64 {
+	if !t.may(&retryInfoWord) {
+		return 0
+	}
+	lower := t.s
 	from := 0
 	for tries := 0; tries < 8; tries++ {
 		i := strings.Index(lower[from:], "retryinfo")
@@ -310,6 +315,8 @@ func retryDelayValue(s string) int64 {
 
 func trimLeftJSON(s string) string { return strings.TrimLeft(s, " \t\r\n") }
 
+var retryInfoWord = mkPhrase("retryinfo")
+
 // proseKind says how the text after an anchor is read.
 type proseKind uint8
 
@@ -320,7 +327,7 @@ const (
 )
 
 type proseAnchor struct {
-	text string
+	p    phrase
 	kind proseKind
 }
 
@@ -328,38 +335,37 @@ type proseAnchor struct {
 // timestamps first, then reset countdowns, then retry-in phrases. Every
 // occurrence of an anchor is tried before the next anchor.
 var proseAnchors = [...]proseAnchor{
-	{"try again at", proseAt},
-	{"wait until", proseAt},
-	{"resets at", proseAt},
-	{"reset at", proseAt},
-	{"available at", proseAt},
-	{"retry after", proseAt},
-	{"reset after", proseIn}, // also "will reset after", "resets after" is below
-	{"resets after", proseIn},
-	{"resets in", proseIn},
-	{"reset in", proseIn},
-	{"retry in", proseInOrBare}, // also "please retry in"
-	{"retry after", proseInOrBare},
-	{"try again in", proseInOrBare},
+	{mkPhrase("try again at"), proseAt},
+	{mkPhrase("wait until"), proseAt},
+	{mkPhrase("resets at"), proseAt},
+	{mkPhrase("reset at"), proseAt},
+	{mkPhrase("available at"), proseAt},
+	{mkPhrase("retry after"), proseAt},
+	{mkPhrase("reset after"), proseIn}, // also "will reset after", "resets after" is below
+	{mkPhrase("resets after"), proseIn},
+	{mkPhrase("resets in"), proseIn},
+	{mkPhrase("reset in"), proseIn},
+	{mkPhrase("retry in"), proseInOrBare}, // also "please retry in"
+	{mkPhrase("retry after"), proseInOrBare},
+	{mkPhrase("try again in"), proseInOrBare},
 }
 
 // proseHint reads reset prose from a lower-cased body.
-func proseHint(lower string, now Time) int64 {
-	// Every anchor contains "retry", "reset", "try again", "wait until" or
-	// "available at"; most bodies contain none of them.
-	if !strings.Contains(lower, "retry") && !strings.Contains(lower, "reset") && !strings.Contains(lower, "try again") &&
-		!strings.Contains(lower, "wait until") && !strings.Contains(lower, "available at") {
-		return 0
-	}
-	for _, a := range proseAnchors {
+func proseHint(t *text, now Time) int64 {
+	lower := t.s
+	for ai := range proseAnchors {
+		a := &proseAnchors[ai]
+		if !t.may(&a.p) {
+			continue
+		}
 		from := 0
 		for tries := 0; tries < 4 && from < len(lower); tries++ {
-			i := strings.Index(lower[from:], a.text)
+			i := strings.Index(lower[from:], a.p.s)
 			if i < 0 {
 				break
 			}
-			rest := lower[from+i+len(a.text):]
-			from += i + len(a.text)
+			rest := lower[from+i+len(a.p.s):]
+			from += i + len(a.p.s)
 			rest = strings.TrimLeft(rest, " \t:")
 			var ms int64
 			switch a.kind {

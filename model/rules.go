@@ -32,7 +32,7 @@ type restatement struct {
 	id                  string
 	from                []int
 	to                  int
-	markers, exclude    []string // lower-case, non-empty
+	markers, exclude    phrases // lower-case, non-empty
 	defaultRetryAfterMs int64
 }
 
@@ -42,8 +42,8 @@ var builtinRestatements = map[string][]restatement{
 		id:                  "agentrouter-quota-misstatus",
 		from:                []int{403, 400},
 		to:                  429,
-		markers:             []string{"额度不足"},
-		exclude:             []string{"无权访问"},
+		markers:             mk("额度不足"),
+		exclude:             mk("无权访问"),
 		defaultRetryAfterMs: 60 * second,
 	}},
 }
@@ -56,8 +56,8 @@ func compileRestatement(r RestatementRule) (restatement, bool) {
 		id:                  r.ID,
 		from:                slices.Clone(r.FromStatuses),
 		to:                  r.ToStatus,
-		markers:             lowerMarkers(r.TextMarkers),
-		exclude:             lowerMarkers(r.ExcludeMarkers),
+		markers:             mk(lowerMarkers(r.TextMarkers)...),
+		exclude:             mk(lowerMarkers(r.ExcludeMarkers)...),
 		defaultRetryAfterMs: min(max(int64(r.DefaultRetryAfterMs), 0), MaxHintMs),
 	}
 	return out, out.to >= 400 && out.to <= 599 && len(out.markers) > 0 && len(out.from) > 0
@@ -73,8 +73,8 @@ func lowerMarkers(in []string) []string {
 	return out
 }
 
-func (r *restatement) matches(status int, lower string) bool {
-	return slices.Contains(r.from, status) && containsAny(lower, r.markers) && !containsAny(lower, r.exclude)
+func (r *restatement) matches(status int, t *text) bool {
+	return slices.Contains(r.from, status) && t.any(r.markers) && !t.any(r.exclude)
 }
 
 // providerRule is a compiled built-in or operator classification rule.
@@ -82,7 +82,7 @@ type providerRule struct {
 	id       string
 	statuses []int
 	// markers: one must occur in the body; none means any body.
-	markers []string
+	markers phrases
 	// zeroHeaders: one of these headers (lower-case names) must read "0".
 	zeroHeaders []string
 	// countdown: the body must state "reset(s) in N unit"; the rule's
@@ -104,18 +104,18 @@ var honorsRuleScope = map[string]bool{"agentrouter": true, "opencode": true}
 // temporary quota wall, in the spirit of the restatement's exclude marker.
 var builtinRules = map[string][]providerRule{
 	"opencode": {
-		{id: "opencode-endpoint-unavailable", statuses: []int{400, 429}, markers: []string{"endpoint is unavailable"},
+		{id: "opencode-endpoint-unavailable", statuses: []int{400, 429}, markers: mk("endpoint is unavailable"),
 			reason: ReasonModelCapacity, scope: ScopeModel, cooldownMs: 5 * minute},
-		{id: "opencode-monthly-quota-resets-in", statuses: []int{429}, markers: []string{"monthly usage limit reached"},
+		{id: "opencode-monthly-quota-resets-in", statuses: []int{429}, markers: mk("monthly usage limit reached"),
 			countdown: true, reason: ReasonQuotaExhausted, scope: ScopeConnection},
 		{id: "opencode-quota-exhausted-headers", statuses: []int{429},
 			zeroHeaders: []string{"x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens"},
 			reason:      ReasonQuotaExhausted, scope: ScopeConnection},
 		{id: "opencode-quota-exhausted-body", statuses: []int{429},
-			markers: []string{"organization_quota_exceeded", "account_quota_exceeded", "plan_limit_reached"},
+			markers: mk("organization_quota_exceeded", "account_quota_exceeded", "plan_limit_reached"),
 			reason:  ReasonQuotaExhausted, scope: ScopeConnection},
 		{id: "opencode-400-model-unavailable", statuses: []int{400},
-			markers: []string{"upstream request failed: model is unavailable."},
+			markers: mk("upstream request failed: model is unavailable."),
 			reason:  ReasonModelCapacity, scope: ScopeModel, cooldownMs: hour},
 	},
 	"openrouter": {
@@ -123,9 +123,9 @@ var builtinRules = map[string][]providerRule{
 			reason: ReasonQuotaExhausted, scope: ScopeConnection, cooldownMs: 2 * minute},
 	},
 	"agentrouter": {
-		{id: "agentrouter-model-access-denied", statuses: []int{403}, markers: []string{"无权访问模型"},
+		{id: "agentrouter-model-access-denied", statuses: []int{403}, markers: mk("无权访问模型"),
 			reason: ReasonAuthError, scope: ScopeModel, cooldownMs: 6 * hour},
-		{id: "agentrouter-user-quota-exhausted", statuses: []int{400, 403, 429}, markers: []string{"额度不足"},
+		{id: "agentrouter-user-quota-exhausted", statuses: []int{400, 403, 429}, markers: mk("额度不足"),
 			reason: ReasonQuotaExhausted, scope: ScopeConnection},
 	},
 }
@@ -139,7 +139,7 @@ func compileRule(provider string, i int, r ProviderErrorRule) providerRule {
 	out := providerRule{
 		id:         "operator:" + provider + "#" + strconv.Itoa(i),
 		statuses:   []int{r.Status},
-		markers:    lowerMarkers([]string{r.Match}),
+		markers:    mk(lowerMarkers([]string{r.Match})...),
 		reason:     r.Reason,
 		scope:      r.Scope,
 		cooldownMs: min(max(int64(r.CooldownMs), 0), MaxHintMs),
@@ -154,11 +154,11 @@ func compileRule(provider string, i int, r ProviderErrorRule) providerRule {
 }
 
 // match reports whether the rule fires and the cooldown it states.
-func (r *providerRule) match(status int, lower string, h Headers) (cooldownMs int64, ok bool) {
+func (r *providerRule) match(status int, t *text, h Headers) (cooldownMs int64, ok bool) {
 	if !slices.Contains(r.statuses, status) {
 		return 0, false
 	}
-	if len(r.markers) > 0 && !containsAny(lower, r.markers) {
+	if len(r.markers) > 0 && !t.any(r.markers) {
 		return 0, false
 	}
 	if len(r.zeroHeaders) > 0 {
@@ -174,7 +174,7 @@ func (r *providerRule) match(status int, lower string, h Headers) (cooldownMs in
 		}
 	}
 	if r.countdown {
-		ms := resetCountdownMs(lower)
+		ms := resetCountdownMs(t)
 		if ms <= 0 {
 			return 0, false
 		}
@@ -185,10 +185,14 @@ func (r *providerRule) match(status int, lower string, h Headers) (cooldownMs in
 
 // resetCountdownMs is parseResetCountdownMs: "reset(s) in N unit" with
 // N > 0, in ms (capped at MaxHintMs).
-func resetCountdownMs(lower string) int64 {
-	for _, anchor := range [...]string{"resets in", "reset in"} {
-		if i := strings.Index(lower, anchor); i >= 0 {
-			if ms, _, ok := parseDuration(lower[i+len(anchor):], false); ok && ms > 0 {
+func resetCountdownMs(t *text) int64 {
+	for i := range resetCountdown {
+		a := &resetCountdown[i]
+		if !t.may(a) {
+			continue
+		}
+		if j := strings.Index(t.s, a.s); j >= 0 {
+			if ms, _, ok := parseDuration(t.s[j+len(a.s):], false); ok && ms > 0 {
 				return min(ms, MaxHintMs)
 			}
 		}

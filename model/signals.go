@@ -1,22 +1,87 @@
 package model
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // Text signals of classification (REFERENCE M4.1, M4.4). Every list is
-// lower-case and matched against the lower-cased body prefix. The reference
-// writes several of them as regexps with ".*"; they are expressed here as
-// ordered substring sequences (seq) and proximity checks (near), which mean
-// the same thing for "a.*b" and cost a few SIMD substring searches instead of
-// an NFA pass over up to 4 KB. (The one difference: "." in a regexp does not
-// cross a newline; these do. Error bodies are one JSON line in practice.)
+// lower-case and matched against the lower-cased body prefix.
+//
+// Matching cost matters (a failure with a 1 KB body must classify in
+// microseconds, with ~250 phrases to look for), so:
+//   - the reference's ".*" regexps are ordered substring sequences (seq) and
+//     proximity checks (near): "a.*b" holds iff some "a" ends before some "b"
+//     starts. (One difference: "." in a regexp does not cross a newline;
+//     these do. Error bodies are one JSON line in practice.)
+//   - a text carries a bitmap of the byte bigrams it contains, built once on
+//     first use; a phrase is searched for only when all of its bigrams are
+//     present. The bitmap can only rule phrases out, never in, so results are
+//     exactly those of strings.Contains.
 
-// containsAny reports whether s contains any of subs.
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
+// phrase is a lower-case substring with its bigram hashes.
+type phrase struct {
+	s     string
+	grams []uint16
+}
+
+type phrases []phrase
+
+const gramBits = 8192
+
+func gramHash(a, b byte) uint16 { return uint16((uint32(a)*31 + uint32(b)) % gramBits) }
+
+func mkPhrase(s string) phrase {
+	p := phrase{s: s}
+	for i := 0; i+1 < len(s); i++ {
+		g := gramHash(s[i], s[i+1])
+		dup := false
+		for _, h := range p.grams {
+			dup = dup || h == g
+		}
+		if !dup {
+			p.grams = append(p.grams, g)
+		}
+	}
+	return p
+}
+
+func mk(ss ...string) phrases {
+	out := make(phrases, len(ss))
+	for i, s := range ss {
+		out[i] = mkPhrase(s)
+	}
+	return out
+}
+
+// text is a lower-cased body prefix being matched.
+type text struct {
+	s     string
+	built bool
+	bm    [gramBits / 64]uint64
+}
+
+func (t *text) may(p *phrase) bool {
+	if !t.built {
+		t.built = true
+		s := t.s
+		for i := 0; i+1 < len(s); i++ {
+			g := gramHash(s[i], s[i+1])
+			t.bm[g>>6] |= 1 << (g & 63)
+		}
+	}
+	for _, g := range p.grams {
+		if t.bm[g>>6]&(1<<(g&63)) == 0 {
+			return false
+		}
+	}
+	return len(p.s) <= len(t.s)
+}
+
+// has reports whether the text contains p.
+func (t *text) has(p *phrase) bool { return t.may(p) && strings.Contains(t.s, p.s) }
+
+// any reports whether the text contains any of ps.
+func (t *text) any(ps phrases) bool {
+	for i := range ps {
+		if t.has(&ps[i]) {
 			return true
 		}
 	}
@@ -25,14 +90,19 @@ func containsAny(s string, subs []string) bool {
 
 // seq is an ordered pattern: one alternative of every step must occur, each
 // after the previous one ("a.*b.*(c|d)").
-type seq [][]string
+type seq []phrases
 
-func (q seq) in(s string) bool {
+func (t *text) seq(q seq) bool {
+	s := t.s
 	for _, step := range q {
 		best := -1
-		for _, alt := range step {
-			if i := strings.Index(s, alt); i >= 0 && (best < 0 || i+len(alt) < best) {
-				best = i + len(alt)
+		for i := range step {
+			p := &step[i]
+			if !t.may(p) {
+				continue
+			}
+			if j := strings.Index(s, p.s); j >= 0 && (best < 0 || j+len(p.s) < best) {
+				best = j + len(p.s)
 			}
 		}
 		if best < 0 {
@@ -43,9 +113,9 @@ func (q seq) in(s string) bool {
 	return true
 }
 
-func anySeq(s string, qs []seq) bool {
+func (t *text) anySeq(qs []seq) bool {
 	for _, q := range qs {
-		if q.in(s) {
+		if t.seq(q) {
 			return true
 		}
 	}
@@ -54,10 +124,17 @@ func anySeq(s string, qs []seq) bool {
 
 // near reports whether an occurrence of one of as and one of bs lie within
 // dist bytes of each other, in either order.
-func near(s string, as, bs []string, dist int) bool {
-	for _, a := range as {
-		from := 0
-		for tries := 0; tries < 16; tries++ {
+func (t *text) near(as, bs phrases, dist int) bool {
+	if !t.any(bs) {
+		return false
+	}
+	s := t.s
+	for ai := range as {
+		a := as[ai].s
+		if !t.may(&as[ai]) {
+			continue
+		}
+		for from, tries := 0, 0; tries < 16; tries++ {
 			i := strings.Index(s[from:], a)
 			if i < 0 {
 				break
@@ -65,9 +142,10 @@ func near(s string, as, bs []string, dist int) bool {
 			i += from
 			lo := max(0, i-dist-32)
 			hi := min(len(s), i+len(a)+dist+32)
-			for _, b := range bs {
-				w := s[lo:hi]
-				for off := 0; ; {
+			w := s[lo:hi]
+			for bi := range bs {
+				b := bs[bi].s
+				for off := 0; off < len(w); {
 					j := strings.Index(w[off:], b)
 					if j < 0 {
 						break
@@ -89,8 +167,12 @@ func near(s string, as, bs []string, dist int) bool {
 	return false
 }
 
-// containsWord reports whether s contains w delimited by non-letters.
-func containsWord(s, w string) bool {
+// word reports whether the text contains p delimited by non-letters.
+func (t *text) word(p *phrase) bool {
+	if !t.may(p) {
+		return false
+	}
+	s, w := t.s, p.s
 	for from := 0; from < len(s); {
 		i := strings.Index(s[from:], w)
 		if i < 0 {
@@ -110,15 +192,14 @@ func containsWord(s, w string) bool {
 // explicit account-ban phrases. On any non-2xx status they make the
 // connection terminal `banned` at once (REFERENCE 4a, SPEC "does better" 11).
 // Settings.BannedSignals are appended per classifier.
-var deactivatedSignals = []string{
+var deactivatedSignals = mk(
 	"account_deactivated",
 	"account has been deactivated",
 	"account has been disabled",
 	"your account has been suspended",
 	"this account is deactivated",
 	"verify your account to continue",
-	"this service has been disabled in this account for violation",
-	"this service has been disabled in this account",
+	"this service has been disabled in this account", // also "... for violation"
 	"account has been banned",
 	"account is banned",
 	"account was banned",
@@ -126,59 +207,62 @@ var deactivatedSignals = []string{
 	"account has been terminated",
 	"organization has been disabled",
 	"organization has been deactivated",
-}
+)
+
+// bannedWord on a 403 is an explicit ban; Cloudflare's
+// browser_signature_banned (error 1010) is not an account ban (REFERENCE 4n).
+var (
+	bannedWord             = mkPhrase("banned")
+	browserSignatureBanned = mkPhrase("signature_banned")
+)
 
 // creditsSignals are CREDITS_EXHAUSTED_SIGNALS (REFERENCE M4.4) plus the
 // Chinese "insufficient balance". Gemini's "resource has been exhausted" is
-// deliberately absent (#8631).
-var creditsSignals = []string{
-	"insufficient_quota",
-	"billing_hard_limit_reached",
-	"exceeded your current quota",
-	"exceeded your current usage quota",
-	"credit_balance_too_low",
-	"your credit balance is too low",
-	"credits exhausted",
-	"out of credits",
-	"payment required",
-	"free tier of the model has been exhausted",
-	"tier has been exhausted",
-	"insufficient balance",
-	"insufficient_balance",
-	"insufficient account balance",
-	"insufficient credit balance",
-	"insufficient credits",
-	"insufficient credit",
-	"余额不足",
-}
-
-// geminiRateLimitCredits are the credits signals a gemini 429 uses for its
-// ordinary free-tier rate limit (REFERENCE M4.4 step 4e runs before 4f), so
-// they are not credits for type gemini.
-var geminiRateLimitCredits = []string{"exceeded your current quota", "exceeded your current usage quota"}
+// deliberately absent (#8631). The first two are what a gemini 429 says for
+// its ordinary free-tier rate limit (REFERENCE M4.4 step 4e runs before 4f),
+// so they are not credits for type gemini.
+var (
+	geminiRateLimitCredits = mk("exceeded your current quota", "exceeded your current usage quota")
+	creditsSignals         = mk(
+		"insufficient_quota",
+		"billing_hard_limit_reached",
+		"credit_balance_too_low",
+		"your credit balance is too low",
+		"credits exhausted",
+		"out of credits",
+		"payment required",
+		"free tier of the model has been exhausted",
+		"tier has been exhausted",
+		"insufficient balance",
+		"insufficient_balance",
+		"insufficient account balance",
+		"insufficient credit balance",
+		"insufficient credits",
+		"insufficient credit",
+		"余额不足",
+	)
+	suspended    = mk("suspended")
+	billingWords = mk("billing", "invoice", "payment", "spending limit")
+)
 
 // isCredits reports credits-exhausted text: the signal list, or "suspended"
 // near billing words (REFERENCE 4d, within 120 chars in either order).
-func isCredits(lower, typ string) bool {
-	for _, sig := range creditsSignals {
-		if strings.Contains(lower, sig) && !(typ == "gemini" && slices.Contains(geminiRateLimitCredits, sig)) {
-			return true
-		}
-	}
-	return strings.Contains(lower, "suspended") &&
-		near(lower, []string{"suspended"}, []string{"billing", "invoice", "payment", "spending limit"}, 120)
+func isCredits(t *text, typ string) bool {
+	return t.any(creditsSignals) || (typ != "gemini" && t.any(geminiRateLimitCredits)) ||
+		t.near(suspended, billingWords, 120)
 }
 
 // Quota-exhausted text. weekly/session/subscription carry a default reset
 // when no hint is stated (REFERENCE 4i, 4j, 4h); daily text relies on the
 // provider's daily reset (SPEC "does better" 9).
 var (
-	weeklySignals       = []string{"weekly usage limit", "weekly limit", "reached your weekly"}
-	sessionSignals      = []string{"session usage limit", "session limit reached"}
-	dailySignals        = []string{"today's quota", "daily quota", "try again tomorrow", "tpd rate limit"}
-	subscriptionSignals = []string{"usage limit reached", "usage limit has been", "claude pro usage limit",
-		"you've reached your usage limit", "you have reached your usage limit"}
-	anthropicSubscriptionSignals = []string{"this request would exceed your account's rate limit"}
+	weeklySignals                = mk("weekly usage limit", "weekly limit", "reached your weekly")
+	sessionSignals               = mk("session usage limit", "session limit reached")
+	sessionReached               = mk("reached your session")
+	usageLimit                   = mk("usage limit")
+	dailySignals                 = mk("today's quota", "daily quota", "try again tomorrow", "tpd rate limit")
+	subscriptionSignals          = mk("usage limit reached", "usage limit has been", "claude pro usage limit", "you've reached your usage limit", "you have reached your usage limit")
+	anthropicSubscriptionSignals = mk("this request would exceed your account's rate limit")
 )
 
 const (
@@ -190,25 +274,23 @@ const (
 // explicitQuota are the reference's QUOTA patterns (M4.1 step 4) and the
 // quota ERROR_RULES (M4.3) that name a quota, credit, period or plan wall.
 var explicitQuota = []seq{
-	{{"daily"}, {"limit"}},
-	{{"daily"}, {"quota"}},
-	{{"perday", "per day", "per_day", "per-day"}, {"limit"}},
-	{{"monthly"}, {"limit"}},
-	{{"monthly"}, {"quota"}},
-	{{"permonth", "per month", "per_month", "per-month"}, {"limit"}},
-	{{"quota"}, {"exceed"}},
-	{{"exceed"}, {"quota"}},
-	{{"insufficient"}, {"quota"}},
-	{{"billing"}, {"cap"}},
-	{{"credit"}, {"exhaust"}},
-	{{"resource has been exhausted"}, {"reset after"}},
-	{{"限额将在"}, {"重置"}},
-	{{
-		"out of credits", "individual quota reached", "enable overages", "insufficient_g1_credits_balance",
+	{mk("daily"), mk("limit")},
+	{mk("daily"), mk("quota")},
+	{mk("perday", "per day", "per_day", "per-day"), mk("limit")},
+	{mk("monthly"), mk("limit")},
+	{mk("monthly"), mk("quota")},
+	{mk("permonth", "per month", "per_month", "per-month"), mk("limit")},
+	{mk("quota"), mk("exceed")},
+	{mk("exceed"), mk("quota")},
+	{mk("insufficient"), mk("quota")},
+	{mk("billing"), mk("cap")},
+	{mk("credit"), mk("exhaust")},
+	{mk("resource has been exhausted"), mk("reset after")},
+	{mk("限额将在"), mk("重置")},
+	{mk("out of credits", "individual quota reached", "enable overages", "insufficient_g1_credits_balance",
 		"daily free allocation", "have exhausted their quota", "tpd rate limit", "insufficient balance",
 		"hour quota", "quota has been exceeded", "quota will reset", "quota exhausted", "quota depleted",
-		"exhausted your capacity", "使用上限", "调用上限", "额度已用尽", "额度已用完",
-	}},
+		"exhausted your capacity", "使用上限", "调用上限", "额度已用尽", "额度已用完")},
 }
 
 // broadQuota are the QUOTA patterns that also match throttling prose
@@ -216,39 +298,40 @@ var explicitQuota = []seq{
 // concurrency markers so that a busy account is not mistaken for an
 // exhausted one.
 var broadQuota = []seq{
-	{{"hard limit", "hardlimit", "hard_limit", "hard-limit"}},
-	{{"plan"}, {"limit"}},
+	{mk("hard limit", "hardlimit", "hard_limit", "hard-limit")},
+	{mk("plan"), mk("limit")},
 }
 
 // concurrencySignals: the account is busy, not exhausted (SPEC §2).
-var concurrencySignals = []string{
+var concurrencySignals = mk(
 	"too many concurrent requests", "concurrency limit", "concurrent request limit",
 	"concurrent requests limit", "concurrency exceeded", "concurrency_limit", "parallel request limit",
 	"parallel requests limit", "max concurrent", "maximum concurrent", "并发",
-}
+)
 
 // rateLimitSignals: throttling prose that turns a 400 or 403 into a rate
-// limit (REFERENCE 4.4 step 8; "non-compliant" is left out: content
+// limit (REFERENCE M4.4 step 8; its "non-compliant" is left out: content
 // moderation uses the word too).
-var rateLimitSignals = []string{
+var rateLimitSignals = mk(
 	"rate limit", "ratelimit", "rate_limit", "rate-limit", "too many requests",
 	"high frequency", "high-frequency", "high_frequency", "highfrequency", "频繁", "频率",
-}
+)
 
 // perDaySignals mark a gemini 429 as a per-day quota (REFERENCE 4e "rpd").
-var perDaySignals = []string{"perday", "per day", "per_day", "per-day"}
+var (
+	perDaySignals = mk("perday", "per day", "per_day", "per-day")
+	rpdWord       = mkPhrase("rpd")
+)
 
-func isGeminiPerDay(lower string) bool {
-	return containsAny(lower, perDaySignals) || containsWord(lower, "rpd")
-}
+func isGeminiPerDay(t *text) bool { return t.any(perDaySignals) || t.word(&rpdWord) }
 
 // capacitySignals make a 503 a model_capacity failure (REFERENCE M4.3).
-var capacitySignals = []string{"overloaded", "capacity", "high demand"}
+var capacitySignals = mk("overloaded", "capacity", "high demand")
 
 // credentialSignals are bad-credential texts (AUTH_CREDENTIAL_ERROR_PATTERNS
 // and OAUTH_INVALID_TOKEN_SIGNALS). They veto a model-access-denied reading
 // and make a 400/403 an auth error.
-var credentialSignals = []string{
+var credentialSignals = mk(
 	"invalid api key", "invalid_api_key", "incorrect api key", "expired api key", "missing api key",
 	"revoked api key", "api key not valid", "api key is invalid", "api key expired", "api_key_invalid",
 	"invalid x-api-key", "authentication failed", "authentication error", "authentication_error",
@@ -256,80 +339,86 @@ var credentialSignals = []string{
 	"token is expired", "invalid credentials", "expired credentials", "invalid bearer", "expired bearer",
 	"unauthorized", "not authenticated", "invalid authentication", "valid authentication credential",
 	"oauth 2", "login cookie",
-}
+)
 
-// modelAccessDenied is the 400 model-access-denied family (REFERENCE M4.4):
-// the model is unusable on this connection whatever the request says. The
+// modelAccessDenied is the model-access-denied family (REFERENCE M4.4): the
+// model is unusable on this connection whatever the request says. The
 // reference's "model ... does not support X" phrasing is left out: it names
 // a capability the request needs (tools, images), which is request-scoped,
 // and would lock a working model.
-var modelAccessDenied = []seq{
-	{{"invalid model", "unsupported model", "please select a different model"}},
-	{{"model"}, {"not"}, {"available", "found", "supported", "accessible"}},
-	{{"model"}, {"does not exist", "doesn't exist"}},
-	{{"access"}, {"denied"}, {"model"}},
-	{{"model"}, {"access"}, {"denied"}},
-}
+var (
+	modelWord         = mk("model")
+	accessWords       = mk("access", "permission")
+	modelAccessDenied = []seq{
+		{mk("invalid model", "unsupported model", "please select a different model")},
+		{modelWord, mk("not"), mk("available", "found", "supported", "accessible")},
+		{modelWord, mk("does not exist", "doesn't exist")},
+		{mk("access"), mk("denied"), modelWord},
+		{modelWord, mk("access"), mk("denied")},
+	}
+)
 
-func isModelAccessDenied(lower string) bool {
-	if !strings.Contains(lower, "model") {
+func isModelAccessDenied(t *text) bool {
+	if !t.any(modelWord) {
 		return false
 	}
-	return anySeq(lower, modelAccessDenied) ||
-		near(lower, []string{"model"}, []string{"access", "permission"}, 60)
+	return t.anySeq(modelAccessDenied) || t.near(modelWord, accessWords, 60)
 }
 
 // Request-scoped 400 text (REFERENCE M4.4): the request itself cannot
 // succeed anywhere; the client gets the upstream error.
 var (
 	contextOverflow = []seq{
-		{{"input is too long", "input too long", "too many tokens", "prompt is too long", "context window",
-			"maximum context", "token limit", "request too large", "context_length_exceeded"}},
-		{{"context"}, {"too long", "exceeded", "overflow", "limit"}},
-		{{"max"}, {"token"}},
+		{mk("input is too long", "input too long", "too many tokens", "prompt is too long", "context window",
+			"maximum context", "token limit", "request too large", "context_length_exceeded")},
+		{mk("context"), mk("too long", "exceeded", "overflow", "limit")},
+		{mk("max"), mk("token")},
 	}
-	contentFilter = []string{"content_filter", "content management policy", "safety", "content policy",
-		"content_policy", "responsible ai"}
+	contentFilter = mk("content_filter", "content management policy", "safety", "content policy",
+		"content_policy", "responsible ai")
 	malformedRequest = []seq{
-		{{"improperly formed request", "messages must alternate", "empty message", "empty content",
-			"invalid_request_error", "invalid request"}},
-		{{"invalid"}, {"message"}, {"format"}},
-		{{"tool", "function"}, {"name"}, {"empty", "blank", "missing", "required"}},
-		{{"empty", "blank", "missing"}, {"tool", "function"}, {"name"}},
-		{{"max_tokens"}, {"illegal", "must be", "range"}},
-		{{"parameter is illegal"}},
-		{{"is illegal"}, {"range"}},
+		{mk("improperly formed request", "messages must alternate", "empty message", "empty content",
+			"invalid_request_error", "invalid request", "parameter is illegal")},
+		{mk("invalid"), mk("message"), mk("format")},
+		{mk("tool", "function"), mk("name"), mk("empty", "blank", "missing", "required")},
+		{mk("empty", "blank", "missing"), mk("tool", "function"), mk("name")},
+		{mk("max_tokens"), mk("illegal", "must be", "range")},
+		{mk("is illegal"), mk("range")},
 	}
 )
 
 // requestScopedDetail names the request-scoped kind of a 400 body, or "".
-func requestScopedDetail(lower string) string {
+func requestScopedDetail(t *text) string {
 	switch {
-	case anySeq(lower, contextOverflow):
+	case t.anySeq(contextOverflow):
 		return "context_length"
-	case containsAny(lower, contentFilter):
+	case t.any(contentFilter):
 		return "content_filter"
-	case anySeq(lower, malformedRequest):
+	case t.anySeq(malformedRequest):
 		return "invalid_request"
 	}
 	return ""
 }
 
 // modelRetiredSignals make a 404/410 a not-found model (REFERENCE 4b, 4c).
-var modelRetiredSignals = []string{"no longer available", "end-of-life", "end of life", "deprecated", "retired",
-	"decommissioned", "endpoint has moved", "no longer works", "update your base url"}
+var modelRetiredSignals = mk("no longer available", "end-of-life", "end of life", "deprecated", "retired",
+	"decommissioned", "endpoint has moved", "no longer works", "update your base url")
 
 // resource404 recognises a 404 about a request-scoped resource (a file, a
 // previous response, a thread...), which says nothing about the model
 // (REFERENCE M5 step 2).
 var resource404 = []seq{
-	{{"no such file", "file not found", "previous_response", "response not found", "item not found",
+	{mk("no such file", "file not found", "previous_response", "response not found", "item not found",
 		"thread not found", "conversation not found", "batch not found", "upload not found",
-		"vector store not found"}},
-	{{"file", "response", "item", "thread", "assistant", "vector_store", "vector store", "batch", "conversation",
-		"upload"}, {"with id"}, {"not found"}},
+		"vector store not found")},
+	{mk("file", "response", "item", "thread", "assistant", "vector_store", "vector store", "batch", "conversation",
+		"upload"), mk("with id"), mk("not found")},
 }
 
-func isResource404(lower string) bool {
-	return !strings.Contains(lower, "model") && anySeq(lower, resource404)
-}
+func isResource404(t *text) bool { return !t.any(modelWord) && t.anySeq(resource404) }
+
+// Phrases of the remaining generic rows.
+var (
+	requestNotAllowed = mk("request not allowed")
+	resetCountdown    = mk("resets in", "reset in")
+)
