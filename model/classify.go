@@ -15,8 +15,10 @@ import (
 //
 //	2xx                        success; clear the connection
 //	any, ban/deactivation text banned (terminal)
-//	408 500 502 503 504        breaker failure (kind timeout for 408/504, else
-//	                           server_error); backoff; exact-model lockout
+//	408 500 502 503 504,       breaker failure (kind timeout for 408/504 and
+//	transport errors           connect/header/attempt timeouts, transport for
+//	                           refused/reset/early EOF, else server_error);
+//	                           backoff; exact-model lockout
 //	529                        model_capacity; breaker neutral; backoff
 //	other 5xx                  server_error; breaker neutral; backoff
 //	429                        credits text → credits_exhausted (terminal);
@@ -107,9 +109,11 @@ func (c *Classifier) Classify(ctx ClassifyContext, o Outcome) Verdict {
 		}
 		return c.classifyResponse(ctx, &o)
 	case OutcomeTransport:
+		// The gateway answers a transport failure with 502 (504 for a
+		// timeout); that status also gates the generic exact-model lockout.
 		v := Verdict{Reason: ReasonServerError, Scope: ScopeProvider, Breaker: BreakerFailure, Kind: KindTransport,
 			Transport: true, Conn: ConnBackoff, Escalate: true, Next: NextConnection, WindowCounts: true,
-			ClientStatus: 502}
+			ClientStatus: 502, Lockout: LockoutAction{Scope: ScopeExactModel, Reason: ReasonServerError, Generic: true}}
 		switch o.Transport {
 		case TransportConnectTimeout, TransportHeaderTimeout, TransportAttemptTimeout:
 			v.Kind, v.ClientStatus = KindTimeout, 504
@@ -131,9 +135,10 @@ func (c *Classifier) Classify(ctx ClassifyContext, o Outcome) Verdict {
 	case OutcomeLocalQueue:
 		return Verdict{Reason: ReasonLocalQueue, Next: NextConnection, Message: "local queue refused or timed out"}
 	case OutcomeQuality:
-		return Verdict{Reason: ReasonQualityFailure, Scope: ScopeExactModel,
-			Lockout: LockoutAction{Scope: ScopeExactModel, Reason: ReasonQualityFailure, Generic: true},
-			Next:    NextConnection, WindowCounts: true, ClientStatus: 502, Message: "502 quality_failure: output validation rejected the answer"}
+		// The gateway's own synthetic 502 (SPEC §3).
+		return Verdict{Reason: ReasonQualityFailure, Scope: ScopeExactModel, Next: NextConnection, WindowCounts: true,
+			Lockout:      LockoutAction{Scope: ScopeExactModel, Reason: ReasonQualityFailure, Generic: true},
+			ClientStatus: 502, Message: "502 quality_failure: output validation rejected the answer"}
 	}
 	return Verdict{Reason: ReasonUnknown, Next: NextStop, Message: "unknown outcome kind " + strconv.Itoa(int(o.Kind))}
 }

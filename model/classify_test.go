@@ -276,7 +276,8 @@ func TestClassifyOtherOutcomes(t *testing.T) {
 	tr := func(k Transport) Outcome { return Outcome{Kind: OutcomeTransport, Transport: k} }
 	wantTr := func(kind FailureKind, st int) Verdict {
 		return Verdict{Reason: ReasonServerError, Scope: ScopeProvider, Breaker: BreakerFailure, Kind: kind, Transport: true,
-			Conn: ConnBackoff, Escalate: true, Next: NextConnection, WindowCounts: true, ClientStatus: st}
+			Conn: ConnBackoff, Escalate: true, Next: NextConnection, WindowCounts: true, ClientStatus: st,
+			Lockout: LockoutAction{Scope: ScopeExactModel, Reason: ReasonServerError, Generic: true}}
 	}
 	runClassifyCases(t, []clfCase{
 		{name: "SPEC §1 connect refused is a transport failure", o: tr(TransportRefused), want: wantTr(KindTransport, 502)},

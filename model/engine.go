@@ -519,12 +519,8 @@ func (e *Engine) applyWindow(now Time, p *provState, c *connState, a *Attempt, v
 		}
 		return
 	}
-	switch v.Reason {
-	case ReasonNone, ReasonRequestScoped, ReasonClientAbort, ReasonLocalQueue, ReasonConcurrencyLimited, ReasonStreamStall:
-		return
-	}
-	if p.perModelQuota && (v.ClientStatus == 500 || v.ClientStatus == 429) {
-		return
+	if !v.WindowCounts {
+		return // classification decides what counts (SPEC §1b, REFERENCE M9)
 	}
 	c.st.WindowFailures++
 	c.st.WindowLastAt = now
