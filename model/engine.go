@@ -152,6 +152,7 @@ func (e *Engine) setSettings(s Settings) {
 // a DEGRADED breaker's thresholds are re-evaluated at once (SPEC "does
 // better" 4).
 func (e *Engine) UpdateSettings(now Time, s Settings) {
+	e.Refresh(now) // what was due under the old settings happens first
 	e.setSettings(s)
 	for i := range e.provs {
 		p := &e.provs[i]
@@ -230,8 +231,8 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 		PerModelQuota: p.perModelQuota, Now: now}
 	v := e.clf.Classify(ctx, o)
 	e.refreshProvider(now, p)
-	e.applyBreaker(now, p, c, a, &v)
-	connDirty := e.applyConn(now, p, c, a, &v)
+	connDirty := e.applyBreaker(now, p, c, a, &v)
+	connDirty = e.applyConn(now, p, c, a, &v) || connDirty
 	e.applyWindow(now, p, c, a, &v, &connDirty)
 	if connDirty {
 		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
@@ -240,10 +241,12 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	return v
 }
 
-func (e *Engine) applyBreaker(now Time, p *provState, c *connState, a *Attempt, v *Verdict) {
+// applyBreaker feeds the provider breaker. It reports whether it changed
+// the connection's dedup fields.
+func (e *Engine) applyBreaker(now Time, p *provState, c *connState, a *Attempt, v *Verdict) (connDirty bool) {
 	b := &p.breaker
 	if v.Breaker == BreakerNeutral && a.Permit.Probe == 0 {
-		return
+		return false
 	}
 	counted := true
 	if v.Breaker == BreakerFailure && a.Permit.Probe == 0 {
@@ -256,6 +259,7 @@ func (e *Engine) applyBreaker(now Time, p *provState, c *connState, a *Attempt, 
 		}
 		if counted && a.Permit.Generation == b.Generation && (b.State == Closed || b.State == Degraded) {
 			c.st.LastBreakerFailAt, c.st.HasBreakerFail = now, true
+			connDirty = true
 			if v.Transport {
 				b.LastTransportAt, b.HasTransportFail = now, true
 			}
@@ -267,6 +271,7 @@ func (e *Engine) applyBreaker(now Time, p *provState, c *connState, a *Attempt, 
 	if tr.Changed() || before != b.FailureCount || beforeProbes != b.ProbesLeft {
 		e.emitBreaker(now, p, tr)
 	}
+	return connDirty
 }
 
 // applyConn applies the verdict's connection action (SPEC §2, §11.3). It

@@ -22,18 +22,24 @@ func (e *Engine) Refresh(now Time) {
 				e.emit(Change{At: now, Kind: ChangeWindow, Provider: p.id, Window: w.clone()})
 			}
 		}
-		window := int64(e.settings.ModelLockout.EscalationWindowMs)
 		for j := range p.conns {
-			c := &p.conns[j]
-			for k := 0; k < len(c.locks); {
-				if c.locks[k].inert(now, window) {
-					e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: c.locks[k]})
-					c.locks = slices.Delete(c.locks, k, k+1)
-					continue
-				}
-				k++
-			}
+			e.forgetInert(now, p, &p.conns[j])
 		}
+	}
+}
+
+// forgetInert drops lockouts whose timer ended and that can no longer
+// escalate a failure. Every path whose answer depends on which lockouts
+// exist calls it first, so a lazy read equals having ticked.
+func (e *Engine) forgetInert(now Time, p *provState, c *connState) {
+	window := int64(e.settings.ModelLockout.EscalationWindowMs)
+	for k := 0; k < len(c.locks); {
+		if c.locks[k].inert(now, window) {
+			e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: c.locks[k]})
+			c.locks = slices.Delete(c.locks, k, k+1)
+			continue
+		}
+		k++
 	}
 }
 
@@ -172,6 +178,7 @@ func (e *Engine) ResetBreakers(now Time, provider string) (int, error) {
 		if provider != "" && p.id != provider {
 			continue
 		}
+		e.refreshProvider(now, p) // every entry point refreshes first
 		e.emitBreaker(now, p, p.breaker.reset())
 		if len(p.window.Failures) > 0 || p.window.CoolUntil != 0 {
 			p.window = Window{}
@@ -224,6 +231,7 @@ func (e *Engine) ClearCooldowns(now Time, refs []ConnRef, all bool, provider str
 	var res ClearResult
 	for i, c := range targets {
 		p := provs[i]
+		e.forgetInert(now, p, c)
 		if c.st.Status.Terminal() {
 			res.SkippedTerminal++
 			continue
@@ -260,6 +268,7 @@ func (e *Engine) ResetConnection(now Time, ref ConnRef) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	e.forgetInert(now, p, c)
 	if c.st.Status == StatusActive && c.st.clean() && len(c.locks) == 0 {
 		return false, nil
 	}
@@ -281,6 +290,7 @@ func (e *Engine) ClearLockout(now Time, ref ConnRef, model string) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	e.forgetInert(now, p, c)
 	fam := p.family(model)
 	n := 0
 	for k := 0; k < len(c.locks); {
@@ -303,6 +313,7 @@ func (e *Engine) ClearAllLockouts(now Time) int {
 		p := &e.provs[i]
 		for j := range p.conns {
 			c := &p.conns[j]
+			e.forgetInert(now, p, c)
 			for _, l := range c.locks {
 				e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: l})
 				n++

@@ -86,6 +86,9 @@ type runner struct {
 	routes   []Route
 	last     Attempt // the attempt the last record step finished
 	lastV    Verdict
+	onBegin  func(Attempt)
+	onRecord func(Attempt, Verdict)
+	onReset  func(provider string)
 }
 
 func newRunner(t tb, edit func(*Settings), seed uint64) *runner {
@@ -158,6 +161,9 @@ func (r *runner) step(a action) string {
 				fmt.Fprintf(&b, " begin-error %v", err)
 			} else {
 				r.inflight = append(r.inflight, at)
+				if r.onBegin != nil {
+					r.onBegin(at)
+				}
 				fmt.Fprintf(&b, " begin %s/%s probe=%v", c.Provider, c.Connection, at.Probe())
 			}
 		} else if u := Unavailable(r.now, &req.Route, &r.sel); u != nil {
@@ -174,10 +180,16 @@ func (r *runner) step(a action) string {
 		r.inflight = append(r.inflight[:i], r.inflight[i+1:]...)
 		v := e.Record(r.now, &at, rapidOutcomes[a.Outcome])
 		r.last, r.lastV = at, v
+		if r.onRecord != nil {
+			r.onRecord(at, v)
+		}
 		return fmt.Sprintf("record %s/%s %d: %v %v %v next=%v", at.Provider, at.Connection, a.Outcome, v.Reason, v.Breaker, v.Conn, v.Next)
 	case 3:
 		p := e.provs[a.Pick%len(e.provs)].id
 		n, _ := e.ResetBreakers(r.now, p)
+		if r.onReset != nil {
+			r.onReset(p)
+		}
 		return fmt.Sprintf("reset %s %d", p, n)
 	case 4:
 		res, _ := e.ClearCooldowns(r.now, nil, true, "")
@@ -251,7 +263,7 @@ func TestRapidInvariants(t *testing.T) {
 			s.ModelLockout.Enabled = rapid.Bool().Draw(t, "lockout")
 			s.ProviderCooldown.Enabled = rapid.Bool().Draw(t, "window")
 		}, 1)
-		acts := rapid.SliceOfN(actionGen(), 1, 200).Draw(t, "actions")
+		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
 		for _, a := range acts {
 			var before State
 			if a.Kind == 2 {
@@ -268,7 +280,7 @@ func TestRapidSnapshotRestoreChangesNoDecision(t *testing.T) {
 	// SPEC "does better" 14: snapshot → restore at any step changes no later
 	// decision.
 	rapid.Check(t, func(t *rapid.T) {
-		acts := rapid.SliceOfN(actionGen(), 2, 150).Draw(t, "actions")
+		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
 		k := rapid.IntRange(0, len(acts)-1).Draw(t, "restart")
 		a := newRunner(t, nil, 3)
 		for _, x := range acts[:k] {
@@ -291,7 +303,7 @@ func TestRapidLazyReadsEqualTicking(t *testing.T) {
 	// SPEC §1 lazy recovery: reading state lazily at t equals having ticked
 	// (Refresh) at every step up to t.
 	rapid.Check(t, func(t *rapid.T) {
-		acts := rapid.SliceOfN(actionGen(), 1, 150).Draw(t, "actions")
+		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
 		lazy, ticked := newRunner(t, nil, 5), newRunner(t, nil, 5)
 		for i, x := range acts {
 			if x.Kind == 6 {
@@ -311,7 +323,7 @@ func TestRapidLazyReadsEqualTicking(t *testing.T) {
 func TestRapidDeterministicChanges(t *testing.T) {
 	// DESIGN: same inputs and seed give identical change records.
 	rapid.Check(t, func(t *rapid.T) {
-		acts := rapid.SliceOfN(actionGen(), 1, 120).Draw(t, "actions")
+		acts := rapid.SliceOfN(actionGen(), 50, 200).Draw(t, "actions")
 		seed := rapid.Uint64().Draw(t, "seed")
 		collect := func() []Change {
 			r := newRunner(t, nil, seed)
@@ -342,7 +354,7 @@ func TestRapidChangesDescribeState(t *testing.T) {
 	// The change records are complete: folding them into the initial state
 	// gives the engine's state (what the store relies on).
 	rapid.Check(t, func(t *rapid.T) {
-		acts := rapid.SliceOfN(actionGen(), 1, 150).Draw(t, "actions")
+		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
 		r := newRunner(t, func(s *Settings) { s.ModelLockout.Enabled = true; s.ProviderCooldown.Enabled = true }, 9)
 		folded := r.e.Snapshot(r.now)
 		r.e.Changes()
