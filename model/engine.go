@@ -23,8 +23,8 @@ type Engine struct {
 	combos   []comboState
 	comboIdx map[string]int
 
+	pins    map[pinKey]Pin
 	changes []Change
-	scratch []int32 // ordering buffer reused by selection
 }
 
 type provState struct {
@@ -206,6 +206,7 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 	if pm.Probe != 0 {
 		e.emitBreaker(now, p, Transition{})
 	}
+	e.pinOnBegin(now, &c)
 	cs := &p.conns[c.c]
 	cs.inflight++
 	cs.st.Uses++

@@ -11,6 +11,7 @@ import (
 // lockouts are forgotten. Reads do the same for what they touch; Refresh is
 // for dashboards and snapshots.
 func (e *Engine) Refresh(now Time) {
+	e.expirePins(now)
 	for i := range e.provs {
 		p := &e.provs[i]
 		e.refreshProvider(now, p)

@@ -94,6 +94,7 @@ type runner struct {
 func newRunner(t tb, edit func(*Settings), seed uint64) *runner {
 	s := DefaultSettings()
 	s.ProviderBreaker.Local.HalfOpenRequests = 2
+	s.SessionAffinityTTLMs = 60_000
 	if edit != nil {
 		edit(&s)
 	}
@@ -144,7 +145,7 @@ func (r *runner) step(a action) string {
 		r.now = r.now.Add(a.Dt)
 		return fmt.Sprintf("advance %d", a.Dt)
 	case 1:
-		req := Request{Route: r.routes[a.Route]}
+		req := Request{Route: r.routes[a.Route], Session: []string{"", "s1", "s2"}[a.Pick%3]}
 		e.Select(r.now, &req, &r.sel)
 		var b strings.Builder
 		fmt.Fprintf(&b, "select %s:", req.Route.Name)
@@ -375,6 +376,9 @@ func TestRapidChangesDescribeState(t *testing.T) {
 
 // normalizeState maps empty and nil slices alike for comparison.
 func normalizeState(s State) State {
+	if len(s.Pins) == 0 {
+		s.Pins = nil
+	}
 	for i := range s.Providers {
 		if len(s.Providers[i].Breaker.Probes) == 0 {
 			s.Providers[i].Breaker.Probes = nil

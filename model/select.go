@@ -112,6 +112,8 @@ type Request struct {
 	Allowed []ConnRef
 	// Skip lists connections already tried by this request.
 	Skip []ConnRef
+	// Session is the opaque session key for affinity (SPEC §2c); "" = none.
+	Session string
 }
 
 // Candidate is one eligible (target, connection) in try order.
@@ -121,6 +123,7 @@ type Candidate struct {
 	Model      string `json:"model"`
 	Target     int    `json:"target"` // index in the combo's targets, 0 for single-model
 	p, c       int32
+	session    string
 }
 
 // Excluded says which layer kept a target or connection out, and for how
@@ -215,6 +218,8 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 		return
 	}
 	fam := p.family(model)
+	first := len(out.Candidates)
+	defer e.applyAffinity(now, req, out, first, p)
 	if pinned >= 0 {
 		out.conns = append(out.conns[:0], pinned)
 	} else {

@@ -16,9 +16,11 @@ const (
 	ChangeLockoutRemoved                   // Lockout (by key) removed from Provider/Connection
 	ChangeWindow                           // provider window gate of Provider
 	ChangeCursor                           // round-robin cursor of Provider, or of Combo
+	ChangePin                              // session affinity Pin created or slid
+	ChangePinRemoved                       // session affinity Pin dropped
 )
 
-var changeKindNames = enumNames{"breaker", "connection", "usage", "lockout", "lockout_removed", "window", "cursor"}
+var changeKindNames = enumNames{"breaker", "connection", "usage", "lockout", "lockout_removed", "window", "cursor", "pin", "pin_removed"}
 
 func (k ChangeKind) String() string               { return changeKindNames.name(uint8(k), "ChangeKind") }
 func (k ChangeKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
@@ -42,6 +44,7 @@ type Change struct {
 	Lockout    Lockout    `json:"lockout,omitzero"`
 	Window     Window     `json:"window,omitzero"`
 	Cursor     uint64     `json:"cursor,omitempty"`
+	Pin        Pin        `json:"pin,omitzero"`
 }
 
 func (e *Engine) emit(c Change) { e.changes = append(e.changes, c) }
@@ -68,6 +71,7 @@ type State struct {
 	Providers   []ProviderRecord   `json:"providers"`
 	Connections []ConnectionRecord `json:"connections"`
 	Combos      []ComboRecord      `json:"combos,omitempty"`
+	Pins        []Pin              `json:"pins,omitempty"`
 }
 
 // ProviderRecord is one provider's breaker, window gate and cursor.
@@ -115,6 +119,9 @@ func (e *Engine) Snapshot(now Time) State {
 	for i := range e.combos {
 		s.Combos = append(s.Combos, ComboRecord{Combo: e.combos[i].cfg.ID, Cursor: e.combos[i].cursor})
 	}
+	for _, p := range e.pins {
+		s.Pins = append(s.Pins, p)
+	}
 	sortState(&s)
 	return s
 }
@@ -144,6 +151,7 @@ func sortState(s *State) {
 		return cmpStr(a.Connection, b.Connection)
 	})
 	slices.SortFunc(s.Combos, func(a, b ComboRecord) int { return cmpStr(a.Combo, b.Combo) })
+	sortPins(s.Pins)
 }
 
 func cmpStr(a, b string) int {
@@ -160,7 +168,7 @@ func cmpStr(a, b string) int {
 // attempts and outstanding probe permits die with it, so a restored
 // HALF_OPEN breaker gets its full probe budget back.
 func (s State) Durable(settings *Settings, profileOf func(provider string) Profile) State {
-	out := State{Combos: slices.Clone(s.Combos)}
+	out := State{Combos: slices.Clone(s.Combos), Pins: slices.Clone(s.Pins)}
 	for _, p := range s.Providers {
 		p.Breaker = p.Breaker.clone()
 		if p.Breaker.State == HalfOpen {
@@ -203,6 +211,17 @@ func (e *Engine) Restore(s State) error {
 	}
 	for i := range e.combos {
 		e.combos[i].cursor = 0
+	}
+	e.pins = nil
+	for _, pin := range s.Pins {
+		if _, ok := e.provIdx[pin.Provider]; !ok || pin.Session == "" {
+			skipped = append(skipped, "pin of provider "+pin.Provider)
+			continue
+		}
+		if e.pins == nil {
+			e.pins = map[pinKey]Pin{}
+		}
+		e.pins[pinKey{pin.Session, pin.Provider}] = pin
 	}
 	for _, r := range s.Providers {
 		pi, ok := e.provIdx[r.Provider]
@@ -248,6 +267,17 @@ func (e *Engine) Restore(s State) error {
 func (s *State) Apply(changes []Change) {
 	for _, c := range changes {
 		switch c.Kind {
+		case ChangePin, ChangePinRemoved:
+			i := slices.IndexFunc(s.Pins, func(p Pin) bool { return p.Session == c.Pin.Session && p.Provider == c.Pin.Provider })
+			switch {
+			case c.Kind == ChangePinRemoved && i >= 0:
+				s.Pins = slices.Delete(s.Pins, i, i+1)
+			case c.Kind == ChangePin && i >= 0:
+				s.Pins[i] = c.Pin
+			case c.Kind == ChangePin:
+				s.Pins = append(s.Pins, c.Pin)
+			}
+			continue
 		case ChangeBreaker, ChangeWindow, ChangeCursor:
 			if c.Combo != "" {
 				i := slices.IndexFunc(s.Combos, func(r ComboRecord) bool { return r.Combo == c.Combo })
