@@ -1,0 +1,208 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// StreamEvent is what one SSE event means to the stream watchdogs (SPEC §6).
+type StreamEvent struct {
+	// UsefulBytes counts UTF-8 bytes of model text output.
+	UsefulBytes int
+	// Reasoning frames (thinking deltas, even empty; reasoning items) restart
+	// the stall budget but are not model output.
+	Reasoning bool
+	// ToolCall frames suspend the throughput judgement while in flight and
+	// count as progress for the stall watchdog.
+	ToolCall bool
+	// Done is the [DONE] sentinel or a terminal event.
+	Done bool
+}
+
+// ParseStreamEvent reads the data payload of one SSE event of the OpenAI
+// chat-completions, Responses or Anthropic Messages streams. Anything it
+// does not understand (usage-only events, metadata, malformed JSON) is no
+// progress: heartbeats never reset a watchdog.
+func ParseStreamEvent(data []byte) StreamEvent {
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return StreamEvent{Done: true}
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return StreamEvent{}
+	}
+	var ev struct {
+		Type    string `json:"type"`
+		Choices []struct {
+			Delta struct {
+				Content          *string         `json:"content"`
+				Text             *string         `json:"text"`
+				ReasoningContent *string         `json:"reasoning_content"`
+				Reasoning        *string         `json:"reasoning"`
+				ToolCalls        json.RawMessage `json:"tool_calls"`
+				FunctionCall     json.RawMessage `json:"function_call"`
+			} `json:"delta"`
+			Text         *string `json:"text"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Delta        json.RawMessage `json:"delta"`
+		ContentBlock struct {
+			Type string `json:"type"`
+		} `json:"content_block"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return StreamEvent{}
+	}
+	var out StreamEvent
+	t := strings.ToLower(ev.Type)
+	switch {
+	case strings.Contains(t, "reasoning") || strings.Contains(t, "thinking"):
+		out.Reasoning = true
+	case strings.Contains(t, "tool") || strings.Contains(t, "function_call"):
+		out.ToolCall = true
+	case t == "response.completed" || t == "message_stop":
+		out.Done = true
+	}
+	cb := strings.ToLower(ev.ContentBlock.Type)
+	if strings.Contains(cb, "thinking") || strings.Contains(cb, "reasoning") {
+		out.Reasoning = true
+	} else if strings.Contains(cb, "tool_use") {
+		out.ToolCall = true
+	}
+	for _, c := range ev.Choices {
+		d := &c.Delta
+		if d.Content != nil {
+			out.UsefulBytes += len(*d.Content)
+		}
+		if d.Text != nil {
+			out.UsefulBytes += len(*d.Text)
+		}
+		if c.Text != nil {
+			out.UsefulBytes += len(*c.Text)
+		}
+		if d.ReasoningContent != nil || d.Reasoning != nil {
+			out.Reasoning = true
+		}
+		if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" || len(d.FunctionCall) > 0 && string(d.FunctionCall) != "null" {
+			out.ToolCall = true
+		}
+	}
+	if len(ev.Delta) > 0 {
+		var s string
+		if json.Unmarshal(ev.Delta, &s) == nil { // Responses: "delta": "text"
+			if !out.Reasoning && !out.ToolCall {
+				out.UsefulBytes += len(s)
+			}
+		} else {
+			var d struct {
+				Type     string  `json:"type"`
+				Text     *string `json:"text"`
+				Thinking *string `json:"thinking"`
+			}
+			if json.Unmarshal(ev.Delta, &d) == nil {
+				dt := strings.ToLower(d.Type)
+				switch {
+				case d.Thinking != nil || strings.Contains(dt, "thinking"):
+					out.Reasoning = true
+				case strings.Contains(dt, "json") || strings.Contains(dt, "tool"):
+					out.ToolCall = true
+				case d.Text != nil:
+					out.UsefulBytes += len(*d.Text)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Watchdog holds both stream watchdogs of one upstream attempt. It is fed
+// every event (Observe) and ticked by the shell's timer (Check), so a silent
+// stream is caught by time, not only when a chunk arrives (SPEC "does
+// better" 18).
+type Watchdog struct {
+	start        Time
+	lastProgress Time
+	progressed   bool
+	output       bool
+	protected    bool
+	firstMs      int64
+	idleMs       int64
+	tp           ThroughputWatchdog
+	samples      []sample
+}
+
+type sample struct {
+	at    Time
+	bytes int
+}
+
+// NewWatchdog starts the watchdogs of an attempt whose stream opened at start.
+func NewWatchdog(s *Settings, start Time) Watchdog {
+	return Watchdog{start: start, firstMs: int64(s.UpstreamTimeouts.FirstContentMs),
+		idleMs: int64(s.UpstreamTimeouts.StreamIdleMs), tp: s.StreamRecovery.ThroughputWatchdog}
+}
+
+// Observe feeds one event received at now.
+func (w *Watchdog) Observe(now Time, ev StreamEvent) {
+	if ev.UsefulBytes > 0 || ev.Reasoning || ev.ToolCall {
+		w.lastProgress, w.progressed = now, true
+	}
+	if ev.UsefulBytes > 0 {
+		w.output = true
+		w.protected = false
+		w.samples = append(w.samples, sample{now, ev.UsefulBytes})
+	} else if ev.Reasoning || ev.ToolCall {
+		w.protected = true
+	}
+}
+
+// ProducedOutput reports whether any model text arrived: a turn that ends
+// with reasoning only is still empty.
+func (w *Watchdog) ProducedOutput() bool { return w.output }
+
+// Deadline is the next instant Check could abort, for the shell's timer.
+func (w *Watchdog) Deadline() Time {
+	d := w.stallDeadline()
+	if w.tp.Enabled {
+		d = min(d, w.start.Add(int64(w.tp.WarmupMs)+int64(w.tp.WindowMs)))
+	}
+	return d
+}
+
+func (w *Watchdog) stallDeadline() Time {
+	if !w.progressed {
+		return w.start.Add(w.firstMs)
+	}
+	return w.lastProgress.Add(w.idleMs)
+}
+
+// Check says whether the attempt must be aborted at now: OutcomeStall when
+// no progress came within the stall budget (firstContentMs before the first
+// progress, streamIdleMs after), OutcomeThroughput when the opt-in
+// throughput watchdog finds useful output below its rate.
+func (w *Watchdog) Check(now Time) (OutcomeKind, bool) {
+	if now >= w.stallDeadline() {
+		return OutcomeStall, true
+	}
+	if !w.tp.Enabled {
+		return 0, false
+	}
+	window := int64(w.tp.WindowMs)
+	kept := w.samples[:0]
+	total := 0
+	for _, s := range w.samples {
+		if now.Sub(s.at) <= window {
+			kept = append(kept, s)
+			total += s.bytes
+		}
+	}
+	w.samples = kept
+	ready := now.Sub(w.start) >= int64(w.tp.WarmupMs)+window
+	measurable := total == 0 || total >= w.tp.MinUsefulBytes
+	rate := int64(total) * 1000 / max(1000, window)
+	if ready && !w.protected && measurable && rate < int64(w.tp.MinUsefulBytesPerSecond) {
+		return OutcomeThroughput, true
+	}
+	return 0, false
+}

@@ -1,0 +1,112 @@
+package model
+
+import "testing"
+
+func TestParseStreamEvent(t *testing.T) {
+	cases := []struct {
+		name, data string
+		want       StreamEvent
+	}{
+		{"chat text", `{"choices":[{"delta":{"content":"héllo"}}]}`, StreamEvent{UsefulBytes: 6}},
+		{"chat role only (no progress)", `{"choices":[{"delta":{"role":"assistant"}}]}`, StreamEvent{}},
+		{"chat empty content", `{"choices":[{"delta":{"content":""}}]}`, StreamEvent{}},
+		{"chat reasoning (even empty)", `{"choices":[{"delta":{"reasoning_content":""}}]}`, StreamEvent{Reasoning: true}},
+		{"chat tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`, StreamEvent{ToolCall: true}},
+		{"usage only", `{"choices":[],"usage":{"total_tokens":3}}`, StreamEvent{}},
+		{"done", `[DONE]`, StreamEvent{Done: true}},
+		{"malformed", `{"choices":[{"delta":`, StreamEvent{}},
+		{"responses text delta", `{"type":"response.output_text.delta","delta":"abc"}`, StreamEvent{UsefulBytes: 3}},
+		{"responses reasoning delta", `{"type":"response.reasoning_summary_text.delta","delta":"abc"}`, StreamEvent{Reasoning: true}},
+		{"anthropic text", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}`, StreamEvent{UsefulBytes: 2}},
+		{"anthropic thinking", `{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":""}}`, StreamEvent{Reasoning: true}},
+		{"anthropic tool json", `{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{"}}`, StreamEvent{ToolCall: true}},
+		{"anthropic ping", `{"type":"ping"}`, StreamEvent{}},
+	}
+	for _, c := range cases {
+		if got := ParseStreamEvent([]byte(c.data)); got != c.want {
+			t.Errorf("SPEC §6 %s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestStallWatchdog(t *testing.T) {
+	// SPEC §6 / §2: no model output for the stall budget aborts; reasoning
+	// frames restart the budget; heartbeats do not; timers catch silence.
+	s := DefaultSettings()
+	s.UpstreamTimeouts.FirstContentMs = 5000
+	s.UpstreamTimeouts.StreamIdleMs = 2000
+	w := NewWatchdog(&s, at(0))
+	if w.Deadline() != at(5000) {
+		t.Fatalf("first-content deadline %d", w.Deadline()-t0)
+	}
+	if _, abort := w.Check(at(4999)); abort {
+		t.Fatal("aborted before firstContentMs")
+	}
+	w.Observe(at(1000), StreamEvent{Reasoning: true})
+	if w.Deadline() != at(3000) {
+		t.Fatalf("reasoning must restart the stall budget: %d", w.Deadline()-t0)
+	}
+	w.Observe(at(2500), StreamEvent{}) // heartbeat: no progress
+	if k, abort := w.Check(at(3000)); !abort || k != OutcomeStall {
+		t.Fatal("heartbeats must not keep a stream alive")
+	}
+	if w.ProducedOutput() {
+		t.Fatal("reasoning only is not output")
+	}
+	w2 := NewWatchdog(&s, at(0))
+	w2.Observe(at(100), StreamEvent{UsefulBytes: 10})
+	if _, abort := w2.Check(at(2099)); abort || !w2.ProducedOutput() {
+		t.Fatal("within the idle budget")
+	}
+}
+
+func TestThroughputWatchdog(t *testing.T) {
+	// SPEC §6: opt-in; needs warm-up plus a full window; aborts below the
+	// rate; suspends judgement while tool calls or reasoning are in flight.
+	s := DefaultSettings()
+	s.StreamRecovery.ThroughputWatchdog = ThroughputWatchdog{Enabled: true, WarmupMs: 10000, WindowMs: 10000, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1}
+	s.UpstreamTimeouts.StreamIdleMs = 600000
+	slow := NewWatchdog(&s, at(0))
+	for ms := int64(0); ms <= 20000; ms += 1000 {
+		slow.Observe(at(ms), StreamEvent{UsefulBytes: 3}) // 3 B/s < 4
+		if k, abort := slow.Check(at(ms)); abort {
+			if ms < 20000 || k != OutcomeThroughput {
+				t.Fatalf("aborted at %d ms (%v); must wait warm-up + window (20 s)", ms, k)
+			}
+		} else if ms == 20000 {
+			t.Fatal("3 B/s after warm-up and a full window must abort")
+		}
+	}
+	fast := NewWatchdog(&s, at(0))
+	for ms := int64(0); ms <= 30000; ms += 1000 {
+		fast.Observe(at(ms), StreamEvent{UsefulBytes: 5})
+		if _, abort := fast.Check(at(ms)); abort {
+			t.Fatalf("5 B/s aborted at %d", ms)
+		}
+	}
+	tool := NewWatchdog(&s, at(0))
+	tool.Observe(at(0), StreamEvent{UsefulBytes: 1})
+	tool.Observe(at(1000), StreamEvent{ToolCall: true})
+	if _, abort := tool.Check(at(25000)); abort {
+		t.Fatal("a tool call in flight suspends the throughput judgement")
+	}
+	off := NewWatchdog(func() *Settings { c := s; c.StreamRecovery.ThroughputWatchdog.Enabled = false; return &c }(), at(0))
+	off.Observe(at(0), StreamEvent{UsefulBytes: 1})
+	if _, abort := off.Check(at(25000)); abort {
+		t.Fatal("the throughput watchdog is opt-in")
+	}
+}
+
+// FuzzParseStreamEvent: upstream stream data never panics the parser and
+// never yields negative progress.
+func FuzzParseStreamEvent(f *testing.F) {
+	for _, s := range []string{`{"choices":[{"delta":{"content":"x"}}]}`, `[DONE]`, `{"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}`, `{"delta":"abc"}`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev := ParseStreamEvent(data)
+		if ev.UsefulBytes < 0 || ev.UsefulBytes > len(data) {
+			t.Fatalf("useful bytes %d out of range for %d input bytes", ev.UsefulBytes, len(data))
+		}
+	})
+}
