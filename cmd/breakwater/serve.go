@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy"
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+func init() {
+	register("serve", "run the gateway (-config FILE)", runServe)
+}
+
+func runServe(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "config file (YAML, CONTRACTS §2)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_STORE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *configPath == "" {
+		fs.Usage()
+		return 2
+	}
+	log, err := newLogger(*logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return 2
+	}
+	slog.SetDefault(log)
+
+	environ := os.Environ()
+	cfg, warnings, err := proxy.LoadConfig(*configPath, environ)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	if err != nil {
+		printConfigError(err)
+		return 2
+	}
+	if v := os.Getenv("BREAKWATER_LISTEN"); v != "" {
+		cfg.Server.Listen = v
+	}
+	if v := os.Getenv("BREAKWATER_MANAGEMENT_KEY"); v != "" {
+		cfg.Server.ManagementKey = v
+	}
+	if v := os.Getenv("BREAKWATER_STORE_URL"); v != "" {
+		cfg.Store.URL = v
+	}
+
+	ctx := context.Background()
+	stopDemo, err := startDemo(cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return 1
+	}
+	defer stopDemo()
+
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return 1
+	}
+	g, err := proxy.New(ctx, cfg, proxy.Options{Logger: log, Store: st, Environ: environ})
+	if err != nil {
+		_ = st.Close(ctx)
+		printConfigError(err)
+		return 2
+	}
+	l, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		_ = g.Close(ctx)
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return 1
+	}
+	open := ""
+	if len(cfg.ClientKeys) == 0 {
+		open = " (open gateway: no clientKeys, loopback only)"
+		log.Warn("no clientKeys configured: the gateway is open to anyone who can reach " + l.Addr().String())
+	}
+	log.Info("breakwater gateway listening"+open, "addr", l.Addr().String(), "providers", len(cfg.Providers), "combos", len(cfg.Combos))
+
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(l) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case err := <-errc:
+		if err != nil {
+			log.Error("server stopped", "err", err)
+			_ = g.Close(ctx)
+			return 1
+		}
+		return 0
+	case s := <-sig:
+		log.Info("shutting down: draining in-flight requests", "signal", s.String())
+	}
+	timeout := cfg.Server.ShutdownTimeoutMs.Duration()
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	go func() {
+		<-sig
+		log.Warn("second signal: stopping now")
+		cancel()
+	}()
+	if err := g.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	log.Info("stopped; state flushed")
+	return 0
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format: want text or json, got %q", format)
+}
+
+func printConfigError(err error) {
+	if ces := proxy.ConfigErrors(err); len(ces) > 0 {
+		for _, ce := range ces {
+			fmt.Fprintln(os.Stderr, ce.Error())
+		}
+		if ses := model.SettingsErrors(err); len(ses) > 0 {
+			for _, se := range ses {
+				fmt.Fprintln(os.Stderr, se.Error())
+			}
+		}
+		return
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintln(os.Stderr, line)
+	}
+}
+
+// openStore opens the configured store: memory (with a warning) or Postgres
+// with migrations applied.
+func openStore(ctx context.Context, cfg *proxy.Config, log *slog.Logger) (proxy.StateStore, error) {
+	u := cfg.Store.URL
+	if u == "" || u == "memory" {
+		log.Warn("store.url is empty: resilience state lives in memory and dies with the process")
+		return proxy.NewMemoryStore(), nil
+	}
+	if proxy.OpenStore != nil {
+		return proxy.OpenStore(ctx, u)
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pg, err := store.OpenPostgres(octx, u, store.PostgresOptions{Migrate: true, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return tolerantLoad{pg, log}, nil
+}
+
+// tolerantLoad keeps a partial load (rows the store skipped) instead of
+// refusing to start.
+type tolerantLoad struct {
+	*store.Postgres
+	log *slog.Logger
+}
+
+func (t tolerantLoad) Load(ctx context.Context) (model.State, error) {
+	s, err := t.Postgres.Load(ctx)
+	var le *store.LoadError
+	if errors.As(err, &le) {
+		t.log.Warn("some stored state was skipped", "err", err)
+		return s, nil
+	}
+	return s, err
+}
+
+// startDemo serves every provider whose baseURL is demo:// from one
+// in-process fault upstream (package faults), so `make run` works offline.
+// Each demo connection sends its own id as its key, which is how the fault
+// upstream tells connections apart.
+func startDemo(cfg *proxy.Config, log *slog.Logger) (func(), error) {
+	var demo []int
+	for i, p := range cfg.Providers {
+		if strings.HasPrefix(p.BaseURL, "demo://") {
+			demo = append(demo, i)
+		}
+	}
+	if len(demo) == 0 {
+		return func() {}, nil
+	}
+	var rules []faults.Rule
+	if cfg.Demo.Faults != "" {
+		path := cfg.Demo.Faults
+		if !filepath.IsAbs(path) && cfg.File != "" {
+			path = filepath.Join(filepath.Dir(cfg.File), path)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("demo.faults: %w", err)
+		}
+		if rules, err = faults.ParseRules(path, b); err != nil {
+			return nil, err
+		}
+	}
+	var models []string
+	for _, i := range demo {
+		models = append(models, cfg.Providers[i].Models...)
+	}
+	srv := faults.NewServer(rules, faults.Options{Models: models, Seed: 1})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(l)
+	for _, i := range demo {
+		p := &cfg.Providers[i]
+		p.BaseURL = "http://" + l.Addr().String() + "/" + p.ID + "/v1"
+		for j := range p.Connections {
+			if p.Connections[j].APIKey == "" {
+				p.Connections[j].APIKey = p.Connections[j].ID
+			}
+		}
+	}
+	log.Info("demo upstream (in-process fault catalog) serving the demo:// providers", "addr", l.Addr().String(), "control", "http://"+l.Addr().String()+"/_faults")
+	return func() { hs.Close() }, nil
+}

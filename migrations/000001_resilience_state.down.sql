@@ -1,0 +1,10 @@
+DROP TABLE IF EXISTS state_feed_meta;
+DROP TABLE IF EXISTS state_changes;
+DROP TABLE IF EXISTS session_affinity_pins;
+DROP TABLE IF EXISTS key_value;
+DROP TABLE IF EXISTS model_lockouts;
+DROP TABLE IF EXISTS provider_connections;
+DROP TABLE IF EXISTS routing_cursors;
+DROP TABLE IF EXISTS provider_cooldown_windows;
+DROP TABLE IF EXISTS domain_circuit_breakers;
+DROP SEQUENCE IF EXISTS state_version_seq;

@@ -1,0 +1,367 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// Composite concurrency gate (SPEC §4, §5): global → provider → connection →
+// model, taken atomically as one; the strictest wins. The admission check is
+// the pure function Admit (a candidate for package model); the gate around
+// it only counts, queues and wakes.
+
+// Level names one layer of the composite gate.
+type Level uint8
+
+const (
+	LevelNone Level = iota
+	LevelGlobal
+	LevelProvider
+	LevelConnection
+	LevelModel
+)
+
+func (l Level) String() string {
+	return [...]string{"", "global", "provider", "connection", "model"}[l]
+}
+
+// Slots is one gate layer: slots in use and its cap (0 = unlimited).
+type Slots struct {
+	InUse, Cap int
+}
+
+func (s Slots) free() bool { return s.Cap <= 0 || s.InUse < s.Cap }
+
+// AdmitInput is everything the admission check looks at.
+type AdmitInput struct {
+	Global, Provider, Connection, Model Slots
+	// Queued is how many jobs already wait for this provider+connection.
+	Queued        int
+	MaxQueueDepth int   // 0 = unbounded
+	QueueLeftMs   int64 // what is left of the request's queue budget
+	// FailOpen: quota-share serialization (SPEC §4) proceeds without a slot
+	// instead of refusing.
+	FailOpen bool
+}
+
+// AdmitAction is what the gate does with a request.
+type AdmitAction uint8
+
+const (
+	AdmitGo       AdmitAction = iota // take the slots now
+	AdmitWait                        // queue until the slots free up
+	AdmitReject                      // refuse with Code
+	AdmitBypass                      // fail-open: run without a slot
+)
+
+// AdmitDecision is the admission check's answer.
+type AdmitDecision struct {
+	Action AdmitAction
+	Code   model.Code // with AdmitReject
+	// Blocking is the first layer without a free slot.
+	Blocking Level
+}
+
+// Admit is the pure admission check. A request whose every layer has a free
+// slot goes at once. Otherwise it queues, unless the connection's queue is
+// full (maxQueueDepth: SEMAPHORE_QUEUE_FULL when a global or provider cap
+// blocks, RATE_LIMIT_QUEUE_FULL when the connection or one of its models
+// does) or its queue budget is spent (SEMAPHORE_TIMEOUT). Quota-share
+// requests fail open instead of being refused.
+func Admit(in AdmitInput) AdmitDecision {
+	blocking := LevelNone
+	switch {
+	case !in.Global.free():
+		blocking = LevelGlobal
+	case !in.Provider.free():
+		blocking = LevelProvider
+	case !in.Connection.free():
+		blocking = LevelConnection
+	case !in.Model.free():
+		blocking = LevelModel
+	}
+	if blocking == LevelNone {
+		return AdmitDecision{Action: AdmitGo}
+	}
+	refuse := func(code model.Code) AdmitDecision {
+		if in.FailOpen {
+			return AdmitDecision{Action: AdmitBypass, Blocking: blocking}
+		}
+		return AdmitDecision{Action: AdmitReject, Code: code, Blocking: blocking}
+	}
+	if in.MaxQueueDepth > 0 && in.Queued >= in.MaxQueueDepth {
+		if blocking == LevelGlobal || blocking == LevelProvider {
+			return refuse(model.CodeSemaphoreQueueFull)
+		}
+		return refuse(model.CodeRateLimitQueueFull)
+	}
+	if in.QueueLeftMs <= 0 {
+		return refuse(model.CodeSemaphoreTimeout)
+	}
+	return AdmitDecision{Action: AdmitWait, Blocking: blocking}
+}
+
+// gate holds the counters and the wait queue of the composite gate.
+type gate struct {
+	mu       sync.Mutex
+	global   Slots
+	provs    map[string]*provGate
+	waiters  []*waiter // FIFO over every connection
+	observer func(provider, connection string, queued int)
+}
+
+type provGate struct {
+	slots Slots
+	conns map[string]*connGate
+}
+
+type connGate struct {
+	slots  Slots
+	models map[string]*Slots // inUse per model; caps from modelCaps
+	caps   map[string]int
+	queued int
+}
+
+type waiter struct {
+	pg    *provGate
+	cg    *connGate
+	model string
+	ready chan struct{}
+	done  bool // granted or abandoned
+}
+
+func newGate() *gate { return &gate{provs: map[string]*provGate{}} }
+
+// configure sets the caps from the config (and again after PUT
+// /api/providers/{id}); counters in use are kept.
+func (g *gate) configure(globalCap int, provs []ProviderConfig) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.global.Cap = globalCap
+	for _, p := range provs {
+		pg := g.provs[p.ID]
+		if pg == nil {
+			pg = &provGate{conns: map[string]*connGate{}}
+			g.provs[p.ID] = pg
+		}
+		pg.slots.Cap = p.MaxConcurrent
+		for _, c := range p.Connections {
+			cg := pg.conns[c.ID]
+			if cg == nil {
+				cg = &connGate{models: map[string]*Slots{}}
+				pg.conns[c.ID] = cg
+			}
+			cg.slots.Cap = c.MaxConcurrent
+			cg.caps = c.RateLimitOverrides.ModelConcurrency
+		}
+	}
+	g.grantLocked()
+}
+
+func (g *gate) setGlobalCap(n int) {
+	g.mu.Lock()
+	g.global.Cap = n
+	g.grantLocked()
+	g.mu.Unlock()
+}
+
+func (cg *connGate) modelSlots(m string) Slots {
+	s := Slots{Cap: cg.caps[m]}
+	if ms := cg.models[m]; ms != nil {
+		s.InUse = ms.InUse
+	}
+	return s
+}
+
+func (g *gate) input(pg *provGate, cg *connGate, m string) AdmitInput {
+	return AdmitInput{Global: g.global, Provider: pg.slots, Connection: cg.slots, Model: cg.modelSlots(m), Queued: cg.queued}
+}
+
+func (g *gate) take(pg *provGate, cg *connGate, m string) {
+	g.global.InUse++
+	pg.slots.InUse++
+	cg.slots.InUse++
+	if cg.caps[m] > 0 {
+		ms := cg.models[m]
+		if ms == nil {
+			ms = &Slots{}
+			cg.models[m] = ms
+		}
+		ms.InUse++
+	}
+}
+
+// slot is a held admission; release it exactly once.
+type slot struct {
+	g     *gate
+	pg    *provGate
+	cg    *connGate
+	model string
+	held  bool
+}
+
+func (s *slot) release() {
+	if s == nil || !s.held {
+		return
+	}
+	s.held = false
+	g := s.g
+	g.mu.Lock()
+	g.global.InUse--
+	s.pg.slots.InUse--
+	s.cg.slots.InUse--
+	if ms := s.cg.models[s.model]; ms != nil && s.cg.caps[s.model] > 0 {
+		ms.InUse--
+		if ms.InUse <= 0 {
+			delete(s.cg.models, s.model)
+		}
+	}
+	if len(g.waiters) > 0 {
+		g.grantLocked()
+	}
+	g.mu.Unlock()
+}
+
+// grantLocked wakes every waiter whose layers now all have a free slot, in
+// FIFO order.
+func (g *gate) grantLocked() {
+	kept := g.waiters[:0]
+	for _, w := range g.waiters {
+		if w.done {
+			continue
+		}
+		in := g.input(w.pg, w.cg, w.model)
+		if in.Global.free() && in.Provider.free() && in.Connection.free() && in.Model.free() {
+			g.take(w.pg, w.cg, w.model)
+			w.cg.queued--
+			w.done = true
+			close(w.ready)
+			g.notify(w)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(g.waiters[len(kept):])
+	g.waiters = kept
+}
+
+func (g *gate) notify(w *waiter) {
+	if g.observer == nil {
+		return
+	}
+	for pid, pg := range g.provs {
+		if pg != w.pg {
+			continue
+		}
+		for cid, cg := range pg.conns {
+			if cg == w.cg {
+				g.observer(pid, cid, cg.queued)
+			}
+		}
+	}
+}
+
+// admitError is a typed admission refusal with how long the request waited.
+type admitError struct {
+	err    *model.Error
+	waited time.Duration
+}
+
+// acquire takes the composite gate for one candidate, waiting at most
+// queueLeft. It returns the held slot (nil held when failing open), or a
+// typed error.
+func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen bool) (*slot, *admitError) {
+	g.mu.Lock()
+	pg := g.provs[provider]
+	var cg *connGate
+	if pg != nil {
+		cg = pg.conns[connection]
+	}
+	if cg == nil {
+		g.mu.Unlock()
+		return &slot{}, nil // not configured: no caps
+	}
+	in := g.input(pg, cg, modelID)
+	in.MaxQueueDepth, in.QueueLeftMs, in.FailOpen = maxQueueDepth, queueLeft.Milliseconds(), failOpen
+	d := Admit(in)
+	switch d.Action {
+	case AdmitGo:
+		g.take(pg, cg, modelID)
+		g.mu.Unlock()
+		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
+	case AdmitBypass:
+		g.mu.Unlock()
+		return &slot{}, nil
+	case AdmitReject:
+		g.mu.Unlock()
+		return nil, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
+	}
+	w := &waiter{pg: pg, cg: cg, model: modelID, ready: make(chan struct{})}
+	cg.queued++
+	g.waiters = append(g.waiters, w)
+	if g.observer != nil {
+		g.observer(provider, connection, cg.queued)
+	}
+	g.mu.Unlock()
+
+	start := time.Now()
+	t := time.NewTimer(queueLeft)
+	defer t.Stop()
+	var cause error
+	select {
+	case <-w.ready:
+		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
+	case <-t.C:
+	case <-ctx.Done():
+		cause = ctx.Err()
+	}
+	g.mu.Lock()
+	if w.done { // granted while we gave up: keep it
+		g.mu.Unlock()
+		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
+	}
+	w.done = true
+	cg.queued--
+	if g.observer != nil {
+		g.observer(provider, connection, cg.queued)
+	}
+	g.mu.Unlock()
+	waited := time.Since(start)
+	if failOpen {
+		return &slot{}, nil
+	}
+	if cause != nil {
+		return nil, &admitError{err: &model.Error{Code: model.CodeSemaphoreTimeout, Provider: provider, Model: modelID,
+			Message: "client went away while queued"}, waited: waited}
+	}
+	return nil, &admitError{err: &model.Error{Code: model.CodeSemaphoreTimeout, Provider: provider, Model: modelID,
+		RetryAfterMs: 1000, Message: fmt.Sprintf("no free slot on %s/%s for %s within the queue budget (%s); blocked by the %s cap",
+			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}, waited: waited}
+}
+
+func admissionError(d AdmitDecision, provider, connection, modelID string, depth int, queueLeft time.Duration) *model.Error {
+	e := &model.Error{Code: d.Code, Provider: provider, Model: modelID}
+	switch d.Code {
+	case model.CodeSemaphoreQueueFull, model.CodeRateLimitQueueFull:
+		e.Message = fmt.Sprintf("queue for %s/%s is full (maxQueueDepth %d); blocked by the %s cap", provider, connection, depth, d.Blocking)
+	default:
+		e.RetryAfterMs = 1000
+		e.Message = fmt.Sprintf("queue budget spent before a slot on %s/%s freed up; blocked by the %s cap", provider, connection, d.Blocking)
+	}
+	return e
+}
+
+// queued reports the queue depth of every connection (for metrics).
+func (g *gate) snapshot(fn func(provider, connection string, inUse, queued int)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for pid, pg := range g.provs {
+		for cid, cg := range pg.conns {
+			fn(pid, cid, cg.slots.InUse, cg.queued)
+		}
+	}
+}

@@ -1,0 +1,607 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const twoConns = `
+providers:
+  - id: glm
+    type: glm
+    baseURL: {{UP}}
+    models: [glm-5]
+    connections:
+      - {id: k1, apiKey: glm-k1}
+      - {id: k2, apiKey: glm-k2}
+  - id: oa
+    baseURL: {{UP}}
+    models: [gpt-5]
+    connections:
+      - {id: o1, apiKey: oa-o1}
+combos:
+  - id: coding
+    strategy: priority
+    targets: [glm/glm-5, oa/gpt-5]
+aliases: {fast: glm/glm-5}
+` + testBase
+
+func TestJSONPassThroughAndHeaders(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	r := g.chat("glm/glm-5", "X-Session-Id", "sess-1", "X-Breakwater-Lease-Owner", "vlo_x", "Authorization", "Bearer client")
+	if r.code != 200 || !strings.Contains(r.body, `"hello"`) {
+		t.Fatalf("got %d %s", r.code, r.body)
+	}
+	if r.h.Get("X-Breakwater-Provider") != "glm" || r.h.Get("X-Breakwater-Connection") != "k1" || r.h.Get("X-Breakwater-Attempts") != "1" {
+		t.Fatalf("headers %v", r.h)
+	}
+	if up.models[0] != "glm-5" {
+		t.Fatalf("upstream got model %q, want the upstream id glm-5", up.models[0])
+	}
+	h := up.hdrs[0]
+	if h.Get("X-Session-Id") != "" || h.Get("X-Breakwater-Lease-Owner") != "" || h.Get("Authorization") != "Bearer glm-k1" {
+		t.Fatalf("upstream saw headers %v: session/lease headers must not be forwarded and the client key must be replaced", h)
+	}
+	// aliases, bare models and combos resolve through the model
+	for model, conn := range map[string]string{"fast": "k1", "gpt-5": "o1", "coding": "k1"} {
+		if r := g.chat(model); r.code != 200 || r.h.Get("X-Breakwater-Connection") != conn {
+			t.Errorf("%s: %d %s conn %s", model, r.code, r.body, r.h.Get("X-Breakwater-Connection"))
+		}
+	}
+	if r := g.chat("nope/none"); r.code != 404 || r.errCode() != "model_not_found" {
+		t.Fatalf("unknown model: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/v1/models", ""); r.code != 200 || !strings.Contains(r.body, `"glm/glm-5"`) || !strings.Contains(r.body, `"coding"`) {
+		t.Fatalf("models: %d %s", r.code, r.body)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+server: {maxBodyBytes: 200}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
+`+testBase)
+	cases := []struct {
+		body string
+		code int
+	}{
+		{``, 400}, {`nope`, 400}, {`[1]`, 400}, {`{"model":5}`, 400}, {`{}`, 400},
+		{`{"model":"p/m","stream":"yes"}`, 400}, {`{"model":"p/m"` + strings.Repeat(" ", 300) + `}`, 413},
+	}
+	for _, c := range cases {
+		if r := g.do("POST", "/v1/chat/completions", c.body); r.code != c.code || r.errCode() == "" {
+			t.Errorf("body %.30q: %d %s, want %d with a typed error", c.body, r.code, r.body, c.code)
+		}
+	}
+	if up.total() != 0 {
+		t.Fatal("bad requests reached the upstream")
+	}
+	if r := g.do("GET", "/v1/chat/completions", ""); r.code != 405 {
+		t.Fatalf("GET chat: %d, want 405", r.code)
+	}
+	if r := g.do("GET", "/v1/nope", ""); r.code != 404 || r.errCode() != "not_found" {
+		t.Fatalf("unknown path: %d %s", r.code, r.body)
+	}
+	if r := g.do("POST", "/v1/chat/completions/", `{"model":"p/m"}`); r.code != 404 {
+		t.Fatalf("trailing slash must not redirect (no StrictSlash): %d", r.code)
+	}
+}
+
+// SPEC §2: one bad key fails over to its sibling; a dead provider fails over
+// to the next combo target.
+func TestFallbackOrder(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", status(503, `{"error":{"message":"overloaded"}}`))
+	r := g.chat("glm/glm-5")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" || r.h.Get("X-Breakwater-Attempts") != "2" {
+		t.Fatalf("got %d conn=%s attempts=%s %s", r.code, r.h.Get("X-Breakwater-Connection"), r.h.Get("X-Breakwater-Attempts"), r.body)
+	}
+	if c := g.conn("glm", "k1"); c["status"] != "cooldown" {
+		t.Fatalf("k1 should be cooling: %v", c)
+	}
+	// the cooling key is skipped without an upstream call
+	n := up.count("glm-k1")
+	if r := g.chat("glm/glm-5"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" || up.count("glm-k1") != n {
+		t.Fatalf("cooling k1 was tried again")
+	}
+	// a dead provider: the combo moves to its next target
+	up.set("glm-k2", status(502, `{"error":{"message":"bad gateway"}}`))
+	r = g.chat("coding")
+	if r.code != 200 || r.h.Get("X-Breakwater-Provider") != "oa" {
+		t.Fatalf("combo: %d %v %s", r.code, r.h, r.body)
+	}
+}
+
+// SPEC §11.3: a request-scoped 400 stops; the client gets the upstream error.
+func TestRequestScopedStops(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	body := `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`
+	up.set("glm-k1", status(400, body))
+	r := g.chat("coding")
+	if r.code != 400 || !strings.Contains(r.body, "context_length_exceeded") {
+		t.Fatalf("got %d %s", r.code, r.body)
+	}
+	if up.total() != 1 {
+		t.Fatalf("a request-scoped error must not fall back: %d upstream calls", up.total())
+	}
+	if g.conn("glm", "k1")["status"] != "active" {
+		t.Fatal("a request-scoped error must not cool the connection")
+	}
+}
+
+// SPEC §4b, §11.4: every connection cooling → 429 with Retry-After, no
+// upstream call; a credential leak in an upstream body is redacted.
+func TestRateLimitAnswers(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: sk-secretkey123456}]}
+`+testBase)
+	up.set("sk-secretkey123456", status(429, `{"error":{"message":"Rate limit reached for sk-secretkey123456","type":"rate_limit_error"}}`, "Retry-After", "20"))
+	r := g.chat("p/m")
+	if r.code != 429 || r.h.Get("Retry-After") == "" {
+		t.Fatalf("first: %d %v %s", r.code, r.h, r.body)
+	}
+	if strings.Contains(r.body, "sk-secretkey123456") {
+		t.Fatalf("credential leaked to the client: %s", r.body)
+	}
+	r = g.chat("p/m")
+	if r.code != 429 || r.errCode() != "rate_limit_error" || r.h.Get("Retry-After") == "" {
+		t.Fatalf("second: %d %v %s", r.code, r.h, r.body)
+	}
+	if up.total() != 1 {
+		t.Fatalf("the cooling connection was called again: %d", up.total())
+	}
+	if c := g.conn("p", "c"); c["status"] != "cooldown" || c["cooldownRemainingMs"].(float64) < 15000 {
+		t.Fatalf("Retry-After 20 should set a ~20 s cooldown: %v", c)
+	}
+}
+
+// SPEC §1, §11.4: a single-model request to an OPEN breaker gets 503
+// provider_circuit_open with Retry-After.
+func TestCircuitOpen(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: loc, type: local, profile: local, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}, {id: b, apiKey: b}]}
+`+testBase+`
+  providerBreaker: {local: {failureThreshold: 2, degradationThreshold: 1}, dedup: {connectionMs: 0, transportMs: 0}}
+`)
+	up.set("a", status(500, `{"error":{"message":"boom"}}`))
+	up.set("b", status(500, `{"error":{"message":"boom"}}`))
+	r := g.chat("loc/m")
+	if r.code != 500 {
+		t.Fatalf("first: %d %s", r.code, r.body)
+	}
+	prov := g.health()["providers"].(map[string]any)["loc"].(map[string]any)
+	if prov["state"] != "OPEN" {
+		t.Fatalf("breaker: %v", prov)
+	}
+	r = g.chat("loc/m")
+	if r.code != 503 || r.errCode() != "provider_circuit_open" || r.h.Get("Retry-After") == "" {
+		t.Fatalf("open: %d %v %s", r.code, r.h, r.body)
+	}
+	// the reset endpoint closes it
+	if r := g.do("POST", "/api/resilience/reset", `{"provider":"loc"}`); r.code != 200 {
+		t.Fatalf("reset: %d %s", r.code, r.body)
+	}
+	if st := g.health()["providers"].(map[string]any)["loc"].(map[string]any)["state"]; st != "CLOSED" {
+		t.Fatalf("after reset: %v", st)
+	}
+}
+
+// SPEC §4b: weighted combos whose targets are all excluded by timers answer
+// 503 all_targets_cooling_down with Retry-After and diagnostics.excluded.
+func TestAllTargetsCoolingDown(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: a, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: a}]}
+  - {id: b, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: b}]}
+combos:
+  - {id: both, strategy: weighted, targets: [a/m, b/m]}
+`+testBase)
+	up.set("a", status(429, `{"error":{"message":"daily quota exhausted, try again tomorrow","type":"rate_limit_error"}}`))
+	up.set("b", status(429, `{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}`, "Retry-After", "30"))
+	g.chat("both")
+	g.chat("both")
+	calls := up.total()
+	r := g.chat("both")
+	if r.code != 503 || r.errCode() != "all_targets_cooling_down" || r.h.Get("Retry-After") == "" {
+		t.Fatalf("got %d %v %s", r.code, r.h, r.body)
+	}
+	d := r.json(t)["diagnostics"].(map[string]any)
+	if ex := d["excluded"].([]any); len(ex) != 2 {
+		t.Fatalf("diagnostics.excluded = %v", ex)
+	}
+	if up.total() != calls {
+		t.Fatal("no upstream call may be made")
+	}
+}
+
+// SPEC §4b: waitForCooldown waits for a short cooldown and re-selects; a
+// client that leaves during the wait ends it (499).
+func TestWaitForCooldown(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
+resilience:
+  waitForCooldown: {enabled: true, maxRetries: 3, maxRetryWaitSec: 5}
+`)
+	up.set("k", seq(status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "1"), okJSON("after wait")))
+	r := g.chat("p/m")
+	if r.code != 200 || !strings.Contains(r.body, "after wait") || r.h.Get("X-Breakwater-Attempts") != "2" {
+		t.Fatalf("got %d %v %s", r.code, r.h, r.body)
+	}
+
+	// the client leaves during the wait: no further upstream call, 499
+	up.set("k", status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "3"))
+	g.do("POST", "/api/resilience/cooldowns", `{"all":true}`)
+	before := up.count("k")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan resp, 1)
+	go func() { done <- g.doCtx(ctx, "POST", "/v1/chat/completions", `{"model":"p/m"}`) }()
+	eventually(t, "the first attempt", func() bool { return up.count("k") == before+1 })
+	cancel()
+	<-done
+	eventually(t, "a 499 in the metrics", func() bool {
+		return strings.Contains(g.do("GET", "/metrics", "").body, `breakwater_requests_total{connection="c",provider="p",status="499"} 1`)
+	})
+	if up.count("k") != before+1 {
+		t.Fatal("the upstream was called again after the client left")
+	}
+}
+
+// SPEC §11.7: the emergency fallback routes to its target when every target
+// of a request is excluded.
+func TestEmergencyFallback(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns+`
+  emergencyFallback: {enabled: true, target: oa/gpt-5}
+`)
+	up.set("glm-k1", status(429, `{"error":{"message":"slow"}}`, "Retry-After", "60"))
+	up.set("glm-k2", status(429, `{"error":{"message":"slow"}}`, "Retry-After", "60"))
+	r := g.chat("glm/glm-5")
+	if r.code != 200 || r.h.Get("X-Breakwater-Provider") != "oa" {
+		t.Fatalf("got %d %v %s", r.code, r.h, r.body)
+	}
+}
+
+// requestBudget.maxAttempts bounds the attempts of one request.
+func TestRequestBudget(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}, {id: b, apiKey: b}, {id: c, apiKey: c}]}
+`+testBase+`
+  requestBudget: {maxAttempts: 2}
+`)
+	for _, k := range []string{"a", "b", "c"} {
+		up.set(k, status(503, `{"error":{"message":"down"}}`))
+	}
+	r := g.chat("p/m")
+	if r.code != 503 || r.errCode() != "request_budget_exhausted" || up.total() != 2 {
+		t.Fatalf("got %d %s after %d calls", r.code, r.body, up.total())
+	}
+}
+
+// SPEC §4, §5: composite gate admission errors; a local refusal never
+// counts against upstream health.
+func TestAdmissionErrors(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - id: p
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: k, maxConcurrent: 1, rateLimitOverrides: {maxWaitMs: 150}}
+`+testBase+`
+  requestQueue: {maxQueueDepth: 1}
+`)
+	release := make(chan struct{})
+	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
+		<-release
+		okJSON("done")(w, r, n)
+	})
+	first := make(chan resp, 1)
+	go func() { first <- g.chat("p/m") }()
+	eventually(t, "the first request upstream", func() bool { return up.count("k") == 1 })
+	// second queues (depth 1), third is refused at once: queue full
+	second := make(chan resp, 1)
+	go func() { second <- g.chat("p/m") }()
+	eventually(t, "the second request queued", func() bool {
+		q := g.health()["queues"].([]any)[0].(map[string]any)
+		return q["queued"].(float64) == 1
+	})
+	r := g.chat("p/m")
+	if r.code != 429 || r.errCode() != "RATE_LIMIT_QUEUE_FULL" {
+		t.Fatalf("third: %d %s", r.code, r.body)
+	}
+	r = <-second
+	if r.code != 503 || r.errCode() != "SEMAPHORE_TIMEOUT" || r.h.Get("Retry-After") == "" {
+		t.Fatalf("second: %d %v %s", r.code, r.h, r.body)
+	}
+	close(release)
+	if r := <-first; r.code != 200 {
+		t.Fatalf("first: %d %s", r.code, r.body)
+	}
+	if up.total() != 1 {
+		t.Fatalf("refused requests reached the upstream: %d", up.total())
+	}
+	if c := g.conn("p", "c"); c["status"] != "active" {
+		t.Fatalf("a local refusal cooled the connection: %v", c)
+	}
+	if st := g.health()["providers"].(map[string]any)["p"].(map[string]any); st["failureCount"].(float64) != 0 {
+		t.Fatalf("a local refusal counted in the breaker: %v", st)
+	}
+}
+
+// The model cap and the fallback: a saturated model gate sends the request
+// to the next eligible connection.
+func TestModelCapFallsBack(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - id: p
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: a, apiKey: a, rateLimitOverrides: {modelConcurrency: {m: 1}, maxWaitMs: 50}}
+      - {id: b, apiKey: b}
+`+testBase)
+	release := make(chan struct{})
+	up.set("a", func(w http.ResponseWriter, r *http.Request, n int) { <-release; okJSON("a")(w, r, n) })
+	first := make(chan resp, 1)
+	go func() { first <- g.chat("p/m") }()
+	eventually(t, "a busy", func() bool { return up.count("a") == 1 })
+	r := g.chat("p/m")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "b" {
+		t.Fatalf("got %d %v %s", r.code, r.h, r.body)
+	}
+	close(release)
+	<-first
+}
+
+// SPEC §2c: a session stays on its connection.
+func TestSessionAffinity(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}, {id: b, apiKey: b}]}
+`+testBase+`
+  sessionAffinityTtlMs: 60s
+`)
+	up.set("a", seq(status(503, `{"error":{"message":"down"}}`), okJSON("a")))
+	r := g.chat("p/m", "X-Session-Id", "agent-42")
+	if r.h.Get("X-Breakwater-Connection") != "b" {
+		t.Fatalf("first: %v", r.h)
+	}
+	g.do("POST", "/api/resilience/cooldowns", `{"all":true}`)
+	// a is healthy again: a new session starts on a, the pinned one stays on b
+	if r := g.chat("p/m"); r.h.Get("X-Breakwater-Connection") != "a" {
+		t.Fatalf("no session: %v", r.h)
+	}
+	for i := 0; i < 3; i++ {
+		if r := g.chat("p/m", "X-Breakwater-Session", "agent-42"); r.h.Get("X-Breakwater-Connection") != "b" {
+			t.Fatalf("pinned session moved: %v", r.h)
+		}
+	}
+	// TTL 0 turns it off
+	if r := g.do("PATCH", "/api/resilience", `{"sessionAffinityTtlMs":0}`); r.code != 200 {
+		t.Fatalf("patch: %d %s", r.code, r.body)
+	}
+	if r := g.chat("p/m", "X-Session-Id", "agent-42"); r.h.Get("X-Breakwater-Connection") != "a" {
+		t.Fatalf("affinity off: %v", r.h)
+	}
+}
+
+func TestStreamingPassThrough(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", sse(streamOpt{chunks: 5}))
+	r := g.stream("glm/glm-5")
+	ev := sseEvents(r.body)
+	if r.code != 200 || r.h.Get("Content-Type") != "text/event-stream" || len(ev) != 8 || ev[len(ev)-1] != "[DONE]" {
+		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)
+	}
+	if r.h.Get("X-Breakwater-Connection") != "k1" {
+		t.Fatal(r.h)
+	}
+}
+
+// Events reach the client as they come (flushed chunk by chunk), not at the
+// end of the stream.
+func TestStreamingFlushesEachChunk(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	gate := make(chan struct{})
+	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		io := w.(http.Flusher)
+		w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n"))
+		io.Flush()
+		<-gate
+		w.Write([]byte("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	})
+	req, _ := http.NewRequest("POST", g.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"glm/glm-5","stream":true}`))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	buf := make([]byte, 4096)
+	n, _ := res.Body.Read(buf)
+	if !strings.Contains(string(buf[:n]), "first") {
+		t.Fatalf("first chunk not flushed: %q", buf[:n])
+	}
+	close(gate)
+}
+
+// SPEC §6: after commit a failure ends the stream with an explicit error
+// event, never a truncated success.
+func TestPostCommitFailureSendsErrorEvent(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", sse(streamOpt{chunks: 5, cutAfter: 2}))
+	r := g.stream("glm/glm-5")
+	ev := sseEvents(r.body)
+	last := ev[len(ev)-1]
+	if r.code != 200 || !strings.Contains(last, `"error"`) || strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("want an SSE error event at the end and no [DONE]:\n%s", r.body)
+	}
+	if up.total() != 1 {
+		t.Fatal("a committed stream must never be replayed")
+	}
+	// a stall after commit: the stall watchdog ends it the same way
+	g2 := newGW(t, up, twoConns+`
+  upstreamTimeouts: {streamIdleMs: 200}
+`)
+	up.set("glm-k1", sse(streamOpt{chunks: 5, stallAfter: 2}))
+	r = g2.stream("glm/glm-5")
+	ev = sseEvents(r.body)
+	if !strings.Contains(ev[len(ev)-1], "stream_stall") {
+		t.Fatalf("stall: %s", r.body)
+	}
+}
+
+// SPEC "does better" 15, §6: an error event or a stall before the first
+// byte reached the client is retried elsewhere.
+func TestPreCommitStreamFailuresFallBack(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns+`
+  upstreamTimeouts: {firstContentMs: 200}
+`)
+	up.set("glm-k1", sse(streamOpt{errAfter: -1, errEvent: `{"error":{"code":503,"message":"upstream overloaded"}}`}))
+	r := g.stream("glm/glm-5")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" || strings.Contains(r.body, "overloaded") {
+		t.Fatalf("error event: %d %v\n%s", r.code, r.h, r.body)
+	}
+	if g.conn("glm", "k1")["status"] != "cooldown" {
+		t.Fatal("the in-stream 503 should cool k1 like a 503 status")
+	}
+	g.do("POST", "/api/resilience/cooldowns", `{"all":true}`)
+	// role chunk, then silence: the first-content watchdog retries k1 once
+	// (SPEC §6: re-open on the same account), then moves to k2
+	up.set("glm-k1", sse(streamOpt{chunks: 3, stallAfter: 0, noRole: false, reasoning: 0, interval: 0, stallFor: 0, cutAfter: 0, errAfter: 0, noDone: false, errEvent: ""}))
+	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.Write([]byte("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n: keep-alive\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	up.set("glm-k2", sse(streamOpt{chunks: 2}))
+	r = g.stream("glm/glm-5")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" {
+		t.Fatalf("stall: %d %v\n%s", r.code, r.h, r.body)
+	}
+	if up.count("glm-k1") != 3 { // 1 error event + 2 stalls (retry once)
+		t.Fatalf("k1 calls = %d, want 3", up.count("glm-k1"))
+	}
+	if c := g.conn("glm", "k1"); c["status"] != "active" || c["lastErrorType"] != "stream_stall" {
+		t.Fatalf("a stall records the error but sets no cooldown: %v", c)
+	}
+}
+
+// Reasoning frames restart the stall budget; heartbeats do not.
+func TestReasoningKeepsStreamAlive(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns+`
+  upstreamTimeouts: {firstContentMs: 300, streamIdleMs: 300}
+`)
+	up.set("glm-k1", sse(streamOpt{reasoning: 6, interval: 100 * time.Millisecond, chunks: 1}))
+	r := g.stream("glm/glm-5")
+	if r.code != 200 || !strings.Contains(r.body, "[DONE]") || r.h.Get("X-Breakwater-Connection") != "k1" {
+		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)
+	}
+}
+
+// SPEC §6: the opt-in throughput watchdog aborts a stream that sends chunks
+// below the useful rate; it runs on a timer.
+func TestThroughputWatchdogAborts(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns+`
+  streamRecovery: {throughputWatchdog: {enabled: true, warmupMs: 0, windowMs: 1000, minUsefulBytesPerSecond: 1000, minUsefulBytes: 1}}
+`)
+	up.set("glm-k1", sse(streamOpt{chunks: 100, interval: 100 * time.Millisecond}))
+	r := g.stream("glm/glm-5")
+	ev := sseEvents(r.body)
+	if !strings.Contains(ev[len(ev)-1], "stream_throughput_too_low") {
+		t.Fatalf("got %s", r.body)
+	}
+}
+
+// An empty stream (no content, no legitimate empty finish) is the model's
+// quality failure: retried elsewhere before commit.
+func TestEmptyStreamIsRetried(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", sse(streamOpt{chunks: 0}))
+	r := g.stream("glm/glm-5")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" {
+		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)
+	}
+}
+
+// Client keys: constant-time bearer check and allowedConnections.
+func TestClientKeys(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+clientKeys:
+  - {id: team-a, key: "${TEAM_A}", allowedConnections: [p/b]}
+  - {id: team-b, key: other}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}, {id: b, apiKey: b}]}
+`+testBase, "TEAM_A=secret-a")
+	if r := g.chat("p/m"); r.code != 401 || r.errCode() != "invalid_api_key" {
+		t.Fatalf("no key: %d %s", r.code, r.body)
+	}
+	if r := g.chat("p/m", "Authorization", "Bearer wrong"); r.code != 401 {
+		t.Fatalf("wrong key: %d", r.code)
+	}
+	if r := g.chat("p/m", "Authorization", "Bearer secret-a"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "b" {
+		t.Fatalf("team-a is limited to p/b: %d %v", r.code, r.h)
+	}
+	if r := g.chat("p/m", "Authorization", "Bearer other"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "a" {
+		t.Fatalf("team-b: %d %v", r.code, r.h)
+	}
+	if r := g.do("GET", "/v1/models", ""); r.code != 401 {
+		t.Fatalf("models without a key: %d", r.code)
+	}
+}
+
+// Concurrency under the race detector: many requests, some failing, with
+// the engine behind its mutex and the change pump running.
+func TestConcurrentRequests(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", seq(status(503, `{}`), okJSON("x")))
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if i%2 == 0 {
+				g.chat("coding")
+			} else {
+				g.stream("glm/glm-5")
+			}
+		}(i)
+	}
+	wg.Wait()
+	if up.total() < 40 {
+		t.Fatalf("calls = %d", up.total())
+	}
+}

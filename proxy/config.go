@@ -1,0 +1,880 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the gateway's config file (CONTRACTS §2).
+type Config struct {
+	Server     ServerConfig      `yaml:"server"`
+	Store      StoreConfig       `yaml:"store"`
+	ClientKeys []ClientKey       `yaml:"clientKeys"`
+	Aliases    map[string]string `yaml:"aliases"`
+	Providers  []ProviderConfig  `yaml:"providers"`
+	Combos     []ComboConfig     `yaml:"combos"`
+	// Resilience is the "file" settings layer (SPEC §11.1), resolved with
+	// model.Resolve together with the env and saved layers.
+	Resilience model.Layer `yaml:"resilience"`
+	// Demo serves providers whose baseURL is demo:// from an in-process
+	// fault upstream (make run; see examples/demo.yaml).
+	Demo DemoConfig `yaml:"demo"`
+
+	// File is the path the config was read from ("" when built in code).
+	File string `yaml:"-"`
+	// lines maps a dotted field path to its line in File, for messages.
+	lines map[string]int
+}
+
+// ServerConfig is the `server:` section.
+type ServerConfig struct {
+	Listen        string `yaml:"listen"`
+	ManagementKey string `yaml:"managementKey"`
+	// MaxBodyBytes bounds a client request body (default 16 MiB).
+	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// ShutdownTimeoutMs bounds the drain of in-flight requests (default 30 s).
+	ShutdownTimeoutMs Millis `yaml:"shutdownTimeoutMs"`
+	// LogRequests logs one line per client request at info level.
+	LogRequests bool `yaml:"logRequests"`
+}
+
+// DemoConfig is the `demo:` section.
+type DemoConfig struct {
+	// Faults is a fault-rule file (CONTRACTS §4 `upstream:` rules) for the
+	// in-process demo upstream, relative to the config file.
+	Faults string `yaml:"faults"`
+}
+
+// StoreConfig is the `store:` section.
+type StoreConfig struct {
+	URL string `yaml:"url"`
+}
+
+// ClientKey is one client API key.
+type ClientKey struct {
+	ID                 string   `yaml:"id"`
+	Key                string   `yaml:"key"`
+	Scopes             []string `yaml:"scopes"`
+	AllowedConnections []string `yaml:"allowedConnections"`
+}
+
+// ProviderConfig is one upstream service.
+type ProviderConfig struct {
+	ID            string              `yaml:"id"`
+	Type          string              `yaml:"type"`
+	Profile       string              `yaml:"profile"`
+	BaseURL       string              `yaml:"baseURL"`
+	Models        []string            `yaml:"models"`
+	Strategy      string              `yaml:"strategy"`
+	MaxConcurrent int                 `yaml:"maxConcurrent"`
+	PerModelQuota *bool               `yaml:"perModelQuota"`
+	DailyResetUTC string              `yaml:"dailyResetUtc"`
+	QuotaFamilies map[string][]string `yaml:"quotaFamilies"`
+	Connections   []ConnectionConfig  `yaml:"connections"`
+}
+
+// ConnectionConfig is one account or key of a provider.
+type ConnectionConfig struct {
+	ID                  string             `yaml:"id"`
+	APIKey              string             `yaml:"apiKey"`
+	MaxConcurrent       int                `yaml:"maxConcurrent"`
+	Priority            int                `yaml:"priority"`
+	Weight              int                `yaml:"weight"`
+	DisableCooling      bool               `yaml:"disableCooling"`
+	RateLimitOverrides  RateLimitOverrides `yaml:"rateLimitOverrides"`
+	RateLimitProtection bool               `yaml:"rateLimitProtection"`
+}
+
+// RateLimitOverrides are a connection's admission overrides (SPEC §4, §5).
+type RateLimitOverrides struct {
+	ModelConcurrency   map[string]int `yaml:"modelConcurrency" json:"modelConcurrency,omitempty"`
+	MaxWaitMs          Millis         `yaml:"maxWaitMs" json:"maxWaitMs,omitempty"`
+	ExecutionMaxWaitMs Millis         `yaml:"executionMaxWaitMs" json:"executionMaxWaitMs,omitempty"`
+	RPM                int            `yaml:"rpm" json:"rpm,omitempty"`
+	MinTimeMs          Millis         `yaml:"minTimeMs" json:"minTimeMs,omitempty"`
+}
+
+// ComboConfig is a virtual model tried with fallback.
+type ComboConfig struct {
+	ID       string        `yaml:"id"`
+	Strategy string        `yaml:"strategy"`
+	Mode     string        `yaml:"mode"`
+	Targets  []ComboTarget `yaml:"targets"`
+}
+
+// ComboTarget is "provider/model" or {target, weight, connection}.
+type ComboTarget struct {
+	Target     string `yaml:"target"`
+	Weight     int    `yaml:"weight"`
+	Connection string `yaml:"connection"`
+}
+
+// Millis is a duration in milliseconds; YAML accepts an integer or a Go
+// duration string ("30s").
+type Millis int64
+
+// Duration converts to a time.Duration.
+func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }
+
+// ConfigError is one problem in a config file: where and what.
+type ConfigError struct {
+	File    string
+	Line    int
+	Field   string
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	} else if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Problem)
+	return b.String()
+}
+
+// ConfigErrors lists every *ConfigError in err.
+func ConfigErrors(err error) []*ConfigError {
+	var out []*ConfigError
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if ce, ok := err.(*ConfigError); ok {
+			out = append(out, ce)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// LoadConfig reads and validates a config file. environ (os.Environ()) feeds
+// ${ENV} expansion; unset variables expand to "" and are reported in
+// warnings.
+func LoadConfig(path string, environ []string) (*Config, []string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ParseConfig(path, b, environ)
+}
+
+// ParseConfig parses and validates config bytes; file names the source in
+// messages.
+func ParseConfig(file string, data []byte, environ []string) (*Config, []string, error) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := env[k]; !dup {
+				env[k] = v
+			}
+		}
+	}
+	d := &nodeDecoder{file: file, env: env, lines: map[string]int{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, nil, &ConfigError{File: file, Problem: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	cfg := &Config{File: file}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		d.decode(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
+	}
+	cfg.lines = d.lines
+	d.errs = append(d.errs, cfg.validate()...)
+	if len(d.errs) > 0 {
+		return nil, d.warnings, errors.Join(d.errs...)
+	}
+	return cfg, d.warnings, nil
+}
+
+// nodeDecoder decodes a yaml.Node tree into Go values strictly: every
+// mapping key must be a known field (an unknown one names the nearest known
+// key), every problem carries its line.
+type nodeDecoder struct {
+	file     string
+	env      map[string]string
+	lines    map[string]int
+	errs     []error
+	warnings []string
+}
+
+func (d *nodeDecoder) fail(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	d.errs = append(d.errs, &ConfigError{File: d.file, Line: line, Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// expand performs ${VAR} and ${VAR:-default} expansion; $$ is a literal $.
+func (d *nodeDecoder) expand(n *yaml.Node, field, s string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '$' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		if s[i+1] == '$' {
+			b.WriteByte('$')
+			i++
+			continue
+		}
+		if s[i+1] != '{' {
+			b.WriteByte(c)
+			continue
+		}
+		end := strings.IndexByte(s[i+2:], '}')
+		if end < 0 {
+			d.fail(n, field, "unterminated ${ in %q", s)
+			return s
+		}
+		expr := s[i+2 : i+2+end]
+		name, def, hasDef := strings.Cut(expr, ":-")
+		if name == "" {
+			d.fail(n, field, "empty variable name in %q", s)
+			return s
+		}
+		v, ok := d.env[name]
+		switch {
+		case ok && v != "":
+			b.WriteString(v)
+		case hasDef:
+			b.WriteString(def)
+		default:
+			d.warnings = append(d.warnings, fmt.Sprintf("%s:%d: %s: environment variable %s is not set (expands to \"\")", d.file, n.Line, field, name))
+		}
+		i += 2 + end
+	}
+	return b.String()
+}
+
+func joinField(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var (
+	layerType  = reflect.TypeOf(model.Layer(nil))
+	millisType = reflect.TypeOf(Millis(0))
+	targetType = reflect.TypeOf(ComboTarget{})
+)
+
+func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if path != "" {
+		if _, seen := d.lines[path]; !seen {
+			d.lines[path] = n.Line
+		}
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // null leaves the zero value
+	}
+	switch {
+	case v.Type() == layerType:
+		tree := d.tree(n, path)
+		if tree == nil {
+			return
+		}
+		m, ok := tree.(map[string]any)
+		if !ok {
+			d.fail(n, path, "want a mapping of resilience settings")
+			return
+		}
+		v.Set(reflect.ValueOf(model.Layer(m)))
+		return
+	case v.Type() == targetType && n.Kind == yaml.ScalarNode:
+		v.Set(reflect.ValueOf(ComboTarget{Target: d.expand(n, path, n.Value)}))
+		return
+	case v.Type() == millisType:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want milliseconds (an integer or a duration like \"30s\")")
+			return
+		}
+		ms, err := parseMillis(d.expand(n, path, n.Value))
+		if err != nil {
+			d.fail(n, path, "%v", err)
+			return
+		}
+		v.SetInt(ms)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.decode(n, p.Elem(), path)
+		v.Set(p)
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, path, "want a mapping, got %s", nodeKind(n))
+			return
+		}
+		t := v.Type()
+		var names []string
+		idx := map[string]int{}
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" || !t.Field(i).IsExported() {
+				continue
+			}
+			names = append(names, tag)
+			idx[tag] = i
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			key := k.Value
+			fp := joinField(path, key)
+			fi, ok := idx[key]
+			if !ok {
+				if s := nearest(key, names); s != "" {
+					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
+				} else {
+					d.fail(k, fp, "unknown key %q (known keys: %s)", key, strings.Join(names, ", "))
+				}
+				continue
+			}
+			if seen[key] {
+				d.fail(k, fp, "duplicate key %q", key)
+				continue
+			}
+			seen[key] = true
+			d.decode(val, v.Field(fi), fp)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.fail(n, path, "want a list, got %s", nodeKind(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			d.decode(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, path, "want a mapping, got %s", nodeKind(n))
+			return
+		}
+		m := reflect.MakeMap(v.Type())
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			fp := joinField(path, k.Value)
+			if m.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
+				d.fail(k, fp, "duplicate key %q", k.Value)
+				continue
+			}
+			e := reflect.New(v.Type().Elem()).Elem()
+			d.decode(val, e, fp)
+			m.SetMapIndex(reflect.ValueOf(k.Value), e)
+		}
+		v.Set(m)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want a string, got %s", nodeKind(n))
+			return
+		}
+		v.SetString(d.expand(n, path, n.Value))
+	case reflect.Int, reflect.Int64:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want an integer, got %s", nodeKind(n))
+			return
+		}
+		s := strings.TrimSpace(d.expand(n, path, n.Value))
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			d.fail(n, path, "want an integer, got %q", s)
+			return
+		}
+		v.SetInt(i)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want true or false, got %s", nodeKind(n))
+			return
+		}
+		s := strings.ToLower(strings.TrimSpace(d.expand(n, path, n.Value)))
+		switch s {
+		case "true", "yes", "on", "1":
+			v.SetBool(true)
+		case "false", "no", "off", "0":
+			v.SetBool(false)
+		default:
+			d.fail(n, path, "want true or false, got %q", s)
+		}
+	default:
+		d.fail(n, path, "unsupported field type %s", v.Type())
+	}
+}
+
+// tree converts a node into the generic form model.LayerOf accepts,
+// recording the line of every path for later messages.
+func (d *nodeDecoder) tree(n *yaml.Node, path string) any {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if path != "" {
+		if _, seen := d.lines[path]; !seen {
+			d.lines[path] = n.Line
+		}
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			fp := joinField(path, k)
+			if _, dup := m[k]; dup {
+				d.fail(n.Content[i], fp, "duplicate key %q", k)
+				continue
+			}
+			m[k] = d.tree(n.Content[i+1], fp)
+		}
+		return m
+	case yaml.SequenceNode:
+		a := make([]any, len(n.Content))
+		for i, e := range n.Content {
+			a[i] = d.tree(e, fmt.Sprintf("%s[%d]", path, i))
+		}
+		return a
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return nil
+		case "!!bool":
+			return strings.EqualFold(n.Value, "true")
+		case "!!int", "!!float":
+			// YAML 1.1 style ints (0x, 0o, _) are not JSON numbers: keep the
+			// text, the model parses integers leniently from strings.
+			if json.Valid([]byte(n.Value)) {
+				return json.Number(n.Value)
+			}
+			return n.Value
+		}
+		return d.expand(n, path, n.Value)
+	}
+	d.fail(n, path, "unsupported YAML node")
+	return nil
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+func parseMillis(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if i < 0 {
+			return 0, fmt.Errorf("must not be negative, got %d", i)
+		}
+		return i, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want milliseconds (an integer or a duration like \"30s\"), got %q", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("must not be negative, got %q", s)
+	}
+	return d.Milliseconds(), nil
+}
+
+// nearest returns the candidate closest to name (case-insensitive edit
+// distance) when it is close enough to be a likely typo.
+func nearest(name string, candidates []string) string {
+	best, bestD := "", -1
+	ln := strings.ToLower(name)
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		dist := levenshtein(ln, lc)
+		if ln != "" && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
+			dist = min(dist, 1)
+		}
+		if bestD < 0 || dist < bestD {
+			best, bestD = c, dist
+		}
+	}
+	if bestD < 0 || bestD > max(2, len(name)/3) {
+		return ""
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+// line returns the line of a field path (0 when unknown).
+func (c *Config) line(path string) int {
+	for p := path; p != ""; {
+		if l, ok := c.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+func (c *Config) errAt(field, format string, args ...any) error {
+	return &ConfigError{File: c.File, Line: c.line(field), Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+var knownTypes = []string{"openai", "anthropic", "gemini", "local", "glm", "agentrouter", "opencode"}
+
+// validate checks what the YAML decoder cannot: required values, references
+// and enumerations.
+func (c *Config) validate() []error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	if c.Server.Listen == "" {
+		c.Server.Listen = "127.0.0.1:8080"
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		add(c.errAt("server.listen", "want host:port, got %q", c.Server.Listen))
+	}
+	if c.Server.MaxBodyBytes < 0 {
+		add(c.errAt("server.maxBodyBytes", "must not be negative"))
+	}
+	if u := c.Store.URL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") && u != "memory" {
+		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", u))
+	}
+	provs := map[string]*ProviderConfig{}
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		f := fmt.Sprintf("providers[%d]", i)
+		if p.ID == "" || strings.ContainsAny(p.ID, "/ ") {
+			add(c.errAt(f+".id", "must be non-empty without '/' or spaces, got %q", p.ID))
+		} else if provs[p.ID] != nil {
+			add(c.errAt(f+".id", "duplicate provider id %q", p.ID))
+		} else {
+			provs[p.ID] = p
+		}
+		if p.Type == "" {
+			p.Type = "openai"
+		}
+		if !slices.Contains(knownTypes, p.Type) {
+			add(c.errAt(f+".type", "unknown provider type %q%s", p.Type, suggest(p.Type, knownTypes)))
+		}
+		if p.Profile == "" {
+			p.Profile = "apikey"
+			if p.Type == "local" {
+				p.Profile = "local"
+			}
+		}
+		if _, err := model.ParseProfile(p.Profile); err != nil {
+			add(c.errAt(f+".profile", "want oauth, apikey or local, got %q", p.Profile))
+		}
+		if p.Strategy != "" {
+			if _, err := model.ParseStrategy(p.Strategy); err != nil {
+				add(c.errAt(f+".strategy", "%v", err))
+			}
+		}
+		if p.BaseURL == "" {
+			add(c.errAt(f+".baseURL", "is required (the upstream's base URL, e.g. https://api.openai.com/v1)"))
+		} else if !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") && !strings.HasPrefix(p.BaseURL, "demo://") {
+			add(c.errAt(f+".baseURL", "want an http:// or https:// URL, got %q", p.BaseURL))
+		}
+		if p.MaxConcurrent < 0 {
+			add(c.errAt(f+".maxConcurrent", "must not be negative"))
+		}
+		if len(p.Connections) == 0 {
+			add(c.errAt(f+".connections", "a provider needs at least one connection"))
+		}
+		conns := map[string]bool{}
+		for j := range p.Connections {
+			cn := &p.Connections[j]
+			cf := fmt.Sprintf("%s.connections[%d]", f, j)
+			if cn.ID == "" || strings.ContainsAny(cn.ID, "/ ") {
+				add(c.errAt(cf+".id", "must be non-empty without '/' or spaces, got %q", cn.ID))
+			} else if conns[cn.ID] {
+				add(c.errAt(cf+".id", "duplicate connection id %q in provider %q", cn.ID, p.ID))
+			}
+			conns[cn.ID] = true
+			if cn.MaxConcurrent < 0 {
+				add(c.errAt(cf+".maxConcurrent", "must not be negative"))
+			}
+			if cn.Weight < 0 {
+				add(c.errAt(cf+".weight", "must not be negative"))
+			}
+			for m, n := range cn.RateLimitOverrides.ModelConcurrency {
+				if n < 0 {
+					add(c.errAt(cf+".rateLimitOverrides.modelConcurrency."+m, "must not be negative"))
+				}
+			}
+			if cn.RateLimitOverrides.RPM < 0 {
+				add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
+			}
+		}
+	}
+	combos := map[string]bool{}
+	for i := range c.Combos {
+		cb := &c.Combos[i]
+		f := fmt.Sprintf("combos[%d]", i)
+		if cb.ID == "" {
+			add(c.errAt(f+".id", "must be non-empty"))
+		} else if combos[cb.ID] {
+			add(c.errAt(f+".id", "duplicate combo id %q", cb.ID))
+		}
+		combos[cb.ID] = true
+		if cb.Strategy != "" {
+			if _, err := model.ParseStrategy(cb.Strategy); err != nil {
+				add(c.errAt(f+".strategy", "%v", err))
+			}
+		}
+		if cb.Mode != "" && cb.Mode != "quota-share" {
+			add(c.errAt(f+".mode", "want \"\" or quota-share, got %q", cb.Mode))
+		}
+		if len(cb.Targets) == 0 {
+			add(c.errAt(f+".targets", "a combo needs at least one target"))
+		}
+		for j, t := range cb.Targets {
+			tf := fmt.Sprintf("%s.targets[%d]", f, j)
+			pid, m, ok := strings.Cut(t.Target, "/")
+			if !ok || pid == "" || m == "" {
+				add(c.errAt(tf, "want provider/model, got %q", t.Target))
+				continue
+			}
+			p := provs[pid]
+			if p == nil {
+				add(c.errAt(tf, "unknown provider %q%s", pid, suggest(pid, keysOf(provs))))
+				continue
+			}
+			if len(p.Models) > 0 && !slices.Contains(p.Models, m) {
+				add(c.errAt(tf, "provider %q does not list model %q (it lists %v)", pid, m, p.Models))
+			}
+			if t.Connection != "" && !slices.ContainsFunc(p.Connections, func(cn ConnectionConfig) bool { return cn.ID == t.Connection }) {
+				add(c.errAt(tf+".connection", "provider %q has no connection %q", pid, t.Connection))
+			}
+			if t.Weight < 0 {
+				add(c.errAt(tf+".weight", "must not be negative"))
+			}
+		}
+	}
+	for alias, target := range c.Aliases {
+		if combos[target] {
+			continue
+		}
+		pid, m, ok := strings.Cut(target, "/")
+		if !ok || provs[pid] == nil || m == "" {
+			add(c.errAt("aliases."+alias, "want a combo id or provider/model with a configured provider, got %q", target))
+		}
+	}
+	keyIDs := map[string]bool{}
+	for i, k := range c.ClientKeys {
+		f := fmt.Sprintf("clientKeys[%d]", i)
+		if k.ID == "" {
+			add(c.errAt(f+".id", "must be non-empty"))
+		} else if keyIDs[k.ID] {
+			add(c.errAt(f+".id", "duplicate client key id %q", k.ID))
+		}
+		keyIDs[k.ID] = true
+		if k.Key == "" {
+			add(c.errAt(f+".key", "must be non-empty (is its environment variable set?)"))
+		}
+		for j, ac := range k.AllowedConnections {
+			ref, err := model.ParseConnRef(ac)
+			af := fmt.Sprintf("%s.allowedConnections[%d]", f, j)
+			if err != nil {
+				add(c.errAt(af, "%v", err))
+				continue
+			}
+			p := provs[ref.Provider]
+			if p == nil || !slices.ContainsFunc(p.Connections, func(cn ConnectionConfig) bool { return cn.ID == ref.Connection }) {
+				add(c.errAt(af, "unknown connection %q", ac))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if _, err := c.Topology(); err != nil {
+			add(err)
+		}
+	}
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := ConfigErrors(errs[i]), ConfigErrors(errs[j])
+		return len(a) > 0 && len(b) > 0 && a[0].Line < b[0].Line
+	})
+	return errs
+}
+
+func suggest(name string, known []string) string {
+	if s := nearest(name, known); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return fmt.Sprintf(" (known: %s)", strings.Join(known, ", "))
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Topology builds the model topology from the config.
+func (c *Config) Topology() (model.Topology, error) {
+	var t model.Topology
+	t.Aliases = c.Aliases
+	for _, p := range c.Providers {
+		prof, _ := model.ParseProfile(p.Profile)
+		strat, _ := model.ParseStrategy(orDefault(p.Strategy, "fill-first"))
+		pc := model.ProviderConfig{ID: p.ID, Type: p.Type, Profile: prof, Models: p.Models, Strategy: strat,
+			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies}
+		for _, cn := range p.Connections {
+			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling})
+		}
+		t.Providers = append(t.Providers, pc)
+	}
+	for _, cb := range c.Combos {
+		strat, _ := model.ParseStrategy(orDefault(cb.Strategy, "priority"))
+		cc := model.ComboConfig{ID: cb.ID, Strategy: strat}
+		for _, tg := range cb.Targets {
+			pid, m, _ := strings.Cut(tg.Target, "/")
+			cc.Targets = append(cc.Targets, model.ComboTarget{Provider: pid, Model: m, Connection: tg.Connection, Weight: tg.Weight})
+		}
+		t.Combos = append(t.Combos, cc)
+	}
+	// NewEngine validates; surface its error with the config's line numbers.
+	if _, err := model.NewEngine(t, model.DefaultSettings(), nil); err != nil {
+		var te *model.TopologyError
+		if errors.As(err, &te) {
+			return t, c.errAt(te.Field, "%s", te.Problem)
+		}
+		return t, &ConfigError{File: c.File, Problem: err.Error()}
+	}
+	return t, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// SettingsLayers resolves the resilience settings from the config file's
+// layer, the BREAKWATER_* environment and the saved layer (SPEC §11.1).
+// Problems in the file layer name the file and line.
+func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
+	lower := []model.NamedLayer{{Name: "file", Tree: c.Resilience}}
+	envL, err := model.EnvLayer(environ)
+	if err != nil {
+		return nil, err
+	}
+	return append(lower, model.NamedLayer{Name: "env", Tree: envL}), nil
+}
+
+// settingsError rewrites the model's settings errors of the file layer into
+// ConfigErrors with a file and line.
+func (c *Config) settingsError(err error) error {
+	ses := model.SettingsErrors(err)
+	if len(ses) == 0 {
+		return err
+	}
+	var out []error
+	for _, se := range ses {
+		if se.Source == "file" {
+			field := "resilience"
+			if se.Field != "" {
+				field += "." + se.Field
+			}
+			msg := se.Problem
+			if se.Problem == model.ProblemUnknownKey {
+				msg = fmt.Sprintf("unknown key %q", se.Field[strings.LastIndex(se.Field, ".")+1:])
+				if se.Suggestion != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", se.Suggestion)
+				} else if len(se.Known) > 0 {
+					msg += fmt.Sprintf(" (known keys: %s)", strings.Join(se.Known, ", "))
+				}
+			}
+			out = append(out, &ConfigError{File: c.File, Line: c.line(field), Field: field, Problem: msg})
+			continue
+		}
+		out = append(out, se)
+	}
+	return errors.Join(out...)
+}
+
+// isLoopback reports whether a listen address only accepts local clients.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

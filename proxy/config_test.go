@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestDemoConfigLoads(t *testing.T) {
+	for _, f := range []string{"../examples/demo.yaml", "../examples/bench-proxy.yaml"} {
+		cfg, _, err := LoadConfig(f, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(cfg.Providers) == 0 {
+			t.Fatalf("%s: no providers", f)
+		}
+	}
+}
+
+func TestConfigErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct {
+		yaml string
+		want []string
+	}{
+		{"server:\n  listn: 1.2.3.4:80\n", []string{"test.yaml:2", "server.listn", `did you mean "listen"`}},
+		{"providers:\n  - id: p\n    baseURL: http://x/v1\n    conections: []\n", []string{"test.yaml:4", "providers[0].conections", `did you mean "connections"`}},
+		{"providers:\n  - id: p\n    baseURL: http://x/v1\n    connections:\n      - {id: c, maxConcurrent: lots}\n", []string{"test.yaml:5", "providers[0].connections[0].maxConcurrent", "want an integer"}},
+		{"providers:\n  - id: p\n    type: opneai\n    baseURL: http://x/v1\n    connections: [{id: c}]\n", []string{"test.yaml:3", "providers[0].type", `did you mean "openai"`}},
+		{"providers:\n  - id: p\n    connections: [{id: c}]\n", []string{"providers[0].baseURL", "is required"}},
+		{"combos:\n  - id: x\n    targets: [nope/m]\n", []string{"test.yaml:3", "combos[0].targets[0]", `unknown provider "nope"`}},
+		{"providers:\n  - {id: p, baseURL: 'http://x/v1', strategy: fastest, connections: [{id: c}]}\n", []string{"providers[0].strategy", "unknown strategy"}},
+		{"server: [1]\n", []string{"test.yaml:1", "server", "want a mapping"}},
+		{"a: [\n", []string{"invalid YAML"}},
+	}
+	for _, c := range cases {
+		_, _, err := ParseConfig("test.yaml", []byte(c.yaml), nil)
+		if err == nil {
+			t.Errorf("%q: want an error", c.yaml)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q does not contain %q", c.yaml, err, w)
+			}
+		}
+	}
+}
+
+func TestResilienceErrorsNameTheLine(t *testing.T) {
+	y := `providers:
+  - {id: p, baseURL: "http://x/v1", connections: [{id: c}]}
+resilience:
+  requestQueue:
+    maxWaitMs: 5s
+    maxWaitMz: 3
+`
+	cfg, _, err := ParseConfig("cfg.yaml", []byte(y), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), cfg, Options{})
+	if err == nil {
+		t.Fatal("want an error for the unknown resilience key")
+	}
+	for _, w := range []string{"cfg.yaml:6", "resilience.requestQueue.maxWaitMz", `did you mean "maxWaitMs"`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+}
+
+func TestEnvExpansionAndOverrides(t *testing.T) {
+	y := `server:
+  managementKey: ${ADMIN_KEY}
+  listen: ${LISTEN:-127.0.0.1:9999}
+providers:
+  - {id: p, baseURL: "http://x/v1", connections: [{id: c, apiKey: "${MISSING}", maxConcurrent: "${CAP}"}]}
+resilience:
+  requestQueue: {maxWaitMs: "${WAIT}"}
+`
+	env := []string{"ADMIN_KEY=adm", "CAP=3", "WAIT=2s", "BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH=7"}
+	cfg, warnings, err := ParseConfig("t.yaml", []byte(y), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.ManagementKey != "adm" || cfg.Server.Listen != "127.0.0.1:9999" || cfg.Providers[0].Connections[0].MaxConcurrent != 3 {
+		t.Fatalf("expansion: %+v %+v", cfg.Server, cfg.Providers[0].Connections[0])
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "MISSING") || !strings.Contains(warnings[0], "t.yaml:5") {
+		t.Fatalf("warnings: %v", warnings)
+	}
+	g, err := New(context.Background(), cfg, Options{Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	s := g.settings()
+	if s.RequestQueue.MaxWaitMs != 2000 || s.RequestQueue.MaxQueueDepth != 7 {
+		t.Fatalf("settings: %+v", s.RequestQueue)
+	}
+	src := g.rt.Load().src
+	if src["requestQueue.maxWaitMs"] != "file" || src["requestQueue.maxQueueDepth"] != "env" || src["requestQueue.executionMaxWaitMs"] != "default" {
+		t.Fatalf("sources: %v", src)
+	}
+	// a bad env value is an error naming the variable
+	if _, err := New(context.Background(), cfg, Options{Environ: []string{"BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH=lots"}}); err == nil || !strings.Contains(err.Error(), "BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH") {
+		t.Fatalf("bad env: %v", err)
+	}
+}
+
+func TestOpenGatewayOnlyOnLoopback(t *testing.T) {
+	y := "server: {listen: '0.0.0.0:8080', managementKey: k}\nproviders:\n  - {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n"
+	cfg, _, err := ParseConfig("t.yaml", []byte(y), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "refusing to run an open gateway") || !strings.Contains(err.Error(), "clientKeys") {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	y = "server: {listen: '0.0.0.0:8080'}\nclientKeys: [{id: a, key: k}]\nproviders:\n  - {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n"
+	cfg, _, _ = ParseConfig("t.yaml", []byte(y), nil)
+	if _, err = New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "managementKey") {
+		t.Fatalf("want managementKey required, got %v", err)
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "0.0.0.0:1": false, ":8080": false, "10.0.0.1:1": false} {
+		if isLoopback(addr) != want {
+			t.Errorf("isLoopback(%q) != %v", addr, want)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	b, _ := os.ReadFile("../examples/demo.yaml")
+	f.Add(string(b))
+	f.Add("providers: [{id: p, baseURL: 'http://x', connections: [{id: c}]}]\nresilience: {requestQueue: {maxWaitMs: 1s}}")
+	f.Add("server: {listen: ${X:-a}}")
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, _, err := ParseConfig("f.yaml", []byte(s), []string{"X=1"})
+		if err == nil && cfg == nil {
+			t.Fatal("nil config without an error")
+		}
+	})
+}

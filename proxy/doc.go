@@ -1,0 +1,26 @@
+// Package proxy is breakwater's production gateway: the OpenAI-compatible
+// client API, the upstream executor, admission control, SSE streaming with
+// watchdogs, the management API and Prometheus metrics.
+//
+// It owns the wall clock, goroutines, sockets and the store; it never owns a
+// resilience rule. Every decision — classification, cooldowns, breakers,
+// lockouts, selection order, typed "unavailable" answers, whether to wait for
+// a cooldown — is a call into package model. The proxy executes those
+// decisions, measures what happened (an upstream status, a transport error, a
+// stalled stream, a client that went away) and reports it back with
+// Engine.Record. There is no `if status == 429` here.
+//
+// The Engine is not safe for concurrent use. The gateway guards it with one
+// mutex held only for the short model calls, never across I/O, and drains
+// Engine.Changes under the same lock; a background goroutine hands the
+// drained records to the StateStore.
+//
+// Every Engine.Begin is followed by exactly one Engine.Record, on every path
+// (client abort, local queue timeout, panic), so half-open probe permits never
+// dangle.
+//
+// A few small pure functions live here until the model grows them
+// (admission.go: the composite concurrency gate's admission check; sse.go:
+// frame classification and the throughput watchdog; affinity.go: the session
+// pin order). They carry table tests and are listed in docs/gateway.md.
+package proxy

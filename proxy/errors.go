@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// apiError is the OpenAI-shaped error body {"error":{...}} (CONTRACTS §3).
+type apiError struct {
+	Message    string `json:"message"`
+	Type       string `json:"type"`
+	Code       string `json:"code"`
+	Provider   string `json:"provider,omitempty"`
+	Model      string `json:"model,omitempty"`
+	RetryAfter int64  `json:"retry_after,omitempty"` // seconds
+	Field      string `json:"field,omitempty"`
+	// Problems lists every problem of a rejected settings patch or body.
+	Problems []problem `json:"problems,omitempty"`
+}
+
+type problem struct {
+	Field      string `json:"field,omitempty"`
+	Problem    string `json:"problem"`
+	Suggestion string `json:"suggestion,omitempty"`
+	Source     string `json:"source,omitempty"`
+}
+
+type excludedView struct {
+	Provider          string `json:"provider"`
+	Connection        string `json:"connection,omitempty"`
+	Model             string `json:"model"`
+	Reason            string `json:"reason"`
+	LockReason        string `json:"lockReason,omitempty"`
+	RemainingMs       int64  `json:"remainingMs,omitempty"`
+	RetryAfterSeconds int64  `json:"retryAfterSeconds,omitempty"`
+}
+
+type diagnostics struct {
+	Excluded      []excludedView `json:"excluded"`
+	TerminalReason string        `json:"terminalReason"`
+}
+
+type errorBody struct {
+	Error       apiError     `json:"error"`
+	Diagnostics *diagnostics `json:"diagnostics,omitempty"`
+}
+
+func typeForStatus(status int) string {
+	switch {
+	case status == 400 || status == 413 || status == 422:
+		return "invalid_request_error"
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404 || status == 405:
+		return "not_found_error"
+	case status == 429:
+		return "rate_limit_error"
+	}
+	return "server_error"
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding the answer failed","type":"server_error","code":"internal_error"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// writeError writes a plain typed error of the gateway itself.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: apiError{Message: msg, Type: typeForStatus(status), Code: code}})
+}
+
+// writeModelError writes one of the model's typed answers (SPEC §11.4), with
+// Retry-After whenever a recovery time is known and diagnostics.excluded for
+// all_targets_cooling_down.
+func writeModelError(w http.ResponseWriter, e *model.Error) int {
+	status := e.Code.HTTPStatus()
+	body := errorBody{Error: apiError{Message: e.Message, Type: e.Code.Type(), Code: string(e.Code), Provider: e.Provider, Model: e.Model}}
+	if s := e.RetryAfterSeconds(); s > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
+		body.Error.RetryAfter = s
+	}
+	if len(e.Excluded) > 0 {
+		d := &diagnostics{TerminalReason: string(e.Code)}
+		for _, x := range e.Excluded {
+			v := excludedView{Provider: x.Provider, Connection: x.Connection, Model: x.Model, Reason: x.Reason.String(),
+				LockReason: x.LockReason.String(), RemainingMs: x.RemainingMs}
+			if x.RemainingMs > 0 {
+				v.RetryAfterSeconds = max(1, (x.RemainingMs+999)/1000)
+			}
+			d.Excluded = append(d.Excluded, v)
+		}
+		body.Diagnostics = d
+	}
+	writeJSON(w, status, body)
+	return status
+}
+
+// writeSettingsError answers a bad settings patch with every problem.
+func writeSettingsError(w http.ResponseWriter, err error) {
+	ses := model.SettingsErrors(err)
+	body := errorBody{Error: apiError{Message: err.Error(), Type: "invalid_request_error", Code: "invalid_settings"}}
+	for _, se := range ses {
+		body.Error.Problems = append(body.Error.Problems, problem{Field: se.Field, Problem: se.Problem, Suggestion: se.Suggestion, Source: se.Source})
+	}
+	if len(ses) > 0 {
+		body.Error.Field = ses[0].Field
+	}
+	writeJSON(w, http.StatusBadRequest, body)
+}
+
+var secretPattern = regexp.MustCompile(`(?i)\b(sk|pk|rk|ak|key)[-_][A-Za-z0-9_\-\*\.]{6,}|\bBearer\s+[A-Za-z0-9_\-\.=]{8,}`)
+
+// redact removes the connection's credential and anything that looks like
+// a key from an upstream body before it reaches a client or a log.
+func redact(body []byte, secret string) []byte {
+	s := string(body)
+	if secret != "" && strings.Contains(s, secret) {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	if secretPattern.MatchString(s) {
+		s = secretPattern.ReplaceAllString(s, "[redacted]")
+	}
+	return []byte(s)
+}

@@ -1,0 +1,368 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// Options tune a Gateway beyond its config file.
+type Options struct {
+	Logger *slog.Logger
+	// Store persists resilience state; nil = a MemoryStore.
+	Store StateStore
+	// Environ feeds the env settings layer (os.Environ()); nil = none.
+	Environ []string
+	// Now is the wall clock (tests may shift it); nil = time.Now.
+	Now func() time.Time
+	// Seed seeds the model's randomness (random / weighted / p2c); 0 = random.
+	Seed uint64
+}
+
+// Gateway is the running gateway: the engine behind its mutex, the store
+// pump, the upstream client, admission, affinity and the HTTP surfaces.
+type Gateway struct {
+	cfg *Config
+	log *slog.Logger
+	now func() time.Time
+
+	// mu guards eng and pending. Held only for model calls, never for I/O.
+	mu      sync.Mutex
+	eng     *model.Engine
+	pending []model.Change
+	kick    chan struct{}
+
+	store  StateStore
+	lower  []model.NamedLayer
+	setMu  sync.Mutex // serialises PATCH /api/resilience
+	saved  model.Layer
+	rt     atomic.Pointer[runtimeSettings]
+	combos map[string]*ComboConfig
+
+	provMu    sync.RWMutex
+	provs     map[string]*provRuntime
+	provOrder []string
+
+	clientKeys []clientKey
+	mgmtKey    [32]byte
+	mgmtOpen   bool
+
+	gate      *gate
+	aff       *affinity
+	met       *metrics
+	transport *http.Transport
+	client    *http.Client
+
+	handler  http.Handler
+	srv      *http.Server
+	draining atomic.Bool
+	stopPump chan struct{}
+	pumpDone chan struct{}
+	closed   sync.Once
+}
+
+type runtimeSettings struct {
+	s   model.Settings
+	src model.Sources
+}
+
+type provRuntime struct {
+	cfg       ProviderConfig
+	chatURL   string
+	modelsURL string
+	conns     map[string]*connRuntime
+}
+
+type connRuntime struct {
+	cfg  ConnectionConfig
+	auth string // "Bearer <key>", never logged
+}
+
+type clientKey struct {
+	id      string
+	digest  [32]byte
+	allowed []model.ConnRef
+}
+
+// New builds a gateway from a validated config: it resolves the settings
+// (file < env < saved), restores the stored state and prepares the
+// handlers. It does not listen; see Serve.
+func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Store == nil {
+		opts.Store = NewMemoryStore()
+	}
+	loopback := isLoopback(cfg.Server.Listen)
+	if len(cfg.ClientKeys) == 0 && !loopback {
+		return nil, &ConfigError{File: cfg.File, Line: cfg.line("server.listen"), Field: "server.listen",
+			Problem: fmt.Sprintf("refusing to run an open gateway on %s: no clientKeys are configured, so anyone who can reach this address could use your upstream credentials; add clientKeys or listen on a loopback address (127.0.0.1:PORT)", cfg.Server.Listen)}
+	}
+	if cfg.Server.ManagementKey == "" && !loopback {
+		return nil, &ConfigError{File: cfg.File, Line: cfg.line("server.managementKey"), Field: "server.managementKey",
+			Problem: fmt.Sprintf("is required when listening on a non-loopback address (%s)", cfg.Server.Listen)}
+	}
+	topo, err := cfg.Topology()
+	if err != nil {
+		return nil, err
+	}
+	lower, err := cfg.SettingsLayers(opts.Environ)
+	if err != nil {
+		return nil, err
+	}
+	saved, err := opts.Store.LoadSettings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load saved settings: %w", err)
+	}
+	layers := append(append([]model.NamedLayer(nil), lower...), model.NamedLayer{Name: "saved", Tree: saved})
+	settings, src, err := model.Resolve(layers...)
+	if err != nil {
+		return nil, cfg.settingsError(err)
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	eng, err := model.NewEngine(topo, settings, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
+		store: opts.Store, lower: lower, saved: saved, combos: map[string]*ComboConfig{},
+		provs: map[string]*provRuntime{}, gate: newGate(), aff: newAffinity(),
+		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
+	g.rt.Store(&runtimeSettings{s: settings, src: src})
+	for i := range cfg.Combos {
+		g.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
+	}
+	for _, p := range cfg.Providers {
+		g.provs[p.ID] = newProvRuntime(p)
+		g.provOrder = append(g.provOrder, p.ID)
+	}
+	for _, k := range cfg.ClientKeys {
+		ck := clientKey{id: k.ID, digest: sha256.Sum256([]byte(k.Key))}
+		for _, a := range k.AllowedConnections {
+			ref, _ := model.ParseConnRef(a)
+			ck.allowed = append(ck.allowed, ref)
+		}
+		g.clientKeys = append(g.clientKeys, ck)
+	}
+	g.mgmtOpen = cfg.Server.ManagementKey == ""
+	g.mgmtKey = sha256.Sum256([]byte(cfg.Server.ManagementKey))
+	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, cfg.Providers)
+
+	st, err := opts.Store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load resilience state: %w", err)
+	}
+	profiles := map[string]model.Profile{}
+	for _, p := range topo.Providers {
+		profiles[p.ID] = p.Profile
+	}
+	if err := eng.Restore(st.Durable(&settings, func(p string) model.Profile { return profiles[p] })); err != nil {
+		var re *model.RestoreError
+		if !errors.As(err, &re) {
+			return nil, err
+		}
+		g.log.Warn("stored state names things the config no longer has; skipped them", "skipped", re.Skipped)
+	}
+
+	g.transport = newTransport(g)
+	g.client = &http.Client{Transport: g.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	g.met = newMetrics(g)
+	g.handler = g.routes()
+	go g.pump()
+	return g, nil
+}
+
+func newProvRuntime(p ProviderConfig) *provRuntime {
+	base := strings.TrimRight(p.BaseURL, "/")
+	pr := &provRuntime{cfg: p, chatURL: base + "/chat/completions", modelsURL: base + "/models", conns: map[string]*connRuntime{}}
+	for _, c := range p.Connections {
+		cr := &connRuntime{cfg: c}
+		if c.APIKey != "" {
+			cr.auth = "Bearer " + c.APIKey
+		}
+		pr.conns[c.ID] = cr
+	}
+	return pr
+}
+
+func newTransport(g *Gateway) *http.Transport {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: g.settings().UpstreamTimeouts.ConnectMs.Duration(), KeepAlive: 30 * time.Second}
+		return d.DialContext(ctx, network, addr)
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dial,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          2048,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass bodies through as they are
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+}
+
+// Handler returns the gateway's HTTP handler (client API, management API,
+// metrics).
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Engine calls: lock, call, unlock (which drains the change records).
+
+func (g *Gateway) lock() { g.mu.Lock() }
+
+func (g *Gateway) unlock() {
+	if ch := g.eng.Changes(); len(ch) > 0 {
+		g.pending = append(g.pending, ch...)
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+	g.mu.Unlock()
+}
+
+func (g *Gateway) modelNow() model.Time { return model.TimeOf(g.now()) }
+
+func (g *Gateway) settings() *model.Settings { return &g.rt.Load().s }
+
+// pump hands drained change records to the store, off the request path.
+func (g *Gateway) pump() {
+	defer close(g.pumpDone)
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-g.kick:
+			g.drainToStore()
+		case <-sweep.C:
+			g.aff.sweep(g.now())
+		case <-g.stopPump:
+			g.drainToStore()
+			return
+		}
+	}
+}
+
+func (g *Gateway) drainToStore() {
+	g.mu.Lock()
+	batch := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	if len(batch) > 0 {
+		g.store.Apply(batch) // the store may keep the slice
+	}
+}
+
+// provider returns the runtime config of a provider (nil when unknown).
+func (g *Gateway) provider(id string) *provRuntime {
+	g.provMu.RLock()
+	p := g.provs[id]
+	g.provMu.RUnlock()
+	return p
+}
+
+// authClient checks the client key (constant-time) and returns it; with no
+// client keys configured the gateway is open (loopback only).
+func (g *Gateway) authClient(r *http.Request) (*clientKey, bool) {
+	if len(g.clientKeys) == 0 {
+		return nil, true
+	}
+	tok, ok := bearer(r)
+	if !ok {
+		return nil, false
+	}
+	d := sha256.Sum256([]byte(tok))
+	var found *clientKey
+	for i := range g.clientKeys {
+		if subtle.ConstantTimeCompare(d[:], g.clientKeys[i].digest[:]) == 1 {
+			found = &g.clientKeys[i]
+		}
+	}
+	return found, found != nil
+}
+
+func (g *Gateway) authManagement(r *http.Request) bool {
+	if g.mgmtOpen {
+		return true
+	}
+	tok, ok := bearer(r)
+	if !ok {
+		return false
+	}
+	d := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(d[:], g.mgmtKey[:]) == 1
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false
+	}
+	t := strings.TrimSpace(h[7:])
+	return t, t != ""
+}
+
+// Serve serves the gateway on l until Shutdown.
+func (g *Gateway) Serve(l net.Listener) error {
+	g.srv = &http.Server{Handler: g.handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	err := g.srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests, waits for in-flight ones (streams
+// included) until ctx ends, then drains the change records and flushes and
+// closes the store.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.draining.Store(true)
+	var err error
+	if g.srv != nil {
+		err = g.srv.Shutdown(ctx)
+	}
+	g.Close(ctx)
+	return err
+}
+
+// Close stops the change pump and flushes and closes the store. Shutdown
+// calls it; tests that only use Handler call it directly.
+func (g *Gateway) Close(ctx context.Context) error {
+	var err error
+	g.closed.Do(func() {
+		close(g.stopPump)
+		<-g.pumpDone
+		g.drainToStore()
+		if e := g.store.Flush(ctx); e != nil {
+			err = e
+		}
+		if e := g.store.Close(ctx); e != nil && err == nil {
+			err = e
+		}
+		g.transport.CloseIdleConnections()
+	})
+	return err
+}

@@ -1,0 +1,790 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/gorilla/mux"
+)
+
+const maxManagementBody = 1 << 20
+
+// routes builds the router: client API, management API, metrics. The
+// whole router is wrapped (not mux.Use, which does not run on 404/405) for
+// metrics, panic recovery and the JSON 404/405 answers.
+func (g *Gateway) routes() http.Handler {
+	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
+	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if g.draining.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}).Methods(http.MethodGet)
+
+	m := func(path string, h http.HandlerFunc, methods ...string) {
+		r.Handle(path, g.mgmt(h)).Methods(methods...)
+	}
+	m("/api/monitoring/health", g.handleHealth, http.MethodGet)
+	m("/api/resilience/reset", g.handleResetBreakers, http.MethodPost)
+	m("/api/resilience", g.handleGetSettings, http.MethodGet)
+	m("/api/resilience", g.handlePatchSettings, http.MethodPatch)
+	m("/api/resilience/cooldowns", g.handleGetCooldowns, http.MethodGet)
+	m("/api/resilience/cooldowns", g.handleClearCooldowns, http.MethodPost)
+	m("/api/resilience/model-cooldowns", g.handleGetLockouts, http.MethodGet)
+	m("/api/resilience/model-cooldowns", g.handleDeleteLockouts, http.MethodDelete)
+	m("/api/resilience/connections/{provider}/{connection}/reset", g.handleResetConnection, http.MethodPost)
+	m("/api/rate-limits", g.handleRateLimits, http.MethodPost)
+	m("/api/providers", g.handleListProviders, http.MethodGet)
+	m("/api/providers/{id}", g.handleGetProvider, http.MethodGet)
+	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
+	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
+	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
+	return g.wrap(r)
+}
+
+// wrap adds metrics and panic recovery around everything the router
+// answers, 404 and 405 included.
+func (g *Gateway) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				g.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				if !rec.wrote {
+					writeError(rec, http.StatusInternalServerError, "internal_error", "internal error")
+				}
+			}
+			g.met.http.WithLabelValues(surface(r.URL.Path), statusLabel(rec.code())).Inc()
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+func surface(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/v1/"):
+		return "client"
+	case strings.HasPrefix(path, "/api/"):
+		return "management"
+	case path == "/metrics":
+		return "metrics"
+	}
+	return "other"
+}
+
+// statusRecorder remembers the status; it passes Flush through (SSE) and
+// unwraps for http.ResponseController.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.status, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) code() int {
+	if !s.wrote {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// mgmt requires the management key (constant-time compare); it is optional
+// only on a loopback listen address.
+func (g *Gateway) mgmt(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.authManagement(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="breakwater management"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid management key (Authorization: Bearer <managementKey>)")
+			return
+		}
+		h(w, r)
+	})
+}
+
+// decodeBody decodes a JSON management body strictly: unknown fields,
+// trailing data and wrong types are 400s naming the problem. An empty body
+// decodes to the zero value when allowEmpty.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
+		return false
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		if allowEmpty {
+			return true
+		}
+		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON body is required")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: "+jsonProblem(err))
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: trailing data after the JSON value")
+		return false
+	}
+	return true
+}
+
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %q must be a %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("want a %s, got %s", te.Type, te.Value)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func notFound(w http.ResponseWriter, err error) bool {
+	var nf *model.NotFoundError
+	if errors.As(err, &nf) {
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return true
+	}
+	return false
+}
+
+// ---------------------------------------------------------------------------
+// Client API: models
+
+func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
+	if _, ok := g.authClient(r); !ok {
+		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
+		return
+	}
+	type entry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	var data []entry
+	for _, c := range g.cfg.Combos {
+		data = append(data, entry{c.ID, "model", 0, "breakwater-combo"})
+	}
+	for _, p := range g.cfg.Providers {
+		for _, m := range p.Models {
+			data = append(data, entry{p.ID + "/" + m, "model", 0, p.ID})
+		}
+	}
+	aliases := keysOf(g.cfg.Aliases)
+	for _, a := range aliases {
+		data = append(data, entry{a, "model", 0, "breakwater-alias"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// ---------------------------------------------------------------------------
+// Health and the resilience state
+
+type providerHealth struct {
+	State              model.BreakerState `json:"state"`
+	FailureCount       int                `json:"failureCount"`
+	RetryAfterMs       int64              `json:"retryAfterMs"`
+	ProviderCooldownMs int64              `json:"providerCooldownMs,omitempty"`
+}
+
+type queueView struct {
+	Provider   string `json:"provider"`
+	Connection string `json:"connection"`
+	InFlight   int    `json:"inFlight"`
+	Queued     int    `json:"queued"`
+}
+
+// handleHealth shows every breaker and every connection's cooldown in one
+// place (SPEC §9); the reads refresh expired state.
+func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
+	now := g.modelNow()
+	g.lock()
+	provs := g.eng.Providers(now)
+	conns := g.eng.Connections(now, "")
+	g.unlock()
+	out := struct {
+		Status      string                    `json:"status"`
+		Time        time.Time                 `json:"time"`
+		Providers   map[string]providerHealth `json:"providers"`
+		Connections []model.ConnectionView    `json:"connections"`
+		Queues      []queueView               `json:"queues"`
+		SessionPins int                       `json:"sessionPins"`
+	}{Status: "ok", Time: now.Std(), Providers: map[string]providerHealth{}, Connections: conns, Queues: []queueView{}, SessionPins: g.aff.len()}
+	if g.draining.Load() {
+		out.Status = "draining"
+	}
+	for _, p := range provs {
+		out.Providers[p.Provider] = providerHealth{p.State, p.FailureCount, p.RetryAfterMs, p.ProviderCooldownMs}
+	}
+	if out.Connections == nil {
+		out.Connections = []model.ConnectionView{}
+	}
+	g.gate.snapshot(func(p, c string, inUse, queued int) {
+		out.Queues = append(out.Queues, queueView{p, c, inUse, queued})
+	})
+	sort.Slice(out.Queues, func(i, j int) bool {
+		if out.Queues[i].Provider != out.Queues[j].Provider {
+			return out.Queues[i].Provider < out.Queues[j].Provider
+		}
+		return out.Queues[i].Connection < out.Queues[j].Connection
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) handleResetBreakers(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Provider string `json:"provider"`
+	}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	g.lock()
+	n, err := g.eng.ResetBreakers(g.modelNow(), body.Provider)
+	g.unlock()
+	if err != nil {
+		if !notFound(w, err) {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "reset": n})
+}
+
+func (g *Gateway) settingsView() map[string]any {
+	rt := g.rt.Load()
+	g.setMu.Lock()
+	saved := g.saved
+	g.setMu.Unlock()
+	if saved == nil {
+		saved = model.Layer{}
+	}
+	return map[string]any{"settings": rt.s, "sources": rt.src, "saved": saved}
+}
+
+func (g *Gateway) handleGetSettings(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, g.settingsView())
+}
+
+// handlePatchSettings applies a JSON merge patch to the saved layer (null
+// deletes a saved key so the file/env value applies again), resolves it with
+// the file and env layers and only then persists and applies it.
+func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
+		return
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON merge patch is required")
+		return
+	}
+	patch, err := model.ParseLayerJSON(b)
+	if err != nil {
+		writeSettingsError(w, err)
+		return
+	}
+	g.setMu.Lock()
+	next, s, src, err := model.ApplyPatch(g.lower, g.saved, patch)
+	if err != nil {
+		g.setMu.Unlock()
+		writeSettingsError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := g.store.SaveSettings(ctx, next); err != nil {
+		g.setMu.Unlock()
+		g.log.Error("saving settings failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "saving the settings failed; nothing was changed")
+		return
+	}
+	g.saved = next
+	g.rt.Store(&runtimeSettings{s: s, src: src})
+	g.lock()
+	g.eng.UpdateSettings(g.modelNow(), s)
+	g.unlock()
+	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
+	g.setMu.Unlock()
+	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
+	writeJSON(w, http.StatusOK, g.settingsView())
+}
+
+func (g *Gateway) knownProvider(id string) bool { return g.provider(id) != nil }
+
+func (g *Gateway) handleGetCooldowns(w http.ResponseWriter, r *http.Request) {
+	prov := r.URL.Query().Get("provider")
+	if prov != "" && !g.knownProvider(prov) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+		return
+	}
+	now := g.modelNow()
+	g.lock()
+	conns := g.eng.Connections(now, prov)
+	g.unlock()
+	if conns == nil {
+		conns = []model.ConnectionView{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"connections": conns})
+}
+
+func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ConnectionIDs []string `json:"connectionIds"`
+		All           bool     `json:"all"`
+		Provider      string   `json:"provider"`
+	}
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if !body.All && len(body.ConnectionIDs) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", `want {"connectionIds":["provider/connection",...]} or {"all":true,"provider"?:...}`)
+		return
+	}
+	if body.All && len(body.ConnectionIDs) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "give either connectionIds or all, not both")
+		return
+	}
+	if !body.All && body.Provider != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "provider only goes with all:true")
+		return
+	}
+	var refs []model.ConnRef
+	for i, s := range body.ConnectionIDs {
+		ref, err := model.ParseConnRef(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connectionIds[%d]: %v", i, err))
+			return
+		}
+		refs = append(refs, ref)
+	}
+	g.lock()
+	res, err := g.eng.ClearCooldowns(g.modelNow(), refs, body.All, body.Provider)
+	g.unlock()
+	if err != nil {
+		if !notFound(w, err) {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (g *Gateway) handleGetLockouts(w http.ResponseWriter, r *http.Request) {
+	now := g.modelNow()
+	g.lock()
+	l := g.eng.Lockouts(now)
+	g.unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"lockouts": l})
+}
+
+func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Provider   string `json:"provider"`
+		Connection string `json:"connection"`
+		Model      string `json:"model"`
+		All        bool   `json:"all"`
+	}
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.All {
+		if body.Provider != "" || body.Connection != "" || body.Model != "" {
+			writeError(w, http.StatusBadRequest, "invalid_request", "all:true takes no provider, connection or model")
+			return
+		}
+		g.lock()
+		n := g.eng.ClearAllLockouts(g.modelNow())
+		g.unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
+		return
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"provider", body.Provider}, {"connection", body.Connection}, {"model", body.Model}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("missing %s (want {provider, connection, model} or {all:true})", strings.Join(missing, ", ")))
+		return
+	}
+	g.lock()
+	n, err := g.eng.ClearLockout(g.modelNow(), model.ConnRef{Provider: body.Provider, Connection: body.Connection}, body.Model)
+	g.unlock()
+	if err != nil {
+		if !notFound(w, err) {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
+}
+
+func (g *Gateway) handleResetConnection(w http.ResponseWriter, r *http.Request) {
+	v := mux.Vars(r)
+	g.lock()
+	changed, err := g.eng.ResetConnection(g.modelNow(), model.ConnRef{Provider: v["provider"], Connection: v["connection"]})
+	g.unlock()
+	if err != nil {
+		if !notFound(w, err) {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "changed": changed})
+}
+
+// ---------------------------------------------------------------------------
+// Providers
+
+type connectionOut struct {
+	ID                  string             `json:"id"`
+	MaxConcurrent       int                `json:"maxConcurrent"`
+	RateLimitOverrides  RateLimitOverrides `json:"rateLimitOverrides"`
+	RateLimitProtection bool               `json:"rateLimitProtection"`
+	HasCredentials      bool               `json:"hasCredentials"`
+	CredentialsChanged  bool               `json:"credentialsChanged,omitempty"`
+}
+
+type providerOut struct {
+	ID            string          `json:"id"`
+	Type          string          `json:"type"`
+	Profile       string          `json:"profile"`
+	BaseURL       string          `json:"baseURL"`
+	Models        []string        `json:"models"`
+	MaxConcurrent int             `json:"maxConcurrent"`
+	Connections   []connectionOut `json:"connections"`
+}
+
+func (g *Gateway) providerView(p *provRuntime, changed map[string]bool) providerOut {
+	out := providerOut{ID: p.cfg.ID, Type: p.cfg.Type, Profile: p.cfg.Profile, BaseURL: p.cfg.BaseURL, Models: p.cfg.Models,
+		MaxConcurrent: p.cfg.MaxConcurrent, Connections: []connectionOut{}}
+	if out.Models == nil {
+		out.Models = []string{}
+	}
+	for _, c := range p.cfg.Connections {
+		cr := p.conns[c.ID]
+		out.Connections = append(out.Connections, connectionOut{ID: c.ID, MaxConcurrent: cr.cfg.MaxConcurrent,
+			RateLimitOverrides: cr.cfg.RateLimitOverrides, RateLimitProtection: cr.cfg.RateLimitProtection,
+			HasCredentials: cr.cfg.APIKey != "", CredentialsChanged: changed[c.ID]})
+	}
+	return out
+}
+
+func (g *Gateway) handleListProviders(w http.ResponseWriter, r *http.Request) {
+	g.provMu.RLock()
+	out := []providerOut{}
+	for _, id := range g.provOrder {
+		out = append(out, g.providerView(g.provs[id], nil))
+	}
+	g.provMu.RUnlock()
+	writeJSON(w, http.StatusOK, map[string]any{"providers": out})
+}
+
+func (g *Gateway) handleGetProvider(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	g.provMu.RLock()
+	p := g.provs[id]
+	var out providerOut
+	if p != nil {
+		out = g.providerView(p, nil)
+	}
+	g.provMu.RUnlock()
+	if p == nil {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type connectionPatch struct {
+	ID                 string              `json:"id"`
+	APIKey             *string             `json:"apiKey"`
+	MaxConcurrent      *int                `json:"maxConcurrent"`
+	RateLimitOverrides *RateLimitOverrides `json:"rateLimitOverrides"`
+	// RateLimitProtection is accepted so a GET can be sent back, and
+	// deliberately ignored: POST /api/rate-limits changes it (SPEC §5).
+	RateLimitProtection *bool `json:"rateLimitProtection"`
+	HasCredentials      *bool `json:"hasCredentials"`
+}
+
+type providerPatch struct {
+	ID            *string           `json:"id"`
+	Type          *string           `json:"type"`
+	Profile       *string           `json:"profile"`
+	BaseURL       *string           `json:"baseURL"`
+	Models        []string          `json:"models"`
+	MaxConcurrent *int              `json:"maxConcurrent"`
+	Connections   []connectionPatch `json:"connections"`
+}
+
+// handlePutProvider updates a provider's base URL, caps and connection
+// credentials. New credentials clear the connection's terminal state
+// (SPEC §11.7); rateLimitProtection is never touched here.
+func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	var body providerPatch
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	g.provMu.Lock()
+	cur := g.provs[id]
+	if cur == nil {
+		g.provMu.Unlock()
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
+		return
+	}
+	bad := func(format string, args ...any) {
+		g.provMu.Unlock()
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf(format, args...))
+	}
+	switch {
+	case body.ID != nil && *body.ID != id:
+		bad("id %q does not match the path (%q); provider ids are set in the config file", *body.ID, id)
+		return
+	case body.Type != nil && *body.Type != cur.cfg.Type:
+		bad("type cannot change at run time (it is %q)", cur.cfg.Type)
+		return
+	case body.Profile != nil && *body.Profile != cur.cfg.Profile:
+		bad("profile cannot change at run time (it is %q)", cur.cfg.Profile)
+		return
+	case body.Models != nil && strings.Join(body.Models, "\x00") != strings.Join(cur.cfg.Models, "\x00"):
+		bad("models cannot change at run time; edit the config file")
+		return
+	case body.MaxConcurrent != nil && *body.MaxConcurrent < 0:
+		bad("maxConcurrent must not be negative")
+		return
+	case body.BaseURL != nil && !strings.HasPrefix(*body.BaseURL, "http://") && !strings.HasPrefix(*body.BaseURL, "https://"):
+		bad("baseURL: want an http:// or https:// URL, got %q", *body.BaseURL)
+		return
+	}
+	next := cur.cfg
+	next.Connections = append([]ConnectionConfig(nil), cur.cfg.Connections...)
+	if body.BaseURL != nil {
+		next.BaseURL = *body.BaseURL
+	}
+	if body.MaxConcurrent != nil {
+		next.MaxConcurrent = *body.MaxConcurrent
+	}
+	changed := map[string]bool{}
+	seen := map[string]bool{}
+	for i, cp := range body.Connections {
+		j := -1
+		for k := range next.Connections {
+			if next.Connections[k].ID == cp.ID {
+				j = k
+			}
+		}
+		if j < 0 {
+			bad("connections[%d].id: provider %q has no connection %q (connections are added in the config file)", i, id, cp.ID)
+			return
+		}
+		if seen[cp.ID] {
+			bad("connections[%d].id: %q appears twice", i, cp.ID)
+			return
+		}
+		seen[cp.ID] = true
+		c := &next.Connections[j]
+		if cp.MaxConcurrent != nil {
+			if *cp.MaxConcurrent < 0 {
+				bad("connections[%d].maxConcurrent must not be negative", i)
+				return
+			}
+			c.MaxConcurrent = *cp.MaxConcurrent
+		}
+		if cp.RateLimitOverrides != nil {
+			o := *cp.RateLimitOverrides
+			if o.RPM < 0 || o.MaxWaitMs < 0 || o.ExecutionMaxWaitMs < 0 || o.MinTimeMs < 0 {
+				bad("connections[%d].rateLimitOverrides: values must not be negative", i)
+				return
+			}
+			for m, n := range o.ModelConcurrency {
+				if n < 0 {
+					bad("connections[%d].rateLimitOverrides.modelConcurrency.%s must not be negative", i, m)
+					return
+				}
+			}
+			c.RateLimitOverrides = o
+		}
+		if cp.APIKey != nil && *cp.APIKey != c.APIKey {
+			c.APIKey = *cp.APIKey
+			changed[c.ID] = true
+		}
+	}
+	np := newProvRuntime(next)
+	g.provs[id] = np
+	var cfgs []ProviderConfig
+	for _, pid := range g.provOrder {
+		cfgs = append(cfgs, g.provs[pid].cfg)
+	}
+	out := g.providerView(np, changed)
+	g.provMu.Unlock()
+
+	g.gate.configure(g.settings().RequestQueue.GlobalMaxConcurrent, cfgs)
+	if len(changed) > 0 {
+		now := g.modelNow()
+		g.lock()
+		for cid := range changed {
+			_, _ = g.eng.ResetConnection(now, model.ConnRef{Provider: id, Connection: cid})
+		}
+		g.unlock()
+		g.log.Info("connection credentials changed; terminal states cleared", "provider", id, "connections", keysOf(changed))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type testResult struct {
+	Connection string `json:"connection"`
+	OK         bool   `json:"ok"`
+	Status     int    `json:"status,omitempty"`
+	LatencyMs  int64  `json:"latencyMs"`
+	Error      string `json:"error,omitempty"`
+}
+
+// handleTestProvider sends one cheap request (GET {base}/models) per
+// connection; a valid answer is reported to the model (SPEC §11.7).
+func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	p := g.provider(id)
+	if p == nil {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
+		return
+	}
+	if !decodeBody(w, r, &struct{}{}, true) {
+		return
+	}
+	to := g.settings().UpstreamTimeouts
+	timeout := min(to.ConnectMs.Duration()+to.ResponseHeaderMs.Duration(), 30*time.Second)
+	results := make([]testResult, len(p.cfg.Connections))
+	var wg sync.WaitGroup
+	for i, c := range p.cfg.Connections {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = g.testConnection(r.Context(), p, p.conns[c.ID], timeout)
+		}()
+	}
+	wg.Wait()
+	now := g.modelNow()
+	g.lock()
+	for _, res := range results {
+		if res.OK {
+			_ = g.eng.ConnectionTestPassed(now, model.ConnRef{Provider: id, Connection: res.Connection})
+		}
+	}
+	g.unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"provider": id, "results": results})
+}
+
+func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRuntime, timeout time.Duration) testResult {
+	res := testResult{Connection: c.cfg.ID}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.modelsURL, nil)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	t0 := time.Now()
+	resp, err := g.client.Do(req)
+	res.LatencyMs = time.Since(t0).Milliseconds()
+	if err != nil {
+		res.Error = string(redact([]byte(err.Error()), c.cfg.APIKey))
+		return res
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	res.Status = resp.StatusCode
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && json.Valid(b) {
+		res.OK = true
+		return res
+	}
+	res.Error = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+	return res
+}
+
+// handleRateLimits sets a connection's rateLimitProtection (SPEC §5).
+func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ConnectionID string `json:"connectionId"`
+		Enabled      *bool  `json:"enabled"`
+	}
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Enabled == nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", `want {"connectionId":"provider/connection","enabled":true|false}`)
+		return
+	}
+	ref, err := model.ParseConnRef(body.ConnectionID)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "connectionId: "+err.Error())
+		return
+	}
+	g.provMu.Lock()
+	p := g.provs[ref.Provider]
+	if p == nil || p.conns[ref.Connection] == nil {
+		g.provMu.Unlock()
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("connection %q not found", body.ConnectionID))
+		return
+	}
+	next := p.cfg
+	next.Connections = append([]ConnectionConfig(nil), p.cfg.Connections...)
+	for i := range next.Connections {
+		if next.Connections[i].ID == ref.Connection {
+			next.Connections[i].RateLimitProtection = *body.Enabled
+		}
+	}
+	g.provs[ref.Provider] = newProvRuntime(next)
+	g.provMu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"connectionId": ref.String(), "rateLimitProtection": *body.Enabled})
+}

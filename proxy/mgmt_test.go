@@ -1,0 +1,418 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+const mgmtConfig = `
+server: {managementKey: "${ADMIN}"}
+providers:
+  - id: glm
+    type: glm
+    baseURL: {{UP}}
+    models: [glm-5]
+    connections:
+      - {id: k1, apiKey: glm-k1, maxConcurrent: 2}
+      - {id: k2, apiKey: glm-k2}
+` + testBase
+
+func admin(g *gw, method, path, body string) resp {
+	return g.do(method, path, body, "Authorization", "Bearer s3cret")
+}
+
+func TestManagementAuth(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	paths := []struct{ m, p string }{
+		{"GET", "/api/monitoring/health"}, {"POST", "/api/resilience/reset"}, {"GET", "/api/resilience"},
+		{"PATCH", "/api/resilience"}, {"GET", "/api/resilience/cooldowns"}, {"POST", "/api/resilience/cooldowns"},
+		{"GET", "/api/resilience/model-cooldowns"}, {"DELETE", "/api/resilience/model-cooldowns"},
+		{"POST", "/api/rate-limits"}, {"PUT", "/api/providers/glm"}, {"POST", "/api/providers/glm/test"},
+		{"POST", "/api/resilience/connections/glm/k1/reset"}, {"GET", "/metrics"},
+	}
+	for _, p := range paths {
+		for _, hdr := range []string{"", "Bearer wrong", "Basic czNjcmV0", "Bearer s3cret2", "bearer"} {
+			r := g.do(p.m, p.p, `{"all":true}`, "Authorization", hdr)
+			if r.code != 401 || r.errCode() != "unauthorized" {
+				t.Errorf("%s %s with %q: %d %s", p.m, p.p, hdr, r.code, r.body)
+			}
+		}
+	}
+	if r := admin(g, "GET", "/api/monitoring/health", ""); r.code != 200 {
+		t.Fatalf("with the key: %d %s", r.code, r.body)
+	}
+	// 404 vs 405 (the whole router is wrapped: both answer JSON)
+	if r := admin(g, "DELETE", "/api/monitoring/health", ""); r.code != 405 || r.errCode() != "method_not_allowed" {
+		t.Fatalf("405: %d %s", r.code, r.body)
+	}
+	if r := admin(g, "GET", "/api/nothing", ""); r.code != 404 || r.errCode() != "not_found" {
+		t.Fatalf("404: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/metrics", "", "Authorization", "Bearer s3cret"); !strings.Contains(r.body, `breakwater_http_responses_total{code="405",surface="management"}`) ||
+		!strings.Contains(r.body, `code="404"`) {
+		t.Fatalf("404/405 must be counted by the outer wrapper:\n%s", r.body)
+	}
+}
+
+func TestHealthShowsBreakersAndCooldowns(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	up.set("glm-k1", status(429, `{"error":{"message":"rate limited"}}`, "Retry-After", "9"))
+	g.chat("glm/glm-5")
+	h := admin(g, "GET", "/api/monitoring/health", "").json(t)
+	p := h["providers"].(map[string]any)["glm"].(map[string]any)
+	if p["state"] != "CLOSED" || p["failureCount"].(float64) != 0 {
+		t.Fatalf("a 429 is breaker-neutral: %v", p)
+	}
+	conns := h["connections"].([]any)
+	k1 := conns[0].(map[string]any)
+	if k1["connection"] != "k1" || k1["status"] != "cooldown" || k1["cooldownRemainingMs"].(float64) <= 0 || k1["lastErrorType"] != "rate_limit_exceeded" {
+		t.Fatalf("k1: %v", k1)
+	}
+	if strings.Contains(admin(g, "GET", "/api/monitoring/health", "").body, "glm-k1") {
+		t.Fatal("health leaks a credential")
+	}
+	r := admin(g, "GET", "/api/resilience/cooldowns?provider=glm", "")
+	if r.code != 200 || !strings.Contains(r.body, `"lockouts":[]`) {
+		t.Fatalf("cooldowns: %d %s", r.code, r.body)
+	}
+	if r := admin(g, "GET", "/api/resilience/cooldowns?provider=nope", ""); r.code != 404 {
+		t.Fatalf("unknown provider: %d", r.code)
+	}
+	r = admin(g, "POST", "/api/resilience/cooldowns", `{"connectionIds":["glm/k1"]}`)
+	if r.code != 200 || r.json(t)["cleared"].(float64) != 1 {
+		t.Fatalf("clear: %d %s", r.code, r.body)
+	}
+	if c := g.conn("glm", "k1"); c["status"] != "active" {
+		t.Fatalf("after clear: %v", c)
+	}
+}
+
+func TestManagementBadInput(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	before := admin(g, "GET", "/api/resilience", "").body
+	cases := []struct {
+		m, p, body string
+		code       int
+	}{
+		{"PATCH", "/api/resilience", ``, 400},
+		{"PATCH", "/api/resilience", `nope`, 400},
+		{"PATCH", "/api/resilience", `[1]`, 400},
+		{"PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMz":5}}`, 400},
+		{"PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMs":"soon"}}`, 400},
+		{"POST", "/api/resilience/cooldowns", `{}`, 400},
+		{"POST", "/api/resilience/cooldowns", `{"connectionIds":["nope"]}`, 400},
+		{"POST", "/api/resilience/cooldowns", `{"connectionIds":["x/y"]}`, 404},
+		{"POST", "/api/resilience/cooldowns", `{"connectionIds":["glm/k1"],"all":true}`, 400},
+		{"POST", "/api/resilience/cooldowns", `{"bogus":1}`, 400},
+		{"POST", "/api/resilience/cooldowns", `{"all":true}{"all":true}`, 400},
+		{"DELETE", "/api/resilience/model-cooldowns", `{"provider":"glm"}`, 400},
+		{"DELETE", "/api/resilience/model-cooldowns", `{"provider":"glm","connection":"zz","model":"m"}`, 404},
+		{"POST", "/api/resilience/reset", `{"provider":"nope"}`, 404},
+		{"POST", "/api/resilience/reset", `{"provider":5}`, 400},
+		{"POST", "/api/rate-limits", `{"connectionId":"glm/k1"}`, 400},
+		{"POST", "/api/rate-limits", `{"connectionId":"glmk1","enabled":true}`, 400},
+		{"POST", "/api/rate-limits", `{"connectionId":"glm/k9","enabled":true}`, 404},
+		{"PUT", "/api/providers/nope", `{}`, 404},
+		{"PUT", "/api/providers/glm", `{"connections":[{"id":"k9","apiKey":"x"}]}`, 400},
+		{"PUT", "/api/providers/glm", `{"models":["other"]}`, 400},
+		{"PUT", "/api/providers/glm", `{"maxConcurrent":-1}`, 400},
+		{"PUT", "/api/providers/glm", `{"baseURL":"ftp://x"}`, 400},
+		{"PUT", "/api/providers/glm", `{"weird":1}`, 400},
+		{"POST", "/api/providers/nope/test", ``, 404},
+		{"POST", "/api/resilience/connections/glm/k9/reset", ``, 404},
+		{"POST", "/api/resilience/reset", strings.Repeat(" ", 2<<20), 413},
+	}
+	for _, c := range cases {
+		r := admin(g, c.m, c.p, c.body)
+		if r.code != c.code || r.errCode() == "" {
+			t.Errorf("%s %s %.60q: %d %s, want %d with a typed error", c.m, c.p, c.body, r.code, r.body, c.code)
+		}
+	}
+	if after := admin(g, "GET", "/api/resilience", "").body; after != before {
+		t.Fatal("bad input changed the settings")
+	}
+	r := admin(g, "PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMz":5}}`)
+	if !strings.Contains(r.body, `"suggestion":"maxWaitMs"`) {
+		t.Fatalf("the patch error should name the nearest key: %s", r.body)
+	}
+}
+
+// SPEC §11.1: GET shows values and sources; PATCH persists; null deletes a
+// saved key so the file value applies again.
+func TestSettingsPatch(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig+`
+  requestQueue: {maxWaitMs: 7s}
+`, "ADMIN=s3cret")
+	v := admin(g, "GET", "/api/resilience", "").json(t)
+	if v["settings"].(map[string]any)["requestQueue"].(map[string]any)["maxWaitMs"].(float64) != 7000 ||
+		v["sources"].(map[string]any)["requestQueue.maxWaitMs"] != "file" {
+		t.Fatalf("GET: %v", v["sources"])
+	}
+	r := admin(g, "PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMs":"2s","globalMaxConcurrent":3}}`)
+	if r.code != 200 {
+		t.Fatalf("PATCH: %d %s", r.code, r.body)
+	}
+	v = r.json(t)
+	if v["sources"].(map[string]any)["requestQueue.maxWaitMs"] != "saved" || g.settings().RequestQueue.MaxWaitMs != 2000 || g.gate.global.Cap != 3 {
+		t.Fatalf("after PATCH: %v", v["sources"])
+	}
+	saved, _ := g.g.store.LoadSettings(context.Background())
+	if saved == nil {
+		t.Fatal("PATCH not persisted")
+	}
+	// the API can re-submit what it returns
+	full := admin(g, "GET", "/api/resilience", "").json(t)["settings"]
+	if r := admin(g, "PATCH", "/api/resilience", mustJSON(t, full)); r.code != 200 {
+		t.Fatalf("re-submitting GET's settings: %d %s", r.code, r.body)
+	}
+	r = admin(g, "PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMs":null}}`)
+	if r.code != 200 || g.settings().RequestQueue.MaxWaitMs != 7000 {
+		t.Fatalf("null should restore the file value: %d %v", r.code, g.settings().RequestQueue.MaxWaitMs)
+	}
+}
+
+// SPEC §11.7: new credentials clear a terminal state; rateLimitProtection is
+// never touched by PUT; the connection test closes a DEGRADED breaker and
+// clears cooldowns.
+func TestProvidersAPI(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	up.set("glm-k1", status(402, `{"error":{"message":"Your credit balance is too low to access the API"}}`))
+	g.chat("glm/glm-5")
+	if c := g.conn("glm", "k1"); c["status"] != "credits_exhausted" {
+		t.Fatalf("want terminal credits_exhausted: %v", c)
+	}
+	// the cooldown manager never clears a terminal state
+	r := admin(g, "POST", "/api/resilience/cooldowns", `{"all":true}`)
+	if r.json(t)["skippedTerminal"].(float64) != 1 {
+		t.Fatalf("clear all: %s", r.body)
+	}
+	if r := admin(g, "POST", "/api/rate-limits", `{"connectionId":"glm/k1","enabled":true}`); r.code != 200 {
+		t.Fatalf("rate-limits: %d %s", r.code, r.body)
+	}
+	r = admin(g, "PUT", "/api/providers/glm", `{"maxConcurrent":5,"connections":[{"id":"k1","apiKey":"new-key","maxConcurrent":1,"rateLimitProtection":false}]}`)
+	if r.code != 200 || strings.Contains(r.body, "new-key") {
+		t.Fatalf("PUT: %d %s", r.code, r.body)
+	}
+	out := r.json(t)
+	c0 := out["connections"].([]any)[0].(map[string]any)
+	if c0["rateLimitProtection"] != true || c0["credentialsChanged"] != true || c0["maxConcurrent"].(float64) != 1 {
+		t.Fatalf("PUT must keep rateLimitProtection and report the credential change: %v", c0)
+	}
+	if c := g.conn("glm", "k1"); c["status"] != "active" {
+		t.Fatalf("new credentials should clear the terminal state: %v", c)
+	}
+	up.set("new-key", okJSON("fresh"))
+	if r := g.chat("glm/glm-5"); r.code != 200 || !strings.Contains(r.body, "fresh") {
+		t.Fatalf("the new key is not used: %d %s", r.code, r.body)
+	}
+	// operator reset of a terminal state
+	up.set("glm-k2", status(402, `{"error":{"message":"Your credit balance is too low"}}`))
+	up.set("new-key", status(503, `{}`))
+	g.chat("glm/glm-5")
+	if c := g.conn("glm", "k2"); c["status"] != "credits_exhausted" {
+		t.Fatalf("k2: %v", c)
+	}
+	if r := admin(g, "POST", "/api/resilience/connections/glm/k2/reset", ""); r.code != 200 || r.json(t)["changed"] != true {
+		t.Fatalf("reset: %d %s", r.code, r.body)
+	}
+	if c := g.conn("glm", "k2"); c["status"] != "active" {
+		t.Fatalf("after reset: %v", c)
+	}
+	// connection test: k1 is cooling (503); a valid /models clears it
+	r = admin(g, "POST", "/api/providers/glm/test", "")
+	if r.code != 200 || strings.Count(r.body, `"ok":true`) != 2 {
+		t.Fatalf("test: %d %s", r.code, r.body)
+	}
+	if c := g.conn("glm", "k1"); c["status"] != "active" {
+		t.Fatalf("a passed test clears the cooldown: %v", c)
+	}
+	if r := admin(g, "GET", "/api/providers", ""); strings.Contains(r.body, "new-key") || strings.Contains(r.body, "glm-k2") {
+		t.Fatalf("provider list leaks credentials: %s", r.body)
+	}
+}
+
+func TestModelCooldownsAPI(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+server: {managementKey: s3cret}
+providers:
+  - {id: loc, type: local, baseURL: {{UP}}, models: [m1, m2], connections: [{id: c, apiKey: c}]}
+`+testBase, "ADMIN=s3cret")
+	up.set("c", status(404, `{"error":{"message":"model m1 not found"}}`))
+	g.chat("loc/m1")
+	r := admin(g, "GET", "/api/resilience/model-cooldowns", "")
+	if r.code != 200 || !strings.Contains(r.body, `"model":"m1"`) {
+		t.Fatalf("lockouts: %s", r.body)
+	}
+	if r := g.chat("loc/m1"); r.code != 429 || r.errCode() != "model_cooldown" {
+		t.Fatalf("a locked model: %d %s", r.code, r.body)
+	}
+	up.set("c", okJSON("m2 works"))
+	if r := g.chat("loc/m2"); r.code != 200 {
+		t.Fatalf("a neighbouring model is unaffected: %d %s", r.code, r.body)
+	}
+	r = admin(g, "DELETE", "/api/resilience/model-cooldowns", `{"provider":"loc","connection":"c","model":"m1"}`)
+	if r.code != 200 || r.json(t)["removed"].(float64) != 1 {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	if r := g.chat("loc/m1"); r.code != 200 {
+		t.Fatalf("after delete: %d %s", r.code, r.body)
+	}
+}
+
+// A real client: the official Go SDK, JSON and streaming.
+func TestOpenAISDK(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) {
+		if strings.Contains(r.Header.Get("Accept"), "event-stream") {
+			sse(streamOpt{chunks: 4})(w, r, n)
+			return
+		}
+		okJSON("sdk hello")(w, r, n)
+	})
+	client := openai.NewClient(option.WithBaseURL(g.srv.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{Model: "coding", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+	res, err := client.Chat.Completions.New(context.Background(), params)
+	if err != nil || res.Choices[0].Message.Content != "sdk hello" {
+		t.Fatalf("JSON: %v %+v", err, res)
+	}
+	st := client.Chat.Completions.NewStreaming(context.Background(), params)
+	var text strings.Builder
+	for st.Next() {
+		if c := st.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	if err := st.Err(); err != nil || text.String() != "tok0 tok1 tok2 tok3 " {
+		t.Fatalf("stream: %v %q", err, text.String())
+	}
+	// a post-commit failure surfaces as an SDK error, not a silent truncation
+	up.set("glm-k1", sse(streamOpt{chunks: 5, cutAfter: 2}))
+	st = client.Chat.Completions.NewStreaming(context.Background(), params)
+	for st.Next() {
+	}
+	if st.Err() == nil {
+		t.Fatal("want an error from the SSE error event")
+	}
+	// a typed gateway error reaches the SDK as an API error with its status
+	_, err = client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "nope/x", Messages: params.Messages})
+	var apiErr *openai.Error
+	if !asErr(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("want a 404 API error, got %v", err)
+	}
+}
+
+// Graceful shutdown: in-flight requests (a slow JSON answer and a stream)
+// finish; the store is flushed.
+func TestGracefulShutdown(t *testing.T) {
+	up := newFakeUp(t)
+	y := strings.ReplaceAll(twoConns, "{{UP}}", up.url())
+	cfg, _, err := ParseConfig("t.yaml", []byte(y), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewMemoryStore()
+	g, err := New(context.Background(), cfg, Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	release := make(chan struct{})
+	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) { <-release; okJSON("late")(w, r, n) })
+	up.set("glm-k2", sse(streamOpt{chunks: 20, interval: 20 * time.Millisecond}))
+	base := "http://" + l.Addr().String()
+	type result struct {
+		code int
+		body string
+	}
+	out := make(chan result, 2)
+	post := func(body string) {
+		res, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			out <- result{-1, err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := res.Body.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		out <- result{res.StatusCode, b.String()}
+	}
+	go post(`{"model":"glm/glm-5"}`)
+	eventually(t, "the slow request upstream", func() bool { return up.count("glm-k1") == 1 })
+	go post(`{"model":"oa/gpt-5","stream":true}`)
+	up.set("oa-o1", sse(streamOpt{chunks: 20, interval: 20 * time.Millisecond}))
+	eventually(t, "the stream upstream", func() bool { return up.count("oa-o1") == 1 })
+	done := make(chan error, 1)
+	go func() { done <- g.Shutdown(context.Background()) }()
+	eventually(t, "draining", func() bool { return g.draining.Load() })
+	close(release)
+	for i := 0; i < 2; i++ {
+		r := <-out
+		if r.code != 200 || !(strings.Contains(r.body, "late") || strings.Contains(r.body, "[DONE]")) {
+			t.Fatalf("an in-flight request was lost: %d %s", r.code, r.body)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st.Applied() == 0 {
+		t.Fatal("the change records were not handed to the store")
+	}
+	s, _ := st.Load(context.Background())
+	if len(s.Connections) == 0 {
+		t.Fatal("the store holds no state after shutdown")
+	}
+}
+
+// State survives a restart through the store: a cooling connection is
+// still cooling after New restores it.
+func TestRestoreFromStore(t *testing.T) {
+	up := newFakeUp(t)
+	st := NewMemoryStore()
+	y := strings.ReplaceAll(twoConns, "{{UP}}", up.url())
+	cfg, _, _ := ParseConfig("t.yaml", []byte(y), nil)
+	g1, err := New(context.Background(), cfg, Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.set("glm-k1", status(429, `{}`, "Retry-After", "60"))
+	srv := newTestServer(g1)
+	http.Post(srv+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"glm/glm-5"}`))
+	g1.Close(context.Background())
+	cfg2, _, _ := ParseConfig("t.yaml", []byte(y), nil)
+	g2, err := New(context.Background(), cfg2, Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close(context.Background())
+	g2.lock()
+	conns := g2.eng.Connections(g2.modelNow(), "glm")
+	g2.unlock()
+	if conns[0].Status.String() != "cooldown" {
+		t.Fatalf("restored k1: %+v", conns[0])
+	}
+}

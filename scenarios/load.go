@@ -1,0 +1,877 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/scenarios/yamlnode"
+	"github.com/breakwater-gw/breakwater/sim"
+	"go.yaml.in/yaml/v3"
+)
+
+// Options adjust a scenario as it is loaded.
+type Options struct {
+	// Seed, when set, overrides the file's seed (`sim -seed N`).
+	Seed *uint64
+	// Sets are `-set path=value` overrides, applied over the file's
+	// settings in order.
+	Sets []string
+}
+
+// MaxFileSize bounds a scenario file.
+const MaxFileSize = 4 << 20
+
+// MaxRequests bounds the requests one scenario may send.
+const MaxRequests = 100_000_000
+
+// LoadFile reads and loads one scenario file.
+func LoadFile(path string, opts Options) (*sim.Scenario, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(path, src, opts)
+}
+
+var topKeys = []string{"name", "seed", "start", "settings", "providers", "combos", "aliases", "upstream",
+	"traffic", "actions", "expect", "liveness"}
+
+// Load parses a scenario from src; name labels errors (usually the path).
+func Load(name string, src []byte, opts Options) (*sim.Scenario, error) {
+	if len(src) > MaxFileSize {
+		return nil, fmt.Errorf("%s: file larger than %d bytes", name, MaxFileSize)
+	}
+	l := &loader{d: &yamlnode.Decoder{File: name}, sc: &sim.Scenario{File: name, Seed: 1, Start: sim.DefaultStart}}
+	root := l.d.Parse(src)
+	if l.d.Failed() {
+		return nil, l.d.Err()
+	}
+	if root == nil {
+		return nil, fmt.Errorf("%s: empty scenario", name)
+	}
+	l.root = root
+	nodes := map[string]*yaml.Node{}
+	l.d.Map(root, "", topKeys, func(key string, k, v *yaml.Node) { nodes[key] = v })
+	if l.d.Failed() {
+		return nil, l.d.Err()
+	}
+	sc := l.sc
+	if n := nodes["name"]; n != nil {
+		sc.Name = l.d.String(n, "name")
+	}
+	if sc.Name == "" {
+		l.d.Errf(root, "name", "a scenario needs a name that says the rule it pins")
+	}
+	if n := nodes["seed"]; n != nil {
+		v := l.d.Int64(n, "seed")
+		if v < 0 {
+			l.d.Errf(n, "seed", "must not be negative")
+		}
+		sc.Seed = uint64(v)
+	}
+	if opts.Seed != nil {
+		sc.Seed = *opts.Seed
+	}
+	if n := nodes["start"]; n != nil {
+		s := l.d.String(n, "start")
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			l.d.Errf(n, "start", "want an RFC 3339 instant such as 2026-01-01T00:00:00Z, got %q", s)
+		}
+		sc.Start = t.UTC()
+	}
+	if n := nodes["liveness"]; n != nil {
+		sc.NoLiveness = !l.d.Bool(n, "liveness")
+	}
+	l.settings(nodes["settings"], opts.Sets)
+	l.providers(nodes["providers"])
+	l.combos(nodes["combos"])
+	l.aliases(nodes["aliases"])
+	if l.d.Failed() {
+		return nil, l.d.Err()
+	}
+	l.topology()
+	if l.d.Failed() {
+		return nil, l.d.Err()
+	}
+	sc.Rules = faults.DecodeRules(l.d, nodes["upstream"], "upstream", l.known())
+	l.traffic(nodes["traffic"])
+	l.actions(nodes["actions"])
+	l.expects(nodes["expect"])
+	if err := l.d.Err(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+type loader struct {
+	d    *yamlnode.Decoder
+	sc   *sim.Scenario
+	root *yaml.Node
+	eng  *model.Engine // for resolving model names while loading
+	// requests sent per traffic item, for expect checks
+	sent int
+}
+
+// settings resolves the scenario's settings layer and the -set flags
+// through the model's settings layers.
+func (l *loader) settings(n *yaml.Node, sets []string) {
+	tree := l.d.Value(n, "settings")
+	layer, err := model.LayerOf(tree)
+	if err != nil {
+		l.settingsErr(n, err, "settings")
+		return
+	}
+	l.sc.Layers = []model.NamedLayer{{Name: "scenario", Tree: layer}}
+	if len(sets) > 0 {
+		setLayer := model.Layer{}
+		for _, kv := range sets {
+			path, value, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(path) == "" {
+				l.d.Errf(nil, "-set "+kv, "want -set path=value, e.g. -set providerBreaker.apikey.failureThreshold=5")
+				continue
+			}
+			next, err := model.SetPath(setLayer, strings.TrimSpace(path), value)
+			if err != nil {
+				for _, se := range model.SettingsErrors(err) {
+					l.d.Errf(nil, "-set "+kv, "%s", se.Error())
+				}
+				if len(model.SettingsErrors(err)) == 0 {
+					l.d.Errf(nil, "-set "+kv, "%v", err)
+				}
+				continue
+			}
+			setLayer = next
+			l.sc.Sets = append(l.sc.Sets, kv)
+		}
+		l.sc.Layers = append(l.sc.Layers, model.NamedLayer{Name: "set", Tree: setLayer})
+	}
+	if l.d.Failed() {
+		return
+	}
+	s, _, err := model.Resolve(l.sc.Layers...)
+	if err != nil {
+		l.settingsErr(n, err, "settings")
+		return
+	}
+	l.sc.Settings = s
+}
+
+// settingsErr reports settings errors at the line of the field they name.
+func (l *loader) settingsErr(n *yaml.Node, err error, prefix string) {
+	ses := model.SettingsErrors(err)
+	if len(ses) == 0 {
+		l.d.Errf(n, prefix, "%v", err)
+		return
+	}
+	for _, se := range ses {
+		field := se.Field
+		msg := se.Problem
+		if se.Problem == model.ProblemUnknownKey {
+			key := field[strings.LastIndexAny(field, ".")+1:]
+			msg = fmt.Sprintf("unknown key %q", key)
+			if se.Suggestion != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", se.Suggestion)
+			}
+		}
+		at := n
+		if se.Source == "set" {
+			l.d.Errf(nil, "-set "+field, "%s", msg)
+			continue
+		}
+		switch {
+		case field != "" && se.Problem == model.ProblemUnknownKey:
+			at = yamlnode.FindKey(n, field)
+		case field != "":
+			at = yamlnode.Find(n, field)
+		}
+		l.d.Errf(at, yamlnode.Join(prefix, field), "%s", msg)
+	}
+}
+
+var (
+	providerKeys = []string{"id", "type", "profile", "models", "strategy", "connections", "perModelQuota",
+		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent"}
+	connectionKeys = []string{"id", "priority", "weight", "disableCooling", "apiKey", "maxConcurrent",
+		"rateLimitOverrides", "rateLimitProtection"}
+	comboKeys  = []string{"id", "strategy", "targets", "mode"}
+	targetKeys = []string{"target", "weight", "connection"}
+)
+
+func (l *loader) warn(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	l.sc.Warnings = append(l.sc.Warnings, fmt.Sprintf("%s:%d: %s: %s", l.sc.File, line, field, fmt.Sprintf(format, args...)))
+}
+
+func (l *loader) strategy(n *yaml.Node, field string) model.Strategy {
+	s := l.d.String(n, field)
+	st, err := model.ParseStrategy(s)
+	if err != nil {
+		if near := yamlnode.Nearest(s, strategyNames()); near != "" {
+			l.d.Errf(n, field, "unknown strategy %q (did you mean %q?)", s, near)
+		} else {
+			l.d.Errf(n, field, "%v", err)
+		}
+	}
+	return st
+}
+
+func strategyNames() []string {
+	var out []string
+	for i := 0; i < 32; i++ {
+		s := model.Strategy(i).String()
+		if strings.Contains(s, "(") {
+			break
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (l *loader) providers(n *yaml.Node) {
+	if yamlnode.IsNull(n) {
+		l.d.Errf(l.root, "providers", "a scenario needs at least one provider")
+		return
+	}
+	l.d.Seq(n, "providers", func(i int, v *yaml.Node) {
+		f := yamlnode.Index("providers", i)
+		var p model.ProviderConfig
+		l.d.Map(v, f, providerKeys, func(key string, k, v *yaml.Node) {
+			ff := yamlnode.Join(f, key)
+			switch key {
+			case "id":
+				p.ID = l.d.String(v, ff)
+			case "type":
+				p.Type = l.d.String(v, ff)
+			case "profile":
+				s := l.d.String(v, ff)
+				pr, err := model.ParseProfile(s)
+				if err != nil {
+					l.d.Errf(v, ff, "%v", err)
+				}
+				p.Profile = pr
+			case "models":
+				p.Models = l.d.StringList(v, ff)
+			case "strategy":
+				p.Strategy = l.strategy(v, ff)
+			case "perModelQuota":
+				b := l.d.Bool(v, ff)
+				p.PerModelQuota = &b
+			case "dailyResetUtc":
+				p.DailyResetUTC = l.d.String(v, ff)
+			case "quotaFamilies":
+				p.QuotaFamilies = map[string][]string{}
+				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
+					p.QuotaFamilies[key] = l.d.StringList(v, yamlnode.Join(ff, key))
+				})
+			case "baseURL", "maxConcurrent":
+				l.warn(v, ff, "ignored by the simulator (used by replay and serve)")
+			case "connections":
+				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
+					cf := yamlnode.Index(ff, j)
+					var c model.ConnectionConfig
+					l.d.Map(v, cf, connectionKeys, func(key string, k, v *yaml.Node) {
+						kf := yamlnode.Join(cf, key)
+						switch key {
+						case "id":
+							c.ID = l.d.String(v, kf)
+						case "priority":
+							c.Priority = l.d.Int(v, kf)
+						case "weight":
+							c.Weight = l.d.NonNegInt(v, kf)
+						case "disableCooling":
+							c.DisableCooling = l.d.Bool(v, kf)
+						default:
+							l.warn(v, kf, "ignored by the simulator: the model has no admission / concurrency API yet")
+						}
+					})
+					p.Connections = append(p.Connections, c)
+				})
+			}
+		})
+		if p.ID == "" {
+			l.d.Errf(v, f+".id", "a provider needs an id")
+		}
+		if len(p.Connections) == 0 && !l.d.Failed() {
+			l.d.Errf(v, f+".connections", "a provider needs at least one connection")
+		}
+		l.sc.Topology.Providers = append(l.sc.Topology.Providers, p)
+	})
+}
+
+func (l *loader) combos(n *yaml.Node) {
+	l.d.Seq(n, "combos", func(i int, v *yaml.Node) {
+		f := yamlnode.Index("combos", i)
+		var c model.ComboConfig
+		l.d.Map(v, f, comboKeys, func(key string, k, v *yaml.Node) {
+			ff := yamlnode.Join(f, key)
+			switch key {
+			case "id":
+				c.ID = l.d.String(v, ff)
+			case "strategy":
+				c.Strategy = l.strategy(v, ff)
+			case "mode":
+				l.warn(v, ff, "ignored by the simulator: quota-share needs the model's admission API")
+			case "targets":
+				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
+					tf := yamlnode.Index(ff, j)
+					var t model.ComboTarget
+					parse := func(n *yaml.Node, field string) {
+						s := l.d.String(n, field)
+						p, m, ok := strings.Cut(s, "/")
+						if !ok || p == "" || m == "" {
+							l.d.Errf(n, field, "want provider/model, got %q", s)
+						}
+						t.Provider, t.Model = p, m
+					}
+					if v.Kind == yaml.ScalarNode {
+						parse(v, tf)
+					} else {
+						l.d.Map(v, tf, targetKeys, func(key string, k, v *yaml.Node) {
+							kf := yamlnode.Join(tf, key)
+							switch key {
+							case "target":
+								parse(v, kf)
+							case "weight":
+								t.Weight = l.d.NonNegInt(v, kf)
+							case "connection":
+								t.Connection = l.d.String(v, kf)
+							}
+						})
+					}
+					c.Targets = append(c.Targets, t)
+				})
+			}
+		})
+		l.sc.Topology.Combos = append(l.sc.Topology.Combos, c)
+	})
+}
+
+func (l *loader) aliases(n *yaml.Node) {
+	l.d.Map(n, "aliases", nil, func(key string, k, v *yaml.Node) {
+		if l.sc.Topology.Aliases == nil {
+			l.sc.Topology.Aliases = map[string]string{}
+		}
+		l.sc.Topology.Aliases[key] = l.d.String(v, yamlnode.Join("aliases", key))
+	})
+}
+
+// topology validates the topology by building the engine it will run.
+func (l *loader) topology() {
+	eng, err := model.NewEngine(l.sc.Topology, l.sc.Settings, nil)
+	if err != nil {
+		var te *model.TopologyError
+		if errors.As(err, &te) {
+			l.d.Errf(yamlnode.Find(l.root, te.Field), te.Field, "%s", te.Problem)
+		} else {
+			l.d.Errf(l.root, "providers", "%v", err)
+		}
+		return
+	}
+	l.eng = eng
+}
+
+func (l *loader) known() *faults.Known {
+	k := &faults.Known{Providers: map[string][]string{}, Models: map[string][]string{}}
+	for _, p := range l.sc.Topology.Providers {
+		for _, c := range p.Connections {
+			k.Providers[p.ID] = append(k.Providers[p.ID], c.ID)
+		}
+		k.Models[p.ID] = p.Models
+	}
+	return k
+}
+
+var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout"}
+
+func (l *loader) traffic(n *yaml.Node) {
+	if yamlnode.IsNull(n) {
+		l.d.Errf(l.root, "traffic", "a scenario needs traffic")
+		return
+	}
+	l.d.Seq(n, "traffic", func(i int, v *yaml.Node) {
+		f := yamlnode.Index("traffic", i)
+		t := sim.Traffic{Count: 1, Line: v.Line}
+		var modelNode *yaml.Node
+		l.d.Map(v, f, trafficKeys, func(key string, k, v *yaml.Node) {
+			ff := yamlnode.Join(f, key)
+			switch key {
+			case "at":
+				t.At = l.d.Duration(v, ff)
+			case "model":
+				t.Model, modelNode = l.d.String(v, ff), v
+			case "count":
+				t.Count = l.d.Int(v, ff)
+				if t.Count < 1 || t.Count > MaxRequests {
+					l.d.Errf(v, ff, "want 1..%d, got %d", MaxRequests, t.Count)
+				}
+			case "every":
+				t.Every = l.d.Duration(v, ff)
+			case "poisson":
+				t.Poisson = l.d.Bool(v, ff)
+			case "stream":
+				t.Stream = l.d.Bool(v, ff)
+			case "timeout":
+				t.Timeout = l.d.Duration(v, ff)
+			}
+		})
+		if t.Model == "" {
+			l.d.Errf(v, f+".model", "a traffic item needs a model")
+		} else if l.eng != nil {
+			if _, err := l.eng.Resolve(t.Model); err != nil {
+				l.d.Errf(modelNode, f+".model", "%v", err)
+			}
+		}
+		if t.Poisson && t.Every <= 0 {
+			l.d.Errf(v, f+".every", "poisson traffic needs every (the mean gap)")
+		}
+		l.sent += t.Count
+		if l.sent > MaxRequests {
+			l.d.Errf(v, f+".count", "the scenario sends more than %d requests", MaxRequests)
+		}
+		l.sc.Traffic = append(l.sc.Traffic, t)
+	})
+}
+
+var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "settings", "set"}
+
+func (l *loader) connRef(n *yaml.Node, field string) model.ConnRef {
+	s := l.d.String(n, field)
+	ref, err := model.ParseConnRef(s)
+	if err != nil {
+		l.d.Errf(n, field, "%v", err)
+		return ref
+	}
+	l.checkConn(n, field, ref.String())
+	return ref
+}
+
+func (l *loader) checkConn(n *yaml.Node, field, ref string) bool {
+	var all []string
+	for _, p := range l.sc.Topology.Providers {
+		for _, c := range p.Connections {
+			all = append(all, p.ID+"/"+c.ID)
+		}
+	}
+	if slices.Contains(all, ref) {
+		return true
+	}
+	msg := fmt.Sprintf("unknown connection %q", ref)
+	if near := yamlnode.Nearest(ref, all); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	} else {
+		msg += fmt.Sprintf(" (connections: %s)", strings.Join(all, ", "))
+	}
+	l.d.Errf(n, field, "%s", msg)
+	return false
+}
+
+func (l *loader) checkProvider(n *yaml.Node, field, id string) bool {
+	var ids []string
+	for _, p := range l.sc.Topology.Providers {
+		ids = append(ids, p.ID)
+	}
+	if slices.Contains(ids, id) {
+		return true
+	}
+	msg := fmt.Sprintf("unknown provider %q", id)
+	if near := yamlnode.Nearest(id, ids); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	} else {
+		msg += fmt.Sprintf(" (providers: %s)", strings.Join(ids, ", "))
+	}
+	l.d.Errf(n, field, "%s", msg)
+	return false
+}
+
+func (l *loader) actions(n *yaml.Node) {
+	var setLayers []model.NamedLayer
+	l.d.Seq(n, "actions", func(i int, v *yaml.Node) {
+		f := yamlnode.Index("actions", i)
+		a := sim.Action{Line: v.Line}
+		var kindNode, settingsNode *yaml.Node
+		hasKind := false
+		l.d.Map(v, f, actionKeys, func(key string, k, v *yaml.Node) {
+			ff := yamlnode.Join(f, key)
+			switch key {
+			case "at":
+				a.At = l.d.Duration(v, ff)
+			case "action":
+				kindNode = v
+				s := l.d.String(v, ff)
+				kind, ok := sim.ParseAction(s)
+				if !ok {
+					msg := fmt.Sprintf("unknown action %q (actions: %s)", s, strings.Join(sim.ActionNames(), ", "))
+					if near := yamlnode.Nearest(s, sim.ActionNames()); near != "" {
+						msg = fmt.Sprintf("unknown action %q (did you mean %q?)", s, near)
+					}
+					l.d.Errf(v, ff, "%s", msg)
+				}
+				a.Kind, hasKind = kind, ok
+			case "provider":
+				a.Provider = l.d.String(v, ff)
+				l.checkProvider(v, ff, a.Provider)
+			case "connection":
+				a.Connections = append(a.Connections, l.connRef(v, ff))
+			case "connections":
+				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
+					a.Connections = append(a.Connections, l.connRef(v, yamlnode.Index(ff, j)))
+				})
+			case "model":
+				a.Model = l.d.String(v, ff)
+			case "all":
+				a.All = l.d.Bool(v, ff)
+			case "settings":
+				settingsNode = v
+				layer, err := model.LayerOf(l.d.Value(v, ff))
+				if err != nil {
+					l.settingsErr(v, err, ff)
+				}
+				a.Settings = layer
+			case "set":
+				settingsNode = v
+				layer := model.Layer{}
+				l.d.Map(v, ff, nil, func(path string, k, v *yaml.Node) {
+					val := l.d.String(v, yamlnode.Join(ff, path))
+					next, err := model.SetPath(layer, path, val)
+					if err != nil {
+						for _, se := range model.SettingsErrors(err) {
+							l.d.Errf(k, yamlnode.Join(ff, path), "%s", se.Error())
+						}
+						return
+					}
+					layer = next
+				})
+				a.Settings = layer
+			}
+		})
+		if !hasKind {
+			if kindNode == nil {
+				l.d.Errf(v, f+".action", "an action needs action: (%s)", strings.Join(sim.ActionNames(), ", "))
+			}
+			return
+		}
+		switch a.Kind {
+		case sim.ActResetConnection, sim.ActConnectionTest:
+			if len(a.Connections) == 0 {
+				l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection)", a.Kind)
+			}
+		case sim.ActClearCooldowns:
+			if len(a.Connections) == 0 {
+				a.All = true
+			}
+		case sim.ActClearLockout:
+			if !a.All && (len(a.Connections) == 0 || a.Model == "") {
+				l.d.Errf(v, f, "clear-lockout needs connection and model, or all: true")
+			}
+		case sim.ActSet:
+			if settingsNode == nil {
+				l.d.Errf(v, f+".settings", "set needs settings: {...} or set: {path: value}")
+				return
+			}
+			setLayers = append(setLayers, model.NamedLayer{Name: "action", Tree: a.Settings})
+			layers := append(slices.Clone(l.sc.Layers), setLayers...)
+			if _, _, err := model.Resolve(layers...); err != nil {
+				l.settingsErr(settingsNode, err, f+".settings")
+			}
+		}
+		l.sc.Actions = append(l.sc.Actions, a)
+	})
+}
+
+var (
+	requestExpectKeys = []string{"request", "status", "servedBy", "attempts", "code", "result", "retryAfter"}
+	stateExpectKeys   = []string{"at", "breaker", "connections", "lockouts", "noLockouts"}
+	windowExpectKeys  = []string{"requests", "status", "upstreamCalls", "servedBy", "results", "count"}
+	connExpectKeys    = []string{"status", "backoffLevel", "cooldown", "lastError", "uses"}
+	lockoutKeys       = []string{"connection", "model", "reason", "remaining"}
+	windowKeys        = []string{"from", "until"}
+	resultNames       = []string{sim.ResultServed, sim.ResultFallback, sim.ResultRejected, sim.ResultFailed, sim.ResultStreamError, sim.ResultClientAbort}
+	connStatusNames   = []string{"active", "cooldown", "banned", "expired", "credits_exhausted"}
+	breakerNames      = []string{"CLOSED", "DEGRADED", "OPEN", "HALF_OPEN"}
+)
+
+func hasKey(n *yaml.Node, key string) bool {
+	n = yamlnode.Resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loader) expects(n *yaml.Node) {
+	l.d.Seq(n, "expect", func(i int, v *yaml.Node) {
+		f := yamlnode.Index("expect", i)
+		e := sim.Expect{Line: v.Line}
+		switch {
+		case hasKey(v, "request"):
+			e.Kind = sim.ExpectRequest
+			l.requestExpect(v, f, &e)
+		case hasKey(v, "at"):
+			e.Kind = sim.ExpectState
+			l.stateExpect(v, f, &e)
+		case hasKey(v, "requests"):
+			e.Kind = sim.ExpectWindow
+			l.windowExpect(v, f, &e)
+		default:
+			l.d.Errf(v, f, "an expect needs request: N, at: TIME or requests: {from, until}")
+			return
+		}
+		l.sc.Expects = append(l.sc.Expects, e)
+	})
+}
+
+func (l *loader) status(n *yaml.Node, field string) int {
+	s := l.d.Int(n, field)
+	if s < 100 || s > 599 {
+		l.d.Errf(n, field, "want an HTTP status 100..599, got %d", s)
+	}
+	return s
+}
+
+func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
+	checks := 0
+	l.d.Map(v, f, requestExpectKeys, func(key string, k, v *yaml.Node) {
+		ff := yamlnode.Join(f, key)
+		switch key {
+		case "request":
+			e.Request = l.d.Int(v, ff)
+			if e.Request < 1 {
+				l.d.Errf(v, ff, "requests are numbered from 1")
+			} else if e.Request > l.sent {
+				l.d.Errf(v, ff, "can never be evaluated: the traffic sends only %d request(s)", l.sent)
+			}
+			return
+		case "status":
+			e.Status = l.status(v, ff)
+		case "servedBy":
+			e.ServedBy = l.d.String(v, ff)
+			l.checkConn(v, ff, e.ServedBy)
+		case "attempts":
+			x := l.d.NonNegInt(v, ff)
+			e.Attempts = &x
+		case "code":
+			e.Code = l.d.String(v, ff)
+		case "result":
+			e.Result = l.d.String(v, ff)
+			if !slices.Contains(resultNames, e.Result) {
+				l.d.Errf(v, ff, "unknown result %q (results: %s)", e.Result, strings.Join(resultNames, ", "))
+			}
+		case "retryAfter":
+			x := l.d.NonNegInt(v, ff)
+			e.RetryAfter = &x
+		}
+		checks++
+	})
+	if checks == 0 {
+		l.d.Errf(v, f, "checks nothing: add status, servedBy, attempts, code, result or retryAfter")
+	}
+}
+
+func (l *loader) stateExpect(v *yaml.Node, f string, e *sim.Expect) {
+	checks := 0
+	l.d.Map(v, f, stateExpectKeys, func(key string, k, v *yaml.Node) {
+		ff := yamlnode.Join(f, key)
+		switch key {
+		case "at":
+			e.At = l.d.Duration(v, ff)
+			return
+		case "breaker":
+			e.Breaker = map[string]model.BreakerState{}
+			l.d.Map(v, ff, nil, func(p string, k, v *yaml.Node) {
+				pf := yamlnode.Join(ff, p)
+				l.checkProvider(k, pf, p)
+				s := l.d.String(v, pf)
+				var st model.BreakerState
+				if err := st.UnmarshalText([]byte(s)); err != nil {
+					l.d.Errf(v, pf, "unknown breaker state %q (states: %s)", s, strings.Join(breakerNames, ", "))
+				}
+				e.Breaker[p] = st
+				checks++
+			})
+		case "connections":
+			e.Connections = map[string]sim.ConnExpect{}
+			l.d.Map(v, ff, nil, func(ref string, k, v *yaml.Node) {
+				cf := yamlnode.Join(ff, ref)
+				l.checkConn(k, cf, ref)
+				var ce sim.ConnExpect
+				l.d.Map(v, cf, connExpectKeys, func(key string, k, v *yaml.Node) {
+					kf := yamlnode.Join(cf, key)
+					switch key {
+					case "status":
+						ce.Status = l.d.String(v, kf)
+						if !slices.Contains(connStatusNames, ce.Status) {
+							l.d.Errf(v, kf, "unknown connection status %q (statuses: %s)", ce.Status, strings.Join(connStatusNames, ", "))
+						}
+					case "backoffLevel":
+						x := l.d.NonNegInt(v, kf)
+						ce.BackoffLevel = &x
+					case "cooldown":
+						ce.Cooldown, ce.HasCooldown = l.d.Duration(v, kf), true
+					case "lastError":
+						ce.LastError = l.d.String(v, kf)
+						if _, err := model.ParseReason(ce.LastError); err != nil {
+							l.d.Errf(v, kf, "%v", err)
+						}
+					case "uses":
+						x := l.d.NonNegInt(v, kf)
+						ce.Uses = &x
+					}
+					checks++
+				})
+				e.Connections[ref] = ce
+			})
+		case "lockouts":
+			l.d.Seq(v, ff, func(j int, v *yaml.Node) {
+				lf := yamlnode.Index(ff, j)
+				var le sim.LockoutExpect
+				l.d.Map(v, lf, lockoutKeys, func(key string, k, v *yaml.Node) {
+					kf := yamlnode.Join(lf, key)
+					switch key {
+					case "connection":
+						le.Connection = l.d.String(v, kf)
+						l.checkConn(v, kf, le.Connection)
+					case "model":
+						le.Model = l.d.String(v, kf)
+					case "reason":
+						le.Reason = l.d.String(v, kf)
+						if _, err := model.ParseReason(le.Reason); err != nil {
+							l.d.Errf(v, kf, "%v", err)
+						}
+					case "remaining":
+						le.Remaining, le.HasRemaining = l.d.Duration(v, kf), true
+					}
+				})
+				if le.Connection == "" || le.Model == "" {
+					l.d.Errf(v, lf, "a lockout expect needs connection and model")
+				}
+				e.Lockouts = append(e.Lockouts, le)
+				checks++
+			})
+		case "noLockouts":
+			e.NoLockouts = l.d.Bool(v, ff)
+			checks++
+		}
+	})
+	if checks == 0 {
+		l.d.Errf(v, f, "checks nothing: add breaker, connections, lockouts or noLockouts")
+	}
+}
+
+func (l *loader) windowExpect(v *yaml.Node, f string, e *sim.Expect) {
+	checks := 0
+	var winNode *yaml.Node
+	l.d.Map(v, f, windowExpectKeys, func(key string, k, v *yaml.Node) {
+		ff := yamlnode.Join(f, key)
+		switch key {
+		case "requests":
+			winNode = v
+			hasUntil := false
+			l.d.Map(v, ff, windowKeys, func(key string, k, v *yaml.Node) {
+				if key == "from" {
+					e.From = l.d.Duration(v, yamlnode.Join(ff, key))
+				} else {
+					e.Until, hasUntil = l.d.Duration(v, yamlnode.Join(ff, key)), true
+				}
+			})
+			if !hasUntil {
+				e.Until = yamlnode.MaxDuration
+			}
+			if e.Until <= e.From {
+				l.d.Errf(v, ff, "can never be evaluated: the window [%v, %v) is empty", e.From, e.Until)
+			}
+			return
+		case "status":
+			e.Statuses = map[int]int{}
+			l.d.Map(v, ff, nil, func(st string, k, v *yaml.Node) {
+				sf := yamlnode.Join(ff, st)
+				code, err := strconv.Atoi(st)
+				if err != nil || code < 100 || code > 599 {
+					l.d.Errf(k, sf, "want an HTTP status as the key, got %q", st)
+				}
+				e.Statuses[code] = l.d.NonNegInt(v, sf)
+			})
+		case "upstreamCalls":
+			x := l.d.NonNegInt(v, ff)
+			e.UpstreamCalls = &x
+		case "count":
+			x := l.d.NonNegInt(v, ff)
+			e.Requests = &x
+		case "servedBy":
+			e.Served = map[string]int{}
+			l.d.Map(v, ff, nil, func(ref string, k, v *yaml.Node) {
+				sf := yamlnode.Join(ff, ref)
+				l.checkConn(k, sf, ref)
+				e.Served[ref] = l.d.NonNegInt(v, sf)
+			})
+		case "results":
+			e.Results = map[string]int{}
+			l.d.Map(v, ff, resultNames, func(r string, k, v *yaml.Node) {
+				e.Results[r] = l.d.NonNegInt(v, yamlnode.Join(ff, r))
+			})
+		}
+		checks++
+	})
+	if checks == 0 {
+		l.d.Errf(v, f, "checks nothing: add status, upstreamCalls, count, servedBy or results")
+		return
+	}
+	// With deterministic traffic the number of requests in the window is
+	// known: expecting more than that can never hold.
+	if sent, ok := l.sentIn(e.From, e.Until); ok {
+		want := 0
+		for _, n := range e.Statuses {
+			want += n
+		}
+		if want > sent {
+			l.d.Errf(winNode, f+".status", "can never hold: the traffic sends only %d request(s) in [%v, %v)", sent, e.From, e.Until)
+		}
+		if e.Requests != nil && *e.Requests != sent {
+			l.d.Errf(winNode, f+".count", "can never hold: the traffic sends %d request(s) in [%v, %v)", sent, e.From, e.Until)
+		}
+	}
+}
+
+// sentIn counts the requests the traffic sends in [from, until), when the
+// traffic is deterministic.
+func (l *loader) sentIn(from, until time.Duration) (int, bool) {
+	n := 0
+	for _, t := range l.sc.Traffic {
+		if t.Poisson {
+			return 0, false
+		}
+		if t.Every == 0 {
+			if t.At >= from && t.At < until {
+				n += t.Count
+			}
+			continue
+		}
+		// arrivals at At + i·Every for i in [0, Count)
+		lo, hi := 0, t.Count // i in [lo, hi)
+		if from > t.At {
+			lo = int((from - t.At + t.Every - 1) / t.Every)
+		}
+		if until <= t.At {
+			hi = 0
+		} else {
+			hi = min(hi, int((until-t.At+t.Every-1)/t.Every))
+		}
+		n += max(0, hi-lo)
+	}
+	return n, true
+}

@@ -1,0 +1,160 @@
+package scenarios
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+const base = `name: a scenario for loader tests
+providers:
+  - {id: glm, type: glm, profile: apikey, models: [glm-5], connections: [{id: k1}, {id: k2}]}
+traffic:
+  - {at: 0s, model: glm/glm-5, count: 3, every: 1s}
+`
+
+func TestLoadErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct {
+		name, src, want string
+	}{
+		{"unknown top key", base + "expext: []\n", `t.yaml:6:1: expext: unknown key "expext" (did you mean "expect"?)`},
+		{"unknown traffic key", strings.Replace(base, "every: 1s", "evrey: 1s", 1), `t.yaml:5:42: traffic[0].evrey: unknown key "evrey" (did you mean "every"?)`},
+		{"bad duration", strings.Replace(base, "every: 1s", "every: 1 sec", 1), `t.yaml:5:49: traffic[0].every: bad duration "1 sec"`},
+		{"unknown provider in a rule", base + "upstream:\n  - match: {provider: gml}\n    respond: {status: 503}\n",
+			`t.yaml:7:23: upstream[0].match.provider: unknown provider "gml" (did you mean "glm"?)`},
+		{"unknown connection in a rule", base + "upstream:\n  - match: {provider: glm, connection: k9}\n    respond: {status: 503}\n",
+			`upstream[0].match.connection: provider "glm" has no connection "k9"`},
+		{"request never sent", base + "expect:\n  - {request: 4, status: 200}\n", `t.yaml:7:15: expect[0].request: can never be evaluated: the traffic sends only 3 request(s)`},
+		{"window can never hold", base + "expect:\n  - requests: {from: 0s, until: 2s}\n    status: {\"200\": 3}\n",
+			`can never hold: the traffic sends only 2 request(s) in [0s, 2s)`},
+		{"empty window", base + "expect:\n  - requests: {from: 5s, until: 5s}\n    upstreamCalls: 1\n", `the window [5s, 5s) is empty`},
+		{"expect checks nothing", base + "expect:\n  - {at: 1s}\n", `expect[0]: checks nothing`},
+		{"unknown breaker state", base + "expect:\n  - {at: 1s, breaker: {glm: OPENED}}\n", `unknown breaker state "OPENED"`},
+		{"unknown connection in expect", base + "expect:\n  - {request: 1, servedBy: glm/k3}\n", `expect[0].servedBy: unknown connection "glm/k3"`},
+		{"settings unknown key", base + "settings:\n  waitForCooldwn: {enabled: false}\n", `t.yaml:7:3: settings.waitForCooldwn: unknown key "waitForCooldwn" (did you mean "waitForCooldown"?)`},
+		{"settings wrong type", base + "settings:\n  providerBreaker: {apikey: {failureThreshold: lots}}\n", `t.yaml:7:48: settings.providerBreaker.apikey.failureThreshold: want an integer`},
+		{"unknown model", strings.Replace(base, "model: glm/glm-5", "model: glm/glm-9", 1), `traffic[0].model: model_not_found`},
+		{"bad strategy", base + "combos:\n  - {id: c, strategy: prority, targets: [glm/glm-5]}\n", `unknown strategy "prority" (did you mean "priority"?)`},
+		{"combo target model", base + "combos:\n  - {id: c, targets: [glm/glm-9]}\n", `combos[0].targets[0].model: provider "glm" does not list model "glm-9"`},
+		{"unknown action", base + "actions:\n  - {at: 1s, action: reset-breakers}\n", `unknown action "reset-breakers" (did you mean "reset-breaker"?)`},
+		{"action set bad value", base + "actions:\n  - {at: 1s, action: set, settings: {requestBudget: {maxAttempts: many}}}\n", `actions[0].settings.requestBudget.maxAttempts: want an integer`},
+		{"no name", strings.Replace(base, "name: a scenario for loader tests\n", "", 1), `name: a scenario needs a name`},
+		{"invalid yaml", "name: [\n", `t.yaml:1: invalid YAML`},
+		{"duplicate key", base + "seed: 1\nseed: 2\n", `seed: duplicate key`},
+		{"topology duplicate connection", strings.Replace(base, "{id: k2}", "{id: k1}", 1), `providers[0].connections[1].id: duplicate connection id "k1"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load("t.yaml", []byte(c.src), Options{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLoadSetAndSeed(t *testing.T) {
+	seed := uint64(42)
+	sc, err := Load("t.yaml", []byte(base+"settings:\n  providerBreaker: {apikey: {failureThreshold: 5}}\n"), Options{
+		Seed: &seed, Sets: []string{"providerBreaker.apikey.failureThreshold=9", "upstreamTimeouts.streamIdleMs=30s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Seed != 42 || sc.Settings.ProviderBreaker.APIKey.FailureThreshold != 9 || sc.Settings.UpstreamTimeouts.StreamIdleMs != 30000 {
+		t.Errorf("seed %d, threshold %d, idle %d", sc.Seed, sc.Settings.ProviderBreaker.APIKey.FailureThreshold, sc.Settings.UpstreamTimeouts.StreamIdleMs)
+	}
+	_, err = Load("t.yaml", []byte(base), Options{Sets: []string{"providerBreaker.apikey.failureTreshold=9"}})
+	if err == nil || !strings.Contains(err.Error(), "-set providerBreaker.apikey.failureTreshold=9") || !strings.Contains(err.Error(), "failureThreshold") {
+		t.Errorf("bad -set: %v", err)
+	}
+	_, err = Load("t.yaml", []byte(base), Options{Sets: []string{"novalue"}})
+	if err == nil || !strings.Contains(err.Error(), "want -set path=value") {
+		t.Errorf("bad -set form: %v", err)
+	}
+}
+
+func TestLoadBuildsTopologyAndEverySection(t *testing.T) {
+	src := `name: everything the format has, loaded
+seed: 9
+start: 2026-03-01T12:00:00Z
+providers:
+  - id: a
+    type: gemini
+    profile: oauth
+    models: [m1, m2]
+    strategy: round-robin
+    perModelQuota: true
+    dailyResetUtc: "07:00"
+    quotaFamilies: {fam: [m1, m2]}
+    connections: [{id: k1, priority: 2, weight: 3, disableCooling: true}, {id: k2}]
+combos:
+  - {id: c, strategy: weighted, targets: [a/m1, {target: a/m2, weight: 2, connection: k2}]}
+aliases: {fast: a/m1}
+upstream:
+  - {match: {provider: a, model: m1}, from: 1s, until: 2s, probability: 0.5, flap: {down: 1s, up: 1s}, sequence: [{use: reset}, {status: 200, latency: 5ms, jitter: 2ms, stream: {chunks: 3, interval: 1ms}}]}
+traffic:
+  - {at: 0s, model: fast, count: 10, every: 100ms, poisson: true, stream: true, timeout: 30s}
+actions:
+  - {at: 1s, action: set, set: {requestBudget.maxAttempts: "3"}}
+  - {at: 2s, action: clear-lockout, connection: a/k1, model: m1}
+  - {at: 3s, action: clear-cooldowns, connections: [a/k1]}
+expect:
+  - {request: 1, result: served, retryAfter: 0, code: "", attempts: 1}
+  - {at: 1s, connections: {a/k1: {status: active, cooldown: 0s, uses: 0}}, lockouts: [{connection: a/k1, model: m1, remaining: 1s}], noLockouts: false}
+  - {requests: {from: 0s}, count: 10, results: {served: 1}, servedBy: {a/k1: 1}}
+liveness: false
+`
+	sc, err := Load("all.yaml", []byte(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sc.Topology.Providers[0]
+	if p.Type != "gemini" || p.Profile != model.ProfileOAuth || p.Strategy != model.RoundRobin || !*p.PerModelQuota ||
+		p.DailyResetUTC != "07:00" || len(p.QuotaFamilies["fam"]) != 2 || p.Connections[0].Weight != 3 || !p.Connections[0].DisableCooling {
+		t.Errorf("provider %+v", p)
+	}
+	c := sc.Topology.Combos[0]
+	if c.Strategy != model.Weighted || c.Targets[1].Weight != 2 || c.Targets[1].Connection != "k2" {
+		t.Errorf("combo %+v", c)
+	}
+	if sc.Seed != 9 || sc.Start.Hour() != 12 || !sc.NoLiveness || len(sc.Rules) != 1 || len(sc.Rules[0].Sequence) != 2 ||
+		len(sc.Actions) != 3 || len(sc.Expects) != 3 || !sc.Traffic[0].Poisson || sc.Topology.Aliases["fast"] != "a/m1" {
+		t.Errorf("scenario %+v", sc)
+	}
+}
+
+// FuzzLoad: the loader never panics, and whatever it accepts the simulator
+// can run without panicking.
+func FuzzLoad(f *testing.F) {
+	files, _ := filepath.Glob("library/*.yaml")
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(base))
+	f.Add([]byte("name: x\nproviders: [{id: a, connections: [{id: b}]}]\ntraffic: [{model: a/m, count: 2}]\n"))
+	f.Add([]byte("- - -\n"))
+	f.Add([]byte("name: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		sc, err := Load("fuzz.yaml", src, Options{})
+		if err != nil {
+			return
+		}
+		// Keep runs short (minimisation replays an input thousands of
+		// times): the fuzzer is after panics, not long scenarios.
+		n := 0
+		for i := range sc.Traffic {
+			sc.Traffic[i].Count = min(sc.Traffic[i].Count, 5)
+			n += sc.Traffic[i].Count
+		}
+		if n > 50 {
+			return
+		}
+		runScenarioForFuzz(t, sc)
+	})
+}

@@ -1,0 +1,198 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// The change feed between replicas: every flush appends one state_changes
+// row per entity it wrote and NOTIFYs breakwater_state; each replica wakes on
+// the notification (or its poll interval), reads the rows after the last seq
+// it saw, skips its own, and queues the values for ApplyRemote. A replica
+// that fell behind the feed's retention reloads every table instead.
+
+const feedBatch = 5000
+
+func (s *Postgres) feedLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	var notify <-chan *pq.Notification
+	if s.listener != nil {
+		notify = s.listener.Notify
+	}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		case _, ok := <-notify:
+			if !ok {
+				notify = nil
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for {
+			n, err := s.pollFeed(ctx)
+			if err != nil {
+				if isUnavailable(err) {
+					s.noteDown(err)
+				} else {
+					s.log.Warn("store: reading the change feed failed", "err", redactErr(err, s.url))
+				}
+				break
+			}
+			if n < feedBatch {
+				break
+			}
+		}
+		cancel()
+	}
+}
+
+// pollFeed reads one batch of the feed and queues other replicas' values.
+// It returns how many rows it read.
+func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
+	s.feedMu.Lock()
+	defer s.feedMu.Unlock()
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var pruned int64
+	if err := tx.QueryRowContext(ctx, `SELECT pruned_through FROM state_feed_meta`).Scan(&pruned); err != nil {
+		return 0, err
+	}
+	if pruned > s.feedSeq {
+		return 0, s.resync(ctx, tx)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, version, origin, kind, provider, connection_id, name, exact, payload
+		FROM state_changes WHERE seq > $1 ORDER BY seq LIMIT $2`, s.feedSeq, feedBatch)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n, queued := 0, 0
+	var settings model.Layer
+	s.m.mu.Lock()
+	for rows.Next() {
+		var seq, version int64
+		var origin, kname string
+		var k key
+		var payload []byte
+		if err := rows.Scan(&seq, &version, &origin, &kname, &k.provider, &k.conn, &k.name, &k.exact, &payload); err != nil {
+			s.m.mu.Unlock()
+			return n, err
+		}
+		n++
+		s.feedSeq = seq
+		if origin == s.opts.Origin {
+			continue
+		}
+		kd, ok := parseKind(kname)
+		if !ok {
+			s.log.Warn("store: change feed row of unknown kind skipped", "seq", seq, "kind", kname)
+			continue
+		}
+		k.kind = kd
+		if kd == kindSettings {
+			l, err := model.ParseLayerJSON(payload)
+			if err != nil {
+				s.log.Warn("store: unreadable settings in the change feed skipped", "seq", seq, "err", err)
+				continue
+			}
+			settings = l
+			continue
+		}
+		var v value
+		if payload != nil {
+			if v, err = tableOf(kd).decode(k, payload); err != nil {
+				s.log.Warn("store: unreadable change feed row skipped", "seq", seq, "kind", kname, "key", keyString(k), "err", err)
+				continue
+			}
+		}
+		s.m.enqueueRemote(k, v, version)
+		queued++
+	}
+	s.m.mu.Unlock()
+	if err := rows.Err(); err != nil {
+		return n, err
+	}
+	if settings != nil {
+		s.setMu.Lock()
+		s.remoteS = settings
+		s.setMu.Unlock()
+		queued++
+	}
+	s.noteUp()
+	if queued > 0 {
+		s.signal()
+	}
+	return n, nil
+}
+
+// resync queues every stored row (and the removal of every lockout or pin
+// no longer stored) after this replica fell behind the feed's retention.
+func (s *Postgres) resync(ctx context.Context, tx *sql.Tx) error {
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT GREATEST(COALESCE((SELECT max(seq) FROM state_changes), 0),
+		(SELECT pruned_through FROM state_feed_meta))`).Scan(&seq); err != nil {
+		return err
+	}
+	stored := map[key]bool{}
+	type row struct {
+		k   key
+		ver int64
+		v   value
+	}
+	var all []row
+	for _, t := range tables {
+		rows, err := tx.QueryContext(ctx, t.selectSQL(false))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			k, ver, v, err := t.scan(rows)
+			if err != nil {
+				continue
+			}
+			stored[k] = true
+			all = append(all, row{k, ver, v})
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return err
+		}
+	}
+	var settings model.Layer
+	var raw []byte
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM key_value WHERE namespace = $1 AND key = $2`, settingsNamespace, settingsKey).Scan(&raw); err == nil {
+		settings, _ = model.ParseLayerJSON(raw)
+	}
+	s.m.mu.Lock()
+	for _, r := range all {
+		s.m.enqueueRemote(r.k, r.v, r.ver)
+	}
+	for k, e := range s.m.ents {
+		if (k.kind == kindLockout || k.kind == kindPin) && e.val.present && !stored[k] {
+			s.m.enqueueRemote(k, value{}, seq)
+		}
+	}
+	s.m.mu.Unlock()
+	s.feedSeq = seq
+	if settings != nil {
+		s.setMu.Lock()
+		s.remoteS = settings
+		s.setMu.Unlock()
+	}
+	s.log.Info("store: fell behind the change feed; reloaded every table", "rows", len(all))
+	s.signal()
+	return nil
+}

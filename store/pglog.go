@@ -1,0 +1,238 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// pgLog writes the request log behind: LogAttempt appends to a bounded
+// buffer (dropping the oldest when the database has been down long enough to
+// fill it) and a goroutine copies batches into proxy_logs.
+type pgLog struct {
+	s       *Postgres
+	mu      sync.Mutex
+	buf     []LogRecord
+	max     int
+	dropped atomic.Int64
+	removed int64 // records ever removed from the front of buf (written or dropped)
+	kick    chan struct{}
+}
+
+const (
+	logFlushEvery = 500 * time.Millisecond
+	logBatchMax   = 2000
+)
+
+func newPGLog(s *Postgres, max int) *pgLog {
+	return &pgLog{s: s, max: max, kick: make(chan struct{}, 1)}
+}
+
+func (s *Postgres) LogAttempt(rec LogRecord) {
+	rec = sanitize(rec)
+	l := s.reqlog
+	l.mu.Lock()
+	if len(l.buf) >= l.max {
+		// Drop the oldest tenth at once, so a long outage costs O(1) per record.
+		n := len(l.buf) - l.max + max(1, l.max/10)
+		l.buf = append(l.buf[:0], l.buf[n:]...)
+		l.removed += int64(n)
+		l.dropped.Add(int64(n))
+	}
+	l.buf = append(l.buf, rec)
+	full := len(l.buf) >= logBatchMax
+	l.mu.Unlock()
+	if full {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *pgLog) loop() {
+	defer l.s.wg.Done()
+	wait := logFlushEvery
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.s.stop:
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := l.flush(ctx)
+		cancel()
+		if err != nil {
+			wait = min(2*wait, 5*time.Second)
+		} else {
+			wait = logFlushEvery
+		}
+		t.Reset(wait)
+	}
+}
+
+// flush writes everything buffered, in batches.
+func (l *pgLog) flush(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		n := min(len(l.buf), logBatchMax)
+		batch := append([]LogRecord(nil), l.buf[:n]...)
+		start := l.removed
+		l.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err := l.write(ctx, batch); err != nil {
+			if isUnavailable(err) {
+				l.s.noteDown(err)
+			} else {
+				l.s.log.Warn("store: writing the request log failed", "err", redactErr(err, l.s.url))
+			}
+			return err
+		}
+		l.mu.Lock()
+		// Records dropped meanwhile already left the front of the buffer.
+		rest := max(0, int64(n)-(l.removed-start))
+		l.buf = l.buf[min(int(rest), len(l.buf)):]
+		l.removed += rest
+		if len(l.buf) == 0 {
+			l.buf = nil
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (l *pgLog) write(ctx context.Context, batch []LogRecord) error {
+	tx, err := l.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, pq.CopyIn("proxy_logs", "ts", "request_id", "provider", "connection_id", "model",
+		"status", "latency_ms", "first_byte_ms", "error_type", "reason", "egress_ip", "headers", "error_body"))
+	if err != nil {
+		return err
+	}
+	for _, r := range batch {
+		h := r.Headers
+		if h == nil {
+			h = map[string]string{}
+		}
+		hb, err := json.Marshal(h)
+		if err != nil {
+			return err
+		}
+		var fb, ip any
+		if r.FirstByteMs > 0 {
+			fb = r.FirstByteMs
+		}
+		if r.EgressIP != "" {
+			ip = r.EgressIP
+		}
+		if _, err := stmt.ExecContext(ctx, r.Time, r.RequestID, r.Provider, r.Connection, r.Model, r.Status,
+			r.LatencyMs, fb, r.ErrorType, r.Reason, ip, string(hb), r.ErrorBody); err != nil {
+			stmt.Close()
+			return err
+		}
+	}
+	if _, err := stmt.ExecContext(ctx); err != nil {
+		stmt.Close()
+		return err
+	}
+	if err := stmt.Close(); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// drain writes what is left at Close.
+func (l *pgLog) drain(ctx context.Context) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := l.flush(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			l.mu.Lock()
+			n := len(l.buf)
+			l.mu.Unlock()
+			return fmt.Errorf("%d record(s) not written: %w", n, err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Postgres) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord, error) {
+	var until, since any
+	if !q.Since.IsZero() {
+		since = q.Since
+	}
+	if !q.Until.IsZero() {
+		until = q.Until
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT ts, request_id, provider, connection_id, model, status, latency_ms,
+		COALESCE(first_byte_ms, 0), error_type, reason, COALESCE(egress_ip, ''), headers, error_body
+		FROM proxy_logs
+		WHERE ($1::timestamptz IS NULL OR ts >= $1) AND ($2::timestamptz IS NULL OR ts < $2)
+		  AND ($3 = '' OR provider = $3) AND ($4 = '' OR connection_id = $4)
+		ORDER BY ts DESC, id DESC LIMIT $5`, since, until, q.Provider, q.Connection, clampLimit(q.Limit))
+	if err != nil {
+		return nil, s.wrapRead(err)
+	}
+	defer rows.Close()
+	var out []LogRecord
+	for rows.Next() {
+		var r LogRecord
+		var hb []byte
+		if err := rows.Scan(&r.Time, &r.RequestID, &r.Provider, &r.Connection, &r.Model, &r.Status, &r.LatencyMs,
+			&r.FirstByteMs, &r.ErrorType, &r.Reason, &r.EgressIP, &hb, &r.ErrorBody); err != nil {
+			return nil, s.wrapRead(err)
+		}
+		if len(hb) > 2 {
+			_ = json.Unmarshal(hb, &r.Headers)
+		}
+		r.Time = r.Time.UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrapRead(err)
+	}
+	return out, nil
+}
+
+func (s *Postgres) LastEgressIPs(ctx context.Context, provider string, since time.Time) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT ON (connection_id) connection_id, egress_ip
+		FROM proxy_logs WHERE provider = $1 AND ts >= $2 AND egress_ip IS NOT NULL
+		ORDER BY connection_id, ts DESC`, provider, since)
+	if err != nil {
+		return nil, s.wrapRead(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var c string
+		var ip sql.NullString
+		if err := rows.Scan(&c, &ip); err != nil {
+			return nil, s.wrapRead(err)
+		}
+		out[c] = ip.String
+	}
+	return out, s.wrapReadNil(rows.Err())
+}
+
+func (s *Postgres) wrapReadNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.wrapRead(err)
+}

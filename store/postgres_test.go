@@ -1,0 +1,374 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/internal/pgtest"
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// driveIncident puts every kind of state into an engine: an OPEN breaker,
+// cooldowns with backoff, a banned connection, a request-rejected streak,
+// lockouts, a tripped provider window and round-robin cursors.
+func driveIncident(t testing.TB, e *model.Engine, s Store) model.Time {
+	now := t0
+	step := func(route string, o model.Outcome) {
+		hit(t, e, now, route, o)
+		s.Apply(e.Changes())
+		now = now.Add(100)
+	}
+	for i := 0; i < 3; i++ {
+		step("b/m1", status(503)) // local: opens at 2
+	}
+	step("a/m1", status(429))
+	step("a/m1", model.Outcome{Kind: model.OutcomeResponse, Status: 403, Body: "Request not allowed"})
+	step("a/m2", model.Outcome{Kind: model.OutcomeResponse, Status: 403, Body: "account has been deactivated"})
+	step("g/m2", status(429))
+	step("g/m1", status(404))
+	step("rr", status(200))
+	step("c", status(200))
+	return now
+}
+
+func TestPostgresRestoreEqualsMemory(t *testing.T) {
+	// SPEC "does better" 14: every kind of state survives a restart, and the
+	// Postgres store restores what the memory store holds.
+	url := pgtest.NewDB(t)
+	e := newEngine(t)
+	pg := openPG(t, url, nil)
+	mem := NewMemory(MemoryOptions{})
+	if _, err := pg.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	now := driveIncident(t, e, multi{pg, mem})
+	if err := pg.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := durable(e, now)
+	if b := want.Providers[1].Breaker; b.State != model.Open {
+		t.Fatalf("incident did not open breaker b: %v", b.State)
+	}
+
+	pg2 := openPG(t, url, nil)
+	st, err := pg2.Load(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromPG := newEngine(t)
+	if err := RestoreEngine(fromPG, st); err != nil {
+		t.Fatal(err)
+	}
+	mst, _ := mem.Load(ctxT(t))
+	fromMem := newEngine(t)
+	if err := RestoreEngine(fromMem, mst); err != nil {
+		t.Fatal(err)
+	}
+	if got := durable(fromPG, now); !reflect.DeepEqual(got, want) {
+		t.Fatalf("postgres restore differs:\n got %+v\nwant %+v", got, want)
+	}
+	if got := durable(fromMem, now); !reflect.DeepEqual(got, want) {
+		t.Fatalf("memory restore differs:\n got %+v\nwant %+v", got, want)
+	}
+	// The OPEN breaker keeps its remaining time: still OPEN just before the
+	// deadline, HALF_OPEN after.
+	for _, v := range fromPG.Providers(now) {
+		if v.Provider == "b" && (v.State != model.Open || v.RetryAfterMs <= 0) {
+			t.Fatalf("restored breaker b: %+v", v)
+		}
+	}
+}
+
+// multi fans changes out to several stores.
+type multi []Store
+
+func (m multi) Apply(c []model.Change) {
+	for _, s := range m {
+		s.Apply(c)
+	}
+}
+func (m multi) Load(ctx context.Context) (model.State, error) { return m[0].Load(ctx) }
+func (m multi) Flush(ctx context.Context) error               { return m[0].Flush(ctx) }
+func (m multi) Close(ctx context.Context) error               { return m[0].Close(ctx) }
+func (m multi) SaveSettings(ctx context.Context, l model.Layer) error {
+	return m[0].SaveSettings(ctx, l)
+}
+func (m multi) LoadSettings(ctx context.Context) (model.Layer, error) { return m[0].LoadSettings(ctx) }
+func (m multi) PutPin(p Pin)                                          { m[0].PutPin(p) }
+func (m multi) DeletePin(p, h string)                                 { m[0].DeletePin(p, h) }
+func (m multi) Pin(p, h string) (Pin, bool)                           { return m[0].Pin(p, h) }
+func (m multi) Leases() Leases                                        { return m[0].Leases() }
+func (m multi) LogAttempt(r LogRecord)                                { m[0].LogAttempt(r) }
+func (m multi) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord, error) {
+	return m[0].RecentAttempts(ctx, q)
+}
+func (m multi) LastEgressIPs(ctx context.Context, p string, s time.Time) (map[string]string, error) {
+	return m[0].LastEgressIPs(ctx, p, s)
+}
+func (m multi) Updates() <-chan struct{} { return m[0].Updates() }
+func (m multi) ApplyRemote(e *model.Engine, now model.Time) (RemoteResult, error) {
+	return m[0].ApplyRemote(e, now)
+}
+func (m multi) Health() Health { return m[0].Health() }
+
+func TestPostgresFailOpenConvergesAfterOutage(t *testing.T) {
+	// Fail-open: while Postgres is unreachable changes are kept in memory
+	// (coalesced), Flush reports ErrStoreUnavailable, and when it returns the
+	// database converges to the in-memory state with nothing lost.
+	url := pgtest.NewDB(t)
+	px := pgtest.NewProxy(t, url)
+	s := openPG(t, px.URL(url), nil)
+	if _, err := s.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t)
+	px.SetDown(true)
+	now := driveIncident(t, e, s)
+	if err := s.Flush(ctxT(t)); !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("flush during outage: %v, want ErrStoreUnavailable", err)
+	}
+	if h := s.Health(); h.Up || h.Pending == 0 {
+		t.Fatalf("health during outage: %+v", h)
+	}
+	if h := s.Health(); strings.Contains(h.LastError, "postgres://") {
+		t.Fatalf("health leaks the database URL: %q", h.LastError)
+	}
+	px.SetDown(false)
+	eventually(t, "pending changes written", func() bool { return s.Health().Pending == 0 && s.Health().Up })
+	if err := s.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openPG(t, url, nil)
+	st, err := s2.Load(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newEngine(t)
+	if err := RestoreEngine(r, st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := durable(r, now), durable(e, now); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the outage:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestPostgresCorruptRowsReportedAndSkipped(t *testing.T) {
+	// Load never crashes on rows it cannot read (bad enum, JSON of the wrong
+	// shape, unknown cursor kind): each is reported with table and key and
+	// skipped; everything else loads.
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	if _, err := s.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t)
+	driveIncident(t, e, s)
+	if err := s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	db := s.DB()
+	for _, q := range []string{
+		`UPDATE provider_connections SET status = 'zombie' WHERE provider = 'a' AND connection_id = 'k1'`,
+		`UPDATE provider_connections SET conn = '{"status": 42}' WHERE provider = 'a' AND connection_id = 'k2'`,
+		`UPDATE domain_circuit_breakers SET breaker = '{"state": "SIDEWAYS"}' WHERE name = 'b'`,
+		`INSERT INTO model_lockouts (provider, connection_id, lock_name, exact, reason, failure_count, version) VALUES ('a','k3','m9',false,'no_such_reason',1,1)`,
+		`INSERT INTO routing_cursors (kind, name, cursor, version) VALUES ('planet', 'x', 1, 1)`,
+		`UPDATE provider_cooldown_windows SET failures = '{"not":"a list"}' WHERE provider = 'a'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s2 := openPG(t, url, nil)
+	st, err := s2.Load(ctxT(t))
+	var le *LoadError
+	if !errors.As(err, &le) {
+		t.Fatalf("load: %v, want *LoadError", err)
+	}
+	got := map[string]bool{}
+	for _, p := range le.Problems {
+		got[p.Table+"["+p.Key+"]"] = true
+	}
+	for _, w := range []string{"provider_connections[a/k1]", "provider_connections[a/k2]", "domain_circuit_breakers[b]",
+		"model_lockouts[a/k3/m9]", "routing_cursors[combo:planet:x]"} {
+		if !got[w] {
+			t.Errorf("problem %s not reported; got %v", w, le.Problems)
+		}
+	}
+	// The rest loaded: g's connections and lockouts are there.
+	r := newEngine(t)
+	if err := RestoreEngine(r, st); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range st.Connections {
+		if c.Provider == "g" && len(c.Lockouts) > 0 {
+			found = true
+		}
+		if c.Provider == "a" && (c.Connection == "k1" || c.Connection == "k2") && c.Conn != (model.Conn{}) {
+			t.Errorf("corrupt row %s/%s restored: %+v", c.Provider, c.Connection, c.Conn)
+		}
+	}
+	if !found {
+		t.Errorf("healthy lockouts of g not restored: %+v", st.Connections)
+	}
+	// A later flush overwrites a corrupt row with the live value.
+	e2 := newEngine(t)
+	if err := RestoreEngine(e2, st); err != nil {
+		t.Fatal(err)
+	}
+	hit(t, e2, t0.Add(10*3600_000), "a/m1", status(429))
+	s2.Apply(e2.Changes())
+	if err := s2.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	if err := db.QueryRow(`SELECT status FROM provider_connections WHERE provider = 'a' AND connection_id = 'k1'`).Scan(&status); err != nil || status == "zombie" {
+		t.Fatalf("corrupt row not repaired: %q %v", status, err)
+	}
+}
+
+func TestPostgresCoalescesWrites(t *testing.T) {
+	// Write-behind coalescing: many changes to one entity between two flushes
+	// are one row write.
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, func(o *PostgresOptions) { o.FlushInterval = time.Hour })
+	if _, err := s.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		s.Apply([]model.Change{{At: t0.Add(int64(i)), Kind: model.ChangeConnection, Provider: "a", Connection: "k1",
+			Conn: model.Conn{BackoffLevel: i % 5, RateLimitedUntil: t0.Add(int64(i) + 1000)}}})
+	}
+	if err := s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.Health(); h.Written != 1 || h.Flushes != 1 {
+		t.Fatalf("1000 changes of one connection: %d rows in %d flushes, want 1 in 1", h.Written, h.Flushes)
+	}
+}
+
+func TestPostgresSettingsSavedAndShared(t *testing.T) {
+	// SPEC §11.1: saved settings are persisted (key_value) and another
+	// replica gets them through the change feed.
+	url := pgtest.NewDB(t)
+	a, b := openPG(t, url, nil), openPG(t, url, nil)
+	for _, s := range []*Postgres{a, b} {
+		if _, err := s.Load(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := model.ParseLayerJSON([]byte(`{"providerBreaker":{"apikey":{"failureThreshold":5}},"sessionAffinityTtlMs":"30s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveSettings(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.LoadSettings(ctxT(t))
+	if err != nil || !reflect.DeepEqual(got, l) {
+		t.Fatalf("load settings: %v %v, want %v", got, err, l)
+	}
+	e := newEngine(t)
+	var remote model.Layer
+	eventually(t, "settings reach replica b", func() bool {
+		r, err := b.ApplyRemote(e, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Settings != nil {
+			remote = r.Settings
+		}
+		return remote != nil
+	})
+	if !reflect.DeepEqual(remote, l) {
+		t.Fatalf("replica got %v, want %v", remote, l)
+	}
+}
+
+func TestPostgresPinsPersistedAndShared(t *testing.T) {
+	// SPEC §2c: pins are persisted (by session hash only) and shared.
+	url := pgtest.NewDB(t)
+	a, b := openPG(t, url, nil), openPG(t, url, nil)
+	for _, s := range []*Postgres{a, b} {
+		if _, err := s.Load(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := SessionHash("glm", "session-123")
+	p := Pin{Provider: "glm", SessionHash: h, Connection: "k2", CreatedAt: t0, LastUsedAt: t0, ExpiresAt: t0.Add(60_000)}
+	a.PutPin(p)
+	eventually(t, "pin reaches replica b", func() bool {
+		_, _ = b.ApplyRemote(newEngine(t), t0)
+		got, ok := b.Pin("glm", h)
+		return ok && got == p
+	})
+	var n int
+	if err := a.DB().QueryRow(`SELECT count(*) FROM session_affinity_pins WHERE session_hash = $1 AND session_hash NOT LIKE '%session-123%'`, h).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("pin row: %d %v", n, err)
+	}
+	a.DeletePin("glm", h)
+	eventually(t, "pin removal reaches replica b", func() bool {
+		_, _ = b.ApplyRemote(newEngine(t), t0)
+		_, ok := b.Pin("glm", h)
+		return !ok
+	})
+	// Restart: a fresh store loads pins.
+	a.PutPin(p)
+	if err := a.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	c := openPG(t, url, nil)
+	if _, err := c.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.Pin("glm", h); !ok || got != p {
+		t.Fatalf("pin after restart: %+v %v", got, ok)
+	}
+}
+
+func TestPostgresRequestLog(t *testing.T) {
+	// SPEC §11.9: one row per attempt, classification headers only, error
+	// body cut to 2 KB and redacted; the egress lookup of SPEC §7.
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	key := "sk-" + strings.Repeat("A1b2", 10)
+	s.LogAttempt(LogRecord{Time: base, RequestID: "r1", Provider: "glm", Connection: "k1", Model: "glm-5", Status: 429,
+		LatencyMs: 120, FirstByteMs: 0, Reason: "rate_limit_exceeded", EgressIP: "10.0.0.1",
+		Headers:   map[string]string{"Retry-After": "5", "X-RateLimit-Reset-Requests": "1s", "Authorization": "Bearer " + key, "Set-Cookie": "a=b"},
+		ErrorBody: `{"error":"quota","api_key":"` + key + `"}` + strings.Repeat("x", 5000)})
+	s.LogAttempt(LogRecord{Time: base.Add(time.Second), RequestID: "r2", Provider: "glm", Connection: "k2", Status: 200, EgressIP: "10.0.0.2"})
+	s.LogAttempt(LogRecord{Time: base.Add(2 * time.Second), RequestID: "r3", Provider: "glm", Connection: "k1", Status: 200, EgressIP: "10.0.0.3"})
+	var recs []LogRecord
+	eventually(t, "log written", func() bool {
+		var err error
+		recs, err = s.RecentAttempts(ctxT(t), LogQuery{Provider: "glm"})
+		return err == nil && len(recs) == 3
+	})
+	r := recs[2]
+	if r.RequestID != "r1" || r.Status != 429 || r.Reason != "rate_limit_exceeded" {
+		t.Fatalf("oldest record: %+v", r)
+	}
+	if len(r.ErrorBody) > 2048 || strings.Contains(r.ErrorBody, key) || !strings.Contains(r.ErrorBody, redacted) {
+		t.Fatalf("error body not cut/redacted: %d bytes %q", len(r.ErrorBody), r.ErrorBody[:100])
+	}
+	if _, ok := r.Headers["authorization"]; ok || r.Headers["retry-after"] != "5" || r.Headers["x-ratelimit-reset-requests"] != "1s" || len(r.Headers) != 2 {
+		t.Fatalf("headers: %v", r.Headers)
+	}
+	ips, err := s.LastEgressIPs(ctxT(t), "glm", base.Add(-time.Hour))
+	if err != nil || ips["k1"] != "10.0.0.3" || ips["k2"] != "10.0.0.2" {
+		t.Fatalf("egress: %v %v", ips, err)
+	}
+	// The memory store keeps the same records the same way.
+	m := NewMemory(MemoryOptions{})
+	m.LogAttempt(LogRecord{Time: base, Provider: "glm", Connection: "k1", ErrorBody: "token=" + key, EgressIP: "1.2.3.4"})
+	mr, _ := m.RecentAttempts(ctxT(t), LogQuery{})
+	if len(mr) != 1 || strings.Contains(mr[0].ErrorBody, key) {
+		t.Fatalf("memory log: %+v", mr)
+	}
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/internal/pgtest"
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// replica is one gateway process: an engine and its store.
+type replica struct {
+	e *model.Engine
+	s *Postgres
+}
+
+func newReplicas(t *testing.T, n int) []replica {
+	url := pgtest.NewDB(t)
+	out := make([]replica, n)
+	for i := range out {
+		out[i] = replica{e: newEngine(t), s: openPG(t, url, nil)}
+		st, err := out[i].s.Load(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := RestoreEngine(out[i].e, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func (r replica) sync(t testing.TB, now model.Time) {
+	r.s.Apply(r.e.Changes())
+	if _, err := r.s.ApplyRemote(r.e, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func breakerState(e *model.Engine, now model.Time, p string) model.BreakerState {
+	for _, v := range e.Providers(now) {
+		if v.Provider == p {
+			return v.State
+		}
+	}
+	return 255
+}
+
+func connState(e *model.Engine, now model.Time, p, c string) model.ConnectionView {
+	for _, v := range e.Connections(now, p) {
+		if v.Connection == c {
+			return v
+		}
+	}
+	return model.ConnectionView{}
+}
+
+func TestReplicasShareAnOpenBreaker(t *testing.T) {
+	// SPEC "does better" 19: a breaker opened by one replica is OPEN on the
+	// other, which then skips the provider.
+	rs := newReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	now := t0
+	for i := 0; i < 2; i++ {
+		hit(t, a.e, now, "b/m1", status(503))
+		a.sync(t, now)
+		now = now.Add(10)
+	}
+	if breakerState(a.e, now, "b") != model.Open {
+		t.Fatal("replica a did not open breaker b")
+	}
+	eventually(t, "replica b sees breaker b OPEN", func() bool {
+		b.sync(t, now)
+		return breakerState(b.e, now, "b") == model.Open
+	})
+	r, _ := b.e.Resolve("b/m1")
+	var sel model.Selection
+	b.e.Select(now, &model.Request{Route: r}, &sel)
+	if len(sel.Candidates) != 0 || len(sel.Excluded) == 0 || sel.Excluded[0].Reason != model.ExclCircuitOpen {
+		t.Fatalf("replica b still routes to b: %+v", sel)
+	}
+	// and the reset on b reaches a.
+	if _, err := b.e.ResetBreakers(now, "b"); err != nil {
+		t.Fatal(err)
+	}
+	b.sync(t, now)
+	eventually(t, "replica a sees the reset", func() bool {
+		a.sync(t, now)
+		return breakerState(a.e, now, "b") == model.Closed
+	})
+}
+
+func TestReplicasConcurrentChangesMerge(t *testing.T) {
+	// Conflict rules (docs/store.md): concurrent cooldowns on one connection
+	// converge to the later end on both replicas, and a terminal state on
+	// one wins over a transient one on the other.
+	rs := newReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	now := t0
+	// Both replicas fail on a/k1 before either hears of the other.
+	hit(t, a.e, now, "a/m1", model.Outcome{Kind: model.OutcomeResponse, Status: 429, Headers: model.HeaderMap{"retry-after": "30"}})
+	hit(t, b.e, now, "a/m1", model.Outcome{Kind: model.OutcomeResponse, Status: 429, Headers: model.HeaderMap{"retry-after": "90"}})
+	// ... and on g/k1: a bans it, b only cools it.
+	hit(t, a.e, now, "g/m1", model.Outcome{Kind: model.OutcomeResponse, Status: 403, Body: "account has been deactivated"})
+	hit(t, b.e, now, "g/m1", status(429))
+	a.s.Apply(a.e.Changes())
+	b.s.Apply(b.e.Changes())
+	if err := a.s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		eventually(t, "replicas converge", func() bool {
+			r.sync(t, now)
+			k1 := connState(r.e, now, "a", "k1")
+			g1 := connState(r.e, now, "g", "k1")
+			return k1.CooldownRemainingMs == 90_000 && g1.Status == model.StatusBanned
+		})
+	}
+	if da, db := durable(a.e, now), durable(b.e, now); !equalConns(da, db) {
+		t.Fatalf("replicas disagree:\n a %+v\n b %+v", da.Connections, db.Connections)
+	}
+}
+
+// equalConns compares the connection records, ignoring use counters (each
+// replica counts its own attempts).
+func equalConns(a, b model.State) bool {
+	if len(a.Connections) != len(b.Connections) {
+		return false
+	}
+	for i := range a.Connections {
+		x, y := a.Connections[i], b.Connections[i]
+		x.Conn.Uses, y.Conn.Uses, x.Conn.LastUsedAt, y.Conn.LastUsedAt = 0, 0, 0, 0
+		if x.Provider != y.Provider || x.Connection != y.Connection || x.Conn != y.Conn || len(x.Lockouts) != len(y.Lockouts) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReplicaCatchesUpAfterFeedPruned(t *testing.T) {
+	// A replica that fell behind the change feed's retention reloads every
+	// table instead of missing changes.
+	rs := newReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	now := t0
+	hit(t, a.e, now, "a/m1", status(401))
+	a.sync(t, now)
+	if err := a.s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate pruning everything b has not read yet.
+	if _, err := a.s.DB().Exec(`WITH d AS (DELETE FROM state_changes RETURNING seq)
+		UPDATE state_feed_meta SET pruned_through = (SELECT COALESCE(max(seq), 0) FROM d) + 1000`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica b reloads", func() bool {
+		b.sync(t, now)
+		return connState(b.e, now, "a", "k1").Status == model.StatusCooldown
+	})
+}
+
+func TestReplicasThreeWayMergeKeepsAClear(t *testing.T) {
+	// docs/store.md "Conflicts": what only one replica changed is taken from
+	// it. A clears a cooldown while B, concurrently, only counts a use of the
+	// same connection: the clear survives and the use counts.
+	url := pgtest.NewDB(t)
+	slow := func(o *PostgresOptions) { o.FlushInterval = time.Hour }
+	a, b := openPG(t, url, slow), openPG(t, url, slow)
+	eb := newEngine(t)
+	for _, s := range []*Postgres{a, b} {
+		if _, err := s.Load(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cooling := model.Conn{RateLimitedUntil: t0.Add(60_000), CooldownSetAt: t0, BackoffLevel: 2, LastError: "429", ErrorCode: 429, LastErrorAt: t0, Uses: 1}
+	change := func(c model.Conn) []model.Change {
+		return []model.Change{{At: t0, Kind: model.ChangeConnection, Provider: "a", Connection: "k1", Conn: c}}
+	}
+	a.Apply(change(cooling))
+	if err := a.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b sees the cooldown", func() bool {
+		_, _ = b.ApplyRemote(eb, t0)
+		return connState(eb, t0, "a", "k1").CooldownRemainingMs > 0
+	})
+	used := cooling
+	used.Uses = 2
+	b.Apply(change(used))                 // b: one more use, nothing else
+	a.Apply(change(model.Conn{Uses: 1}))  // a: the cooldown cleared
+	for _, s := range []*Postgres{b, a} { // b writes first; a's write is concurrent
+		if err := s.Flush(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var uses int64
+	var until sql.NullTime
+	if err := a.DB().QueryRow(`SELECT uses, rate_limited_until FROM provider_connections WHERE provider = 'a' AND connection_id = 'k1'`).Scan(&uses, &until); err != nil {
+		t.Fatal(err)
+	}
+	if until.Valid || uses != 2 {
+		t.Fatalf("stored: until=%v uses=%d, want no cooldown and 2 uses", until, uses)
+	}
+	eventually(t, "b converges to the clear", func() bool {
+		_, _ = b.ApplyRemote(eb, t0)
+		v := connState(eb, t0, "a", "k1")
+		return v.CooldownRemainingMs == 0 && v.BackoffLevel == 0
+	})
+}

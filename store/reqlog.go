@@ -1,0 +1,172 @@
+package store
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// LogRecord is one upstream attempt in the request log (SPEC §11.9). It
+// never holds a prompt or a completion.
+type LogRecord struct {
+	Time        time.Time `json:"time"`
+	RequestID   string    `json:"requestId,omitempty"`
+	Provider    string    `json:"provider"`
+	Connection  string    `json:"connection"`
+	Model       string    `json:"model,omitempty"`
+	Status      int       `json:"status"`
+	LatencyMs   int64     `json:"latencyMs"`
+	FirstByteMs int64     `json:"firstByteMs,omitempty"` // 0 = no byte came
+	ErrorType   string    `json:"errorType,omitempty"`   // transport / timeout / upstream status class
+	Reason      string    `json:"reason,omitempty"`      // the verdict reason (model.Reason name)
+	EgressIP    string    `json:"egressIp,omitempty"`
+	// Headers keeps only the classification-relevant response headers
+	// (retry-after*, x-ratelimit-*, provider reset headers); LogAttempt
+	// drops the rest.
+	Headers map[string]string `json:"headers,omitempty"`
+	// ErrorBody is the first 2 KB of an error body, redacted.
+	ErrorBody string `json:"errorBody,omitempty"`
+}
+
+// LogQuery selects request log records, newest first.
+type LogQuery struct {
+	Since, Until time.Time // zero = unbounded
+	Provider     string
+	Connection   string
+	Limit        int // default 1000, at most 100 000
+}
+
+const (
+	maxErrorBody   = 2048
+	maxHeaderValue = 256
+	// logRingSize is how many records the memory store keeps.
+	logRingSize = 10_000
+)
+
+// classificationHeaderPrefixes are the response headers worth keeping:
+// they are what classification read (SPEC §11.9).
+var classificationHeaderPrefixes = []string{
+	"retry-after", "x-ratelimit-", "x-rate-limit-", "ratelimit", "anthropic-ratelimit-",
+	"x-request-id", "request-id",
+}
+
+// sanitize prepares a record for storage: headers filtered and redacted,
+// the error body cut to 2 KB and redacted. It is what makes the log safe to
+// export, so both stores run it before keeping anything.
+func sanitize(r LogRecord) LogRecord {
+	if len(r.Headers) > 0 {
+		h := make(map[string]string, len(r.Headers))
+		for k, v := range r.Headers {
+			lk := strings.ToLower(k)
+			if !slices.ContainsFunc(classificationHeaderPrefixes, func(p string) bool { return strings.HasPrefix(lk, p) }) {
+				continue
+			}
+			h[lk] = truncateUTF8(Redact(v), maxHeaderValue)
+		}
+		r.Headers = h
+	}
+	if r.ErrorBody != "" {
+		// Redact a little more than we keep, so a key cut at the boundary is
+		// still recognised whole.
+		r.ErrorBody = truncateUTF8(Redact(truncateUTF8(r.ErrorBody, 2*maxErrorBody)), maxErrorBody)
+	}
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	r.Time = r.Time.UTC()
+	return r
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+const redacted = "[REDACTED]"
+
+var redactions = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	// key=value and "key": "value" pairs whose name says secret
+	{regexp.MustCompile(`(?i)("?(?:api[_-]?key|apikey|access[_-]?token|refresh[_-]?token|id[_-]?token|secret|password|passwd|authorization|x-api-key|x-goog-api-key|token|session[_-]?id|lease[_-]?owner)"?\s*[:=]\s*"?)([^"\s,;&}]+)`), "${1}" + redacted},
+	// bearer / basic credentials
+	{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}`), "${1} " + redacted},
+	// well-known key shapes
+	{regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}`), redacted},
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{20,}`), redacted},
+	{regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|github_pat|xox[abpr]|vlo)_[A-Za-z0-9_-]{8,}`), redacted},
+	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`), redacted}, // JWT
+	// any long opaque token
+	{regexp.MustCompile(`[A-Za-z0-9_+/-]{32,}={0,2}`), redacted},
+}
+
+// Redact replaces anything in s that looks like a key, a token or a
+// password with [REDACTED].
+func Redact(s string) string {
+	for _, r := range redactions {
+		s = r.re.ReplaceAllString(s, r.repl)
+	}
+	return s
+}
+
+// logRing is the memory store's request log: the last logRingSize records.
+type logRing struct {
+	mu   sync.Mutex
+	recs []LogRecord
+	next int
+	full bool
+}
+
+func (l *logRing) add(r LogRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.recs == nil {
+		l.recs = make([]LogRecord, logRingSize)
+	}
+	l.recs[l.next] = r
+	l.next++
+	if l.next == len(l.recs) {
+		l.next, l.full = 0, true
+	}
+}
+
+// query returns matching records newest first.
+func (l *logRing) query(q LogQuery) []LogRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	limit := clampLimit(q.Limit)
+	var out []LogRecord
+	n := l.next
+	if l.full {
+		n = len(l.recs)
+	}
+	for i := 0; i < n && len(out) < limit; i++ {
+		j := (l.next - 1 - i + len(l.recs)) % max(len(l.recs), 1)
+		r := l.recs[j]
+		if q.matches(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (q LogQuery) matches(r LogRecord) bool {
+	return (q.Since.IsZero() || !r.Time.Before(q.Since)) && (q.Until.IsZero() || r.Time.Before(q.Until)) &&
+		(q.Provider == "" || r.Provider == q.Provider) && (q.Connection == "" || r.Connection == q.Connection)
+}
+
+func clampLimit(n int) int {
+	if n <= 0 {
+		return 1000
+	}
+	return min(n, 100_000)
+}

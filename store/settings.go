@@ -1,0 +1,26 @@
+package store
+
+import (
+	"encoding/json"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// Saved settings live in key_value under this namespace and key.
+const (
+	settingsNamespace = "settings"
+	settingsKey       = "resilience"
+)
+
+// layerJSON encodes a settings layer, canonicalising it first so that what
+// is stored is exactly what ParseLayerJSON reads back.
+func layerJSON(l model.Layer) ([]byte, error) {
+	if l == nil {
+		l = model.Layer{}
+	}
+	c, err := model.LayerOf(map[string]any(l))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any(c))
+}
