@@ -183,6 +183,7 @@ type Attempt struct {
 	Model      string `json:"model"`
 	Started    Time   `json:"started"`
 	Permit     Permit `json:"permit"`
+	Target     int    `json:"target"` // combo target index, 0 for single-model routes
 	p, c       int32
 	done       bool
 }
@@ -212,7 +213,7 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 	cs.st.Uses++
 	cs.st.LastUsedAt = now
 	e.emit(Change{At: now, Kind: ChangeUsage, Provider: p.id, Connection: cs.id, Conn: cs.st})
-	return Attempt{Provider: p.id, Connection: cs.id, Model: c.Model, Started: now, Permit: pm, p: c.p, c: c.c}, nil
+	return Attempt{Provider: p.id, Connection: cs.id, Model: c.Model, Started: now, Permit: pm, Target: c.Target, p: c.p, c: c.c}, nil
 }
 
 // Record applies one attempt's outcome: classification, then the breaker,

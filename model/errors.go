@@ -99,18 +99,19 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		case x.Reason == ExclCircuitOpen:
 			circuit++
 			timers++
-			transient++
 		case x.Reason == ExclModelLockout:
 			locks++
 			timers++
 			if x.LockReason.Transient() {
 				transient++
 			}
-		case x.Reason.Timer():
+		case x.Reason == ExclConnectionCooldown:
 			timers++
 			if x.LockReason.Transient() {
 				transient++
 			}
+		case x.Reason.Timer():
+			timers++
 		default:
 			others++
 		}

@@ -67,6 +67,7 @@ type ConnectionView struct {
 	LastError           string        `json:"lastError,omitempty"`
 	ErrorCode           int           `json:"errorCode,omitempty"`
 	InFlight            int           `json:"inFlight"`
+	Uses                uint64        `json:"uses"`
 	Lockouts            []LockoutView `json:"lockouts"`
 }
 
@@ -109,7 +110,7 @@ func (e *Engine) Connections(now Time, provider string) []ConnectionView {
 			v := ConnectionView{Provider: p.id, Connection: c.id, Status: c.st.StatusAt(now),
 				CooldownRemainingMs: c.st.CooldownRemaining(now), BackoffLevel: c.st.LevelAt(now, decay),
 				LastErrorType: c.st.LastErrorType, LastError: c.st.LastError, ErrorCode: c.st.ErrorCode,
-				InFlight: c.inflight, Lockouts: []LockoutView{}}
+				InFlight: c.inflight, Uses: c.st.Uses, Lockouts: []LockoutView{}}
 			v.Lockouts = e.appendLockouts(now, p, c, v.Lockouts)
 			out = append(out, v)
 		}

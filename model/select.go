@@ -145,8 +145,8 @@ type Selection struct {
 	Candidates []Candidate
 	Excluded   []Excluded
 	// Earliest is the first instant a timer exclusion ends (0 = none), and
-	// EarliestTransient the first end among transient ones (cooldowns,
-	// breaker, window, transient lockouts) that a wait may bridge (SPEC §4b).
+	// EarliestTransient the first end among the transient connection
+	// cooldowns and model lockouts that a wait may bridge (SPEC §4b).
 	Earliest          Time
 	EarliestTransient Time
 	targets           []int32
@@ -168,7 +168,9 @@ func (s *Selection) exclude(now Time, x Excluded) {
 	if s.Earliest == 0 || at < s.Earliest {
 		s.Earliest = at
 	}
-	if x.Reason == ExclCircuitOpen || x.Reason == ExclProviderCooldown || x.LockReason.Transient() {
+	// Only a short connection cooldown or lockout is worth waiting for
+	// (SPEC §4b); an open breaker or a cooling provider answers at once.
+	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() {
 		if s.EarliestTransient == 0 || at < s.EarliestTransient {
 			s.EarliestTransient = at
 		}

@@ -151,7 +151,9 @@ func (w *Watchdog) Observe(now Time, ev StreamEvent) {
 	if ev.UsefulBytes > 0 {
 		w.output = true
 		w.protected = false
-		w.samples = append(w.samples, sample{now, ev.UsefulBytes})
+		if w.tp.Enabled {
+			w.samples = append(w.samples, sample{now, ev.UsefulBytes})
+		}
 	} else if ev.Reasoning || ev.ToolCall {
 		w.protected = true
 	}

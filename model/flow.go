@@ -1,0 +1,258 @@
+package model
+
+import "slices"
+
+// Flow is one client request's way through the model: which connection to
+// try next, when to wait for a short cooldown instead of failing, and what to
+// answer. The proxy and the simulator drive the same Flow, so they fail over,
+// wait and answer identically (DESIGN "one model, two shells").
+//
+// The shell loops:
+//
+//	f := eng.StartFlow(now, route, session, allowed)
+//	for {
+//	    step := f.Next(now, eng, &sel)
+//	    switch step.Kind {
+//	    case StepAttempt: outcome := call upstream with step.Attempt
+//	                      f.Record(now, eng, &step.Attempt, outcome, committed)
+//	    case StepWait:    sleep step.WaitMs (a client abort ends the request: 499)
+//	    case StepAnswer:  answer the client; done
+//	    }
+//	}
+type Flow struct {
+	Route   Route
+	Session string
+	Allowed []ConnRef
+
+	start, deadline Time
+	attempts        int
+	waits           int
+	waitedMs        int64
+	tried           []ConnRef
+	skipTargets     []int
+	retriedSame     bool
+	emergency       bool
+	last            Verdict
+	hasLast         bool
+	lastConn        ConnRef
+	answer          *Step
+}
+
+// StepKind says what the shell must do next.
+type StepKind uint8
+
+const (
+	StepAttempt StepKind = iota // call the upstream with Step.Attempt, then Flow.Record
+	StepWait                    // wait Step.WaitMs, then Flow.Next again
+	StepAnswer                  // answer the client with Step's status; the flow is over
+)
+
+var stepKindNames = enumNames{"attempt", "wait", "answer"}
+
+func (k StepKind) String() string               { return stepKindNames.name(uint8(k), "StepKind") }
+func (k StepKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Result classifies an answered request.
+type Result uint8
+
+const (
+	ResultServed      Result = iota // first attempt served it
+	ResultFallback                  // served after a fail-over or a wait
+	ResultUpstream                  // the client gets the last upstream error
+	ResultRejected                  // a typed gateway error (Step.Err)
+	ResultStreamError               // committed stream failed: an SSE error event ends it
+)
+
+var resultNames = enumNames{"served", "fallback", "upstream_error", "rejected", "stream_error"}
+
+func (r Result) String() string               { return resultNames.name(uint8(r), "Result") }
+func (r Result) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Step is the flow's instruction to the shell.
+type Step struct {
+	Kind    StepKind
+	Attempt Attempt // StepAttempt: already begun (the breaker permit is held)
+	WaitMs  int64   // StepWait
+	// StepAnswer: the client status, and either a typed gateway error (Err)
+	// or the last upstream answer (Result ResultUpstream / ResultServed).
+	Status       int
+	Result       Result
+	Err          *Error
+	RetryAfterMs int64 // Retry-After for the answer, 0 = none
+	// Verdict is the last attempt's verdict, when there was one.
+	Verdict Verdict
+	// LastConnection served (or last failed) the request.
+	LastConnection ConnRef
+}
+
+// StartFlow begins a request's flow at now; its whole-request budget
+// (requestBudget.maxAttempts, deadlineMs) starts with it.
+func (e *Engine) StartFlow(now Time, route Route, session string, allowed []ConnRef) Flow {
+	return Flow{Route: route, Session: session, Allowed: allowed, start: now,
+		deadline: now.Add(int64(e.settings.RequestBudget.DeadlineMs))}
+}
+
+// Deadline is the instant the whole-request budget ends; no attempt may run
+// past it.
+func (f *Flow) Deadline() Time { return f.deadline }
+
+// Attempts is how many upstream attempts the flow made.
+func (f *Flow) Attempts() int { return f.attempts }
+
+// Waits is how many cooldown waits the flow made.
+func (f *Flow) Waits() int { return f.waits }
+
+// Next decides the next step at now. sel is the caller's reused selection
+// buffer; after Next it holds the last selection made (for tracing).
+func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
+	if f.answer != nil {
+		return *f.answer
+	}
+	for {
+		if now >= f.deadline {
+			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
+				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's deadline was spent"}})
+		}
+		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session}
+		e.Select(now, &req, sel)
+		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool { return !slices.Contains(f.skipTargets, c.Target) })
+		if ci < 0 {
+			return f.noCandidate(now, e, sel)
+		}
+		if f.attempts >= e.settings.RequestBudget.MaxAttempts {
+			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
+				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's attempt budget was spent"}})
+		}
+		c := sel.Candidates[ci]
+		a, err := e.Begin(now, c)
+		if err != nil {
+			// The breaker refused between Select and Begin (its probe
+			// budget went to another request): not an attempt.
+			f.tried = append(f.tried, ConnRef{c.Provider, c.Connection})
+			continue
+		}
+		f.attempts++
+		return Step{Kind: StepAttempt, Attempt: a}
+	}
+}
+
+// noCandidate: nothing left to try. Wait for a short transient cooldown when
+// the settings allow it (SPEC §4b), fall back to the emergency target
+// (SPEC §11.7), else answer.
+func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
+	if len(f.tried) > 0 || len(f.skipTargets) > 0 {
+		// After a wait every connection is fair game again: judge the wait
+		// on the full picture.
+		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session}
+		e.Select(now, &req, sel)
+	}
+	budgetLeft := f.deadline.Sub(now)
+	var waitMs int64
+	var ok bool
+	if f.Route.IsCombo() {
+		w := &e.settings.ComboCooldownWait
+		waitMs, ok = WaitDecision(now, sel, w.Enabled, int64(w.MaxWaitMs), f.waits, w.MaxAttempts,
+			min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
+	} else {
+		w := &e.settings.WaitForCooldown
+		waitMs, ok = WaitDecision(now, sel, w.Enabled, int64(w.MaxRetryWaitSec)*1000, f.waits, w.MaxRetries,
+			min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
+	}
+	if ok {
+		f.waits++
+		f.waitedMs += waitMs
+		f.tried = f.tried[:0]
+		f.skipTargets = f.skipTargets[:0]
+		f.retriedSame = false
+		return Step{Kind: StepWait, WaitMs: waitMs}
+	}
+	unavail := Unavailable(now, &f.Route, sel)
+	if ef := &e.settings.EmergencyFallback; ef.Enabled && !f.emergency && ef.Target != "" && len(sel.Candidates) == 0 {
+		if r, err := e.Resolve(ef.Target); err == nil && r.Name != f.Route.Name {
+			f.emergency = true
+			f.Route = r
+			f.tried = f.tried[:0]
+			f.skipTargets = f.skipTargets[:0]
+			return f.Next(now, e, sel)
+		}
+	}
+	if f.hasLast {
+		// Attempts were made: the client gets the last upstream error.
+		retry := f.last.ClientRetryAfterMs
+		if retry == 0 && unavail != nil {
+			retry = unavail.RetryAfterMs
+		}
+		return f.finish(Step{Kind: StepAnswer, Status: upstreamStatus(&f.last), Result: ResultUpstream, RetryAfterMs: retry})
+	}
+	if unavail == nil {
+		// Candidates exist but every one belongs to a skipped target.
+		unavail = &Error{Code: CodeAllTargetsSkipped, Message: "every remaining target was skipped"}
+	}
+	return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: unavail, RetryAfterMs: unavail.RetryAfterMs})
+}
+
+// Record reports an attempt's outcome. committed says whether any byte of
+// the answer already reached the client: a committed stream is never
+// replayed. It returns the verdict and, when the flow is over, the answer
+// (otherwise nil: call Next).
+func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, *Step) {
+	v := e.Record(now, a, o)
+	f.last, f.hasLast = v, true
+	ref := ConnRef{a.Provider, a.Connection}
+	f.lastConn = ref
+	switch {
+	case v.Next == NextDone:
+		res := ResultServed
+		if f.attempts > 1 || f.waits > 0 {
+			res = ResultFallback
+		}
+		st := f.finish(Step{Kind: StepAnswer, Status: v.ClientStatus, Result: res})
+		return v, &st
+	case o.Kind == OutcomeClientAbort:
+		st := f.finish(Step{Kind: StepAnswer, Status: 499, Result: ResultUpstream})
+		return v, &st
+	case committed:
+		st := f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError})
+		return v, &st
+	}
+	switch v.Next {
+	case NextStop:
+		st := f.finish(Step{Kind: StepAnswer, Status: upstreamStatus(&v), Result: ResultUpstream, RetryAfterMs: v.ClientRetryAfterMs})
+		return v, &st
+	case NextTarget:
+		f.tried = append(f.tried, ref)
+		f.skipTargets = append(f.skipTargets, f.targetOf(a))
+	case NextRetry:
+		// Before commit a watchdog abort may re-open the attempt once on the
+		// same account (SPEC §6); after that the connection is skipped.
+		if f.retriedSame {
+			f.tried = append(f.tried, ref)
+		}
+		f.retriedSame = true
+	default:
+		f.tried = append(f.tried, ref)
+	}
+	return v, nil
+}
+
+// targetOf is the combo target index an attempt ran for.
+func (f *Flow) targetOf(a *Attempt) int { return a.Target }
+
+func (f *Flow) finish(s Step) Step {
+	s.Verdict = f.last
+	s.LastConnection = f.lastConn
+	if s.Err != nil && s.Status == 0 {
+		s.Status = s.Err.Code.HTTPStatus()
+	}
+	f.answer = &s
+	return s
+}
+
+// upstreamStatus is the status a client gets for an upstream failure the
+// verdict passes on; outcomes without one (stalls) are a 502.
+func upstreamStatus(v *Verdict) int {
+	if v.ClientStatus > 0 {
+		return v.ClientStatus
+	}
+	return 502
+}

@@ -1,0 +1,182 @@
+package model
+
+import (
+	"testing"
+)
+
+// drive runs a flow to its answer, answering every attempt with the
+// outcome respond returns for its connection; attempts take 10 ms.
+func drive(t *testing.T, e *Engine, now Time, name string, respond func(a *Attempt, n int) (Outcome, bool)) (Step, []string, Time) {
+	t.Helper()
+	f := e.StartFlow(now, route(t, e, name), "", nil)
+	var sel Selection
+	var trail []string
+	for i := 0; i < 100; i++ {
+		st := f.Next(now, e, &sel)
+		switch st.Kind {
+		case StepAnswer:
+			return st, trail, now
+		case StepWait:
+			trail = append(trail, "wait")
+			now = now.Add(st.WaitMs)
+		case StepAttempt:
+			trail = append(trail, st.Attempt.Provider+"/"+st.Attempt.Connection)
+			o, committed := respond(&st.Attempt, len(trail))
+			now = now.Add(10)
+			if _, ans := f.Record(now, e, &st.Attempt, o, committed); ans != nil {
+				return *ans, trail, now
+			}
+		}
+	}
+	t.Fatal("flow did not end")
+	return Step{}, nil, now
+}
+
+func TestFlowFailsOverAcrossConnectionsAndTargets(t *testing.T) {
+	a := oneProvider("a", ProfileAPIKey, 2)
+	b := oneProvider("b", ProfileAPIKey, 1)
+	tp := topo(a, b)
+	tp.Combos = []ComboConfig{{ID: "c", Targets: []ComboTarget{{Provider: "a", Model: "m1"}, {Provider: "b", Model: "m1"}}}}
+	e := mustEngine(t, tp, nil)
+	st, trail, _ := drive(t, e, at(0), "c", func(a *Attempt, n int) (Outcome, bool) {
+		if a.Provider == "a" {
+			return status(503), false
+		}
+		return status(200), false
+	})
+	if st.Result != ResultFallback || st.Status != 200 || len(trail) != 3 || trail[2] != "b/k1" {
+		t.Fatalf("SPEC §11.3 next connection, then next target: %+v %v", st, trail)
+	}
+}
+
+func TestFlowNotFoundSkipsTheTarget(t *testing.T) {
+	// SPEC §11.3: 404 → next target, not the provider's next connection.
+	a := oneProvider("a", ProfileAPIKey, 3)
+	b := oneProvider("b", ProfileAPIKey, 1)
+	tp := topo(a, b)
+	tp.Combos = []ComboConfig{{ID: "c", Targets: []ComboTarget{{Provider: "a", Model: "m1"}, {Provider: "b", Model: "m1"}}}}
+	e := mustEngine(t, tp, nil)
+	_, trail, _ := drive(t, e, at(0), "c", func(a *Attempt, n int) (Outcome, bool) {
+		if a.Provider == "a" {
+			return status(404), false
+		}
+		return status(200), false
+	})
+	if len(trail) != 2 || trail[1] != "b/k1" {
+		t.Fatalf("trail %v", trail)
+	}
+}
+
+func TestFlowRequestScopedStops(t *testing.T) {
+	// SPEC §11.3: a context-length 400 is not retried.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 3)), nil)
+	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
+		return withBody(400, "maximum context length exceeded"), false
+	})
+	if st.Result != ResultUpstream || st.Status != 400 || len(trail) != 1 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
+func TestFlowAttemptBudget(t *testing.T) {
+	// SPEC §11.4 request_budget_exhausted: no retry storms.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 5)), func(s *Settings) { s.RequestBudget.MaxAttempts = 2 })
+	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) { return status(502), false })
+	if st.Err == nil || st.Err.Code != CodeBudgetExhausted || st.Status != 503 || len(trail) != 2 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
+func TestFlowWaitsForShortCooldown(t *testing.T) {
+	// SPEC §4b waitForCooldown: every connection in a short cooldown → wait
+	// for the earliest and select again instead of failing.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
+	st, trail, end := drive(t, e, at(0), "a/m1", func(a *Attempt, n int) (Outcome, bool) {
+		if n == 1 {
+			return withHeader(429, "retry-after", "2"), false
+		}
+		return status(200), false
+	})
+	if st.Result != ResultFallback || len(trail) != 3 || trail[1] != "wait" || end != at(10+2000+10) {
+		t.Fatalf("%+v %v end %d", st, trail, end-t0)
+	}
+	// Disabled: the client gets the upstream 429 with Retry-After.
+	e = mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), func(s *Settings) { s.WaitForCooldown.Enabled = false })
+	st, _, _ = drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) { return withHeader(429, "retry-after", "2"), false })
+	if st.Status != 429 || st.Result != ResultUpstream || st.RetryAfterMs != 2000 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestFlowNeverWaitsOnQuota(t *testing.T) {
+	// SPEC §4b: never wait on quota_exhausted.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
+	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
+		return withBody(429, "You exceeded your daily quota"), false
+	})
+	if len(trail) != 1 || st.Status != 429 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
+func TestFlowCommittedStreamIsNotReplayed(t *testing.T) {
+	// SPEC §6: after the first byte reached the client a failure ends the
+	// stream with an error event; it is never replayed elsewhere.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 3)), nil)
+	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
+		return Outcome{Kind: OutcomeTransport, Transport: TransportEarlyEOF}, true
+	})
+	if st.Result != ResultStreamError || len(trail) != 1 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
+func TestFlowStallRetriesOnceOnSameConnection(t *testing.T) {
+	// SPEC §6: before commit a stalled attempt may be re-opened on the same
+	// account once; then the connection is skipped.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 2)), nil)
+	_, trail, _ := drive(t, e, at(0), "a/m1", func(a *Attempt, n int) (Outcome, bool) {
+		if a.Connection == "k1" {
+			return Outcome{Kind: OutcomeStall}, false
+		}
+		return status(200), false
+	})
+	if len(trail) != 3 || trail[0] != "a/k1" || trail[1] != "a/k1" || trail[2] != "a/k2" {
+		t.Fatalf("trail %v", trail)
+	}
+}
+
+func TestFlowDeadline(t *testing.T) {
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 3)), func(s *Settings) { s.RequestBudget.DeadlineMs = 15 })
+	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) { return status(503), false })
+	if st.Err == nil || st.Err.Code != CodeBudgetExhausted || len(trail) != 2 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
+func TestFlowEmergencyFallback(t *testing.T) {
+	// SPEC §11.7: when every target is excluded, route to the emergency
+	// target instead of failing.
+	a := oneProvider("a", ProfileAPIKey, 1)
+	b := oneProvider("b", ProfileAPIKey, 1)
+	e := mustEngine(t, topo(a, b), func(s *Settings) {
+		s.EmergencyFallback = EmergencyFallback{Enabled: true, Target: "b/m1"}
+		s.WaitForCooldown.Enabled = false
+	})
+	hit(t, e, at(0), "a", "k1", "m1", withBody(402, "insufficient credits"))
+	st, trail, _ := drive(t, e, at(1), "a/m1", func(*Attempt, int) (Outcome, bool) { return status(200), false })
+	if st.Status != 200 || len(trail) != 1 || trail[0] != "b/k1" {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
+func TestFlowTypedAnswerWithoutAttempts(t *testing.T) {
+	// SPEC §11.4: nothing dispatchable → the model's typed answer.
+	e := mustEngine(t, topo(oneProvider("a", ProfileLocal, 1)), nil)
+	hit(t, e, at(0), "a", "k1", "m1", status(503))
+	hit(t, e, at(0), "a", "k1", "m1", status(503))
+	st, trail, _ := drive(t, e, at(1), "a/m1", func(*Attempt, int) (Outcome, bool) { return status(200), false })
+	if len(trail) != 0 || st.Err == nil || st.Err.Code != CodeCircuitOpen || st.Status != 503 || st.RetryAfterMs <= 0 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
