@@ -340,15 +340,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, resp *Response, m
 		resetConn(w)
 		return
 	}
+	if stream && resp.OK() {
+		// Streams: headers at once, the first content byte after latency.
+		s.serveStream(w, ctx, resp, model)
+		return
+	}
 	if !sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
 	if !resp.OK() {
 		writeError(w, resp.StatusOrOK(), resp.ErrorBody(), resp)
-		return
-	}
-	if stream {
-		s.serveStream(w, ctx, resp, model)
 		return
 	}
 	s.serveJSON(w, ctx, resp, model)
@@ -411,6 +412,10 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, resp *R
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(resp.StatusOrOK())
+	rc.Flush()
+	if !sleep(ctx, s.scale(resp.Latency)) {
+		return
+	}
 	interval := s.scale(resp.ChunkInterval())
 	n := resp.Chunks()
 	for i := 0; i < n; i++ {

@@ -118,16 +118,16 @@ CREATE TABLE key_value (
     PRIMARY KEY (namespace, key)
 );
 
--- Session affinity pins (SPEC §2c). session_hash is the SHA-256 hex of
--- provider ":" session id; the session id itself is never stored.
+-- Session affinity pins (SPEC §2c, model.Pin). session_hash is the opaque
+-- session key the shell gives the model — a hash of the session header
+-- (store.SessionHash); the session id itself is never stored.
 CREATE TABLE session_affinity_pins (
     provider       text        NOT NULL,
     session_hash   text        NOT NULL,
     connection_id  text        NOT NULL,
-    created_at     timestamptz NOT NULL,
-    last_used_at   timestamptz NOT NULL,
     expires_at     timestamptz NOT NULL,
     version        bigint      NOT NULL,
+    changed_at     timestamptz,
     updated_at     timestamptz NOT NULL DEFAULT now(),
     updated_by     text        NOT NULL DEFAULT '',
     PRIMARY KEY (provider, session_hash)

@@ -52,10 +52,10 @@ type AdmitInput struct {
 type AdmitAction uint8
 
 const (
-	AdmitGo       AdmitAction = iota // take the slots now
-	AdmitWait                        // queue until the slots free up
-	AdmitReject                      // refuse with Code
-	AdmitBypass                      // fail-open: run without a slot
+	AdmitGo     AdmitAction = iota // take the slots now
+	AdmitWait                      // queue until the slots free up
+	AdmitReject                    // refuse with Code
+	AdmitBypass                    // fail-open: run without a slot
 )
 
 // AdmitDecision is the admission check's answer.

@@ -41,8 +41,8 @@ type excludedView struct {
 }
 
 type diagnostics struct {
-	Excluded      []excludedView `json:"excluded"`
-	TerminalReason string        `json:"terminalReason"`
+	Excluded       []excludedView `json:"excluded"`
+	TerminalReason string         `json:"terminalReason"`
 }
 
 type errorBody struct {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,7 +40,7 @@ func FuzzManagement(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	g, err := New(f.Context(), cfg, Options{})
+	g, err := New(f.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -200,10 +200,11 @@ resilience:
 `
 
 type gw struct {
-	t   *testing.T
-	g   *Gateway
-	srv *httptest.Server
-	up  *fakeUp
+	t     *testing.T
+	admin string // management key from the ADMIN= env, for the helpers
+	g     *Gateway
+	srv   *httptest.Server
+	up    *fakeUp
 }
 
 // newGW starts a gateway from YAML; {{UP}} is the fake upstream's base URL.
@@ -227,7 +228,13 @@ func newGW(t *testing.T, up *fakeUp, cfgYAML string, env ...string) *gw {
 		srv.Close()
 		g.Close(context.Background())
 	})
-	return &gw{t: t, g: g, srv: srv, up: up}
+	out := &gw{t: t, g: g, srv: srv, up: up}
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "ADMIN="); ok {
+			out.admin = v
+		}
+	}
+	return out
 }
 
 type testWriter struct{ t *testing.T }
@@ -319,7 +326,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func (g *gw) health() map[string]any {
 	g.t.Helper()
-	r := g.do("GET", "/api/monitoring/health", "")
+	r := g.do("GET", "/api/monitoring/health", "", "Authorization", "Bearer "+g.admin)
 	if r.code != 200 {
 		g.t.Fatalf("health: %d %s", r.code, r.body)
 	}

@@ -164,7 +164,7 @@ func TestSettingsPatch(t *testing.T) {
 		t.Fatalf("PATCH: %d %s", r.code, r.body)
 	}
 	v = r.json(t)
-	if v["sources"].(map[string]any)["requestQueue.maxWaitMs"] != "saved" || g.settings().RequestQueue.MaxWaitMs != 2000 || g.gate.global.Cap != 3 {
+	if v["sources"].(map[string]any)["requestQueue.maxWaitMs"] != "saved" || g.g.settings().RequestQueue.MaxWaitMs != 2000 || g.g.gate.global.Cap != 3 {
 		t.Fatalf("after PATCH: %v", v["sources"])
 	}
 	saved, _ := g.g.store.LoadSettings(context.Background())
@@ -177,8 +177,8 @@ func TestSettingsPatch(t *testing.T) {
 		t.Fatalf("re-submitting GET's settings: %d %s", r.code, r.body)
 	}
 	r = admin(g, "PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMs":null}}`)
-	if r.code != 200 || g.settings().RequestQueue.MaxWaitMs != 7000 {
-		t.Fatalf("null should restore the file value: %d %v", r.code, g.settings().RequestQueue.MaxWaitMs)
+	if r.code != 200 || g.g.settings().RequestQueue.MaxWaitMs != 7000 {
+		t.Fatalf("null should restore the file value: %d %v", r.code, g.g.settings().RequestQueue.MaxWaitMs)
 	}
 }
 

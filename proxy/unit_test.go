@@ -96,7 +96,7 @@ func TestClassifyData(t *testing.T) {
 
 func TestStreamErrorStatus(t *testing.T) {
 	cases := map[string]int{
-		`{"error":{"code":429,"message":"slow down"}}`:                   429,
+		`{"error":{"code":429,"message":"slow down"}}`:                    429,
 		`{"error":{"code":"503"}}`:                                        503,
 		`{"error":{"status":502}}`:                                        502,
 		`{"error":{"type":"rate_limit_error","message":"x"}}`:             429,

@@ -106,6 +106,11 @@ func (rs *reqState) attempt(cand model.Candidate) attemptRes {
 	att, err := g.eng.Begin(now, cand)
 	g.unlock()
 	if err != nil {
+		// The breaker admits nothing (OPEN, or HALF_OPEN with its probe
+		// taken): remember its typed answer in case nothing else serves.
+		if me, ok := err.(*model.Error); ok && rs.lastFail == nil {
+			rs.lastLocal = me
+		}
 		return attemptRes{kind: resSkip}
 	}
 	rs.attempts++

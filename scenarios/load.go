@@ -392,7 +392,7 @@ func (l *loader) known() *faults.Known {
 	return k
 }
 
-var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout"}
+var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout", "session"}
 
 func (l *loader) traffic(n *yaml.Node) {
 	if yamlnode.IsNull(n) {
@@ -423,6 +423,10 @@ func (l *loader) traffic(n *yaml.Node) {
 				t.Stream = l.d.Bool(v, ff)
 			case "timeout":
 				t.Timeout = l.d.Duration(v, ff)
+			case "session":
+				// The gateway keys affinity by a hash of the header, never the
+				// raw id; the simulator does the same.
+				t.Session = sessionKey(l.d.String(v, ff))
 			}
 		})
 		if t.Model == "" {
@@ -874,4 +878,17 @@ func (l *loader) sentIn(from, until time.Duration) (int, bool) {
 		n += max(0, hi-lo)
 	}
 	return n, true
+}
+
+// sessionKey is the opaque affinity key of a session id (FNV-1a, hex).
+func sessionKey(id string) string {
+	if id == "" {
+		return ""
+	}
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return strconv.FormatUint(h, 16)
 }

@@ -11,12 +11,16 @@ import (
 // checked on every event without asking the engine (which would refresh
 // lazily and so change what is being checked).
 type mirror struct {
-	provIdx  map[string]int
-	provs    []mprov
-	connIdx  map[model.ConnRef]int
-	conns    []mconn
-	probes   []int // probe attempts in flight per provider
-	inAction bool
+	provIdx map[string]int
+	provs   []mprov
+	connIdx map[model.ConnRef]int
+	conns   []mconn
+	// small topologies are searched linearly (faster than hashing)
+	provIDs   []string
+	connFirst []int      // index of a provider's first connection in conns
+	connIDs   [][]string // connection ids per provider
+	probes    []int      // probe attempts in flight per provider
+	inAction  bool
 	// violations found while applying change records
 	pending []Violation
 }
@@ -45,6 +49,13 @@ func (m *mirror) init(t *model.Topology) {
 	for i, p := range t.Providers {
 		m.provIdx[p.ID] = i
 		m.provs = append(m.provs, mprov{profile: p.Profile})
+		m.provIDs = append(m.provIDs, p.ID)
+		m.connFirst = append(m.connFirst, len(m.conns))
+		var ids []string
+		for _, c := range p.Connections {
+			ids = append(ids, c.ID)
+		}
+		m.connIDs = append(m.connIDs, ids)
 		for _, c := range p.Connections {
 			m.connIdx[model.ConnRef{Provider: p.ID, Connection: c.ID}] = len(m.conns)
 			m.conns = append(m.conns, mconn{})
@@ -53,16 +64,52 @@ func (m *mirror) init(t *model.Topology) {
 	m.probes = make([]int, len(t.Providers))
 }
 
+// prov finds a provider's index (-1 when unknown).
+func (m *mirror) prov(id string) int {
+	if len(m.provIDs) <= 8 {
+		for i, p := range m.provIDs {
+			if p == id {
+				return i
+			}
+		}
+		return -1
+	}
+	if i, ok := m.provIdx[id]; ok {
+		return i
+	}
+	return -1
+}
+
+// connAt finds a connection's index in conns (-1 when unknown).
+func (m *mirror) connAt(p, c string) int {
+	pi := m.prov(p)
+	if pi < 0 {
+		return -1
+	}
+	if ids := m.connIDs[pi]; len(ids) <= 8 {
+		for j, id := range ids {
+			if id == c {
+				return m.connFirst[pi] + j
+			}
+		}
+		return -1
+	}
+	if i, ok := m.connIdx[model.ConnRef{Provider: p, Connection: c}]; ok {
+		return i
+	}
+	return -1
+}
+
 func (m *mirror) breaker(c *model.Change) {
-	if i, ok := m.provIdx[c.Provider]; ok {
+	if i := m.prov(c.Provider); i >= 0 {
 		m.provs[i].state = c.Breaker.State
 		m.provs[i].fails = c.Breaker.FailureCount
 	}
 }
 
 func (m *mirror) conn(c *model.Change) {
-	i, ok := m.connIdx[model.ConnRef{Provider: c.Provider, Connection: c.Connection}]
-	if !ok {
+	i := m.connAt(c.Provider, c.Connection)
+	if i < 0 {
 		return
 	}
 	old := m.conns[i]
@@ -74,13 +121,12 @@ func (m *mirror) conn(c *model.Change) {
 }
 
 func (m *mirror) provider(id string) mprov {
-	return m.provs[m.provIdx[id]]
+	return m.provs[m.prov(id)]
 }
 
 func (m *mirror) preBegin(p, c string) preBegin {
-	ref := model.ConnRef{Provider: p, Connection: c}
-	pi := m.provIdx[p]
-	return preBegin{p: pi, prov: m.provs[pi], conn: m.conns[m.connIdx[ref]], ref: ref}
+	pi := m.prov(p)
+	return preBegin{p: pi, prov: m.provs[pi], conn: m.conns[m.connAt(p, c)], ref: model.ConnRef{Provider: p, Connection: c}}
 }
 
 func (s *sim) violate(inv, format string, args ...any) {
@@ -121,13 +167,12 @@ func (s *sim) checkBegin(pre *preBegin, a *model.Attempt) {
 func (s *sim) checkRecord(pre mprov, x *attempt, v *model.Verdict) {
 	s.flushPending()
 	if x.a.Probe() {
-		pi := s.mirror.provIdx[x.cand.Provider]
-		s.mirror.probes[pi]--
+		s.mirror.probes[s.mirror.prov(x.a.Provider)]--
 	}
-	post := s.mirror.provider(x.cand.Provider)
+	post := s.mirror.provider(x.a.Provider)
 	if v.Breaker == model.BreakerNeutral && post.fails > pre.fails && post.state == pre.state {
 		s.violate("neutral outcomes never move the breaker", "%s: %s (%s) raised failureCount %d → %d",
-			x.cand.Provider, outcomeLabel(&x.out), v.Reason, pre.fails, post.fails)
+			x.a.Provider, outcomeLabel(&x.out), v.Reason, pre.fails, post.fails)
 	}
 }
 

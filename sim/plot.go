@@ -58,6 +58,21 @@ func NewTimeline() *Timeline {
 	return &Timeline{breakers: map[string][]statePoint{}, conns: map[string][]connPoint{}, locks: map[string][]bar{}, bucketMs: 1000}
 }
 
+// declare lists every provider and connection of the topology, so that
+// quiet ones show as lanes too.
+func (tl *Timeline) declare(t *model.Topology) {
+	for _, p := range t.Providers {
+		if _, ok := tl.breakers[p.ID]; !ok {
+			tl.breakers[p.ID] = nil
+		}
+		for _, c := range p.Connections {
+			if _, ok := tl.conns[p.ID+"/"+c.ID]; !ok {
+				tl.conns[p.ID+"/"+c.ID] = nil
+			}
+		}
+	}
+}
+
 func (tl *Timeline) breaker(p string, t int64, s model.BreakerState) {
 	pts := tl.breakers[p]
 	if n := len(pts); n > 0 && pts[n-1].state == s {

@@ -91,24 +91,20 @@ const (
 )
 
 type request struct {
-	id          int32
-	item        int32
-	sentAt      model.Time
-	route       model.Route
-	stream      bool
-	giveUpAt    model.Time // client timeout; 0 = none
-	deadline    model.Time // requestBudget.deadlineMs
-	attempts    int
-	waits       int
-	waitedMs    int64
-	tried       []model.ConnRef
-	skipTargets []int
-	retriedSame bool
-	last        model.Verdict
-	hasLast     bool
-	lastConn    model.ConnRef
-	wakeGen     uint32
-	free        bool
+	id       int32
+	item     int32
+	sentAt   model.Time
+	stream   bool
+	giveUpAt model.Time // client timeout; 0 = none
+	// flow is the model's request loop (model.Flow): which connection to
+	// try, when to wait, what to answer. sim only carries its steps out.
+	flow model.Flow
+	// lastConn is the last connection attempted (servedBy, also on
+	// failure); hasLast once an attempt was recorded.
+	lastConn model.ConnRef
+	hasLast  bool
+	wakeGen  uint32
+	free     bool
 }
 
 // abort says why an attempt was cut short by the gateway or the client.
@@ -124,7 +120,6 @@ type attempt struct {
 	seq       int64 // attempt number in the run (1-based), for the trace
 	req       int32
 	a         model.Attempt
-	cand      model.Candidate
 	out       model.Outcome
 	committed bool
 	abort     abort
@@ -157,12 +152,14 @@ type sim struct {
 	freeAtts []int32
 	nextReq  int32
 	nextAtt  int64
-	// per traffic item: requests left to send
-	left []int
+	// per traffic item: requests left to send, and the resolved route (the
+	// topology never changes during a run, so Resolve's answer per model
+	// name is fixed)
+	left     []int
+	routes   []model.Route
+	routeErr []error
 
 	sel     model.Selection
-	selAll  model.Selection
-	mreq    model.Request
 	scratch []byte
 
 	tr       *tracer
@@ -238,6 +235,9 @@ func newSim(sc *Scenario, opts Options) (*sim, error) {
 	s.tm = timersOf(&s.set)
 	s.now = s.start
 	s.mirror.init(&sc.Topology)
+	if opts.Timeline != nil {
+		opts.Timeline.declare(&sc.Topology)
+	}
 	s.res = &Result{Scenario: sc.Name, File: sc.File, Seed: sc.Seed, Seeds: DerivedSeeds(sc.Seed), Sets: sc.Sets,
 		Statuses: map[int]int{}, Results: map[string]int{}, Expects: len(sc.Expects)}
 	s.res.Repro = Repro(sc)
@@ -251,8 +251,11 @@ func newSim(sc *Scenario, opts Options) (*sim, error) {
 		}
 	}
 	s.left = make([]int, len(sc.Traffic))
+	s.routes = make([]model.Route, len(sc.Traffic))
+	s.routeErr = make([]error, len(sc.Traffic))
 	for i, t := range sc.Traffic {
 		s.left[i] = max(t.Count, 1)
+		s.routes[i], s.routeErr[i] = s.eng.Resolve(t.Model)
 		s.heap.push(event{at: s.abs(t.At), class: classFlow, kind: evArrival, idx: int32(i)})
 	}
 	for i, a := range sc.Actions {
@@ -338,7 +341,7 @@ func (s *sim) newRequest() int32 {
 		id = int32(len(s.reqs) - 1)
 	}
 	r := &s.reqs[id]
-	*r = request{tried: r.tried[:0], skipTargets: r.skipTargets[:0], wakeGen: r.wakeGen + 1}
+	*r = request{wakeGen: r.wakeGen + 1}
 	return id
 }
 
@@ -372,7 +375,6 @@ func (s *sim) arrive(item int) {
 	if t.Timeout > 0 {
 		r.giveUpAt = s.now.Add(t.Timeout.Milliseconds())
 	}
-	r.deadline = s.now.Add(int64(s.set.RequestBudget.DeadlineMs))
 	s.res.Requests++
 
 	s.tr.rec("arrive")
@@ -382,7 +384,7 @@ func (s *sim) arrive(item int) {
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 
-	route, err := s.eng.Resolve(t.Model)
+	route, err := s.routes[item], s.routeErr[item]
 	if err != nil {
 		code, status := "", 404
 		if me, ok := err.(*model.Error); ok {
@@ -391,137 +393,100 @@ func (s *sim) arrive(item int) {
 		s.finish(id, status, code, ResultRejected, 0)
 		return
 	}
-	r.route = route
-	s.dispatch(id)
+	r.flow = s.eng.StartFlow(s.now, route, t.Session, nil)
+	s.step(id)
 }
 
+// wake ends a cooldown wait: the client may have given up meanwhile (SPEC
+// §4b: a disconnect during the wait ends it, 499).
 func (s *sim) wake(id int32) {
 	r := &s.reqs[id]
 	if r.giveUpAt > 0 && s.now >= r.giveUpAt {
 		s.finish(id, 499, "client_abort", ResultClientAbort, 0)
 		return
 	}
-	s.dispatch(id)
+	s.step(id)
 }
 
-// dispatch selects the next candidate for a request and begins an attempt,
-// or waits, or answers.
-func (s *sim) dispatch(id int32) {
+// step asks the request's flow what to do next and does it: begin an
+// upstream attempt, wait, or answer the client. Every decision is the
+// model's (model.Flow); sim only carries it out on virtual time.
+func (s *sim) step(id int32) {
 	r := &s.reqs[id]
-	s.mreq.Route = r.route
-	s.mreq.Skip = r.tried
-	s.eng.Select(s.now, &s.mreq, &s.sel)
+	// Next selects only when it has something to decide; an empty selection
+	// afterwards means it did not (e.g. the deadline was already spent).
+	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
+	st := r.flow.Next(s.now, s.eng, &s.sel)
 	s.drain()
-	cand := -1
-	for i := range s.sel.Candidates {
-		if !slices.Contains(r.skipTargets, s.sel.Candidates[i].Target) {
-			cand = i
-			break
-		}
+	if len(s.sel.Candidates) > 0 || len(s.sel.Excluded) > 0 {
+		s.traceSelect(r, &s.sel)
 	}
-	s.traceSelect(r, &s.sel)
-	if cand < 0 {
-		s.noCandidate(id)
-		return
-	}
-	if r.attempts >= s.set.RequestBudget.MaxAttempts {
-		s.finish(id, model.CodeBudgetExhausted.HTTPStatus(), string(model.CodeBudgetExhausted), ResultFailed, 0)
-		return
-	}
-	s.begin(id, s.sel.Candidates[cand])
-}
-
-// noCandidate: nothing left to try. Wait for a short transient cooldown
-// when the settings allow it (SPEC §4b), else answer.
-func (s *sim) noCandidate(id int32) {
-	r := &s.reqs[id]
-	sel := &s.sel
-	if len(r.tried) > 0 || len(r.skipTargets) > 0 {
-		// After a wait every connection is fair game again: judge the wait
-		// on the full picture.
-		s.mreq.Route = r.route
-		s.mreq.Skip = nil
-		s.eng.Select(s.now, &s.mreq, &s.selAll)
-		s.drain()
-		sel = &s.selAll
-	}
-	budgetLeft := r.deadline.Sub(s.now)
-	if r.giveUpAt > 0 {
-		budgetLeft = min(budgetLeft, r.giveUpAt.Sub(s.now))
-	}
-	var waitMs int64
-	var ok bool
-	if r.route.IsCombo() {
-		w := &s.set.ComboCooldownWait
-		waitMs, ok = model.WaitDecision(s.now, sel, w.Enabled, int64(w.MaxWaitMs), r.waits, w.MaxAttempts,
-			min(budgetLeft, int64(w.BudgetMs)-r.waitedMs))
-	} else {
-		w := &s.set.WaitForCooldown
-		waitMs, ok = model.WaitDecision(s.now, sel, w.Enabled, int64(w.MaxRetryWaitSec)*1000, r.waits, w.MaxRetries,
-			min(budgetLeft, int64(w.BudgetMs)-r.waitedMs))
-	}
-	if ok {
-		r.waits++
-		r.waitedMs += waitMs
-		r.tried = r.tried[:0]
-		r.skipTargets = r.skipTargets[:0]
-		r.retriedSame = false
+	switch st.Kind {
+	case model.StepAttempt:
+		s.begin(id, &st.Attempt)
+	case model.StepWait:
 		r.wakeGen++
 		s.tr.rec("wait")
 		s.tr.ev("wait")
-		s.tr.int("ms", kMs, waitMs)
+		s.tr.int("ms", kMs, st.WaitMs)
 		s.tr.int("req", kReq, int64(r.id))
 		s.tr.end(s.off(s.now))
 		s.tr.close()
-		s.heap.push(event{at: s.now.Add(waitMs), class: classFlow, kind: evWake, idx: id, gen: r.wakeGen})
-		return
-	}
-	unavail := model.Unavailable(s.now, &r.route, sel)
-	if r.hasLast {
-		// Attempts were made: the client gets the last upstream error.
-		status := clientStatus(&r.last)
-		retry := r.last.ClientRetryAfterMs
-		if retry == 0 && unavail != nil {
-			retry = unavail.RetryAfterMs
+		at := s.now.Add(st.WaitMs)
+		if r.giveUpAt > 0 && at > r.giveUpAt {
+			at = r.giveUpAt // the client leaves during the wait
 		}
-		s.finish(id, status, "", ResultFailed, retry)
-		return
+		s.heap.push(event{at: at, class: classFlow, kind: evWake, idx: id, gen: r.wakeGen})
+	default:
+		s.answer(id, &st, abortNone)
 	}
-	if unavail == nil {
-		// Candidates exist but every one is of a skipped target.
-		unavail = &model.Error{Code: model.CodeAllTargetsSkipped}
-	}
-	s.finish(id, unavail.Code.HTTPStatus(), string(unavail.Code), ResultRejected, unavail.RetryAfterMs)
 }
 
-func (s *sim) begin(id int32, c model.Candidate) {
+// answer finishes a request with the flow's answer, labelled for the
+// scenario's expects (docs/scenarios.md "Results").
+func (s *sim) answer(id int32, st *model.Step, ab abort) {
 	r := &s.reqs[id]
-	pre := s.mirror.preBegin(c.Provider, c.Connection)
-	a, err := s.eng.Begin(s.now, c)
-	s.drain()
-	if err != nil {
-		// The breaker refused between Select and Begin: not an attempt.
-		s.tr.rec("begin_refused")
-		s.tr.str("conn", kConn, c.Provider+"/"+c.Connection)
-		s.tr.ev("begin_refused")
-		s.tr.int("req", kReq, int64(r.id))
-		s.tr.end(s.off(s.now))
-		s.tr.close()
-		r.tried = append(r.tried, model.ConnRef{Provider: c.Provider, Connection: c.Connection})
-		s.dispatch(id)
-		return
+	code, result := "", ResultFailed
+	switch {
+	case ab == abortClient:
+		code, result = "client_abort", ResultClientAbort
+	case st.Err != nil:
+		code, result = string(st.Err.Code), ResultRejected
+		if r.flow.Attempts() > 0 {
+			result = ResultFailed // a budget spent after attempts
+		}
+	default:
+		switch st.Result {
+		case model.ResultServed:
+			result = ResultServed
+		case model.ResultFallback:
+			result = ResultFallback
+		case model.ResultStreamError:
+			// The client already had content: 200, then an SSE error event.
+			code, result = "stream_interrupted", ResultStreamError
+		}
 	}
-	r.attempts++
+	s.finish(id, st.Status, code, result, st.RetryAfterMs)
+}
+
+// begin carries out an attempt the flow has begun (its breaker permit is
+// held): the fault rules say how the upstream behaves, the attempt's
+// timeline says what the gateway observes and when.
+func (s *sim) begin(id int32, a *model.Attempt) {
+	r := &s.reqs[id]
 	s.res.Upstream++
 	if !s.opts.NoInvariants {
-		s.checkBegin(&pre, &a)
+		// The change records of Next (selection refreshes, the probe
+		// permit) are applied: the mirror holds the state Begin saw.
+		pre := s.mirror.preBegin(a.Provider, a.Connection)
+		s.checkBegin(&pre, a)
 	}
 	at := s.newAttempt()
 	x := &s.atts[at]
 	s.nextAtt++
-	*x = attempt{seq: s.nextAtt, req: id, a: a, cand: c}
+	*x = attempt{seq: s.nextAtt, req: id, a: *a}
 
-	resp, rule := s.picker.Pick(time.Duration(s.off(s.now))*time.Millisecond, c.Provider, c.Connection, c.Model, s.faultsRng.Float64)
+	resp, rule := s.picker.Pick(time.Duration(s.off(s.now))*time.Millisecond, a.Provider, a.Connection, a.Model, s.faultsRng.Float64)
 	lat := resp.Latency.Milliseconds()
 	if resp.Jitter > 0 {
 		lat += s.latency.Int64N(resp.Jitter.Milliseconds() + 1)
@@ -548,8 +513,10 @@ func (s *sim) begin(id int32, c model.Candidate) {
 		endAt, x.abort = r.giveUpAt, abortClient
 		x.out = model.Outcome{Kind: model.OutcomeClientAbort}
 		tl.success = false
-	} else if endAt > r.deadline {
-		endAt, x.abort = r.deadline, abortDeadline
+	} else if dl := r.flow.Deadline(); endAt > dl {
+		// The whole-request deadline cuts the attempt: neutral for the
+		// upstream's health, recorded as an abort (as the proxy does).
+		endAt, x.abort = dl, abortDeadline
 		x.out = model.Outcome{Kind: model.OutcomeClientAbort}
 		tl.success = false
 	}
@@ -557,10 +524,10 @@ func (s *sim) begin(id int32, c model.Candidate) {
 
 	s.tr.rec("begin")
 	s.tr.int("att", kAtt, x.seq)
-	s.scratch = append(append(append(s.scratch[:0], c.Provider...), '/'), c.Connection...)
+	s.scratch = append(append(append(s.scratch[:0], a.Provider...), '/'), a.Connection...)
 	s.tr.bytes("conn", kConn, s.scratch)
 	s.tr.ev("begin")
-	s.tr.str("model", kModel, c.Model)
+	s.tr.str("model", kModel, a.Model)
 	if a.Probe() {
 		s.tr.bool("probe", kProbe, true)
 	}
@@ -577,8 +544,8 @@ func (s *sim) attemptEnd(at int32) {
 	x := &s.atts[at]
 	id := x.req
 	r := &s.reqs[id]
-	pre := s.mirror.provider(x.cand.Provider)
-	v := s.eng.Record(s.now, &x.a, x.out)
+	pre := s.mirror.provider(x.a.Provider)
+	v, ans := r.flow.Record(s.now, s.eng, &x.a, x.out, x.committed)
 	s.drain()
 	if !s.opts.NoInvariants {
 		s.checkRecord(pre, x, &v)
@@ -588,7 +555,7 @@ func (s *sim) attemptEnd(at int32) {
 	if x.committed {
 		s.tr.bool("committed", kCommitted, true)
 	}
-	s.scratch = append(append(append(s.scratch[:0], x.cand.Provider...), '/'), x.cand.Connection...)
+	s.scratch = append(append(append(s.scratch[:0], x.a.Provider...), '/'), x.a.Connection...)
 	s.tr.bytes("conn", kConn, s.scratch)
 	s.tr.ev("record")
 	s.tr.str("next", kNext, v.Next.String())
@@ -600,59 +567,14 @@ func (s *sim) attemptEnd(at int32) {
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 
-	r.last, r.hasLast = v, true
-	r.lastConn = model.ConnRef{Provider: x.cand.Provider, Connection: x.cand.Connection}
-	ref := model.ConnRef{Provider: x.cand.Provider, Connection: x.cand.Connection}
-	target := x.cand.Target
-	committed, ab := x.committed, x.abort
+	r.lastConn, r.hasLast = model.ConnRef{Provider: x.a.Provider, Connection: x.a.Connection}, true
+	ab := x.abort
 	s.freeAtts = append(s.freeAtts, at)
-
-	switch {
-	case ab == abortClient:
-		s.finish(id, 499, "client_abort", ResultClientAbort, 0)
-		return
-	case ab == abortDeadline:
-		s.finish(id, model.CodeBudgetExhausted.HTTPStatus(), string(model.CodeBudgetExhausted), ResultFailed, 0)
-		return
-	case v.Next == model.NextDone:
-		res := ResultServed
-		if r.attempts > 1 || r.waits > 0 {
-			res = ResultFallback
-		}
-		s.finish(id, v.ClientStatus, "", res, 0)
-		return
-	case committed:
-		// The client already has content: no fail-over, an SSE error event.
-		s.finish(id, 200, "stream_interrupted", ResultStreamError, 0)
+	if ans != nil {
+		s.answer(id, ans, ab)
 		return
 	}
-	switch v.Next {
-	case model.NextStop:
-		s.finish(id, clientStatus(&v), "", ResultFailed, v.ClientRetryAfterMs)
-		return
-	case model.NextTarget:
-		r.tried = append(r.tried, ref)
-		r.skipTargets = append(r.skipTargets, target)
-	case model.NextRetry:
-		// Before commit the attempt may be re-opened once on the same
-		// account (SPEC §6); after that the connection is skipped.
-		if r.retriedSame {
-			r.tried = append(r.tried, ref)
-		}
-		r.retriedSame = true
-	default:
-		r.tried = append(r.tried, ref)
-	}
-	s.dispatch(id)
-}
-
-// clientStatus is the status a client gets for an upstream failure the
-// verdict passes on; outcomes without one (stalls, transport) are a 502.
-func clientStatus(v *model.Verdict) int {
-	if v.ClientStatus > 0 {
-		return v.ClientStatus
-	}
-	return 502
+	s.step(id)
 }
 
 func outcomeLabel(o *model.Outcome) string {
@@ -683,7 +605,8 @@ func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
 		s.scratch = append(append(append(s.scratch, r.lastConn.Provider...), '/'), r.lastConn.Connection...)
 	}
 	s.tr.rec("done")
-	s.tr.int("attempts", kAttempts, int64(r.attempts))
+	attempts := r.flow.Attempts()
+	s.tr.int("attempts", kAttempts, int64(attempts))
 	if code != "" {
 		s.tr.str("code", kCode, code)
 	}
@@ -707,7 +630,7 @@ func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
 		served = r.lastConn.String()
 	}
 	if o := s.reqExpect[r.id]; o != nil {
-		*o = reqOutcome{done: true, status: status, code: code, servedBy: served, attempts: r.attempts,
+		*o = reqOutcome{done: true, status: status, code: code, servedBy: served, attempts: attempts,
 			result: result, retryAfter: retryMs, at: s.now}
 	}
 	for i := range s.windows {
@@ -715,7 +638,7 @@ func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
 		if s.off(r.sentAt) >= w.exp.From.Milliseconds() && s.off(r.sentAt) < w.exp.Until.Milliseconds() {
 			w.requests++
 			w.statuses[status]++
-			w.calls += r.attempts
+			w.calls += attempts
 			w.results[result]++
 			if (result == ResultServed || result == ResultFallback) && served != "" {
 				w.served[served]++
@@ -841,6 +764,21 @@ func (s *sim) change(c *model.Change) {
 		s.tr.end(s.off(c.At))
 		if c.Window.CoolUntil > c.At {
 			s.tr.int("until", kUntil, s.off(c.Window.CoolUntil))
+		}
+		s.tr.close()
+	case model.ChangePin, model.ChangePinRemoved:
+		// The session key is not traced: it stands for a client's session.
+		ev := "pin"
+		if c.Kind == model.ChangePinRemoved {
+			ev = "pin_removed"
+		}
+		s.scratch = append(append(append(s.scratch[:0], c.Pin.Provider...), '/'), c.Pin.Connection...)
+		s.tr.rec(ev)
+		s.tr.bytes("conn", kConn, s.scratch)
+		s.tr.ev(ev)
+		s.tr.end(s.off(c.At))
+		if c.Kind == model.ChangePin {
+			s.tr.int("until", kUntil, s.off(c.Pin.ExpiresAt))
 		}
 		s.tr.close()
 	case model.ChangeCursor:

@@ -46,6 +46,9 @@ type Traffic struct {
 	// Stream asks for an SSE answer: the client is committed at the first
 	// content byte, so a later failure cannot fail over.
 	Stream bool
+	// Session is the client's session id (X-Session-Id) for affinity
+	// (SPEC §2c); "" = none.
+	Session string
 	// Timeout is when the client gives up (0 = never): the request ends
 	// with 499 and any attempt in flight is recorded as a client abort.
 	Timeout time.Duration

@@ -73,8 +73,10 @@ func slicesEqual(a, b []int32) bool {
 func TestAttemptTimeline(t *testing.T) {
 	s := model.DefaultSettings()
 	s.UpstreamTimeouts = model.UpstreamTimeouts{ResponseHeaderMs: 10000, FirstContentMs: 5000, StreamIdleMs: 10000, AttemptMs: 60000}
-	s.StreamRecovery.ThroughputWatchdog = model.ThroughputWatchdog{Enabled: true, WarmupMs: 1000, WindowMs: 1000, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1}
 	tm := timersOf(&s)
+	tp := s
+	tp.StreamRecovery.ThroughputWatchdog = model.ThroughputWatchdog{Enabled: true, WarmupMs: 1000, WindowMs: 1000, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1}
+	tmTP := timersOf(&tp)
 	ms := time.Millisecond
 	cases := []struct {
 		name  string
@@ -84,25 +86,28 @@ func TestAttemptTimeline(t *testing.T) {
 		kind  model.OutcomeKind
 		tr    model.Transport
 		first int64
+		tm    *timers
 	}{
-		{"ok", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 100 * ms}}, 50, 250, model.OutcomeResponse, 0, 50},
-		{"error", faults.Response{Status: 503}, 70, 70, model.OutcomeResponse, 0, -1},
-		{"slow error", faults.Response{Status: 503}, 20000, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1},
-		{"reset", faults.Response{Fault: faults.Reset}, 30, 30, model.OutcomeTransport, model.TransportReset, -1},
-		{"no response", faults.Response{Fault: faults.Timeout}, 0, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1},
-		{"slow first token", faults.Response{}, 6000, 5000, model.OutcomeTransport, model.TransportHeaderTimeout, -1},
-		{"cut", faults.Response{Fault: faults.Cut, Stream: faults.Stream{Chunks: 8, Interval: 100 * ms, StallAfter: 3}}, 0, 200, model.OutcomeTransport, model.TransportEarlyEOF, 0},
-		{"cut before content", faults.Response{Fault: faults.Cut}, 10, 10, model.OutcomeTransport, model.TransportEarlyEOF, -1},
-		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 20, model.OutcomeQuality, 0, 0},
-		{"stall forever", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 10010, model.OutcomeStall, 0, 0},
-		{"short stall resumes", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2, StallFor: time.Second}}, 0, 1030, model.OutcomeResponse, 0, 0},
-		{"stall before content", faults.Response{Fault: faults.Stall}, 100, 5100, model.OutcomeStall, 0, -1},
-		{"no done", faults.Response{Fault: faults.NoDone}, 0, 0, model.OutcomeResponse, 0, 0},
-		{"slow stream", faults.Response{Fault: faults.SlowStream, Stream: faults.Stream{BytesPerSecond: 2}}, 0, 2000, model.OutcomeThroughput, 0, 0},
-		{"gap longer than idle", faults.Response{Stream: faults.Stream{Chunks: 2, Interval: 11 * time.Second}}, 0, 10000, model.OutcomeStall, 0, 0},
+		{"ok", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 100 * ms}}, 50, 250, model.OutcomeResponse, 0, 50, &tm},
+		{"error", faults.Response{Status: 503}, 70, 70, model.OutcomeResponse, 0, -1, &tm},
+		{"slow error", faults.Response{Status: 503}, 20000, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1, &tm},
+		{"reset", faults.Response{Fault: faults.Reset}, 30, 30, model.OutcomeTransport, model.TransportReset, -1, &tm},
+		{"no response", faults.Response{Fault: faults.Timeout}, 0, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1, &tm},
+		{"slow first token", faults.Response{}, 6000, 5000, model.OutcomeStall, 0, -1, &tm},
+		{"cut", faults.Response{Fault: faults.Cut, Stream: faults.Stream{Chunks: 8, Interval: 100 * ms, StallAfter: 3}}, 0, 200, model.OutcomeTransport, model.TransportEarlyEOF, 0, &tm},
+		{"cut before content", faults.Response{Fault: faults.Cut}, 10, 10, model.OutcomeTransport, model.TransportEarlyEOF, -1, &tm},
+		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 20, model.OutcomeQuality, 0, 0, &tm},
+		{"malformed after a long silence", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 15 * time.Second, StallAfter: 1}}, 0, 10000, model.OutcomeStall, 0, 0, &tm},
+		{"stall forever", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 10010, model.OutcomeStall, 0, 0, &tm},
+		{"short stall resumes", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2, StallFor: time.Second}}, 0, 1030, model.OutcomeResponse, 0, 0, &tm},
+		{"stall before content", faults.Response{Fault: faults.Stall}, 100, 5000, model.OutcomeStall, 0, -1, &tm},
+		{"no done", faults.Response{Fault: faults.NoDone}, 0, 0, model.OutcomeResponse, 0, 0, &tm},
+		{"gap longer than idle", faults.Response{Stream: faults.Stream{Chunks: 2, Interval: 11 * time.Second}}, 0, 10000, model.OutcomeStall, 0, 0, &tm},
+		{"slow stream", faults.Response{Fault: faults.SlowStream, Stream: faults.Stream{BytesPerSecond: 2}}, 0, 2000, model.OutcomeThroughput, 0, 0, &tmTP},
+		{"fast enough stream", faults.Response{Fault: faults.SlowStream, Stream: faults.Stream{Chunks: 4, BytesPerSecond: 64}}, 0, 750, model.OutcomeResponse, 0, 0, &tmTP},
 	}
 	for _, c := range cases {
-		tl := attemptTimeline(&c.r, c.lat, &tm)
+		tl := attemptTimeline(&c.r, c.lat, c.tm)
 		if tl.endMs != c.end || tl.kind != c.kind || tl.transport != c.tr || tl.firstByte != c.first {
 			t.Errorf("%s: end %d kind %s transport %s first %d; want %d %s %s %d", c.name, tl.endMs, tl.kind, tl.transport, tl.firstByte, c.end, c.kind, c.tr, c.first)
 		}

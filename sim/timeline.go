@@ -16,24 +16,30 @@ type timeline struct {
 	success   bool
 }
 
-// timers are the shell's per-attempt timers (SPEC §11.6, §6), in ms.
+// timers are the shell's per-attempt timers (SPEC §11.6).
 type timers struct {
-	header, firstContent, idle, attempt int64
-	throughput                          model.ThroughputWatchdog
+	header, attempt int64
+	set             *model.Settings // for the model's stream watchdogs
 }
 
 func timersOf(s *model.Settings) timers {
 	u := &s.UpstreamTimeouts
-	return timers{header: int64(u.ResponseHeaderMs), firstContent: int64(u.FirstContentMs),
-		idle: int64(u.StreamIdleMs), attempt: int64(u.AttemptMs), throughput: s.StreamRecovery.ThroughputWatchdog}
+	return timers{header: int64(u.ResponseHeaderMs), attempt: int64(u.AttemptMs), set: s}
 }
 
 func durMs(d interface{ Milliseconds() int64 }) int64 { return d.Milliseconds() }
 
+// never is "no such instant" on an attempt's relative clock.
+const never = int64(1) << 60
+
 // attemptTimeline turns an upstream behaviour into the gateway's view of
-// it: which timer fires first, or how the body ends. This is the shell's
-// side of SPEC §6 (the watchdogs are the shell's timers); what the outcome
-// means is decided by the model.
+// it. Errors and resets end at their latency unless responseHeaderMs fires
+// first. A 2xx answer streams (the gateway always reads the upstream as a
+// stream; a non-streaming client is buffered): its headers arrive at once,
+// content chunks from `latency` on, and the model's stream watchdogs
+// (model.Watchdog: content stall and throughput) are fed every chunk and
+// ticked at their deadline, exactly as the proxy's timer does — sim decides
+// nothing about stalls itself.
 func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers) timeline {
 	tl := timeline{firstByte: -1}
 	hdr := tm.header
@@ -54,93 +60,97 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers) timeline {
 		}
 		return tl
 	}
-	// A 2xx answer: headers and the first content byte arrive at latency.
-	first := min(hdr, tm.firstContent)
-	if latencyMs >= first {
-		tl.endMs, tl.kind, tl.transport = first, model.OutcomeTransport, model.TransportHeaderTimeout
-		return tl
-	}
 	n := int64(r.Chunks())
 	iv := durMs(r.ChunkInterval())
 	k := int64(r.Stream.StallAfter)
-	stall := func(at int64, budget int64, content bool) timeline {
-		tl.endMs, tl.kind = at+budget, model.OutcomeStall
-		if content {
-			tl.firstByte = latencyMs
+	gap := int64(0) // the stall's extra silence after chunk k
+	if r.Fault == faults.Stall {
+		gap = durMs(r.Stream.StallFor)
+		if gap == 0 {
+			gap = never
 		}
-		return tl
+	}
+	// chunk i arrives at latency + i·interval (+ the stall gap for i ≥ k)
+	at := func(i int64) int64 {
+		t := latencyMs + i*iv
+		if r.Fault == faults.Stall && i >= k {
+			if gap >= never {
+				return never
+			}
+			t += gap
+		}
+		return t
+	}
+	last := n // chunks the upstream sends before ending or breaking
+	switch r.Fault {
+	case faults.Cut, faults.MalformedChunk:
+		last = min(k, n)
+	}
+	w := model.NewWatchdog(tm.set, 0)
+	checked := int64(-1)
+	// tick runs the watchdog timer up to (not including) instant t.
+	tick := func(t int64) (int64, model.OutcomeKind, bool) {
+		for {
+			d := int64(w.Deadline())
+			if d >= t || d <= checked {
+				return 0, 0, false
+			}
+			checked = d
+			if kind, abort := w.Check(model.Time(d)); abort {
+				return d, kind, true
+			}
+		}
+	}
+	// Chunks arriving at one instant are fed as one event (same progress
+	// time, same window sum); the last instant is not fed at all, as
+	// nothing reads the watchdog after the stream ends. A plain answer
+	// (all chunks at once) therefore costs one deadline check.
+	for i := int64(0); i < last; {
+		t := at(i)
+		j := i + 1
+		for j < last && at(j) == t {
+			j++
+		}
+		if end, kind, abort := tick(min(t, never-1)); abort {
+			tl.endMs, tl.kind = end, kind
+			return tl
+		}
+		if t >= never {
+			break
+		}
+		if t > checked {
+			if kind, abort := w.Check(model.Time(t)); abort {
+				tl.endMs, tl.kind = t, kind
+				return tl
+			}
+		}
+		if tl.firstByte < 0 {
+			tl.firstByte = t
+		}
+		if j < last || r.Fault == faults.MalformedChunk {
+			w.Observe(model.Time(t), model.StreamEvent{UsefulBytes: int(j-i) * faults.ChunkBytes})
+		}
+		i = j
+	}
+	end := at(max(last-1, 0))
+	if last == 0 {
+		end = latencyMs
 	}
 	switch r.Fault {
-	case faults.Stall:
-		stallFor := durMs(r.Stream.StallFor)
-		if k == 0 {
-			// Headers, then silence before any content.
-			if stallFor == 0 || stallFor >= tm.firstContent {
-				return stall(latencyMs, tm.firstContent, false)
-			}
-			if n > 1 && iv >= tm.idle {
-				return stall(latencyMs+stallFor, tm.idle, true)
-			}
-			tl.firstByte, tl.success = latencyMs+stallFor, true
-			tl.endMs, tl.kind = latencyMs+stallFor+(n-1)*iv, model.OutcomeResponse
-			return tl
-		}
-		if stallFor == 0 || stallFor >= tm.idle {
-			return stall(latencyMs+(k-1)*iv, tm.idle, true)
-		}
-		if n > 1 && iv >= tm.idle {
-			return stall(latencyMs, tm.idle, true)
-		}
-		tl.firstByte, tl.success = latencyMs, true
-		tl.endMs, tl.kind = latencyMs+(n-1)*iv+stallFor, model.OutcomeResponse
-		return tl
 	case faults.Cut:
-		tl.kind, tl.transport = model.OutcomeTransport, model.TransportEarlyEOF
-		tl.endMs = latencyMs
-		if k > 0 {
-			tl.firstByte = latencyMs
-			tl.endMs = latencyMs + (k-1)*iv
-		}
+		tl.endMs, tl.kind, tl.transport = end, model.OutcomeTransport, model.TransportEarlyEOF
 		return tl
 	case faults.MalformedChunk:
-		tl.kind = model.OutcomeQuality
-		tl.endMs = latencyMs + k*iv
-		if k > 0 {
-			tl.firstByte = latencyMs
-		}
-		return tl
-	}
-	if n > 1 && iv >= tm.idle {
-		return stall(latencyMs, tm.idle, true)
-	}
-	total := (n - 1) * iv
-	if r.Fault == faults.SlowStream && r.Stream.BytesPerSecond > 0 {
-		if at, ok := throughputAbort(&tm.throughput, int64(r.Stream.BytesPerSecond)); ok && at < total {
-			tl.endMs, tl.kind, tl.firstByte = latencyMs+at, model.OutcomeThroughput, latencyMs
+		// The broken chunk arrives after the good ones: output validation
+		// rejects it (the gateway's synthetic 502).
+		bad := at(k)
+		if end, kind, abort := tick(bad); abort {
+			tl.endMs, tl.kind = end, kind
 			return tl
 		}
+		tl.endMs, tl.kind = bad, model.OutcomeQuality
+		return tl
 	}
-	tl.firstByte, tl.success = latencyMs, true
-	tl.endMs, tl.kind = latencyMs+total, model.OutcomeResponse
+	tl.endMs, tl.kind, tl.success = end, model.OutcomeResponse, true
 	return tl
-}
-
-// throughputAbort says when the throughput watchdog (SPEC §6) aborts a
-// stream that sends useful content at a constant bytesPerSecond: after the
-// warm-up and one full window, if the window held at least minUsefulBytes
-// and the rate is below the minimum. The simulated stream's rate is
-// constant, so one judgement at warm-up + window decides.
-//
-// TODO(model): this judgement is a rule and belongs in model (a pure
-// watchdog the proxy ticks); sim should call it. See the report.
-func throughputAbort(w *model.ThroughputWatchdog, bytesPerSecond int64) (int64, bool) {
-	if !w.Enabled {
-		return 0, false
-	}
-	win := int64(w.WindowMs)
-	inWindow := bytesPerSecond * win / 1000
-	if inWindow < int64(w.MinUsefulBytes) || bytesPerSecond >= int64(w.MinUsefulBytesPerSecond) {
-		return 0, false
-	}
-	return int64(w.WarmupMs) + win, true
 }

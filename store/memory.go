@@ -1,9 +1,7 @@
 package store
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -81,20 +79,6 @@ func (s *Memory) LoadSettings(context.Context) (model.Layer, error) {
 	return model.ParseLayerJSON(b)
 }
 
-func (s *Memory) PutPin(p Pin) {
-	s.m.mu.Lock()
-	s.m.setPin(p, true)
-	s.m.mu.Unlock()
-}
-
-func (s *Memory) DeletePin(provider, sessionHash string) {
-	s.m.mu.Lock()
-	delete(s.m.ents, key{kind: kindPin, provider: provider, name: sessionHash})
-	s.m.mu.Unlock()
-}
-
-func (s *Memory) Pin(provider, sessionHash string) (Pin, bool) { return s.m.pin(provider, sessionHash) }
-
 func (s *Memory) Leases() Leases { return s.leases }
 
 func (s *Memory) LogAttempt(rec LogRecord) { s.log.add(sanitize(rec)) }
@@ -121,30 +105,3 @@ func (s *Memory) ApplyRemote(*model.Engine, model.Time) (RemoteResult, error) {
 }
 
 func (s *Memory) Health() Health { return Health{Kind: "memory", Up: true} }
-
-// pin reads a live pin from the mirror.
-func (m *mirror) pin(provider, sessionHash string) (Pin, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.ents[key{kind: kindPin, provider: provider, name: sessionHash}]
-	if !ok || !e.val.present {
-		return Pin{}, false
-	}
-	return e.val.pin, true
-}
-
-// pins lists live pins sorted by provider and hash (tests, export).
-func (m *mirror) pins() []Pin {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Pin
-	for k, e := range m.ents {
-		if k.kind == kindPin && e.val.present {
-			out = append(out, e.val.pin)
-		}
-	}
-	slices.SortFunc(out, func(a, b Pin) int {
-		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.SessionHash, b.SessionHash))
-	})
-	return out
-}

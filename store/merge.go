@@ -31,7 +31,8 @@ import (
 //     saw more failures (then the later failure, then the more severe state);
 //     outstanding probes are the union, free probes the lesser;
 //   - provider window: the later cooling end; failure instants are the union;
-//   - cursor: the greater; pin: the later use, present over removed.
+//   - cursor: the greater; pin: the later expiry (last slide), present over
+//     removed.
 func merge3(k kind, anc, mine, theirs value) value {
 	if equalVal(k, mine, anc) {
 		return theirs
@@ -171,11 +172,10 @@ func merge(k kind, a, b value) value {
 	case kindLockout:
 		out.lock = mergeLockout(a.lock, b.lock)
 	case kindPin:
-		if b.pin.LastUsedAt > a.pin.LastUsedAt || (b.pin.LastUsedAt == a.pin.LastUsedAt && b.pin.Connection > a.pin.Connection) {
+		// The later slide wins (a pin slides its expiry on every use).
+		if b.pin.ExpiresAt > a.pin.ExpiresAt || (b.pin.ExpiresAt == a.pin.ExpiresAt && b.pin.Connection > a.pin.Connection) {
 			out.pin = b.pin
 		}
-		out.pin.ExpiresAt = max(a.pin.ExpiresAt, b.pin.ExpiresAt)
-		out.pin.CreatedAt = min(a.pin.CreatedAt, b.pin.CreatedAt)
 	}
 	return out
 }

@@ -99,15 +99,6 @@ func TestMemoryStoreRoundTrip(t *testing.T) {
 	if got, _ := m.LoadSettings(ctxT(t)); !reflect.DeepEqual(got, l) {
 		t.Fatalf("settings: %v", got)
 	}
-	p := Pin{Provider: "a", SessionHash: SessionHash("a", "s"), Connection: "k1", ExpiresAt: t0}
-	m.PutPin(p)
-	if got, ok := m.Pin("a", p.SessionHash); !ok || got != p {
-		t.Fatal("pin")
-	}
-	m.DeletePin("a", p.SessionHash)
-	if _, ok := m.Pin("a", p.SessionHash); ok {
-		t.Fatal("pin not deleted")
-	}
 }
 
 func TestRedact(t *testing.T) {

@@ -55,7 +55,7 @@ type value struct {
 	cursor  uint64
 	conn    model.Conn
 	lock    model.Lockout
-	pin     Pin
+	pin     model.Pin
 }
 
 func (v value) clone() value {
@@ -147,6 +147,10 @@ func (m *mirror) apply(changes []model.Change) {
 		case model.ChangeUsage:
 			e = m.get(key{kind: kindConn, provider: c.Provider, conn: c.Connection})
 			e.val.conn.Uses, e.val.conn.LastUsedAt = c.Conn.Uses, c.Conn.LastUsedAt
+		case model.ChangePin, model.ChangePinRemoved:
+			e = m.get(key{kind: kindPin, provider: c.Pin.Provider, name: c.Pin.Session})
+			e.val.present = c.Kind == model.ChangePin
+			e.val.pin = c.Pin
 		case model.ChangeLockout, model.ChangeLockoutRemoved:
 			e = m.get(key{kind: kindLockout, provider: c.Provider, conn: c.Connection, name: c.Lockout.Key.Name, exact: c.Lockout.Key.Exact})
 			e.val.present = c.Kind == model.ChangeLockout
@@ -159,21 +163,10 @@ func (m *mirror) apply(changes []model.Change) {
 		default:
 			continue
 		}
-		e.val.present = e.val.present || c.Kind != model.ChangeLockoutRemoved
+		e.val.present = e.val.present || (c.Kind != model.ChangeLockoutRemoved && c.Kind != model.ChangePinRemoved)
 		e.val.at = c.At
 		m.markDirty(e)
 	}
-}
-
-// setPin and deletePin change a pin; the caller holds mu.
-func (m *mirror) setPin(p Pin, present bool) {
-	e := m.get(key{kind: kindPin, provider: p.Provider, name: p.SessionHash})
-	if !present && !e.val.present && e.base == 0 && !e.dirty {
-		delete(m.ents, e.key) // never persisted: nothing to remove
-		return
-	}
-	e.val = value{present: present, pin: p, at: p.LastUsedAt}
-	m.markDirty(e)
 }
 
 // state builds a model.State from the mirror; the caller holds mu.
@@ -220,6 +213,8 @@ func (m *mirror) state() model.State {
 		case kindLockout:
 			r := conn(k.provider, k.conn)
 			r.Lockouts = append(r.Lockouts, v.lock)
+		case kindPin:
+			st.Pins = append(st.Pins, v.pin)
 		}
 	}
 	sortState(&st)
@@ -235,6 +230,10 @@ func sortState(st *model.State) {
 	for i := range st.Connections {
 		slices.SortFunc(st.Connections[i].Lockouts, compareLockouts)
 	}
+	// as model.State: by session key, then provider
+	slices.SortFunc(st.Pins, func(a, b model.Pin) int {
+		return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Provider, b.Provider))
+	})
 }
 
 // compareLockouts orders lockouts as model.Snapshot does: by key name, the
@@ -302,5 +301,8 @@ func (m *mirror) fromState(st model.State) {
 	}
 	for _, c := range st.Combos {
 		m.get(key{kind: kindCursor, name: c.Combo}).val = value{present: true, cursor: c.Cursor}
+	}
+	for _, p := range st.Pins {
+		m.get(key{kind: kindPin, provider: p.Provider, name: p.Session}).val = value{present: true, pin: p}
 	}
 }

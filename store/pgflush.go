@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -325,24 +324,14 @@ func (s *Postgres) LoadSettings(ctx context.Context) (model.Layer, error) {
 	return l, nil
 }
 
-// Pins lists the live pins this replica knows (tests, export).
-func (s *Postgres) Pins() []Pin { return s.m.pins() }
-
-// PrunePins deletes pins that expired before the given instant.
+// PrunePins deletes stored pins that expired before the given instant (the
+// model drops expired pins lazily, so rows of sessions never seen again
+// would otherwise stay).
 func (s *Postgres) PrunePins(ctx context.Context, before time.Time) (int64, error) {
 	r, err := s.db.ExecContext(ctx, `DELETE FROM session_affinity_pins WHERE expires_at < $1`, before)
 	if err != nil {
 		return 0, s.wrapRead(err)
 	}
 	n, _ := r.RowsAffected()
-	s.m.mu.Lock()
-	for k, e := range s.m.ents {
-		if k.kind == kindPin && e.val.present && !e.dirty && e.val.pin.ExpiresAt.Std().Before(before) {
-			delete(s.m.ents, k)
-		}
-	}
-	s.m.mu.Unlock()
 	return n, nil
 }
-
-var _ = slices.Contains[[]int]

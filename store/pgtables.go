@@ -371,31 +371,30 @@ var pinTable = &tableDef{
 	kind:  kindPin,
 	table: "session_affinity_pins",
 	keys:  []col{{"provider", "text"}, {"session_hash", "text"}},
-	vals: []col{{"connection_id", "text"}, {"created_at", "timestamptz"}, {"last_used_at", "timestamptz"},
-		{"expires_at", "timestamptz"}},
-	sel: "version, connection_id, created_at, last_used_at, expires_at",
+	vals:  []col{{"connection_id", "text"}, {"expires_at", "timestamptz"}, {"changed_at", "timestamptz"}},
+	sel:   "version, changed_at, connection_id, expires_at",
 	scan: func(sc scanner) (key, int64, value, error) {
 		var k = key{kind: kindPin}
 		var ver int64
-		var p Pin
-		var c, l, x sql.NullTime
-		if err := sc.Scan(&k.provider, &k.name, &ver, &p.Connection, &c, &l, &x); err != nil {
+		var p model.Pin
+		var at, x sql.NullTime
+		if err := sc.Scan(&k.provider, &k.name, &ver, &at, &p.Connection, &x); err != nil {
 			return k, 0, value{}, err
 		}
-		p.Provider, p.SessionHash = k.provider, k.name
-		p.CreatedAt, p.LastUsedAt, p.ExpiresAt = fromNull(c), fromNull(l), fromNull(x)
-		return k, ver, value{present: true, pin: p, at: p.LastUsedAt}, nil
+		p.Provider, p.Session, p.ExpiresAt = k.provider, k.name, fromNull(x)
+		v := value{present: true, pin: p, at: fromNull(at)}
+		if p.Connection == "" || p.Session == "" {
+			return k, ver, v, fmt.Errorf("connection_id and session_hash must be non-empty")
+		}
+		return k, ver, v, nil
 	},
 	row: func(k key, v value) (map[string]any, error) {
-		p := v.pin
-		return map[string]any{"provider": k.provider, "session_hash": k.name, "connection_id": p.Connection,
-			"created_at": ts(max(p.CreatedAt, 1)), "last_used_at": ts(max(p.LastUsedAt, 1)), "expires_at": ts(max(p.ExpiresAt, 1))}, nil
+		return map[string]any{"provider": k.provider, "session_hash": k.name, "connection_id": v.pin.Connection,
+			"expires_at": ts(max(v.pin.ExpiresAt, 1)), "changed_at": ts(v.at)}, nil
 	},
 	payload: func(v value) (any, error) { return jsonPayload(v.pin) },
 	decode: func(_ key, b []byte) (value, error) {
 		v := value{present: true}
-		err := decodeStrict(b, &v.pin)
-		v.at = v.pin.LastUsedAt
-		return v, err
+		return v, decodeStrict(b, &v.pin)
 	},
 }

@@ -39,6 +39,9 @@ type PostgresOptions struct {
 	// LogBuffer bounds the request-log records waiting to be written
 	// (default 20 000); past it the oldest are dropped and counted.
 	LogBuffer int
+	// MaxConns bounds the connection pool (default 8; the LISTEN connection
+	// is one more).
+	MaxConns int
 	// Logger receives warnings (default slog.Default()). Messages never
 	// carry the database URL.
 	Logger *slog.Logger
@@ -62,6 +65,9 @@ func (o *PostgresOptions) defaults() {
 	}
 	if o.LogBuffer <= 0 {
 		o.LogBuffer = 20_000
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 8
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -111,8 +117,8 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", redactErr(err, url))
 	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(4)
+	db.SetMaxOpenConns(o.MaxConns)
+	db.SetMaxIdleConns(max(1, o.MaxConns/2))
 	db.SetConnMaxIdleTime(time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
@@ -133,9 +139,17 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 	go s.flushLoop()
 	go s.reqlog.loop()
 	if !o.NoSubscribe {
-		s.listener = pq.NewListener(url, 100*time.Millisecond, 5*time.Second, func(ev pq.ListenerEventType, err error) {
-			if err != nil && ev == pq.ListenerEventConnectionAttemptFailed {
+		s.listener = pq.NewListener(url, 100*time.Millisecond, maxRetryWait, func(ev pq.ListenerEventType, err error) {
+			switch {
+			case err != nil && ev == pq.ListenerEventConnectionAttemptFailed:
 				s.noteDown(err)
+			case ev == pq.ListenerEventReconnected:
+				// The database is back: write what waited, and read what
+				// the other replicas wrote meanwhile.
+				select {
+				case s.kick <- struct{}{}:
+				default:
+				}
 			}
 		})
 		if err := s.listener.Listen(feedChannel); err != nil {
@@ -160,22 +174,6 @@ func (s *Postgres) Apply(changes []model.Change) {
 	s.m.mu.Lock()
 	s.m.apply(changes)
 	s.m.mu.Unlock()
-}
-
-func (s *Postgres) PutPin(p Pin) {
-	s.m.mu.Lock()
-	s.m.setPin(p, true)
-	s.m.mu.Unlock()
-}
-
-func (s *Postgres) DeletePin(provider, sessionHash string) {
-	s.m.mu.Lock()
-	s.m.setPin(Pin{Provider: provider, SessionHash: sessionHash}, false)
-	s.m.mu.Unlock()
-}
-
-func (s *Postgres) Pin(provider, sessionHash string) (Pin, bool) {
-	return s.m.pin(provider, sessionHash)
 }
 
 func (s *Postgres) Leases() Leases { return s.leases }
@@ -223,9 +221,13 @@ func (s *Postgres) noteUp() {
 	}
 }
 
+// maxRetryWait caps the flusher's backoff while the database is down; a
+// reconnect of the LISTEN connection wakes it at once anyway.
+const maxRetryWait = 2 * time.Second
+
 // flushLoop writes dirty entities every FlushInterval, backing off
-// exponentially (up to 5 s) while the database is unreachable, and prunes
-// the change feed now and then.
+// exponentially (up to maxRetryWait) while the database is unreachable, and
+// prunes the change feed now and then.
 func (s *Postgres) flushLoop() {
 	defer s.wg.Done()
 	wait := s.opts.FlushInterval
@@ -249,7 +251,7 @@ func (s *Postgres) flushLoop() {
 		}
 		cancel()
 		if err != nil {
-			wait = min(max(2*wait, s.opts.FlushInterval), 5*time.Second)
+			wait = min(max(2*wait, s.opts.FlushInterval), maxRetryWait)
 		} else {
 			wait = s.opts.FlushInterval
 		}

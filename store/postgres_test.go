@@ -32,6 +32,8 @@ func driveIncident(t testing.TB, e *model.Engine, s Store) model.Time {
 	step("g/m1", status(404))
 	step("rr", status(200))
 	step("c", status(200))
+	hitSession(t, e, now, "c", SessionHash("c", "agent-1"), status(200)) // pins the session
+	s.Apply(e.Changes())
 	return now
 }
 
@@ -98,9 +100,6 @@ func (m multi) SaveSettings(ctx context.Context, l model.Layer) error {
 	return m[0].SaveSettings(ctx, l)
 }
 func (m multi) LoadSettings(ctx context.Context) (model.Layer, error) { return m[0].LoadSettings(ctx) }
-func (m multi) PutPin(p Pin)                                          { m[0].PutPin(p) }
-func (m multi) DeletePin(p, h string)                                 { m[0].DeletePin(p, h) }
-func (m multi) Pin(p, h string) (Pin, bool)                           { return m[0].Pin(p, h) }
 func (m multi) Leases() Leases                                        { return m[0].Leases() }
 func (m multi) LogAttempt(r LogRecord)                                { m[0].LogAttempt(r) }
 func (m multi) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord, error) {
@@ -291,43 +290,51 @@ func TestPostgresSettingsSavedAndShared(t *testing.T) {
 }
 
 func TestPostgresPinsPersistedAndShared(t *testing.T) {
-	// SPEC §2c: pins are persisted (by session hash only) and shared.
-	url := pgtest.NewDB(t)
-	a, b := openPG(t, url, nil), openPG(t, url, nil)
-	for _, s := range []*Postgres{a, b} {
-		if _, err := s.Load(ctxT(t)); err != nil {
-			t.Fatal(err)
+	// SPEC §2c: pins are persisted (by session hash only), restored and
+	// shared between replicas.
+	rs := newReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	h := SessionHash("c", "session-123")
+	if _, ok := hitSession(t, a.e, t0, "c", h, status(200)); !ok {
+		t.Fatal("no candidate")
+	}
+	a.sync(t, t0)
+	var pin model.Pin
+	for _, p := range a.e.Pins(t0) {
+		if p.Session == h {
+			pin = p
 		}
 	}
-	h := SessionHash("glm", "session-123")
-	p := Pin{Provider: "glm", SessionHash: h, Connection: "k2", CreatedAt: t0, LastUsedAt: t0, ExpiresAt: t0.Add(60_000)}
-	a.PutPin(p)
+	if pin.Connection == "" {
+		t.Fatalf("no pin on replica a: %+v", a.e.Pins(t0))
+	}
 	eventually(t, "pin reaches replica b", func() bool {
-		_, _ = b.ApplyRemote(newEngine(t), t0)
-		got, ok := b.Pin("glm", h)
-		return ok && got == p
+		b.sync(t, t0)
+		for _, p := range b.e.Pins(t0) {
+			if p == pin {
+				return true
+			}
+		}
+		return false
 	})
 	var n int
-	if err := a.DB().QueryRow(`SELECT count(*) FROM session_affinity_pins WHERE session_hash = $1 AND session_hash NOT LIKE '%session-123%'`, h).Scan(&n); err != nil || n != 1 {
+	if err := a.s.DB().QueryRow(`SELECT count(*) FROM session_affinity_pins WHERE session_hash = $1`, h).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("pin row: %d %v", n, err)
 	}
-	a.DeletePin("glm", h)
-	eventually(t, "pin removal reaches replica b", func() bool {
-		_, _ = b.ApplyRemote(newEngine(t), t0)
-		_, ok := b.Pin("glm", h)
-		return !ok
-	})
-	// Restart: a fresh store loads pins.
-	a.PutPin(p)
-	if err := a.Flush(ctxT(t)); err != nil {
+	if err := a.s.DB().QueryRow(`SELECT count(*) FROM session_affinity_pins WHERE session_hash LIKE '%session-123%'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a raw session id was stored: %d %v", n, err)
+	}
+	// Restart: a fresh store loads the pin.
+	if err := a.s.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	c := openPG(t, url, nil)
-	if _, err := c.Load(ctxT(t)); err != nil {
+	c := openPG(t, a.s.url, nil)
+	st, err := c.Load(ctxT(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := c.Pin("glm", h); !ok || got != p {
-		t.Fatalf("pin after restart: %+v %v", got, ok)
+	if len(st.Pins) != 1 || st.Pins[0] != pin {
+		t.Fatalf("pins after restart: %+v, want %+v", st.Pins, pin)
 	}
 }
 

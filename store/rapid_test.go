@@ -115,7 +115,7 @@ func (s *side) step(t tb, now model.Time, a pgAction) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := model.Request{Route: r}
+		req := model.Request{Route: r, Session: []string{"", "", SessionHash("x", "s1"), SessionHash("x", "s2")}[a.Pick%4]}
 		e.Select(now, &req, &s.sel)
 		var b strings.Builder
 		fmt.Fprintf(&b, "select %s:", r.Name)
@@ -205,7 +205,7 @@ func TestRapidPostgresRestartsAndOutagesChangeNoDecision(t *testing.T) {
 		open := func() *Postgres {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			s, err := OpenPostgres(ctx, px.URL(url), PostgresOptions{FlushInterval: 5 * time.Millisecond, NoSubscribe: true, Logger: quietLogger()})
+			s, err := openRetrying(px.URL(url), PostgresOptions{FlushInterval: 5 * time.Millisecond, NoSubscribe: true, MaxConns: 4, Logger: quietLogger()})
 			if err != nil {
 				rt.Fatal(err)
 			}

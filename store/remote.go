@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/breakwater-gw/breakwater/model"
 )
@@ -53,9 +54,7 @@ func (m *mirror) applyRemote(e *model.Engine, now model.Time) (int, error) {
 			ent = m.get(k)
 		}
 		ent.val, ent.base, ent.anc = v.clone(), r.version, r.val.clone()
-		if k.kind != kindPin {
-			idx.set(k, v)
-		}
+		idx.set(k, v)
 		n++
 	}
 	m.mu.Unlock()
@@ -136,6 +135,16 @@ func (x *stateIndex) set(k key, v value) {
 	case kindConn:
 		r := x.conn(k.provider, k.conn)
 		r.Conn = v.conn
+	case kindPin:
+		j := slices.IndexFunc(x.st.Pins, func(p model.Pin) bool { return p.Session == k.name && p.Provider == k.provider })
+		switch {
+		case v.present && j >= 0:
+			x.st.Pins[j] = v.pin
+		case v.present:
+			x.st.Pins = append(x.st.Pins, v.pin)
+		case j >= 0:
+			x.st.Pins = slices.Delete(x.st.Pins, j, j+1)
+		}
 	case kindLockout:
 		r := x.conn(k.provider, k.conn)
 		lk := model.LockKey{Name: k.name, Exact: k.exact}

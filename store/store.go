@@ -36,12 +36,6 @@ type Store interface {
 	SaveSettings(ctx context.Context, l model.Layer) error
 	LoadSettings(ctx context.Context) (model.Layer, error)
 
-	// Session affinity pins (SPEC §2c), written behind like model state and
-	// served from memory. Keys are SessionHash values, never raw session ids.
-	PutPin(p Pin)
-	DeletePin(provider, sessionHash string)
-	Pin(provider, sessionHash string) (Pin, bool)
-
 	// Leases returns the exclusive session lease arbiter (SPEC §2d, §11.8).
 	Leases() Leases
 
@@ -121,19 +115,9 @@ func (e *LoadError) Error() string {
 	return fmt.Sprintf("load: skipped %d row(s): %s", len(e.Problems), strings.Join(parts, "; "))
 }
 
-// Pin is one session affinity pin: the session (by hash) stays on
-// Connection of Provider until ExpiresAt (sliding on use).
-type Pin struct {
-	Provider    string     `json:"provider"`
-	SessionHash string     `json:"sessionHash"`
-	Connection  string     `json:"connection"`
-	CreatedAt   model.Time `json:"createdAt"`
-	LastUsedAt  model.Time `json:"lastUsedAt"`
-	ExpiresAt   model.Time `json:"expiresAt"`
-}
-
-// SessionHash is the only form in which a session id is kept: the SHA-256
-// hex of provider ":" session.
+// SessionHash is the opaque session key to give the model (model.Request
+// Session, model.Pin Session): the SHA-256 hex of provider ":" session. It is
+// the only form in which a session id is kept.
 func SessionHash(provider, session string) string {
 	h := sha256.Sum256([]byte(provider + ":" + session))
 	return hex.EncodeToString(h[:])

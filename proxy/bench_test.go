@@ -1,0 +1,64 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// BenchmarkGateway measures one client request through the gateway to an
+// in-process upstream (JSON and SSE), end to end over loopback HTTP.
+func BenchmarkGateway(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		name := "json"
+		if stream {
+			name = "sse"
+		}
+		b.Run(name, func(b *testing.B) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if strings.Contains(r.Header.Get("Accept"), "event-stream") {
+					sse(streamOpt{chunks: 10})(w, r, 1)
+					return
+				}
+				okJSON("hello there")(w, r, 1)
+			}))
+			defer up.Close()
+			cfg, _, err := ParseConfig("b.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.URL+"/v1")), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close(context.Background())
+			srv := httptest.NewServer(g.Handler())
+			defer srv.Close()
+			body := `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
+			if stream {
+				body = `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+			}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					res, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != 200 {
+						b.Fatalf("status %d", res.StatusCode)
+					}
+				}
+			})
+		})
+	}
+}
