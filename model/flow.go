@@ -35,7 +35,8 @@ type Flow struct {
 	last            Verdict
 	hasLast         bool
 	lastConn        ConnRef
-	answer          *Step
+	answer          Step
+	answered        bool
 }
 
 // StepKind says what the shell must do next.
@@ -92,6 +93,14 @@ func (e *Engine) StartFlow(now Time, route Route, session string, allowed []Conn
 		deadline: now.Add(int64(e.settings.RequestBudget.DeadlineMs))}
 }
 
+// Reset starts f anew like StartFlow but keeps its buffers, so a shell that
+// pools flows makes no allocation per request.
+func (f *Flow) Reset(e *Engine, now Time, route Route, session string, allowed []ConnRef) {
+	tried, skip := f.tried[:0], f.skipTargets[:0]
+	*f = e.StartFlow(now, route, session, allowed)
+	f.tried, f.skipTargets = tried, skip
+}
+
 // Deadline is the instant the whole-request budget ends; no attempt may run
 // past it.
 func (f *Flow) Deadline() Time { return f.deadline }
@@ -105,8 +114,8 @@ func (f *Flow) Waits() int { return f.waits }
 // Next decides the next step at now. sel is the caller's reused selection
 // buffer; after Next it holds the last selection made (for tracing).
 func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
-	if f.answer != nil {
-		return *f.answer
+	if f.answered {
+		return f.answer
 	}
 	for {
 		if now >= f.deadline {
@@ -206,19 +215,25 @@ func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		if f.attempts > 1 || f.waits > 0 {
 			res = ResultFallback
 		}
-		st := f.finish(Step{Kind: StepAnswer, Status: v.ClientStatus, Result: res})
-		return v, &st
+		f.finish(Step{Kind: StepAnswer, Status: v.ClientStatus, Result: res})
+		return v, &f.answer
+	case o.Kind == OutcomeClientAbort && now >= f.deadline:
+		// The shell cut the attempt at the request's deadline: the budget
+		// is spent, not the client gone (SPEC §11.4).
+		f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
+			Err: &Error{Code: CodeBudgetExhausted, Message: "the request's deadline was spent"}})
+		return v, &f.answer
 	case o.Kind == OutcomeClientAbort:
-		st := f.finish(Step{Kind: StepAnswer, Status: 499, Result: ResultUpstream})
-		return v, &st
+		f.finish(Step{Kind: StepAnswer, Status: 499, Result: ResultUpstream})
+		return v, &f.answer
 	case committed:
-		st := f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError})
-		return v, &st
+		f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError})
+		return v, &f.answer
 	}
 	switch v.Next {
 	case NextStop:
-		st := f.finish(Step{Kind: StepAnswer, Status: upstreamStatus(&v), Result: ResultUpstream, RetryAfterMs: v.ClientRetryAfterMs})
-		return v, &st
+		f.finish(Step{Kind: StepAnswer, Status: upstreamStatus(&v), Result: ResultUpstream, RetryAfterMs: v.ClientRetryAfterMs})
+		return v, &f.answer
 	case NextTarget:
 		f.tried = append(f.tried, ref)
 		f.skipTargets = append(f.skipTargets, f.targetOf(a))
@@ -244,7 +259,7 @@ func (f *Flow) finish(s Step) Step {
 	if s.Err != nil && s.Status == 0 {
 		s.Status = s.Err.Code.HTTPStatus()
 	}
-	f.answer = &s
+	f.answer, f.answered = s, true
 	return s
 }
 

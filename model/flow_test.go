@@ -180,3 +180,23 @@ func TestFlowTypedAnswerWithoutAttempts(t *testing.T) {
 		t.Fatalf("%+v %v", st, trail)
 	}
 }
+
+func TestFlowDeadlineCutIsBudgetExhausted(t *testing.T) {
+	// SPEC §11.4: an attempt the shell cuts at the request deadline answers
+	// 503 request_budget_exhausted, not a client-abort 499.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), func(s *Settings) { s.RequestBudget.DeadlineMs = 100 })
+	f := e.StartFlow(at(0), route(t, e, "a/m1"), "", nil)
+	var sel Selection
+	st := f.Next(at(0), e, &sel)
+	_, ans := f.Record(f.Deadline(), e, &st.Attempt, Outcome{Kind: OutcomeClientAbort}, false)
+	if ans == nil || ans.Err == nil || ans.Err.Code != CodeBudgetExhausted || ans.Status != 503 {
+		t.Fatalf("%+v", ans)
+	}
+	// A real client abort before the deadline is a 499.
+	f.Reset(e, at(200), route(t, e, "a/m1"), "", nil)
+	st = f.Next(at(200), e, &sel)
+	_, ans = f.Record(at(210), e, &st.Attempt, Outcome{Kind: OutcomeClientAbort}, false)
+	if ans == nil || ans.Status != 499 {
+		t.Fatalf("%+v", ans)
+	}
+}

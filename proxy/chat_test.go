@@ -605,3 +605,38 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Fatalf("calls = %d", up.total())
 	}
 }
+
+// SPEC §5: a paced connection queues a request for its slot; a slot that
+// comes after the queue budget is refused at once, before any upstream call.
+func TestPacing(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - id: p
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: k, rateLimitProtection: true, rateLimitOverrides: {minTimeMs: 400, maxWaitMs: 100}}
+  - id: q
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: q, rateLimitOverrides: {minTimeMs: 300, maxWaitMs: 5000}}
+`+testBase)
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("first: %d %s", r.code, r.body)
+	}
+	r := g.chat("p/m")
+	if r.code != 503 || r.errCode() != "RATE_LIMIT_QUEUE_TIMEOUT" || r.h.Get("Retry-After") == "" {
+		t.Fatalf("second: %d %v %s", r.code, r.h, r.body)
+	}
+	if up.count("k") != 1 {
+		t.Fatalf("the refused request reached the upstream")
+	}
+	// q is apikey: the safety net paces it; the second request waits its turn
+	for i := 0; i < 2; i++ {
+		if r := g.chat("q/m"); r.code != 200 {
+			t.Fatalf("q %d: %d %s", i, r.code, r.body)
+		}
+	}
+}

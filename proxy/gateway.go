@@ -42,6 +42,7 @@ type Gateway struct {
 	mu      sync.Mutex
 	eng     *model.Engine
 	pending []model.Change
+	spare   []model.Change // the pump's second buffer (only the pump touches it)
 	kick    chan struct{}
 
 	store  StateStore
@@ -60,6 +61,7 @@ type Gateway struct {
 	mgmtOpen   bool
 
 	gate      *gate
+	pace      *pacers
 	aff       *affinity
 	met       *metrics
 	transport *http.Transport
@@ -145,7 +147,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
 		store: opts.Store, lower: lower, saved: saved, combos: map[string]*ComboConfig{},
-		provs: map[string]*provRuntime{}, gate: newGate(), aff: newAffinity(),
+		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(), aff: newAffinity(),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	for i := range cfg.Combos {
@@ -235,13 +237,22 @@ func (g *Gateway) lock() { g.mu.Lock() }
 func (g *Gateway) unlock() {
 	if ch := g.eng.Changes(); len(ch) > 0 {
 		g.pending = append(g.pending, ch...)
-		select {
-		case g.kick <- struct{}{}:
-		default:
+		if len(g.pending) >= pumpBatch {
+			select {
+			case g.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 	g.mu.Unlock()
 }
+
+// The pump hands change records to the store every pumpEvery, or at once
+// when pumpBatch records wait: no per-request wake-up on the hot path.
+const (
+	pumpEvery = 20 * time.Millisecond
+	pumpBatch = 4096
+)
 
 func (g *Gateway) modelNow() model.Time { return model.TimeOf(g.now()) }
 
@@ -252,9 +263,13 @@ func (g *Gateway) pump() {
 	defer close(g.pumpDone)
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
+	tick := time.NewTicker(pumpEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-g.kick:
+			g.drainToStore()
+		case <-tick.C:
 			g.drainToStore()
 		case <-sweep.C:
 			g.aff.sweep(g.now())
@@ -268,11 +283,15 @@ func (g *Gateway) pump() {
 func (g *Gateway) drainToStore() {
 	g.mu.Lock()
 	batch := g.pending
-	g.pending = nil
-	g.mu.Unlock()
-	if len(batch) > 0 {
-		g.store.Apply(batch) // the store may keep the slice
+	if len(batch) == 0 {
+		g.mu.Unlock()
+		return
 	}
+	g.pending = g.spare[:0]
+	g.mu.Unlock()
+	g.store.Apply(batch) // the store copies what it keeps
+	clear(batch)         // drop references held by the records
+	g.spare = batch[:0]
 }
 
 // provider returns the runtime config of a provider (nil when unknown).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/breakwater-gw/breakwater/model"
 )
@@ -153,7 +154,19 @@ type sseReader struct {
 	r *bufio.Reader
 }
 
-func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 16<<10)} }
+var sseReaders = sync.Pool{New: func() any { return &sseReader{r: bufio.NewReaderSize(nil, 16<<10)} }}
+
+func newSSEReader(r io.Reader) *sseReader {
+	s := sseReaders.Get().(*sseReader)
+	s.r.Reset(r)
+	return s
+}
+
+// release returns the reader to the pool; it must not be used afterwards.
+func (s *sseReader) release() {
+	s.r.Reset(nil)
+	sseReaders.Put(s)
+}
 
 // next returns the raw bytes of the next event including its terminating
 // blank line, and the concatenated data payload. A comment-only event has

@@ -14,7 +14,8 @@ import (
 type StateStore interface {
 	// Load returns the persisted resilience state (empty on first start).
 	Load(ctx context.Context) (model.State, error)
-	// Apply queues change records (last one per entity wins).
+	// Apply queues change records (last one per entity wins). It must copy
+	// what it keeps: the gateway reuses the slice.
 	Apply(changes []model.Change)
 	// Flush makes every applied change durable.
 	Flush(ctx context.Context) error

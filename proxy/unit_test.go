@@ -192,3 +192,32 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// SPEC §5: per-connection pacing (rpm over 60 s, minTimeMs spacing).
+func TestPace(t *testing.T) {
+	cases := []struct {
+		name string
+		in   PaceInput
+		want PaceDecision
+	}{
+		{"no limits", PaceInput{NowMs: 1000, Hits: []int64{999}, QueueLeftMs: 0}, PaceDecision{AtMs: 1000}},
+		{"rpm not reached", PaceInput{NowMs: 1000, Hits: []int64{10, 20}, RPM: 3, QueueLeftMs: 0}, PaceDecision{AtMs: 1000}},
+		{"rpm reached: wait for the oldest to leave", PaceInput{NowMs: 1000, Hits: []int64{10, 20, 30}, RPM: 3, QueueLeftMs: 60000},
+			PaceDecision{AtMs: 60010}},
+		{"rpm: the RPM-th most recent hit", PaceInput{NowMs: 1000, Hits: []int64{10, 20, 30}, RPM: 2, QueueLeftMs: 60000},
+			PaceDecision{AtMs: 60020}},
+		{"minTime spacing", PaceInput{NowMs: 1000, Hits: []int64{900}, MinTimeMs: 350, QueueLeftMs: 1000}, PaceDecision{AtMs: 1250}},
+		{"minTime already passed", PaceInput{NowMs: 1000, Hits: []int64{500}, MinTimeMs: 350}, PaceDecision{AtMs: 1000}},
+		{"FIFO behind a future reservation", PaceInput{NowMs: 1000, Hits: []int64{1200}, QueueLeftMs: 1000}, PaceDecision{AtMs: 1200}},
+		{"slot after the queue budget: refused at once", PaceInput{NowMs: 1000, Hits: []int64{900}, MinTimeMs: 350, QueueLeftMs: 100},
+			PaceDecision{AtMs: 1250, Code: model.CodeRateLimitQueueTimeout}},
+		{"queue full", PaceInput{NowMs: 1000, Hits: []int64{1100}, Waiting: 2, MaxQueueDepth: 2, QueueLeftMs: 1000},
+			PaceDecision{Code: model.CodeRateLimitQueueFull}},
+		{"queue depth only matters when waiting", PaceInput{NowMs: 1000, Hits: []int64{10}, Waiting: 5, MaxQueueDepth: 1}, PaceDecision{AtMs: 1000}},
+	}
+	for _, c := range cases {
+		if got := Pace(c.in); got != c.want {
+			t.Errorf("%s: Pace = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

@@ -72,32 +72,20 @@ func (rs *reqState) attempt(cand model.Candidate) attemptRes {
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
 	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
 	qStart := time.Now()
+	rs.provider, rs.conn = cand.Provider, cand.Connection
+	if paced(prov, conn, rs.s) {
+		w, perr := g.pace.wait(rs.ctx, model.ConnRef{Provider: cand.Provider, Connection: cand.Connection}, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft)
+		if perr != nil {
+			return rs.localRefusal(cand, perr)
+		}
+		queueLeft -= w
+	}
 	sl, aerr := g.gate.acquire(rs.ctx, cand.Provider, cand.Connection, cand.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rs.shared)
 	if w := time.Since(qStart); w > time.Millisecond || aerr != nil {
 		g.met.queueWait.WithLabelValues(cand.Provider, cand.Connection).Observe(w.Seconds())
 	}
-	rs.provider, rs.conn = cand.Provider, cand.Connection
 	if aerr != nil {
-		if rs.ctx.Err() != nil {
-			return attemptRes{kind: resGone}
-		}
-		// A local queue refusal is reported to the model (neutral: never
-		// upstream health) and the verdict says where to go next.
-		g.met.queueRej.WithLabelValues(cand.Provider, cand.Connection, string(aerr.err.Code)).Inc()
-		now := g.modelNow()
-		g.lock()
-		att, err := g.eng.Begin(now, cand)
-		var v model.Verdict
-		if err == nil {
-			v = g.eng.Record(now, &att, model.Outcome{Kind: model.OutcomeLocalQueue})
-		}
-		g.unlock()
-		rs.lastLocal = aerr.err
-		if err != nil {
-			return attemptRes{kind: resSkip}
-		}
-		g.met.upstream.WithLabelValues(cand.Provider, cand.Connection, "local_queue").Inc()
-		return attemptRes{kind: resFailed, verdict: v}
+		return rs.localRefusal(cand, aerr.err)
 	}
 	defer sl.release()
 
@@ -157,6 +145,30 @@ func (rs *reqState) attempt(cand model.Candidate) attemptRes {
 			rs.lastFail.status = http.StatusBadGateway
 		}
 	}
+	return attemptRes{kind: resFailed, verdict: v}
+}
+
+// localRefusal reports a local queue refusal to the model (neutral: never
+// upstream health); the verdict says where to go next.
+func (rs *reqState) localRefusal(cand model.Candidate, e *model.Error) attemptRes {
+	g := rs.g
+	if rs.ctx.Err() != nil {
+		return attemptRes{kind: resGone}
+	}
+	g.met.queueRej.WithLabelValues(cand.Provider, cand.Connection, string(e.Code)).Inc()
+	now := g.modelNow()
+	g.lock()
+	att, err := g.eng.Begin(now, cand)
+	var v model.Verdict
+	if err == nil {
+		v = g.eng.Record(now, &att, model.Outcome{Kind: model.OutcomeLocalQueue})
+	}
+	g.unlock()
+	rs.lastLocal = e
+	if err != nil {
+		return attemptRes{kind: resSkip}
+	}
+	g.met.upstream.WithLabelValues(cand.Provider, cand.Connection, "local_queue").Inc()
 	return attemptRes{kind: resFailed, verdict: v}
 }
 
@@ -346,11 +358,14 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 	if resp.ContentLength > 0 && resp.ContentLength < maxResponseBody {
 		buf.Grow(int(resp.ContentLength))
 	}
-	var tmp [8 << 10]byte
 	for {
-		n, err := resp.Body.Read(tmp[:])
+		if buf.Available() < 4<<10 {
+			buf.Grow(8 << 10)
+		}
+		free := buf.AvailableBuffer()[:buf.Available()]
+		n, err := resp.Body.Read(free)
 		if n > 0 {
-			buf.Write(tmp[:n])
+			buf.Write(free[:n]) // in place: free is buf's own spare capacity
 			pw.progress(to.StreamIdleMs.Duration())
 			if buf.Len() > maxResponseBody {
 				return transport(model.TransportReset)
@@ -427,6 +442,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 func (rs *reqState) streamLoop(actx context.Context, resp *http.Response, pw *progressWatch, observe func(frame)) execResult {
 	to := &rs.s.UpstreamTimeouts
 	rd := newSSEReader(resp.Body)
+	defer rd.release()
 	w := rs.w
 	flusher, _ := w.(http.Flusher)
 	var raw, data, held []byte

@@ -208,6 +208,16 @@ func RecoveryBound(st *model.Settings) int64 {
 // RecoveryBound (lazily, by reading at that instant).
 func (s *sim) finishRun() {
 	s.flushPending()
+	for st, n := range s.statusCount {
+		if n > 0 {
+			s.res.Statuses[st] += n
+		}
+	}
+	for l, n := range s.resultCount {
+		if n > 0 {
+			s.res.Results[resultOrder[l]] += n
+		}
+	}
 	s.res.Simulated = s.offD(s.lastEvent)
 	s.finishExpects()
 	if s.opts.NoInvariants {

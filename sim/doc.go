@@ -1,21 +1,24 @@
 // Package sim is breakwater's discrete-event simulator: a virtual clock, an
 // event heap, seeded random streams, simulated clients and simulated
-// upstreams (the faults rules), driving the SAME model.Engine the proxy
-// drives, through the same calls in the same order a gateway makes them
-// (Resolve → Select → Unavailable / WaitDecision → Begin → Record → Verdict).
+// upstreams (the faults rules), driving the SAME model the proxy drives.
+// The request loop is model.Flow (StartFlow → Next → attempt / wait /
+// answer → Record), exactly as in the proxy, so both make the same
+// decisions by construction.
 //
 // What sim owns: time (model.Time, milliseconds), event order, the timeline
 // of each simulated upstream attempt (latency, chunks, stalls, cuts — the
-// shell's timers: responseHeaderMs, streamIdleMs, attemptMs), the request
-// loop's budgets (requestBudget, waitForCooldown, comboCooldownWait), the
-// canonical trace and its SHA-256, invariant checks and the expects of a
+// shell's timers: responseHeaderMs, attemptMs, and feeding the model's
+// stream watchdogs), the client's patience (a give-up is recorded as
+// model.OutcomeClientAbort and answered 499), whether a stream is committed,
+// the canonical trace and its SHA-256, invariant checks and the expects of a
 // scenario.
 //
 // What sim must never do: decide anything about a status, a body or a
-// header. Every such decision is the model's (classification, cooldowns,
-// breaker, lockouts, selection, typed errors); sim only turns the upstream
-// behaviour into a model.Outcome and follows the Verdict. There is no
-// `if status == 429` here, and a test greps for it.
+// header, or about the request loop (which connection next, when to wait,
+// budgets, what to answer). Every such decision is the model's; sim only
+// turns the upstream behaviour into a model.Outcome and carries out the
+// flow's steps. There is no `if status == 429` here and no call to Select,
+// Begin, Record or WaitDecision; tests grep for both.
 //
 // Determinism: one seed is split into named sub-streams (traffic, faults,
 // latency, engine) with derived seeds, so adding a fault rule does not

@@ -118,11 +118,7 @@ func (tl *Timeline) lockout(c, key string, from, until int64) {
 	tl.end = max(tl.end, until)
 }
 
-func (tl *Timeline) request(t int64, result string) {
-	i := slices.Index(resultOrder[:], result)
-	if i < 0 {
-		return
-	}
+func (tl *Timeline) request(t int64, i int) {
 	b := int(t / tl.bucketMs)
 	for b >= maxBuckets {
 		// merge pairs, double the bucket

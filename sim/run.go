@@ -90,6 +90,21 @@ const (
 	ResultClientAbort = "client_abort" // the client gave up
 )
 
+// label is a request result as an index into resultOrder (counted without
+// hashing; the Result maps are filled at the end of the run).
+type label uint8
+
+const (
+	lServed label = iota
+	lFallback
+	lRejected
+	lFailed
+	lStreamError
+	lClientAbort
+)
+
+func (l label) String() string { return resultOrder[l] }
+
 type request struct {
 	id       int32
 	item     int32
@@ -159,8 +174,12 @@ type sim struct {
 	routes   []model.Route
 	routeErr []error
 
-	sel     model.Selection
-	scratch []byte
+	sel model.Selection
+	// client statuses and results, counted here and copied into the
+	// Result's maps at the end
+	statusCount [600]int
+	resultCount [nResults]int
+	scratch     []byte
 
 	tr       *tracer
 	res      *Result
@@ -390,10 +409,10 @@ func (s *sim) arrive(item int) {
 		if me, ok := err.(*model.Error); ok {
 			code, status = string(me.Code), me.Code.HTTPStatus()
 		}
-		s.finish(id, status, code, ResultRejected, 0)
+		s.finish(id, status, code, lRejected, 0)
 		return
 	}
-	r.flow = s.eng.StartFlow(s.now, route, t.Session, nil)
+	r.flow.Reset(s.eng, s.now, route, t.Session, nil) // keeps the pooled request's buffers
 	s.step(id)
 }
 
@@ -402,7 +421,7 @@ func (s *sim) arrive(item int) {
 func (s *sim) wake(id int32) {
 	r := &s.reqs[id]
 	if r.giveUpAt > 0 && s.now >= r.giveUpAt {
-		s.finish(id, 499, "client_abort", ResultClientAbort, 0)
+		s.finish(id, 499, "client_abort", lClientAbort, 0)
 		return
 	}
 	s.step(id)
@@ -443,27 +462,29 @@ func (s *sim) step(id int32) {
 }
 
 // answer finishes a request with the flow's answer, labelled for the
-// scenario's expects (docs/scenarios.md "Results").
+// scenario's expects (docs/scenarios.md "Results"). Only the client's own
+// give-up is sim's knowledge; an attempt cut by the deadline (abortDeadline)
+// is answered exactly as the flow says.
 func (s *sim) answer(id int32, st *model.Step, ab abort) {
 	r := &s.reqs[id]
-	code, result := "", ResultFailed
+	code, result := "", lFailed // model.ResultUpstream: the last upstream error
 	switch {
 	case ab == abortClient:
-		code, result = "client_abort", ResultClientAbort
+		code, result = "client_abort", lClientAbort
 	case st.Err != nil:
-		code, result = string(st.Err.Code), ResultRejected
+		code, result = string(st.Err.Code), lRejected
 		if r.flow.Attempts() > 0 {
-			result = ResultFailed // a budget spent after attempts
+			result = lFailed // a budget spent after attempts
 		}
 	default:
 		switch st.Result {
 		case model.ResultServed:
-			result = ResultServed
+			result = lServed
 		case model.ResultFallback:
-			result = ResultFallback
+			result = lFallback
 		case model.ResultStreamError:
 			// The client already had content: 200, then an SSE error event.
-			code, result = "stream_interrupted", ResultStreamError
+			code, result = "stream_interrupted", lStreamError
 		}
 	}
 	s.finish(id, st.Status, code, result, st.RetryAfterMs)
@@ -598,7 +619,7 @@ var statusText = func() []string {
 	return out
 }()
 
-func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
+func (s *sim) finish(id int32, status int, code string, result label, retryMs int64) {
 	r := &s.reqs[id]
 	s.scratch = s.scratch[:0]
 	if r.hasLast {
@@ -612,7 +633,7 @@ func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
 	}
 	s.tr.ev("done")
 	s.tr.int("req", kReq, int64(r.id))
-	s.tr.str("result", kResult, result)
+	s.tr.str("result", kResult, result.String())
 	if retryMs > 0 {
 		s.tr.int("retry", kRetry, retryMs)
 	}
@@ -623,15 +644,19 @@ func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 
-	s.res.Statuses[status]++
-	s.res.Results[result]++
+	if status >= 0 && status < len(s.statusCount) {
+		s.statusCount[status]++
+	} else {
+		s.res.Statuses[status]++
+	}
+	s.resultCount[result]++
 	served := ""
 	if r.hasLast && (len(s.windows) > 0 || len(s.reqExpect) > 0) {
 		served = r.lastConn.String()
 	}
 	if o := s.reqExpect[r.id]; o != nil {
 		*o = reqOutcome{done: true, status: status, code: code, servedBy: served, attempts: attempts,
-			result: result, retryAfter: retryMs, at: s.now}
+			result: result.String(), retryAfter: retryMs, at: s.now}
 	}
 	for i := range s.windows {
 		w := &s.windows[i]
@@ -639,14 +664,14 @@ func (s *sim) finish(id int32, status int, code, result string, retryMs int64) {
 			w.requests++
 			w.statuses[status]++
 			w.calls += attempts
-			w.results[result]++
-			if (result == ResultServed || result == ResultFallback) && served != "" {
+			w.results[result.String()]++
+			if (result == lServed || result == lFallback) && served != "" {
 				w.served[served]++
 			}
 		}
 	}
 	if s.opts.Timeline != nil {
-		s.opts.Timeline.request(s.off(s.now), result)
+		s.opts.Timeline.request(s.off(s.now), int(result))
 	}
 	r.free = true
 	r.wakeGen++

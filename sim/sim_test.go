@@ -40,6 +40,30 @@ func TestNoRuleInSim(t *testing.T) {
 	}
 }
 
+// TestRequestLoopIsFlow: sim never picks a connection, waits, spends a
+// budget or chooses an answer itself; the request loop is model.Flow, the
+// one the proxy drives (so both make the same decisions by construction).
+// The engine's per-attempt calls and the loop's helpers are Flow's to make.
+func TestRequestLoopIsFlow(t *testing.T) {
+	files, _ := filepath.Glob("*.go")
+	banned := regexp.MustCompile(`\.eng\.(Select|Begin|Record)\(|model\.(WaitDecision|Unavailable)\(|\bSkip\s*[:=]|\.Skip\b`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, _ := strings.Cut(line, "//")
+			if banned.MatchString(code) {
+				t.Errorf("%s:%d takes a request-loop decision; that is model.Flow's: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 func TestEventOrderAtOneInstant(t *testing.T) {
 	var h eventHeap
 	h.push(event{at: 5, class: classExpect, idx: 1})
@@ -194,6 +218,36 @@ func TestInvariantsCatchViolations(t *testing.T) {
 	s.flushPending()
 	if len(s.res.Violations) != 3 || !strings.Contains(s.res.Violations[2].Invariant, "terminal") {
 		t.Fatalf("violations %v", s.res.Violations)
+	}
+}
+
+// TestDeadlineCutsAttempt: no attempt runs past the flow's deadline
+// (requestBudget.deadlineMs); the cut attempt is recorded neutrally (a
+// client abort: the breaker does not count it) and the request ends at the
+// deadline. The answer's status is model.Flow's.
+func TestDeadlineCutsAttempt(t *testing.T) {
+	sc := simpleScenario(t, 1)
+	sc.Settings.RequestBudget.DeadlineMs = 5000
+	sc.Rules = []faults.Rule{
+		{Match: faults.Match{Connection: "k1"}, Respond: &faults.Response{Status: 503, Latency: 3 * time.Second}},
+		{Match: faults.Match{Connection: "k2"}, Respond: &faults.Response{Latency: 4 * time.Second}},
+	}
+	var buf bytes.Buffer
+	res, err := Run(sc, Options{Trace: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := buf.String()
+	for _, want := range []string{
+		`{"att":2,"conn":"p/k2","ev":"record","next":"stop","outcome":"client_abort","reason":"client_abort","req":1,"t":5000}`,
+		`"ev":"done","req":1,`,
+	} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("trace lacks %s:\n%s", want, tr)
+		}
+	}
+	if !strings.Contains(tr, `"t":5000}`+"\n") || strings.Contains(tr, `"fails":2`) || len(res.Violations) > 0 {
+		t.Errorf("the request should end at the deadline with one counted failure:\n%s%v", tr, res.Violations)
 	}
 }
 
