@@ -31,6 +31,10 @@ type Conn struct {
 	// cooldown tracker (SPEC §1b).
 	WindowFailures int  `json:"windowFailures,omitempty"`
 	WindowLastAt   Time `json:"windowLastAt,omitempty"`
+	// EgressIP is the connection's last known egress address and when it
+	// was seen (SPEC §7 egress buckets); older than 24 h it is not used.
+	EgressIP string `json:"egressIP,omitempty"`
+	EgressAt Time   `json:"egressAt,omitempty"`
 	// Use accounting for least-used and p2c.
 	Uses       uint64 `json:"uses"`
 	LastUsedAt Time   `json:"lastUsedAt"`

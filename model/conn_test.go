@@ -306,3 +306,49 @@ func TestRequestScopedTouchesNothing(t *testing.T) {
 		t.Fatalf("request-scoped error changed state: %+v", *c)
 	}
 }
+
+func TestEgressBucketCoolsSiblings(t *testing.T) {
+	// SPEC §7 egress buckets: a 429 on an egress-bucketed provider cools every
+	// sibling with the same fresh egress IP; terminal siblings, longer
+	// cooldowns, other IPs and disableCooling are left alone; never terminal.
+	p := oneProvider("o", ProfileAPIKey, 5)
+	p.Type = "opencode"
+	p.Connections[4].DisableCooling = true
+	e := mustEngine(t, topo(p), nil)
+	for i, ip := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.1", "10.0.0.1"} {
+		if err := e.SetEgressIP(at(0), ConnRef{"o", p.Connections[i].ID}, ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hit(t, e, at(0), "o", "k2", "m1", withBody(402, "insufficient credits")) // k2 terminal
+	hit(t, e, at(0), "o", "k1", "m1", withHeader(429, "retry-after", "60"))
+	until := at(sec(60))
+	if got := connOf(e, "o", "k4").RateLimitedUntil; got != until {
+		t.Fatalf("same-IP sibling: until %d, want %d", got-t0, until-t0)
+	}
+	if connOf(e, "o", "k2").Status != StatusCreditsExhausted || connOf(e, "o", "k2").RateLimitedUntil != 0 {
+		t.Fatal("terminal sibling overwritten")
+	}
+	if connOf(e, "o", "k3").RateLimitedUntil != 0 {
+		t.Fatal("a sibling on another IP was cooled")
+	}
+	if connOf(e, "o", "k5").RateLimitedUntil != 0 {
+		t.Fatal("disableCooling sibling was cooled")
+	}
+	// Not on other provider types, and not with a stale IP.
+	q := oneProvider("q", ProfileAPIKey, 2)
+	e2 := mustEngine(t, topo(q), nil)
+	e2.SetEgressIP(at(0), ConnRef{"q", "k1"}, "1.1.1.1")
+	e2.SetEgressIP(at(0), ConnRef{"q", "k2"}, "1.1.1.1")
+	hit(t, e2, at(0), "q", "k1", "m1", status(429))
+	if connOf(e2, "q", "k2").RateLimitedUntil != 0 {
+		t.Fatal("egress bucket applied to a provider that is not bucketed")
+	}
+	e3 := mustEngine(t, topo(p), nil)
+	e3.SetEgressIP(at(0), ConnRef{"o", "k1"}, "1.1.1.1")
+	e3.SetEgressIP(at(0), ConnRef{"o", "k4"}, "1.1.1.1")
+	hit(t, e3, at(25*hour), "o", "k1", "m1", status(429))
+	if connOf(e3, "o", "k4").RateLimitedUntil != 0 {
+		t.Fatal("a stale egress IP (older than 24 h) was trusted")
+	}
+}

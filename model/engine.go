@@ -33,6 +33,7 @@ type provState struct {
 	typ           string
 	profile       Profile
 	perModelQuota bool
+	egressBucket  bool
 	dailyResetMin int
 	models        map[string]bool // nil = any model
 	families      map[string]string
@@ -92,6 +93,10 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		p.perModelQuota = perModelQuotaDefault(typ, cfg.Profile)
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
+		}
+		p.egressBucket = typ == "opencode"
+		if cfg.EgressBucketed != nil {
+			p.egressBucket = *cfg.EgressBucketed
 		}
 		p.dailyResetMin, _ = parseDailyReset(cfg.DailyResetUTC)
 		if len(cfg.Models) > 0 {
@@ -239,8 +244,53 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	if connDirty {
 		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 	}
+	e.applyEgressBucket(now, p, c, &v)
 	e.applyLockout(now, p, c, a, &v)
 	return v
+}
+
+// egressFreshMs is how long a recorded egress IP stays trustworthy.
+const egressFreshMs = 24 * hour
+
+// applyEgressBucket: on an egress-bucketed provider a 429 that is a rate
+// limit or exhausted quota cools every sibling whose last known egress IP is
+// the failing one's (SPEC §7): they would fail for certain. Never terminal;
+// terminal siblings, longer cooldowns and disableCooling are left alone.
+func (e *Engine) applyEgressBucket(now Time, p *provState, c *connState, v *Verdict) {
+	if !p.egressBucket || v.ClientStatus != 429 || c.cfg.DisableCooling || c.st.Status.Terminal() ||
+		(v.Reason != ReasonRateLimitExceeded && v.Reason != ReasonQuotaExhausted) ||
+		c.st.EgressIP == "" || now.Sub(c.st.EgressAt) >= egressFreshMs || c.st.RateLimitedUntil <= now {
+		return
+	}
+	for i := range p.conns {
+		s := &p.conns[i]
+		if s == c || s.cfg.DisableCooling || s.st.Status.Terminal() || s.st.EgressIP != c.st.EgressIP ||
+			now.Sub(s.st.EgressAt) >= egressFreshMs || s.st.RateLimitedUntil >= c.st.RateLimitedUntil {
+			continue
+		}
+		s.st.RateLimitedUntil = c.st.RateLimitedUntil
+		s.st.CooldownSetAt = now
+		s.st.LastError = "egress bucket shared with " + c.id + ": " + v.Message
+		s.st.LastErrorType = v.Reason
+		s.st.ErrorCode = 429
+		s.st.LastErrorAt = now
+		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: s.id, Conn: s.st})
+	}
+}
+
+// SetEgressIP records the egress address an attempt on ref went out from
+// (the shell learns it from its dialer or the request log).
+func (e *Engine) SetEgressIP(now Time, ref ConnRef, ip string) error {
+	p, c, err := e.conn(ref)
+	if err != nil {
+		return err
+	}
+	if c.st.EgressIP == ip && now.Sub(c.st.EgressAt) < hour {
+		return nil // fresh enough: spare the store a write per request
+	}
+	c.st.EgressIP, c.st.EgressAt = ip, now
+	e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
+	return nil
 }
 
 // applyBreaker feeds the provider breaker. It reports whether it changed

@@ -52,6 +52,9 @@ type ProviderConfig struct {
 	Strategy Strategy `json:"strategy"`
 	// PerModelQuota overrides the type's default (true for gemini and local).
 	PerModelQuota *bool `json:"perModelQuota,omitempty"`
+	// EgressBucketed marks a free tier limited per egress IP, not per
+	// account (SPEC §7); default true for type opencode.
+	EgressBucketed *bool `json:"egressBucketed,omitempty"`
 	// DailyResetUTC is "HH:MM", when this provider's daily quota resets.
 	DailyResetUTC string `json:"dailyResetUtc,omitempty"`
 	// QuotaFamilies name groups of models that share one quota: a family
