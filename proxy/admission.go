@@ -107,11 +107,10 @@ func Admit(in AdmitInput) AdmitDecision {
 
 // gate holds the counters and the wait queue of the composite gate.
 type gate struct {
-	mu       sync.Mutex
-	global   Slots
-	provs    map[string]*provGate
-	waiters  []*waiter // FIFO over every connection
-	observer func(provider, connection string, queued int)
+	mu      sync.Mutex
+	global  Slots
+	provs   map[string]*provGate
+	waiters []*waiter // FIFO over every connection
 }
 
 type provGate struct {
@@ -240,29 +239,12 @@ func (g *gate) grantLocked() {
 			w.cg.queued--
 			w.done = true
 			close(w.ready)
-			g.notify(w)
 			continue
 		}
 		kept = append(kept, w)
 	}
 	clear(g.waiters[len(kept):])
 	g.waiters = kept
-}
-
-func (g *gate) notify(w *waiter) {
-	if g.observer == nil {
-		return
-	}
-	for pid, pg := range g.provs {
-		if pg != w.pg {
-			continue
-		}
-		for cid, cg := range pg.conns {
-			if cg == w.cg {
-				g.observer(pid, cid, cg.queued)
-			}
-		}
-	}
 }
 
 // admitError is a typed admission refusal with how long the request waited.
@@ -303,9 +285,6 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	w := &waiter{pg: pg, cg: cg, model: modelID, ready: make(chan struct{})}
 	cg.queued++
 	g.waiters = append(g.waiters, w)
-	if g.observer != nil {
-		g.observer(provider, connection, cg.queued)
-	}
 	g.mu.Unlock()
 
 	start := time.Now()
@@ -326,9 +305,6 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	}
 	w.done = true
 	cg.queued--
-	if g.observer != nil {
-		g.observer(provider, connection, cg.queued)
-	}
 	g.mu.Unlock()
 	waited := time.Since(start)
 	if failOpen {
@@ -355,7 +331,8 @@ func admissionError(d AdmitDecision, provider, connection, modelID string, depth
 	return e
 }
 
-// queued reports the queue depth of every connection (for metrics).
+// snapshot reports the slots in use and the queue depth of every
+// connection (for health and metrics).
 func (g *gate) snapshot(fn func(provider, connection string, inUse, queued int)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

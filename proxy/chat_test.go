@@ -640,3 +640,106 @@ providers:
 		}
 	}
 }
+
+// server.streamCommit: first-event forwards the role chunk at once, so a
+// later error is post-commit (an SSE error event), not a fallback.
+func TestStreamCommitFirstEvent(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, "server: {streamCommit: first-event}\n"+twoConns)
+	up.set("glm-k1", sse(streamOpt{errAfter: -1, errEvent: `{"error":{"code":503,"message":"overloaded"}}`}))
+	r := g.stream("glm/glm-5")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k1" || !strings.Contains(r.body, "overloaded") || up.count("glm-k2") != 0 {
+		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)
+	}
+}
+
+// SPEC §11.6: the per-phase timeouts map to the transport outcomes the model
+// classifies; the execution bound is a local 504 that never counts against
+// the upstream.
+func TestUpstreamTimeoutsAndTransportErrors(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
+  - {id: dead, baseURL: "http://127.0.0.1:1/v1", models: [m], connections: [{id: c, apiKey: d}]}
+`+testBase+`
+  upstreamTimeouts: {responseHeaderMs: 100}
+`)
+	up.set("k", slow(5*time.Second, okJSON("late")))
+	r := g.chat("p/m")
+	if r.code != 504 || up.count("k") != 1 {
+		t.Fatalf("header timeout: %d %s", r.code, r.body)
+	}
+	if c := g.conn("p", "c"); c["status"] != "cooldown" {
+		t.Fatalf("a header timeout is a provider-level failure that cools the connection: %v", c)
+	}
+	if r := g.chat("dead/m"); r.code != 502 {
+		t.Fatalf("connection refused: %d %s", r.code, r.body)
+	}
+	if c := g.conn("dead", "c"); c["lastError"] == nil || !strings.Contains(c["lastError"].(string), "refused") {
+		t.Fatalf("refused: %v", c)
+	}
+
+	g2 := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k2}]}
+`+testBase+`
+  upstreamTimeouts: {responseHeaderMs: 50}
+  requestQueue: {executionMaxWaitMs: 150}
+`)
+	up.set("k2", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	r = g2.chat("p/m")
+	if r.code != 504 || r.errCode() != "RATE_LIMIT_EXECUTION_TIMEOUT" {
+		t.Fatalf("execution bound: %d %s", r.code, r.body)
+	}
+	if c := g2.conn("p", "c"); c["status"] != "active" {
+		t.Fatalf("the execution bound must not cool the connection: %v", c)
+	}
+}
+
+// SPEC "does better" 2: a half-open probe whose client goes away frees its
+// permit (every Begin gets exactly one Record), so the provider is never
+// locked out by a dangling probe.
+func TestAbortedProbeFreesPermit(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: loc, type: local, profile: local, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
+`+testBase+`
+  providerBreaker: {local: {failureThreshold: 1, degradationThreshold: 1, resetTimeoutMs: 1000}}
+`)
+	up.set("c", status(503, `{}`))
+	g.chat("loc/m")
+	state := func() string {
+		return g.health()["providers"].(map[string]any)["loc"].(map[string]any)["state"].(string)
+	}
+	if state() != "OPEN" {
+		t.Fatal("want OPEN")
+	}
+	g.do("POST", "/api/resilience/cooldowns", `{"all":true}`)
+	eventually(t, "HALF_OPEN", func() bool { return state() == "HALF_OPEN" })
+	blocked := make(chan struct{})
+	up.set("c", func(w http.ResponseWriter, r *http.Request, n int) { close(blocked); <-r.Context().Done() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan resp, 1)
+	go func() { done <- g.doCtx(ctx, "POST", "/v1/chat/completions", `{"model":"loc/m"}`) }()
+	<-blocked
+	cancel()
+	<-done
+	up.set("c", okJSON("probe ok"))
+	eventually(t, "the probe permit to be free again", func() bool {
+		r := g.chat("loc/m")
+		return r.code == 200 && strings.Contains(r.body, "probe ok")
+	})
+	if state() != "CLOSED" {
+		t.Fatalf("a successful probe closes the breaker: %s", state())
+	}
+}

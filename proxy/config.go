@@ -48,6 +48,12 @@ type ServerConfig struct {
 	ShutdownTimeoutMs Millis `yaml:"shutdownTimeoutMs"`
 	// LogRequests logs one line per client request at info level.
 	LogRequests bool `yaml:"logRequests"`
+	// StreamCommit says when a stream is committed to the client: "content"
+	// (default) holds metadata events (the role chunk) until the first
+	// content or reasoning frame, so an error or stall before it is retried
+	// elsewhere; "first-event" forwards the first event at once (lower
+	// time-to-first-event, fewer pre-commit retries).
+	StreamCommit string `yaml:"streamCommit"`
 }
 
 // DemoConfig is the `demo:` section.
@@ -601,6 +607,11 @@ func (c *Config) validate() []error {
 	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		add(c.errAt("server.listen", "want host:port, got %q", c.Server.Listen))
+	}
+	switch c.Server.StreamCommit {
+	case "", "content", "first-event":
+	default:
+		add(c.errAt("server.streamCommit", "want content or first-event, got %q", c.Server.StreamCommit))
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))

@@ -19,8 +19,14 @@
 // (client abort, local queue timeout, panic), so half-open probe permits never
 // dangle.
 //
-// A few small pure functions live here until the model grows them
-// (admission.go: the composite concurrency gate's admission check; sse.go:
-// frame classification and the throughput watchdog; affinity.go: the session
-// pin order). They carry table tests and are listed in docs/gateway.md.
+// The request loop is the model's Flow, the same one the simulator drives:
+// Flow.Next says which connection to try (the attempt already begun), when
+// to wait for a short cooldown and what to answer; the shell runs pacing and
+// admission, calls the upstream, feeds stream events to model.Watchdog and
+// reports each outcome with Flow.Record.
+//
+// Two small pure functions live here until the model grows them:
+// admission.go's Admit (the composite concurrency gate's check) and
+// ratelimit.go's Pace (per-connection pacing). Both carry table tests and are
+// listed in docs/gateway.md.
 package proxy

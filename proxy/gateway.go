@@ -62,7 +62,6 @@ type Gateway struct {
 
 	gate      *gate
 	pace      *pacers
-	aff       *affinity
 	met       *metrics
 	transport *http.Transport
 	client    *http.Client
@@ -147,7 +146,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
 		store: opts.Store, lower: lower, saved: saved, combos: map[string]*ComboConfig{},
-		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(), aff: newAffinity(),
+		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	for i := range cfg.Combos {
@@ -261,8 +260,6 @@ func (g *Gateway) settings() *model.Settings { return &g.rt.Load().s }
 // pump hands drained change records to the store, off the request path.
 func (g *Gateway) pump() {
 	defer close(g.pumpDone)
-	sweep := time.NewTicker(time.Minute)
-	defer sweep.Stop()
 	tick := time.NewTicker(pumpEvery)
 	defer tick.Stop()
 	for {
@@ -271,8 +268,6 @@ func (g *Gateway) pump() {
 			g.drainToStore()
 		case <-tick.C:
 			g.drainToStore()
-		case <-sweep.C:
-			g.aff.sweep(g.now())
 		case <-g.stopPump:
 			g.drainToStore()
 			return

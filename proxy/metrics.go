@@ -97,6 +97,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g.lock()
 	provs := g.eng.Providers(now)
 	conns := g.eng.Connections(now, "")
+	pins := len(g.eng.Pins(now))
 	g.unlock()
 	for _, p := range provs {
 		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(p.State), p.Provider)
@@ -111,7 +112,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(queued), p, cn)
 		ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(inUse), p, cn)
 	})
-	ch <- prometheus.MustNewConstMetric(descPins, prometheus.GaugeValue, float64(g.aff.len()))
+	ch <- prometheus.MustNewConstMetric(descPins, prometheus.GaugeValue, float64(pins))
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }

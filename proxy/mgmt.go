@@ -247,6 +247,7 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	g.lock()
 	provs := g.eng.Providers(now)
 	conns := g.eng.Connections(now, "")
+	pins := len(g.eng.Pins(now))
 	g.unlock()
 	out := struct {
 		Status      string                    `json:"status"`
@@ -255,7 +256,7 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Connections []model.ConnectionView    `json:"connections"`
 		Queues      []queueView               `json:"queues"`
 		SessionPins int                       `json:"sessionPins"`
-	}{Status: "ok", Time: now.Std(), Providers: map[string]providerHealth{}, Connections: conns, Queues: []queueView{}, SessionPins: g.aff.len()}
+	}{Status: "ok", Time: now.Std(), Providers: map[string]providerHealth{}, Connections: conns, Queues: []queueView{}, SessionPins: pins}
 	if g.draining.Load() {
 		out.Status = "draining"
 	}

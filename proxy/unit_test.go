@@ -43,53 +43,17 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-func TestPinOrder(t *testing.T) {
-	c := func(p, conn string, target int) model.Candidate {
-		return model.Candidate{Provider: p, Connection: conn, Target: target}
+func TestStreamEventHelpers(t *testing.T) {
+	if !isErrorEvent([]byte(`{"type":"error","error":{"message":"x"}}`)) || isErrorEvent([]byte(`{"error":null}`)) ||
+		isErrorEvent([]byte(`{"choices":[{"delta":{"content":"\"error\": no"}}]}`)) {
+		t.Fatal("isErrorEvent")
 	}
-	cands := []model.Candidate{c("a", "k1", 0), c("a", "k2", 0), c("a", "k3", 0), c("b", "x1", 1), c("b", "x2", 1)}
-	stale := pinOrder(cands, map[string]string{"a": "k3", "b": "gone"})
-	var got []string
-	for _, x := range cands {
-		got = append(got, x.Provider+"/"+x.Connection)
+	if finishReason([]byte(`{"choices":[{"delta":{},"finish_reason":"length"}]}`)) != "length" || finishReason([]byte(`{}`)) != "" {
+		t.Fatal("finishReason")
 	}
-	if strings.Join(got, " ") != "a/k3 a/k1 a/k2 b/x1 b/x2" {
-		t.Fatalf("order = %v", got)
-	}
-	if len(stale) != 1 || stale[0] != "b" {
-		t.Fatalf("stale = %v, want [b]", stale)
-	}
-	if pinOrder(cands, nil) != nil {
-		t.Fatal("no pins: nothing stale")
-	}
-}
-
-// SPEC §6: what restarts the stall budget and what is output.
-func TestClassifyData(t *testing.T) {
-	cases := []struct {
-		data   string
-		kind   frameKind
-		useful int
-		finish string
-	}{
-		{``, frameHeartbeat, 0, ""},
-		{`[DONE]`, frameDone, 0, ""},
-		{`{"choices":[{"delta":{"role":"assistant"}}]}`, frameOther, 0, ""},
-		{`{"choices":[{"delta":{"content":"héllo"}}]}`, frameContent, 6, ""},
-		{`{"choices":[{"delta":{"content":""},"finish_reason":"stop"}]}`, frameOther, 0, "stop"},
-		{`{"choices":[{"delta":{"reasoning_content":""}}]}`, frameReasoning, 0, ""},
-		{`{"choices":[{"delta":{"reasoning":"thinking..."}}]}`, frameReasoning, 0, ""},
-		{`{"type":"response.reasoning_summary_text.delta","delta":"x"}`, frameReasoning, 0, ""},
-		{`{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`, frameContent, 0, ""},
-		{`{"choices":[],"usage":{"total_tokens":3}}`, frameOther, 0, ""},
-		{`{"error":{"message":"boom","code":503}}`, frameError, 0, ""},
-		{`not json`, frameOther, 0, ""},
-		{`{"choices":[{"text":"abc"}]}`, frameContent, 3, ""},
-	}
-	for _, c := range cases {
-		f := classifyData([]byte(c.data))
-		if f.kind != c.kind || f.useful != c.useful || f.finish != c.finish {
-			t.Errorf("classifyData(%s) = %+v, want kind %d useful %d finish %q", c.data, f, c.kind, c.useful, c.finish)
+	for f, want := range map[string]bool{"length": true, "tool_calls": true, "content_filter": true, "stop": false, "": false} {
+		if legitimateEmpty(f) != want {
+			t.Errorf("legitimateEmpty(%q) != %v", f, want)
 		}
 	}
 }
@@ -109,43 +73,6 @@ func TestStreamErrorStatus(t *testing.T) {
 		if got, _ := streamErrorStatus([]byte(in)); got != want {
 			t.Errorf("streamErrorStatus(%s) = %d, want %d", in, got, want)
 		}
-	}
-}
-
-// SPEC §6 / REFERENCE M14: warm-up plus a full window, protected phases,
-// measurable windows.
-func TestThroughputWatchdog(t *testing.T) {
-	cfg := model.ThroughputWatchdog{Enabled: true, WarmupMs: 1000, WindowMs: 1000, MinUsefulBytesPerSecond: 10, MinUsefulBytes: 1}
-	w := newThroughputWatchdog(cfg, 0)
-	w.observe(100, frame{kind: frameContent, useful: 2})
-	if w.abort(1999) {
-		t.Fatal("aborted before warm-up + window")
-	}
-	if !w.abort(2000) {
-		t.Fatal("2 bytes in the window (< 10 B/s) after warm-up+window: want abort")
-	}
-	w.observe(2000, frame{kind: frameContent, useful: 50})
-	if w.abort(2100) {
-		t.Fatal("50 B/s: no abort")
-	}
-	w.observe(2200, frame{kind: frameReasoning})
-	if w.abort(4000) {
-		t.Fatal("reasoning in flight: judgement suspended")
-	}
-	w.observe(4000, frame{kind: frameContent, useful: 1})
-	if !w.abort(4500) {
-		t.Fatal("1 byte in the window after reasoning ended: want abort")
-	}
-	off := newThroughputWatchdog(model.ThroughputWatchdog{}, 0)
-	if off.abort(1e9) {
-		t.Fatal("disabled watchdog aborted")
-	}
-	// windowBytes below minUsefulBytes (but not 0) is not measurable
-	cfg.MinUsefulBytes = 5
-	w = newThroughputWatchdog(cfg, 0)
-	w.observe(1500, frame{kind: frameContent, useful: 2})
-	if w.abort(2100) {
-		t.Fatal("2 bytes < minUsefulBytes 5: not measurable, no abort")
 	}
 }
 

@@ -42,12 +42,6 @@ const (
 	resSkip                         // not attempted (breaker refused the permit)
 )
 
-type attemptRes struct {
-	kind    resKind
-	status  int
-	verdict model.Verdict
-}
-
 // execResult is what one upstream attempt produced, as the shell saw it.
 type execResult struct {
 	outcome   model.Outcome
@@ -56,125 +50,101 @@ type execResult struct {
 	status    int  // status the client got (when committed)
 	errBody   []byte
 	header    http.Header
-	local     *model.Error // a local bound (execution, deadline) that ended it
+	local     *model.Error // a local bound (execution) that ended it
 }
 
-// attempt runs one candidate: admission, Begin, the upstream call, Record.
-// Every Begin is matched by exactly one Record, whatever happens.
-func (rs *reqState) attempt(cand model.Candidate) attemptRes {
+// attempt executes one attempt the flow began: pacing and admission, the
+// upstream call, then Flow.Record. Every attempt is recorded exactly once,
+// whatever happens (a panic records a neutral outcome). It reports whether
+// the flow is over, with the status the client got.
+func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	g := rs.g
-	prov := g.provider(cand.Provider)
-	if prov == nil || prov.conns[cand.Connection] == nil {
-		return attemptRes{kind: resSkip}
-	}
-	conn := prov.conns[cand.Connection]
-	ov := conn.cfg.RateLimitOverrides
-	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
-	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
-	qStart := time.Now()
-	rs.provider, rs.conn = cand.Provider, cand.Connection
-	if paced(prov, conn, rs.s) {
-		w, perr := g.pace.wait(rs.ctx, model.ConnRef{Provider: cand.Provider, Connection: cand.Connection}, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft)
-		if perr != nil {
-			return rs.localRefusal(cand, perr)
-		}
-		queueLeft -= w
-	}
-	sl, aerr := g.gate.acquire(rs.ctx, cand.Provider, cand.Connection, cand.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rs.shared)
-	if w := time.Since(qStart); w > time.Millisecond || aerr != nil {
-		g.met.queueWait.WithLabelValues(cand.Provider, cand.Connection).Observe(w.Seconds())
-	}
-	if aerr != nil {
-		return rs.localRefusal(cand, aerr.err)
-	}
-	defer sl.release()
-
-	now := g.modelNow()
-	g.lock()
-	att, err := g.eng.Begin(now, cand)
-	g.unlock()
-	if err != nil {
-		// The breaker admits nothing (OPEN, or HALF_OPEN with its probe
-		// taken): remember its typed answer in case nothing else serves.
-		if me, ok := err.(*model.Error); ok && rs.lastFail == nil {
-			rs.lastLocal = me
-		}
-		return attemptRes{kind: resSkip}
-	}
-	rs.attempts++
 	recorded := false
 	defer func() {
 		if !recorded { // a panic: free the permit, neutrally
 			g.lock()
-			g.eng.Record(g.modelNow(), &att, model.Outcome{Kind: model.OutcomeClientAbort})
+			rs.flow.Record(g.modelNow(), g.eng, a, model.Outcome{Kind: model.OutcomeClientAbort}, rs.committed)
 			g.unlock()
 		}
 	}()
-	out := rs.execute(prov, conn, cand, time.Duration(execMax)*time.Millisecond)
-	g.lock()
-	v := g.eng.Record(g.modelNow(), &att, out.outcome)
-	g.unlock()
+	rs.provider, rs.conn = a.Provider, a.Connection
+	prov := g.provider(a.Provider)
+	if prov == nil || prov.conns[a.Connection] == nil {
+		recorded = true
+		return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}})
+	}
+	conn := prov.conns[a.Connection]
+	ov := conn.cfg.RateLimitOverrides
+	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
+	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
+	qStart := time.Now()
+	var refusal *model.Error
+	if paced(prov, conn, rs.s) {
+		w, perr := g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft)
+		refusal = perr
+		queueLeft -= w
+	}
+	var sl *slot
+	if refusal == nil {
+		var aerr *admitError
+		sl, aerr = g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rs.quotaShare())
+		if aerr != nil {
+			refusal = aerr.err
+		}
+	}
+	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
+		g.met.queueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
+	}
+	if refusal != nil {
+		recorded = true
+		if rs.ctx.Err() != nil {
+			return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
+		}
+		// A local refusal is reported to the model (neutral: never upstream
+		// health); the flow moves on, and answers with it if nothing serves.
+		g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
+		return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: refusal})
+	}
+	defer sl.release()
+	out := rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
 	recorded = true
-	g.met.upstream.WithLabelValues(cand.Provider, cand.Connection, resultLabel(out.outcome)).Inc()
-
-	if rs.hasSess && rs.s.SessionAffinityTTLMs > 0 {
-		if out.delivered {
-			g.aff.set(rs.session, cand.Provider, cand.Connection, g.now().Add(rs.s.SessionAffinityTTLMs.Duration()))
-		} else if out.outcome.Kind != model.OutcomeClientAbort {
-			g.aff.drop(rs.session, cand.Provider, cand.Connection)
-		}
+	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
+		out.errBody = redact(out.errBody, conn.cfg.APIKey)
 	}
-	switch {
-	case out.delivered:
-		return attemptRes{kind: resDone, status: out.status}
-	case out.outcome.Kind == model.OutcomeClientAbort && rs.ctx.Err() != nil:
-		if out.committed {
-			return attemptRes{kind: resCommittedFail, status: 499}
-		}
-		return attemptRes{kind: resGone}
-	case out.committed:
-		return attemptRes{kind: resCommittedFail, status: out.status}
-	}
-	if out.local != nil {
-		rs.lastFail = &failure{local: out.local, verdict: v}
-	} else if out.outcome.Kind == model.OutcomeResponse {
-		rs.lastFail = &failure{status: out.outcome.Status, header: out.header, body: redact(out.errBody, conn.cfg.APIKey), verdict: v}
-	} else {
-		rs.lastFail = &failure{status: v.ClientStatus, verdict: v}
-		if rs.lastFail.status == 0 {
-			rs.lastFail.status = http.StatusBadGateway
-		}
-	}
-	return attemptRes{kind: resFailed, verdict: v}
+	return rs.record(a, out)
 }
 
-// localRefusal reports a local queue refusal to the model (neutral: never
-// upstream health); the verdict says where to go next.
-func (rs *reqState) localRefusal(cand model.Candidate, e *model.Error) attemptRes {
+// record reports an attempt's outcome to the flow and keeps what the client
+// may get if nothing else serves.
+func (rs *reqState) record(a *model.Attempt, out execResult) (bool, int) {
 	g := rs.g
-	if rs.ctx.Err() != nil {
-		return attemptRes{kind: resGone}
-	}
-	g.met.queueRej.WithLabelValues(cand.Provider, cand.Connection, string(e.Code)).Inc()
-	now := g.modelNow()
 	g.lock()
-	att, err := g.eng.Begin(now, cand)
-	var v model.Verdict
-	if err == nil {
-		v = g.eng.Record(now, &att, model.Outcome{Kind: model.OutcomeLocalQueue})
-	}
+	v, ans := rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
 	g.unlock()
-	rs.lastLocal = e
-	if err != nil {
-		return attemptRes{kind: resSkip}
+	g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
+	switch {
+	case out.delivered:
+	case out.local != nil:
+		rs.lastLocal, rs.lastIsLocal = out.local, true
+	case out.outcome.Kind == model.OutcomeResponse:
+		rs.lastFail = &failure{status: out.outcome.Status, header: out.header, body: out.errBody, verdict: v}
+		rs.lastIsLocal = false
+	case out.outcome.Kind != model.OutcomeClientAbort:
+		rs.lastFail = &failure{status: v.ClientStatus, verdict: v}
+		rs.lastIsLocal = false
 	}
-	g.met.upstream.WithLabelValues(cand.Provider, cand.Connection, "local_queue").Inc()
-	return attemptRes{kind: resFailed, verdict: v}
+	if ans == nil {
+		return false, 0
+	}
+	if out.delivered {
+		return true, out.status
+	}
+	return true, rs.answer(ans)
 }
 
 // execute makes one upstream call under the phase timers and, on success,
 // delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand model.Candidate, execMax time.Duration) execResult {
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMax time.Duration) execResult {
 	to := &rs.s.UpstreamTimeouts
 	actx, cancel := context.WithCancelCause(rs.ctx)
 	defer cancel(nil)
@@ -396,59 +366,128 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 		delivered: true, committed: true, status: resp.StatusCode}
 }
 
-// pipeStream passes an SSE stream through, event by event. Events are held
-// back until the first content or reasoning frame (the readiness gate), so
-// an error or a stall before that is retried elsewhere; after commit a
-// failure ends the stream with an explicit SSE error event, never a
-// truncated success.
-func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response) execResult {
-	to := &rs.s.UpstreamTimeouts
-	pw := newProgressWatch(to.FirstContentMs.Duration(), func() { cancel(errStall) })
-	defer pw.stop()
-
-	var tw *throughputWatchdog
-	var twMu sync.Mutex
-	if twc := rs.s.StreamRecovery.ThroughputWatchdog; twc.Enabled {
-		base := time.Now()
-		ms := func() int64 { return time.Since(base).Milliseconds() }
-		tw = newThroughputWatchdog(twc, 0)
-		tick := min(time.Second, max(10*time.Millisecond, twc.WindowMs.Duration()/4))
-		var timer *time.Timer
-		var stopped atomic.Bool
-		timer = time.AfterFunc(tick, func() {
-			if stopped.Load() {
-				return
-			}
-			twMu.Lock()
-			abort := tw.abort(ms())
-			twMu.Unlock()
-			if abort {
-				cancel(errThroughput)
-				return
-			}
-			timer.Reset(tick)
-		})
-		defer func() { stopped.Store(true); timer.Stop() }()
-		observe := func(f frame) {
-			twMu.Lock()
-			tw.observe(ms(), f)
-			twMu.Unlock()
-		}
-		return rs.streamLoop(actx, resp, pw, observe)
-	}
-	return rs.streamLoop(actx, resp, pw, nil)
+// streamWatch runs the model's stream watchdogs (SPEC §6) for one attempt:
+// fed every event, and checked from a timer at Watchdog.Deadline so a silent
+// stream is caught by time. An abort cancels the attempt with its cause.
+type streamWatch struct {
+	mu      sync.Mutex
+	g       *Gateway
+	w       model.Watchdog
+	t       *time.Timer
+	armed   model.Time
+	tick    int64 // re-check period once the throughput watchdog is ready
+	cancel  context.CancelCauseFunc
+	stopped bool
 }
 
-func (rs *reqState) streamLoop(actx context.Context, resp *http.Response, pw *progressWatch, observe func(frame)) execResult {
-	to := &rs.s.UpstreamTimeouts
+func newStreamWatch(g *Gateway, s *model.Settings, cancel context.CancelCauseFunc) *streamWatch {
+	now := g.modelNow()
+	sw := &streamWatch{g: g, w: model.NewWatchdog(s, now), cancel: cancel,
+		tick: min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))}
+	sw.mu.Lock()
+	sw.armLocked(now)
+	sw.mu.Unlock()
+	return sw
+}
+
+// armLocked sets the timer to the watchdogs' next deadline.
+func (sw *streamWatch) armLocked(now model.Time) {
+	next := sw.w.Deadline()
+	if next <= now {
+		next = now.Add(sw.tick)
+	}
+	sw.armed = next
+	d := time.Duration(next.Sub(now)) * time.Millisecond
+	if sw.t == nil {
+		sw.t = time.AfterFunc(d, sw.fire)
+	} else {
+		sw.t.Reset(d)
+	}
+}
+
+func (sw *streamWatch) checkLocked(now model.Time) bool {
+	kind, abort := sw.w.Check(now)
+	if !abort {
+		return false
+	}
+	sw.stopped = true
+	if kind == model.OutcomeThroughput {
+		sw.cancel(errThroughput)
+	} else {
+		sw.cancel(errStall)
+	}
+	return true
+}
+
+func (sw *streamWatch) fire() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.stopped {
+		return
+	}
+	now := sw.g.modelNow()
+	if !sw.checkLocked(now) {
+		sw.armLocked(now)
+	}
+}
+
+// observe feeds one event; it re-arms the timer when the next deadline
+// moved earlier (first content → idle budget).
+func (sw *streamWatch) observe(ev model.StreamEvent) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.stopped {
+		return
+	}
+	now := sw.g.modelNow()
+	sw.w.Observe(now, ev)
+	if sw.checkLocked(now) {
+		return
+	}
+	if next := sw.w.Deadline(); next < sw.armed {
+		sw.armLocked(now)
+	}
+}
+
+func (sw *streamWatch) producedOutput() bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.w.ProducedOutput()
+}
+
+func (sw *streamWatch) stop() {
+	sw.mu.Lock()
+	sw.stopped = true
+	if sw.t != nil {
+		sw.t.Stop()
+	}
+	sw.mu.Unlock()
+}
+
+var (
+	errorKey  = []byte(`"error"`)
+	finishKey = []byte(`"finish_reason":"`)
+)
+
+// pipeStream passes an SSE stream through, event by event. Events are held
+// back until the first content, reasoning or tool-call frame (the readiness
+// gate; server.streamCommit: first-event turns it off), so an error or a
+// stall before that is retried elsewhere; after commit a failure ends the
+// stream with an explicit SSE error event, never a truncated success.
+func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response) execResult {
+	sw := newStreamWatch(rs.g, rs.s, cancel)
+	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	defer rd.release()
 	w := rs.w
 	flusher, _ := w.(http.Flusher)
 	var raw, data, held []byte
-	committed, sawContent, sawEvent := false, false, false
+	committed, sawEvent, terminal := false, false, false
 	finish := ""
+	eager := rs.g.cfg.Server.StreamCommit == "first-event"
 	ok := model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header}
+	gone := execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+	delivered := execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 
 	commit := func() bool {
 		h := w.Header()
@@ -478,14 +517,14 @@ func (rs *reqState) streamLoop(actx context.Context, resp *http.Response, pw *pr
 		var err error
 		raw, data, err = rd.next(raw, data)
 		if err != nil {
-			if err == io.EOF && finish != "" && (sawContent || legitimateEmpty(finish)) {
+			if err == io.EOF && (finish != "" || terminal) && (sw.producedOutput() || legitimateEmpty(finish)) {
 				if !committed && !commit() {
-					return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+					return gone
 				}
 				if flusher != nil {
 					flusher.Flush()
 				}
-				return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
+				return delivered
 			}
 			if err == io.EOF && !sawEvent && !committed {
 				err = io.ErrUnexpectedEOF
@@ -495,20 +534,14 @@ func (rs *reqState) streamLoop(actx context.Context, resp *http.Response, pw *pr
 			return fail(res, code, msg)
 		}
 		sawEvent = true
-		f := classifyData(data)
-		if observe != nil {
-			observe(f)
+		ev := model.ParseStreamEvent(data)
+		sw.observe(ev)
+		if bytes.Contains(data, finishKey) {
+			if f := finishReason(data); f != "" {
+				finish = f
+			}
 		}
-		if f.finish != "" {
-			finish = f.finish
-		}
-		switch f.kind {
-		case frameContent:
-			sawContent = true
-			pw.progress(to.StreamIdleMs.Duration())
-		case frameReasoning:
-			pw.progress(to.StreamIdleMs.Duration())
-		case frameError:
+		if bytes.Contains(data, errorKey) && isErrorEvent(data) {
 			status, _ := streamErrorStatus(data)
 			o := model.Outcome{Kind: model.OutcomeResponse, Status: status, Headers: resp.Header,
 				Body: string(data[:min(len(data), model.MaxBodyPrefix)])}
@@ -520,41 +553,72 @@ func (rs *reqState) streamLoop(actx context.Context, resp *http.Response, pw *pr
 				flusher.Flush()
 			}
 			return execResult{outcome: o, committed: true, status: http.StatusOK}
-		case frameDone:
-			if !sawContent && !legitimateEmpty(finish) {
+		}
+		if ev.Done {
+			if !sw.producedOutput() && !legitimateEmpty(finish) {
 				// Nothing but metadata (or reasoning only): the model's
 				// output validation case (SPEC §3 synthetic 502).
-				res := execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
-				return fail(res, "empty_response", "the upstream stream ended without any content")
+				return fail(execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}},
+					"empty_response", "the upstream stream ended without any content")
 			}
-			if !committed {
-				held = append(held, raw...)
-				if !commit() {
-					return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+			if !bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+				terminal = true // a terminal event (Responses / Messages): pass it on, the body ends next
+			} else {
+				if !committed {
+					held = append(held, raw...)
+					if !commit() {
+						return gone
+					}
+				} else if _, err := w.Write(raw); err != nil {
+					return gone
 				}
-			} else if _, err := w.Write(raw); err != nil {
-				return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+				if flusher != nil {
+					flusher.Flush()
+				}
+				return delivered
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 		}
 		if !committed {
 			held = append(held, raw...)
-			if f.kind != frameContent && f.kind != frameReasoning {
+			if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(eager && len(data) > 0) {
 				continue
 			}
 			if !commit() {
-				return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+				return gone
 			}
 		} else if _, err := w.Write(raw); err != nil {
-			return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+			return gone
 		}
 		if flusher != nil && rd.buffered() == 0 {
 			flusher.Flush()
 		}
 	}
+}
+
+// finishReason reads a chat-completions chunk's finish_reason.
+func finishReason(data []byte) string {
+	var c struct {
+		Choices []struct {
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return ""
+	}
+	for _, ch := range c.Choices {
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			return *ch.FinishReason
+		}
+	}
+	return ""
+}
+
+// isErrorEvent reports whether an event's data is an error object.
+func isErrorEvent(data []byte) bool {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(bytes.TrimSpace(data), &e) == nil && len(e.Error) > 0 && string(e.Error) != "null"
 }
 
 func streamFailureText(res execResult) (string, string) {
