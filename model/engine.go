@@ -193,6 +193,12 @@ type Attempt struct {
 	done       bool
 }
 
+// Dispatch marks the instant the attempt really left for the upstream, after
+// the shell's local admission queue. The thundering-herd guard compares this
+// instant with the cooldown's, so time spent queued is not mistaken for
+// concurrency with an earlier failure.
+func (a *Attempt) Dispatch(now Time) { a.Started = now }
+
 // Probe reports whether the attempt holds a HALF_OPEN probe permit.
 func (a *Attempt) Probe() bool { return a.Permit.Probe != 0 }
 

@@ -20,6 +20,9 @@ const (
 	CodeBudgetExhausted       Code = "request_budget_exhausted"
 	CodeModelNotFound         Code = "model_not_found"
 	CodeInvalidModel          Code = "invalid_model"
+	// CodeClientClosed is logged and counted when the client went away
+	// (499, nginx's client-closed-request); nobody is there to read it.
+	CodeClientClosed Code = "client_closed_request"
 )
 
 // HTTPStatus is the status the gateway answers with for a code.
@@ -33,6 +36,8 @@ func (c Code) HTTPStatus() int {
 		return 504
 	case CodeInvalidModel:
 		return 400
+	case CodeClientClosed:
+		return 499
 	}
 	return 503
 }

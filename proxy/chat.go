@@ -237,7 +237,7 @@ func (rs *reqState) clientGone() int {
 	// The client is gone; 499 is for the logs and metrics (REFERENCE M11).
 	if !rs.committed {
 		rs.setHeaders(rs.w.Header())
-		writeError(rs.w, 499, "client_closed_request", "Request aborted")
+		writeError(rs.w, model.CodeClientClosed.HTTPStatus(), string(model.CodeClientClosed), "Request aborted")
 	}
 	return 499
 }

@@ -106,6 +106,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: refusal})
 	}
 	defer sl.release()
+	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
 	out := rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
 	recorded = true
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
