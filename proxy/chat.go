@@ -42,8 +42,10 @@ type reqState struct {
 	committed   bool
 	lastFail    *failure     // the last upstream failure (body for the client)
 	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
-	lastIsLocal bool         // the last failure was local
-	provider    string       // what served (or was tried) last
+	headersAt   time.Time    // when the current attempt's response headers came (zero = none)
+	lastV       model.Verdict
+	lastIsLocal bool   // the last failure was local
+	provider    string // what served (or was tried) last
 	conn        string
 	status      int
 }

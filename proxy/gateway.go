@@ -262,8 +262,11 @@ func (g *Gateway) pump() {
 	defer close(g.pumpDone)
 	tick := time.NewTicker(pumpEvery)
 	defer tick.Stop()
+	remote := g.updates()
 	for {
 		select {
+		case <-remote:
+			g.applyRemote()
 		case <-g.kick:
 			g.drainToStore()
 		case <-tick.C:

@@ -107,12 +107,16 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	defer sl.release()
 	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
+	sent := g.now()
+	rs.headersAt = time.Time{}
 	out := rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
 	recorded = true
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
 	}
-	return rs.record(a, out)
+	done, status := rs.record(a, out)
+	rs.logAttempt(a, &out, sent)
+	return done, status
 }
 
 // record reports an attempt's outcome to the flow and keeps what the client
@@ -122,6 +126,7 @@ func (rs *reqState) record(a *model.Attempt, out execResult) (bool, int) {
 	g.lock()
 	v, ans := rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
 	g.unlock()
+	rs.lastV = v
 	g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
 	switch {
 	case out.delivered:
@@ -184,6 +189,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	}
 	t0 := time.Now()
 	resp, err := rs.g.client.Do(req)
+	if err == nil {
+		rs.headersAt = rs.g.now() // the request log's first-byte time
+	}
 	if ht != nil {
 		ht.Stop()
 	}

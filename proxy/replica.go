@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+// replicaStore is a store shared with other gateway replicas (Postgres): it
+// signals their changes, and ApplyRemote folds them into this engine.
+type replicaStore interface {
+	Updates() <-chan struct{}
+	ApplyRemote(e *model.Engine, now model.Time) (store.RemoteResult, error)
+}
+
+// attemptLogger is a store that keeps the request log (SPEC §11.9).
+type attemptLogger interface {
+	LogAttempt(rec store.LogRecord)
+}
+
+// updates returns the store's replica signal, or nil (never fires) for a
+// store that is not shared.
+func (g *Gateway) updates() <-chan struct{} {
+	if rs, ok := g.store.(replicaStore); ok {
+		return rs.Updates()
+	}
+	return nil
+}
+
+// applyRemote folds other replicas' changes into the engine under its lock,
+// and re-resolves the settings when another replica saved new ones. Our own
+// pending records are handed to the store first so its merge sees them.
+func (g *Gateway) applyRemote() {
+	rs, ok := g.store.(replicaStore)
+	if !ok {
+		return
+	}
+	g.drainToStore()
+	g.lock()
+	res, err := rs.ApplyRemote(g.eng, g.modelNow())
+	g.unlock()
+	if err != nil {
+		g.log.Warn("applying other replicas' changes failed; will retry on the next signal", "err", err)
+		return
+	}
+	if res.Settings == nil {
+		return
+	}
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	layers := append(append([]model.NamedLayer(nil), g.lower...), model.NamedLayer{Name: "saved", Tree: res.Settings})
+	s, src, err := model.Resolve(layers...)
+	if err != nil {
+		g.log.Warn("another replica saved settings this one cannot use; keeping the current ones", "err", err)
+		return
+	}
+	g.saved = res.Settings
+	g.rt.Store(&runtimeSettings{s: s, src: src})
+	g.lock()
+	g.eng.UpdateSettings(g.modelNow(), s)
+	g.unlock()
+	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
+	g.log.Info("resilience settings changed by another replica")
+}
+
+// logAttempt hands one upstream attempt to the store's request log (SPEC
+// §11.9): off the hot path (the store batches it), never a prompt or a
+// completion, error bodies redacted by the store.
+func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time) {
+	l, ok := rs.g.store.(attemptLogger)
+	if !ok || out.outcome.Kind == model.OutcomeLocalQueue {
+		return
+	}
+	now := rs.g.now()
+	rec := store.LogRecord{Time: sent, RequestID: rs.id, Provider: a.Provider, Connection: a.Connection,
+		Model: a.Model, LatencyMs: now.Sub(sent).Milliseconds(), ErrorType: out.outcome.Kind.String()}
+	if !rs.headersAt.IsZero() {
+		rec.FirstByteMs = max(1, rs.headersAt.Sub(sent).Milliseconds())
+	}
+	switch out.outcome.Kind {
+	case model.OutcomeResponse:
+		rec.Status = out.outcome.Status
+		if rec.Status < 400 {
+			rec.ErrorType = ""
+		}
+	case model.OutcomeTransport:
+		rec.ErrorType = out.outcome.Transport.String()
+	}
+	if out.delivered {
+		rec.Status, rec.ErrorType = out.status, ""
+	}
+	if rs.lastV.Reason != model.ReasonNone {
+		rec.Reason = rs.lastV.Reason.String()
+	}
+	if h := out.header; len(h) > 0 && rec.Status >= 400 {
+		rec.Headers = map[string]string{}
+		for k, v := range h {
+			if len(v) > 0 {
+				rec.Headers[strings.ToLower(k)] = v[0] // the store keeps only the classification-relevant ones
+			}
+		}
+	}
+	if rec.Status >= 400 {
+		rec.ErrorBody = string(out.errBody)
+	}
+	l.LogAttempt(rec)
+}
