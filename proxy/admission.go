@@ -11,116 +11,24 @@ import (
 
 // Composite concurrency gate (SPEC §4, §5): global → provider → connection →
 // model, taken atomically as one; the strictest wins. The admission check is
-// the pure function Admit (a candidate for package model); the gate around
-// it only counts, queues and wakes.
-
-// Level names one layer of the composite gate.
-type Level uint8
-
-const (
-	LevelNone Level = iota
-	LevelGlobal
-	LevelProvider
-	LevelConnection
-	LevelModel
-)
-
-func (l Level) String() string {
-	return [...]string{"", "global", "provider", "connection", "model"}[l]
-}
-
-// Slots is one gate layer: slots in use and its cap (0 = unlimited).
-type Slots struct {
-	InUse, Cap int
-}
-
-func (s Slots) free() bool { return s.Cap <= 0 || s.InUse < s.Cap }
-
-// AdmitInput is everything the admission check looks at.
-type AdmitInput struct {
-	Global, Provider, Connection, Model Slots
-	// Queued is how many jobs already wait for this provider+connection.
-	Queued        int
-	MaxQueueDepth int   // 0 = unbounded
-	QueueLeftMs   int64 // what is left of the request's queue budget
-	// FailOpen: quota-share serialization (SPEC §4) proceeds without a slot
-	// instead of refusing.
-	FailOpen bool
-}
-
-// AdmitAction is what the gate does with a request.
-type AdmitAction uint8
-
-const (
-	AdmitGo     AdmitAction = iota // take the slots now
-	AdmitWait                      // queue until the slots free up
-	AdmitReject                    // refuse with Code
-	AdmitBypass                    // fail-open: run without a slot
-)
-
-// AdmitDecision is the admission check's answer.
-type AdmitDecision struct {
-	Action AdmitAction
-	Code   model.Code // with AdmitReject
-	// Blocking is the first layer without a free slot.
-	Blocking Level
-}
-
-// Admit is the pure admission check. A request whose every layer has a free
-// slot goes at once. Otherwise it queues, unless the connection's queue is
-// full (maxQueueDepth: SEMAPHORE_QUEUE_FULL when a global or provider cap
-// blocks, RATE_LIMIT_QUEUE_FULL when the connection or one of its models
-// does) or its queue budget is spent (SEMAPHORE_TIMEOUT). Quota-share
-// requests fail open instead of being refused.
-func Admit(in AdmitInput) AdmitDecision {
-	blocking := LevelNone
-	switch {
-	case !in.Global.free():
-		blocking = LevelGlobal
-	case !in.Provider.free():
-		blocking = LevelProvider
-	case !in.Connection.free():
-		blocking = LevelConnection
-	case !in.Model.free():
-		blocking = LevelModel
-	}
-	if blocking == LevelNone {
-		return AdmitDecision{Action: AdmitGo}
-	}
-	refuse := func(code model.Code) AdmitDecision {
-		if in.FailOpen {
-			return AdmitDecision{Action: AdmitBypass, Blocking: blocking}
-		}
-		return AdmitDecision{Action: AdmitReject, Code: code, Blocking: blocking}
-	}
-	if in.MaxQueueDepth > 0 && in.Queued >= in.MaxQueueDepth {
-		if blocking == LevelGlobal || blocking == LevelProvider {
-			return refuse(model.CodeSemaphoreQueueFull)
-		}
-		return refuse(model.CodeRateLimitQueueFull)
-	}
-	if in.QueueLeftMs <= 0 {
-		return refuse(model.CodeSemaphoreTimeout)
-	}
-	return AdmitDecision{Action: AdmitWait, Blocking: blocking}
-}
+// model.Admit; the gate around it only counts, queues and wakes.
 
 // gate holds the counters and the wait queue of the composite gate.
 type gate struct {
 	mu      sync.Mutex
-	global  Slots
+	global  model.Slots
 	provs   map[string]*provGate
 	waiters []*waiter // FIFO over every connection
 }
 
 type provGate struct {
-	slots Slots
+	slots model.Slots
 	conns map[string]*connGate
 }
 
 type connGate struct {
-	slots  Slots
-	models map[string]*Slots // inUse per model; caps from modelCaps
+	slots  model.Slots
+	models map[string]*model.Slots // inUse per model; caps from modelCaps
 	caps   map[string]int
 	queued int
 }
@@ -151,7 +59,7 @@ func (g *gate) configure(globalCap int, provs []ProviderConfig) {
 		for _, c := range p.Connections {
 			cg := pg.conns[c.ID]
 			if cg == nil {
-				cg = &connGate{models: map[string]*Slots{}}
+				cg = &connGate{models: map[string]*model.Slots{}}
 				pg.conns[c.ID] = cg
 			}
 			cg.slots.Cap = c.MaxConcurrent
@@ -168,16 +76,16 @@ func (g *gate) setGlobalCap(n int) {
 	g.mu.Unlock()
 }
 
-func (cg *connGate) modelSlots(m string) Slots {
-	s := Slots{Cap: cg.caps[m]}
+func (cg *connGate) modelSlots(m string) model.Slots {
+	s := model.Slots{Cap: cg.caps[m]}
 	if ms := cg.models[m]; ms != nil {
 		s.InUse = ms.InUse
 	}
 	return s
 }
 
-func (g *gate) input(pg *provGate, cg *connGate, m string) AdmitInput {
-	return AdmitInput{Global: g.global, Provider: pg.slots, Connection: cg.slots, Model: cg.modelSlots(m), Queued: cg.queued}
+func (g *gate) input(pg *provGate, cg *connGate, m string) model.AdmitInput {
+	return model.AdmitInput{Global: g.global, Provider: pg.slots, Connection: cg.slots, Model: cg.modelSlots(m), Queued: cg.queued}
 }
 
 func (g *gate) take(pg *provGate, cg *connGate, m string) {
@@ -187,7 +95,7 @@ func (g *gate) take(pg *provGate, cg *connGate, m string) {
 	if cg.caps[m] > 0 {
 		ms := cg.models[m]
 		if ms == nil {
-			ms = &Slots{}
+			ms = &model.Slots{}
 			cg.models[m] = ms
 		}
 		ms.InUse++
@@ -234,7 +142,7 @@ func (g *gate) grantLocked() {
 			continue
 		}
 		in := g.input(w.pg, w.cg, w.model)
-		if in.Global.free() && in.Provider.free() && in.Connection.free() && in.Model.free() {
+		if in.Global.Free() && in.Provider.Free() && in.Connection.Free() && in.Model.Free() {
 			g.take(w.pg, w.cg, w.model)
 			w.cg.queued--
 			w.done = true
@@ -269,16 +177,16 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	}
 	in := g.input(pg, cg, modelID)
 	in.MaxQueueDepth, in.QueueLeftMs, in.FailOpen = maxQueueDepth, queueLeft.Milliseconds(), failOpen
-	d := Admit(in)
+	d := model.Admit(in)
 	switch d.Action {
-	case AdmitGo:
+	case model.AdmitGo:
 		g.take(pg, cg, modelID)
 		g.mu.Unlock()
 		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
-	case AdmitBypass:
+	case model.AdmitBypass:
 		g.mu.Unlock()
 		return &slot{}, nil
-	case AdmitReject:
+	case model.AdmitReject:
 		g.mu.Unlock()
 		return nil, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
 	}
@@ -319,7 +227,7 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}, waited: waited}
 }
 
-func admissionError(d AdmitDecision, provider, connection, modelID string, depth int, queueLeft time.Duration) *model.Error {
+func admissionError(d model.AdmitDecision, provider, connection, modelID string, depth int, queueLeft time.Duration) *model.Error {
 	e := &model.Error{Code: d.Code, Provider: provider, Model: modelID}
 	switch d.Code {
 	case model.CodeSemaphoreQueueFull, model.CodeRateLimitQueueFull:

@@ -26,7 +26,7 @@
 // reports each outcome with Flow.Record.
 //
 // Two small pure functions live here until the model grows them:
-// admission.go's Admit (the composite concurrency gate's check) and
-// ratelimit.go's Pace (per-connection pacing). Both carry table tests and are
+// admission.go's model.Admit (the composite concurrency gate's check) and
+// ratelimit.go's model.Pace (per-connection pacing). Both carry table tests and are
 // listed in docs/gateway.md.
 package proxy

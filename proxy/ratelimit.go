@@ -12,63 +12,8 @@ import (
 // Request pacing (SPEC §5): a per-connection sliding-window limiter from
 // rateLimitOverrides.rpm (over 60 s) and .minTimeMs (spacing between
 // dispatches). Limits are per connection (SPEC "does better" 16), never a
-// process-wide counter. The rule is the pure function Pace; the pacer only
-// keeps the reservations.
-
-// paceWindowMs is the rpm window.
-const paceWindowMs = 60_000
-
-// PaceInput is a connection limiter's state at NowMs.
-type PaceInput struct {
-	NowMs int64
-	// Hits are the dispatch times already taken (reservations included),
-	// ascending; none is older than the window.
-	Hits          []int64
-	RPM           int   // 0 = no rpm limit
-	MinTimeMs     int64 // 0 = no spacing
-	Waiting       int   // reservations still in the future (queued jobs)
-	MaxQueueDepth int   // 0 = unbounded
-	QueueLeftMs   int64 // what is left of the request's queue budget
-}
-
-// PaceDecision says when the request may dispatch, or why it may not.
-type PaceDecision struct {
-	AtMs int64      // dispatch time (>= NowMs) when Code is ""
-	Code model.Code // RATE_LIMIT_QUEUE_FULL or RATE_LIMIT_QUEUE_TIMEOUT
-}
-
-// Pace is the pure pacing rule: the earliest instant, not before the last
-// reservation (FIFO), that leaves fewer than RPM dispatches in the trailing
-// window and at least MinTimeMs after the previous one. A request that would
-// have to wait while maxQueueDepth jobs already wait is refused
-// (RATE_LIMIT_QUEUE_FULL); one whose queue budget ends before its slot is
-// refused at once (RATE_LIMIT_QUEUE_TIMEOUT) instead of waiting in vain.
-func Pace(in PaceInput) PaceDecision {
-	at := in.NowMs
-	n := len(in.Hits)
-	if n > 0 {
-		last := in.Hits[n-1]
-		at = max(at, last)
-		if in.MinTimeMs > 0 {
-			at = max(at, last+in.MinTimeMs)
-		}
-	}
-	if in.RPM > 0 && n >= in.RPM {
-		// fewer than RPM hits in (at-W, at]: the RPM-th most recent one must
-		// have left the window
-		at = max(at, in.Hits[n-in.RPM]+paceWindowMs)
-	}
-	if at <= in.NowMs {
-		return PaceDecision{AtMs: in.NowMs}
-	}
-	if in.MaxQueueDepth > 0 && in.Waiting >= in.MaxQueueDepth {
-		return PaceDecision{Code: model.CodeRateLimitQueueFull}
-	}
-	if at-in.NowMs > in.QueueLeftMs {
-		return PaceDecision{AtMs: at, Code: model.CodeRateLimitQueueTimeout}
-	}
-	return PaceDecision{AtMs: at}
-}
+// process-wide counter. The rule is model.Pace; the pacer only keeps the
+// reservations.
 
 // pacers holds one limiter per provider/connection.
 type pacers struct {
@@ -86,10 +31,8 @@ func newPacers() *pacers { return &pacers{by: map[model.ConnRef]*pacer{}} }
 // protection is on (explicitly, or by the apikey safety net of SPEC §5).
 func paced(p *provRuntime, c *connRuntime, s *model.Settings) bool {
 	o := c.cfg.RateLimitOverrides
-	if o.RPM <= 0 && o.MinTimeMs <= 0 {
-		return false
-	}
-	return c.cfg.RateLimitProtection || (s.RequestQueue.AutoEnableAPIKeyProviders && p.cfg.Profile == "apikey")
+	prof, _ := model.ParseProfile(p.cfg.Profile)
+	return s.PacingApplies(prof, c.cfg.RateLimitProtection, o.RPM, int64(o.MinTimeMs))
 }
 
 // wait reserves a dispatch slot and sleeps until it. It returns how long it
@@ -103,7 +46,7 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, o RateLimitOverri
 		ps.by[ref] = pc
 	}
 	i := 0
-	for i < len(pc.hits) && pc.hits[i] <= now-paceWindowMs {
+	for i < len(pc.hits) && pc.hits[i] <= now-model.PaceWindowMs {
 		i++
 	}
 	pc.hits = pc.hits[i:]
@@ -113,7 +56,7 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, o RateLimitOverri
 			waiting++
 		}
 	}
-	d := Pace(PaceInput{NowMs: now, Hits: pc.hits, RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs), Waiting: waiting,
+	d := model.Pace(model.PaceInput{NowMs: now, Hits: pc.hits, RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs), Waiting: waiting,
 		MaxQueueDepth: depth, QueueLeftMs: queueLeft.Milliseconds()})
 	if d.Code != "" {
 		ps.mu.Unlock()
