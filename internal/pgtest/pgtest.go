@@ -5,21 +5,21 @@
 // Resolution order (DESIGN.md "Postgres in tests"):
 //
 //  1. TEST_DATABASE_URL, when set (.ci/run sets it to the local server);
-//  2. a throwaway local cluster from initdb/pg_ctl, when they are on PATH
+//  2. a postgres container from testcontainers-go, when a Docker engine
+//     answers a short probe of the hosts testcontainers-go would use
+//     (container.go) — no engine means no wait and no panic, just the next
+//     step;
+//  3. a throwaway local cluster from initdb/pg_ctl, when they are on PATH
 //     (run as the postgres user when the tests run as root: servers refuse
 //     root);
-//  3. otherwise the test is skipped — but fails when CI=true, so CI never
+//  4. otherwise the test is skipped — but fails when CI=true, so CI never
 //     passes by skipping the database tests.
-//
-// The testcontainers step of DESIGN.md is left out on purpose: no machine of
-// this project has a Docker engine, and an untested branch plus its large
-// dependency tree would cost more than it gives. docs/store.md says how to
-// add it.
 //
 // The embedded migrations are applied once per test binary into a template
 // database; every NewDB clones it with CREATE DATABASE ... TEMPLATE, so tests
 // are isolated and cheap. Packages that use pgtest call pgtest.Main from
-// TestMain so the template and any local cluster are removed at the end.
+// TestMain so the template and any container or local cluster are removed at
+// the end.
 package pgtest
 
 import (
@@ -47,6 +47,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/database/postgres"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	_ "github.com/lib/pq" // the postgres driver
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/breakwater-gw/breakwater/migrations"
 )
@@ -58,13 +59,15 @@ var (
 	setupErr error
 	skipMsg  string
 	cluster  *localCluster
+	ctr      *tcpostgres.PostgresContainer // the testcontainers step's server
 
 	createMu sync.Mutex // CREATE DATABASE ... TEMPLATE needs the template idle
 	seq      int
 )
 
-// Main runs the tests and then drops the template and stops a local
-// cluster. Call it from TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }.
+// Main runs the tests and then drops the template and terminates the
+// container or stops the local cluster. Call it from TestMain:
+// func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
 	cleanup()
@@ -79,6 +82,9 @@ func cleanup() {
 			cancel()
 			db.Close()
 		}
+	}
+	if ctr != nil {
+		stopContainer(ctr)
 	}
 	if cluster != nil {
 		cluster.stop()
@@ -176,10 +182,17 @@ func setup() {
 				return
 			}
 			server = u
-		} else if u, err := startLocalCluster(); err == nil {
+		} else if u, cerr := startContainer(); cerr == nil {
+			server = u
+		} else if u, lerr := startLocalCluster(); lerr == nil {
+			if !errors.Is(cerr, errNoDocker) {
+				// An engine answered but no container came up: say so,
+				// or a broken Docker setup hides behind the fallback.
+				fmt.Fprintf(os.Stderr, "pgtest: %v; using initdb/pg_ctl instead\n", cerr)
+			}
 			server = u
 		} else {
-			skipMsg = err.Error()
+			skipMsg = cerr.Error() + "; " + lerr.Error()
 			return
 		}
 		template, setupErr = makeTemplate(server)
