@@ -928,7 +928,7 @@ func nearestSettingsName(name string, candidates []string) string {
 	ln := strings.ToLower(name)
 	for _, c := range candidates {
 		lc := strings.ToLower(c)
-		d := settingsLevenshtein(ln, lc)
+		d := EditDistance(ln, lc)
 		if ln != "" && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
 			d = min(d, 1)
 		}
@@ -942,26 +942,6 @@ func nearestSettingsName(name string, candidates []string) string {
 	return best
 }
 
-func settingsLevenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
 
 // ---------------------------------------------------------------------------
 // Environment

@@ -212,3 +212,19 @@ func TestUntilDailyReset(t *testing.T) {
 		}
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want int
+	}{{"failureThreshold", "failureTreshold", 1}, {"", "abc", 3}, {"same", "same", 0}, {"kitten", "sitting", 3}}
+	for _, c := range cases {
+		if got := EditDistance(c.a, c.b); got != c.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+	long := strings.Repeat("x", 100)
+	if EditDistance(long, long) != 0 || EditDistance(long, long+"y") != 101 {
+		t.Error("long names compare by equality only")
+	}
+}

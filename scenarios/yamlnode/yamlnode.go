@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -487,7 +488,7 @@ func Nearest(name string, candidates []string) string {
 	ln := strings.ToLower(name)
 	for _, c := range candidates {
 		lc := strings.ToLower(c)
-		dist := levenshtein(ln, lc)
+		dist := model.EditDistance(ln, lc)
 		if ln != "" && len(ln) >= 3 && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
 			dist = min(dist, 1)
 		}
@@ -499,31 +500,4 @@ func Nearest(name string, candidates []string) string {
 		return ""
 	}
 	return best
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 64 || len(rb) > 64 {
-		if a == b {
-			return 0
-		}
-		return max(len(ra), len(rb))
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
