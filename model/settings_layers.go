@@ -942,7 +942,6 @@ func nearestSettingsName(name string, candidates []string) string {
 	return best
 }
 
-
 // ---------------------------------------------------------------------------
 // Environment
 

@@ -555,7 +555,6 @@ func nearest(name string, candidates []string) string {
 	return best
 }
 
-
 // line returns the line of a field path (0 when unknown).
 func (c *Config) line(path string) int {
 	for p := path; p != ""; {
