@@ -77,3 +77,72 @@ sim-long:
 ## sim-fuzz: fuzz the scenario loader and the fault rules parser
 sim-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./scenarios/
+
+# --- chaos ---
+# Chaos, soak and heap runs against a real in-process gateway with fault
+# upstreams on loopback (docs/chaos.md). `make test` already runs the chaos
+# package's tests: a short end-to-end chaos run, the Postgres outage,
+# restart and replica runs, the invariant checkers and the schedule parser.
+# Every run writes a JSON report and an HTML picture to $(CHAOS_OUT)
+# (ignored by git: *.out).
+CHAOS           ?= $(GO) run ./cmd/breakwater chaos
+CHAOS_CONFIG    ?= examples/chaos.yaml
+CHAOS_SCHEDULE  ?= examples/chaos-schedule.yaml
+CHAOS_DURATION  ?= 20s
+CHAOS_SEED      ?= 1
+CHAOS_OUT       ?= chaos.out
+CHAOS_DB        ?= postgres://postgres@127.0.0.1:5432/breakwater_chaos?sslmode=disable
+SOAK_RATE       ?= 1000
+SOAK_RAMP       ?= 500,1000,1500,2000,2500,3000
+SOAK_DURATION   ?= 60s
+SOAK_P95_MS     ?= 5
+HEAP_STREAMS    ?= 500
+HEAP_HOLD       ?= 4s
+# Measured 98–102 KiB per stream on the 2-core project machine (docs/chaos.md):
+# a regression guard until the target (64 KiB) is reachable.
+HEAP_PER_STREAM_KB ?= 112
+
+.PHONY: chaos chaos-random chaos-postgres chaos-findings soak soak-ramp heap
+
+## chaos: a short chaos run (≤ 60 s): the example schedule, with a restart mid-incident
+chaos:
+	@mkdir -p $(CHAOS_OUT)
+	$(CHAOS) -config $(CHAOS_CONFIG) -schedule $(CHAOS_SCHEDULE) -duration $(CHAOS_DURATION) \
+	  -json $(CHAOS_OUT)/chaos.json -report $(CHAOS_OUT)/chaos.html
+
+## chaos-random: a seeded random mix of faults (CHAOS_SEED, CHAOS_DURATION)
+chaos-random:
+	@mkdir -p $(CHAOS_OUT)
+	$(CHAOS) -config $(CHAOS_CONFIG) -seed $(CHAOS_SEED) -duration $(CHAOS_DURATION) \
+	  -json $(CHAOS_OUT)/chaos-random-$(CHAOS_SEED).json -report $(CHAOS_OUT)/chaos-random-$(CHAOS_SEED).html
+
+## chaos-postgres: Postgres unreachable mid-incident, then a restart on the same database (CHAOS_DB)
+chaos-postgres:
+	@mkdir -p $(CHAOS_OUT)
+	@command -v psql >/dev/null && psql "$$(echo '$(CHAOS_DB)' | sed 's#/breakwater_chaos#/postgres#')" -qc 'CREATE DATABASE breakwater_chaos' 2>/dev/null || true
+	BREAKWATER_CHAOS_DB='$(CHAOS_DB)' $(CHAOS) -config examples/chaos-postgres.yaml -schedule examples/chaos-postgres-schedule.yaml \
+	  -json $(CHAOS_OUT)/chaos-postgres.json -report $(CHAOS_OUT)/chaos-postgres.html
+
+## chaos-findings: the gateway gaps the checks found (docs/chaos.md); FAILS until they are fixed
+chaos-findings:
+	@mkdir -p $(CHAOS_OUT)
+	$(CHAOS) -config $(CHAOS_CONFIG) -schedule examples/chaos-findings.yaml \
+	  -json $(CHAOS_OUT)/chaos-findings.json -report $(CHAOS_OUT)/chaos-findings.html
+
+## soak: a fixed rate (SOAK_RATE req/s) for SOAK_DURATION: p95 added latency ≤ SOAK_P95_MS, errors ≤ 0.1 %, flat memory
+soak:
+	@mkdir -p $(CHAOS_OUT)
+	$(CHAOS) -mode soak -config $(CHAOS_CONFIG) -rate $(SOAK_RATE) -duration $(SOAK_DURATION) -p95-added-ms $(SOAK_P95_MS) \
+	  -json $(CHAOS_OUT)/soak.json -report $(CHAOS_OUT)/soak.html
+
+## soak-ramp: the highest rate sustained at p95 added latency ≤ SOAK_P95_MS (SOAK_RAMP, 10 s per step)
+soak-ramp:
+	@mkdir -p $(CHAOS_OUT)
+	$(CHAOS) -mode soak -config $(CHAOS_CONFIG) -rate $(SOAK_RAMP) -duration 10s -p95-added-ms $(SOAK_P95_MS) \
+	  -json $(CHAOS_OUT)/soak-ramp.json
+
+## heap: HEAP_STREAMS concurrent SSE streams held HEAP_HOLD (< the config's attemptMs); heap per stream ≤ HEAP_PER_STREAM_KB, back to baseline
+heap:
+	@mkdir -p $(CHAOS_OUT)
+	$(CHAOS) -mode heap -config $(CHAOS_CONFIG) -streams $(HEAP_STREAMS) -stream-hold $(HEAP_HOLD) \
+	  -heap-per-stream-kb $(HEAP_PER_STREAM_KB) -json $(CHAOS_OUT)/heap.json
