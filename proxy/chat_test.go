@@ -743,3 +743,34 @@ providers:
 		t.Fatalf("a successful probe closes the breaker: %s", state())
 	}
 }
+
+func TestStreamMissingDoneIsCompleted(t *testing.T) {
+	// SPEC §6 / CONTRACTS §3: an upstream that finishes (finish_reason) but
+	// never sends [DONE] is served, and the client still gets [DONE], so a
+	// finished stream is never mistaken for a cut one.
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", sse(streamOpt{chunks: 3, noDone: true}))
+	r := g.stream("glm/glm-5")
+	ev := sseEvents(r.body)
+	if r.code != 200 || len(ev) == 0 || ev[len(ev)-1] != "[DONE]" || strings.Count(r.body, "[DONE]") != 1 {
+		t.Fatalf("got %d\n%s", r.code, r.body)
+	}
+}
+
+func TestBrokenJSONSuccessIsNotDelivered(t *testing.T) {
+	// SPEC §3 / §11.3: a 200 whose JSON body is cut short is a quality
+	// failure (the gateway's synthetic 502): retried on the next connection,
+	// never handed to the client as a success.
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"x","object":"chat.completion","choices":[{"message":{"content":"hal`))
+	})
+	up.set("glm-k2", okJSON("whole"))
+	r := g.chat("glm/glm-5")
+	if r.code != 200 || !strings.Contains(r.body, "whole") || r.h.Get("X-Breakwater-Connection") != "k2" {
+		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)
+	}
+}

@@ -357,6 +357,12 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 			return rs.failure(actx, err, true)
 		}
 	}
+	if !json.Valid(buf.Bytes()) {
+		// A 200 whose body is not one whole JSON document (cut short, or
+		// garbled) is never delivered as a success: the model's output
+		// validation case (the synthetic 502), retried elsewhere.
+		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+	}
 	h := rs.w.Header()
 	rs.setHeaders(h)
 	ct := resp.Header.Get("Content-Type")
@@ -476,6 +482,7 @@ func (sw *streamWatch) stop() {
 var (
 	errorKey  = []byte(`"error"`)
 	finishKey = []byte(`"finish_reason":"`)
+	doneEvent = []byte("data: [DONE]\n\n")
 )
 
 // pipeStream passes an SSE stream through, event by event. Events are held
@@ -529,6 +536,14 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if err == io.EOF && (finish != "" || terminal) && (sw.producedOutput() || legitimateEmpty(finish)) {
 				if !committed && !commit() {
 					return gone
+				}
+				if !terminal {
+					// The upstream finished (finish_reason) but never sent
+					// [DONE]: the client gets one, so a finished stream is
+					// never mistaken for a cut one.
+					if _, err := w.Write(doneEvent); err != nil {
+						return gone
+					}
 				}
 				if flusher != nil {
 					flusher.Flush()
