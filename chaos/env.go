@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/internal/tcpproxy"
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
 	"github.com/breakwater-gw/breakwater/store"
@@ -50,8 +51,8 @@ type env struct {
 	addr      string
 	serveDone chan struct{}
 	memStore  *proxy.MemoryStore
-	pgURL     string // the store's URL as the gateway sees it ("" = not Postgres)
-	dbProxy   *tcpProxy
+	pgURL     string          // the store's URL as the gateway sees it ("" = not Postgres)
+	dbProxy   *tcpproxy.Proxy // the db-down action cuts the database behind it
 	db        interface{ SetDown(bool) }
 
 	settings model.Settings
@@ -491,12 +492,12 @@ func (e *env) openStore(ctx context.Context) (proxy.StateStore, error) {
 		if e.opts.DB != nil {
 			e.db = e.opts.DB
 		} else {
-			p, err := newTCPProxy(pu.Host)
+			p, err := tcpproxy.New(pu.Host)
 			if err != nil {
 				return nil, err
 			}
 			e.dbProxy, e.db = p, p
-			pu.Host = p.addr()
+			pu.Host = p.Addr()
 			e.pgURL = pu.String()
 		}
 	}
@@ -608,7 +609,7 @@ func (e *env) teardown(ctx context.Context) {
 		u.close()
 	}
 	if e.dbProxy != nil {
-		e.dbProxy.close()
+		e.dbProxy.Close()
 	}
 	closeIdle(e.ctl)
 }

@@ -1,4 +1,8 @@
-package chaos
+// Package tcpproxy is a loopback TCP proxy that can be taken down — every
+// open connection cut, new ones refused at once — and brought back, to
+// simulate a dependency outage (Postgres) without touching the server. Tests
+// (internal/pgtest) and chaos runs (chaos/) share it.
+package tcpproxy
 
 import (
 	"io"
@@ -6,10 +10,8 @@ import (
 	"sync"
 )
 
-// tcpProxy is a loopback TCP proxy in front of the gateway's database that
-// a run takes down (every connection cut, new ones refused) and brings back
-// for the db-down action. Tests use internal/pgtest.NewProxy instead.
-type tcpProxy struct {
+// Proxy forwards 127.0.0.1:<port> to a target address.
+type Proxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
@@ -18,22 +20,24 @@ type tcpProxy struct {
 	wg     sync.WaitGroup
 }
 
-func newTCPProxy(target string) (*tcpProxy, error) {
+// New starts a proxy on a free loopback port to target (host:port).
+func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
 }
 
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+// Addr is the proxy's listen address (host:port).
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetDown cuts every connection and refuses new ones (true), or lets them
 // through again (false).
-func (p *tcpProxy) SetDown(down bool) {
+func (p *Proxy) SetDown(down bool) {
 	p.mu.Lock()
 	p.down = down
 	var cut []net.Conn
@@ -48,13 +52,21 @@ func (p *tcpProxy) SetDown(down bool) {
 	}
 }
 
-func (p *tcpProxy) close() {
+// Down reports whether the proxy refuses connections.
+func (p *Proxy) Down() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down
+}
+
+// Close stops the proxy and waits for its goroutines.
+func (p *Proxy) Close() {
 	p.ln.Close()
 	p.SetDown(true)
 	p.wg.Wait()
 }
 
-func (p *tcpProxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
@@ -64,14 +76,14 @@ func (p *tcpProxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *tcpProxy) untrack(c net.Conn) {
+func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
 	c.Close()
 }
 
-func (p *tcpProxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
@@ -82,7 +94,7 @@ func (p *tcpProxy) accept() {
 			c.Close()
 			continue
 		}
-		up, err := loopbackDialer(5e9).Dial("tcp", p.target)
+		up, err := net.Dial("tcp", p.target)
 		if err != nil || !p.track(up) {
 			if up != nil {
 				up.Close()
@@ -96,7 +108,7 @@ func (p *tcpProxy) accept() {
 	}
 }
 
-func (p *tcpProxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	_, _ = io.Copy(dst, src)
 	p.untrack(dst)
