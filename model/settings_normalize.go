@@ -104,29 +104,7 @@ func (e *SettingsError) Error() string {
 
 // SettingsErrors returns every *SettingsError in err (joined or wrapped), in
 // order; nil when there is none.
-func SettingsErrors(err error) []*SettingsError {
-	var out []*SettingsError
-	var walk func(error)
-	walk = func(err error) {
-		if err == nil {
-			return
-		}
-		if se, ok := err.(*SettingsError); ok {
-			out = append(out, se)
-			return
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
+func SettingsErrors(err error) []*SettingsError { return ErrorsOf[*SettingsError](err) }
 
 // settingProblems collects SettingsErrors in a deterministic order.
 type settingProblems []*SettingsError

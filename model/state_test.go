@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -226,5 +227,17 @@ func TestEditDistance(t *testing.T) {
 	long := strings.Repeat("x", 100)
 	if EditDistance(long, long) != 0 || EditDistance(long, long+"y") != 101 {
 		t.Error("long names compare by equality only")
+	}
+}
+
+func TestErrorsOf(t *testing.T) {
+	a, b := &SettingsError{Field: "a"}, &SettingsError{Field: "b"}
+	err := fmt.Errorf("wrapped: %w", errors.Join(a, errors.New("other"), fmt.Errorf("x: %w", b)))
+	got := ErrorsOf[*SettingsError](err)
+	if len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("got %v", got)
+	}
+	if ErrorsOf[*SettingsError](nil) != nil || ErrorsOf[*SettingsError](errors.New("plain")) != nil {
+		t.Fatal("no match must be nil")
 	}
 }

@@ -30,3 +30,30 @@ func EditDistance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
+
+// ErrorsOf returns every error of type T in err, walking joined and wrapped
+// errors in order; nil when there is none. Settings, config and scenario
+// errors all report several problems at once through it.
+func ErrorsOf[T error](err error) []T {
+	var out []T
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if x, ok := err.(T); ok {
+			out = append(out, x)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}

@@ -162,29 +162,7 @@ func (e *ConfigError) Error() string {
 }
 
 // ConfigErrors lists every *ConfigError in err.
-func ConfigErrors(err error) []*ConfigError {
-	var out []*ConfigError
-	var walk func(error)
-	walk = func(err error) {
-		if err == nil {
-			return
-		}
-		if ce, ok := err.(*ConfigError); ok {
-			out = append(out, ce)
-			return
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
+func ConfigErrors(err error) []*ConfigError { return model.ErrorsOf[*ConfigError](err) }
 
 // LoadConfig reads and validates a config file. environ (os.Environ()) feeds
 // ${ENV} expansion; unset variables expand to "" and are reported in

@@ -48,31 +48,7 @@ func (e *Error) Error() string {
 }
 
 // Errors lists every *Error in err.
-func Errors(err error) []*Error {
-	var out []*Error
-	var walk func(error)
-	walk = func(err error) {
-		if err == nil {
-			return
-		}
-		var e *Error
-		if x, ok := err.(*Error); ok {
-			out = append(out, x)
-			return
-		}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		if errors.As(err, &e) {
-			out = append(out, e)
-		}
-	}
-	walk(err)
-	return out
-}
+func Errors(err error) []*Error { return model.ErrorsOf[*Error](err) }
 
 // maxErrors bounds how many problems one document reports.
 const maxErrors = 50
