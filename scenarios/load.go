@@ -467,17 +467,7 @@ func (l *loader) checkConn(n *yaml.Node, field, ref string) bool {
 			all = append(all, p.ID+"/"+c.ID)
 		}
 	}
-	if slices.Contains(all, ref) {
-		return true
-	}
-	msg := fmt.Sprintf("unknown connection %q", ref)
-	if near := yamlnode.Nearest(ref, all); near != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", near)
-	} else {
-		msg += fmt.Sprintf(" (connections: %s)", strings.Join(all, ", "))
-	}
-	l.d.Errf(n, field, "%s", msg)
-	return false
+	return l.checkName(n, field, "connection", ref, all)
 }
 
 func (l *loader) checkProvider(n *yaml.Node, field, id string) bool {
@@ -485,14 +475,20 @@ func (l *loader) checkProvider(n *yaml.Node, field, id string) bool {
 	for _, p := range l.sc.Topology.Providers {
 		ids = append(ids, p.ID)
 	}
-	if slices.Contains(ids, id) {
+	return l.checkName(n, field, "provider", id, ids)
+}
+
+// checkName reports whether name is one of known, else records an error that
+// suggests the nearest one or lists them all.
+func (l *loader) checkName(n *yaml.Node, field, kind, name string, known []string) bool {
+	if slices.Contains(known, name) {
 		return true
 	}
-	msg := fmt.Sprintf("unknown provider %q", id)
-	if near := yamlnode.Nearest(id, ids); near != "" {
+	msg := fmt.Sprintf("unknown %s %q", kind, name)
+	if near := yamlnode.Nearest(name, known); near != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", near)
 	} else {
-		msg += fmt.Sprintf(" (providers: %s)", strings.Join(ids, ", "))
+		msg += fmt.Sprintf(" (%ss: %s)", kind, strings.Join(known, ", "))
 	}
 	l.d.Errf(n, field, "%s", msg)
 	return false
