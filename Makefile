@@ -60,7 +60,7 @@ bench-store:
 # --- sim ---
 # The simulator, the fault catalog and the scenario library. `make test`
 # already runs the library and the determinism self-check (go test ./...).
-.PHONY: sim-library sim-bench sim-long sim-fuzz
+.PHONY: sim-library sim-bench sim-long sim-fuzz replay-conformance replay-library
 
 ## sim-library: play every library scenario through the CLI
 sim-library:
@@ -73,6 +73,15 @@ sim-bench:
 ## sim-long: 24 simulated hours of 50 req/s with faults (target ≤ 10 s)
 sim-long:
 	BREAKWATER_SIM_LONG=1 $(GO) test -run '^TestFaultyDay$$' -v -count=1 ./sim/
+
+## replay-conformance: the sim↔gateway conformance test (also in make test)
+replay-conformance:
+	$(GO) test -run '^TestConformanceSimVsGateway$$' -v -count=1 ./replay/
+
+## replay-library: every library scenario against a real gateway, compared with the simulator (REPLAY_SPEED=1: hours)
+REPLAY_SPEED ?= 1
+replay-library:
+	$(GO) run ./cmd/breakwater replay -q -compare -speed $(REPLAY_SPEED) scenarios/library/*.yaml
 
 ## sim-fuzz: fuzz the scenario loader and the fault rules parser
 sim-fuzz:

@@ -24,9 +24,17 @@ import (
 //	POST /v1/chat/completions     (provider "")
 //	GET  /v1/models
 //
+// and the same attempts in the native formats of the anthropic and gemini
+// provider types (see wire.go), so a provider of any type is pointed at it
+// the same way:
+//
+//	POST /P/v1/messages                                (Anthropic Messages)
+//	POST /P/v1/models/{model}:generateContent          (Gemini)
+//	POST /P/v1/models/{model}:streamGenerateContent    (Gemini, SSE)
+//
 // so a gateway provider is pointed at it with baseURL http://ADDR/P/v1. The
 // connection is the API key: `Authorization: Bearer <connection>` (or the
-// `x-api-key` header), so each gateway connection sends its own id as its
+// `x-api-key` or `x-goog-api-key` header), so each gateway connection sends its own id as its
 // key. The model comes from the request body.
 //
 // The control API changes behaviour at run time:
@@ -100,6 +108,10 @@ func NewServer(rules []Rule, opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/messages", s.messages)
+	mux.HandleFunc("POST /{provider}/v1/messages", s.messages)
+	mux.HandleFunc("POST /v1/models/{action}", s.generate)
+	mux.HandleFunc("POST /{provider}/v1/models/{action}", s.generate)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /{provider}/v1/models", s.models)
 	mux.HandleFunc("GET /_faults", s.getFaults)
@@ -185,6 +197,9 @@ func connectionOf(r *http.Request) string {
 		}
 		return strings.TrimSpace(a)
 	}
+	if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
+		return strings.TrimSpace(k)
+	}
 	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
 }
 
@@ -203,12 +218,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"error":{"message":"invalid request: body must be a JSON chat completion request","type":"invalid_request_error","code":"invalid_request"}}`, nil)
 		return
 	}
+	s.attempt(w, r, openaiWire{}, req.Model, req.Stream)
+}
+
+// attempt picks and serves one chat attempt in a wire format.
+func (s *Server) attempt(w http.ResponseWriter, r *http.Request, wf wire, model string, stream bool) {
 	provider := r.PathValue("provider")
 	conn := connectionOf(r)
-	resp := s.pick(provider, conn, req.Model)
-	s.opts.Logger.Debug("fault upstream attempt", "provider", provider, "connection", conn, "model", req.Model,
+	resp := s.pick(provider, conn, model)
+	s.opts.Logger.Debug("fault upstream attempt", "provider", provider, "connection", conn, "model", model,
 		"status", resp.StatusOrOK(), "fault", resp.Fault.String(), "use", resp.Use)
-	s.serve(w, r, &resp, req.Model, req.Stream)
+	s.serve(w, r, wf, &resp, model, stream)
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -227,10 +247,17 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		resetConn(w)
 		return
 	case !resp.OK():
-		writeError(w, resp.StatusOrOK(), resp.ErrorBody(), &resp)
+		writeError(w, resp.StatusOrOK(), errorBodyFor(modelsWire(r), &resp), &resp)
 		return
 	}
 	models := s.modelList(provider)
+	if r.Header.Get("X-Goog-Api-Key") != "" {
+		writeHeaders(w, &resp)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusOrOK())
+		io.WriteString(w, geminiModels(models))
+		return
+	}
 	var b strings.Builder
 	b.WriteString(`{"object":"list","data":[`)
 	for i, m := range models {
@@ -327,7 +354,7 @@ func writeError(w http.ResponseWriter, status int, body string, resp *Response) 
 }
 
 // serve writes one chat completion attempt's answer.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, resp *Response, model string, stream bool) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Response, model string, stream bool) {
 	ctx := r.Context()
 	switch resp.Fault {
 	case Reset:
@@ -342,20 +369,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, resp *Response, m
 	}
 	if stream && resp.OK() {
 		// Streams: headers at once, the first content byte after latency.
-		s.serveStream(w, ctx, resp, model)
+		s.serveStream(w, ctx, wf, resp, model)
 		return
 	}
 	if !sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
 	if !resp.OK() {
-		writeError(w, resp.StatusOrOK(), resp.ErrorBody(), resp)
+		writeError(w, resp.StatusOrOK(), errorBodyFor(wf, resp), resp)
 		return
 	}
-	s.serveJSON(w, ctx, resp, model)
+	s.serveJSON(w, ctx, wf, resp, model)
 }
 
-func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, resp *Response, model string) {
+func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model string) {
 	// The whole answer is generated before it is sent: chunk time and any
 	// stall delay the headers.
 	gen := time.Duration(resp.Chunks()-1) * resp.ChunkInterval()
@@ -370,7 +397,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, resp *Res
 	}
 	body := resp.Body
 	if body == "" {
-		body = completionJSON(model, resp.Chunks())
+		body = wf.completion(model, resp.Chunks())
 	}
 	switch resp.Fault {
 	case MalformedChunk:
@@ -405,7 +432,7 @@ func chunkJSON(model, content string, first bool) string {
 	return fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":null}]}`, model, delta)
 }
 
-func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, resp *Response, model string) {
+func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model string) {
 	rc := http.NewResponseController(w)
 	writeHeaders(w, resp)
 	h := w.Header()
@@ -416,6 +443,7 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, resp *R
 	if !sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
+	io.WriteString(w, wf.streamStart(model))
 	interval := s.scale(resp.ChunkInterval())
 	n := resp.Chunks()
 	for i := 0; i < n; i++ {
@@ -435,21 +463,17 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, resp *R
 					return
 				}
 			case MalformedChunk:
-				io.WriteString(w, "data: {\"id\":\"chatcmpl-fault\",\"choices\":[{\"delta\":{\"content\":\"lor\n\n")
+				io.WriteString(w, wf.malformed())
 				rc.Flush()
 				continue
 			}
 		}
-		fmt.Fprintf(w, "data: %s\n\n", chunkJSON(model, ChunkText, i == 0))
+		io.WriteString(w, wf.chunk(model, ChunkText, i == 0))
 		if err := rc.Flush(); err != nil {
 			return
 		}
 	}
-	fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-fault\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n",
-		model, n*4, 8+n*4)
-	if resp.Fault != NoDone {
-		io.WriteString(w, "data: [DONE]\n\n")
-	}
+	io.WriteString(w, wf.streamEnd(model, n, resp.Fault != NoDone))
 	rc.Flush()
 }
 

@@ -38,6 +38,21 @@ type AdmitInput struct {
 	// FailOpen: quota-share serialization (SPEC §4) proceeds without a slot
 	// instead of refusing.
 	FailOpen bool
+	// NoConnectionCap: a quota-share request with
+	// quotaShareConcurrencyLimit off is not serialized on the connection's
+	// semaphore (it still counts as in use there); the other layers apply.
+	NoConnectionCap bool
+}
+
+// QuotaShareAdmission is how a request's admission treats quota-share
+// (SPEC §4): a quota-share combo's requests fail open when
+// quotaShareConcurrencyLimit is on (the default), and are not serialized on
+// the connection semaphore at all when it is off. Other requests: neither.
+func (s *Settings) QuotaShareAdmission(quotaShareCombo bool) (failOpen, noConnectionCap bool) {
+	if !quotaShareCombo {
+		return false, false
+	}
+	return s.QuotaShareConcurrencyLimit.Enabled, !s.QuotaShareConcurrencyLimit.Enabled
 }
 
 // AdmitAction is what the gate does with a request.
@@ -72,7 +87,7 @@ func Admit(in AdmitInput) AdmitDecision {
 		blocking = LevelGlobal
 	case !in.Provider.Free():
 		blocking = LevelProvider
-	case !in.Connection.Free():
+	case !in.Connection.Free() && !in.NoConnectionCap:
 		blocking = LevelConnection
 	case !in.Model.Free():
 		blocking = LevelModel
@@ -112,6 +127,9 @@ type PaceInput struct {
 	Waiting       int   // reservations still in the future (queued jobs)
 	MaxQueueDepth int   // 0 = unbounded
 	QueueLeftMs   int64 // what is left of the request's queue budget
+	// PausedUntilMs: the limiter drains until then (a body-declared retry or
+	// a learned zero-remaining window, SPEC §5); 0 = not paused.
+	PausedUntilMs int64
 }
 
 // PaceDecision says when the request may dispatch, or why it may not.
@@ -141,6 +159,7 @@ func Pace(in PaceInput) PaceDecision {
 		// have left the window
 		at = max(at, in.Hits[n-in.RPM]+PaceWindowMs)
 	}
+	at = max(at, in.PausedUntilMs)
 	if at <= in.NowMs {
 		return PaceDecision{AtMs: in.NowMs}
 	}
@@ -153,14 +172,13 @@ func Pace(in PaceInput) PaceDecision {
 	return PaceDecision{AtMs: at}
 }
 
-// PacingApplies says whether a connection's requests go through its pacing
-// limiter (SPEC §5): a limit must be set (rpm or minTimeMs), and protection
-// must be on — explicitly (rateLimitProtection: true) or by the safety net
-// that covers every apikey-profile connection
-// (requestQueue.autoEnableApiKeyProviders). false and unset mean the same.
-func (s *Settings) PacingApplies(profile Profile, protection bool, rpm int, minTimeMs int64) bool {
-	if rpm <= 0 && minTimeMs <= 0 {
-		return false
-	}
+// PacingApplies says whether a connection's requests go through its
+// admission-queue limiter (SPEC §5): protection is on explicitly
+// (rateLimitProtection: true), or by the safety net that covers every active
+// apikey-profile connection (requestQueue.autoEnableApiKeyProviders). false
+// and unset mean the same. No limit needs to be set: a covered connection
+// with no rpm / minTimeMs still honours body-declared retry pauses and
+// learned x-ratelimit-* windows.
+func (s *Settings) PacingApplies(profile Profile, protection bool) bool {
 	return protection || (s.RequestQueue.AutoEnableAPIKeyProviders && profile == ProfileAPIKey)
 }

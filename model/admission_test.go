@@ -29,6 +29,11 @@ func TestAdmit(t *testing.T) {
 			AdmitDecision{Action: AdmitBypass, Blocking: LevelConnection}},
 		{"quota-share fails open on timeout", AdmitInput{Connection: full1, FailOpen: true}, AdmitDecision{Action: AdmitBypass, Blocking: LevelConnection}},
 		{"quota-share still queues within budget", AdmitInput{Connection: full1, QueueLeftMs: 5, FailOpen: true}, AdmitDecision{Action: AdmitWait, Blocking: LevelConnection}},
+		{"quota-share serialization off: the connection cap does not hold it", AdmitInput{Connection: full1, NoConnectionCap: true}, AdmitDecision{Action: AdmitGo}},
+		{"quota-share serialization off: a model cap still does", AdmitInput{Connection: full1, Model: full1, NoConnectionCap: true, QueueLeftMs: 5},
+			AdmitDecision{Action: AdmitWait, Blocking: LevelModel}},
+		{"a saturated model gate only waits or refuses locally (never a lockout: Admit has no engine)", AdmitInput{Model: full1},
+			AdmitDecision{Action: AdmitReject, Code: CodeSemaphoreTimeout, Blocking: LevelModel}},
 	}
 	for _, c := range cases {
 		if got := Admit(c.in); got != c.want {
@@ -67,26 +72,45 @@ func TestPace(t *testing.T) {
 }
 
 func TestPacingApplies(t *testing.T) {
-	// SPEC §5 rateLimitProtection and the apikey safety net.
+	// SPEC §5 rateLimitProtection and the apikey safety net: protection puts
+	// a connection through the admission queue with NO rpm by default.
 	s := DefaultSettings()
 	cases := []struct {
 		name       string
 		profile    Profile
 		protection bool
-		rpm        int
 		autoEnable bool
 		want       bool
 	}{
-		{"no limit set: never paced", ProfileAPIKey, true, 0, true, false},
-		{"apikey covered by the safety net", ProfileAPIKey, false, 60, true, true},
-		{"safety net off: apikey needs explicit protection", ProfileAPIKey, false, 60, false, false},
-		{"oauth needs explicit protection", ProfileOAuth, false, 60, true, false},
-		{"explicit protection", ProfileOAuth, true, 60, false, true},
+		{"apikey covered by the safety net, no limit needed", ProfileAPIKey, false, true, true},
+		{"safety net off: apikey needs explicit protection", ProfileAPIKey, false, false, false},
+		{"oauth needs explicit protection", ProfileOAuth, false, true, false},
+		{"local needs explicit protection", ProfileLocal, false, true, false},
+		{"explicit protection", ProfileOAuth, true, false, true},
 	}
 	for _, c := range cases {
 		s.RequestQueue.AutoEnableAPIKeyProviders = c.autoEnable
-		if got := s.PacingApplies(c.profile, c.protection, c.rpm, 0); got != c.want {
+		if got := s.PacingApplies(c.profile, c.protection); got != c.want {
 			t.Errorf("%s: got %v", c.name, got)
 		}
+	}
+}
+
+// SPEC §4: quota-share combos fail open with quotaShareConcurrencyLimit on
+// (default), are not serialized with it off; other requests are neither.
+func TestQuotaShareAdmissionSpec4(t *testing.T) {
+	s := DefaultSettings()
+	if !s.QuotaShareConcurrencyLimit.Enabled {
+		t.Fatalf("quotaShareConcurrencyLimit.enabled defaults to true")
+	}
+	if fo, nc := s.QuotaShareAdmission(true); !fo || nc {
+		t.Fatalf("on: fail-open, serialized: %v %v", fo, nc)
+	}
+	if fo, nc := s.QuotaShareAdmission(false); fo || nc {
+		t.Fatalf("not quota-share: hard cap: %v %v", fo, nc)
+	}
+	s.QuotaShareConcurrencyLimit.Enabled = false
+	if fo, nc := s.QuotaShareAdmission(true); fo || !nc {
+		t.Fatalf("off: no serialization: %v %v", fo, nc)
 	}
 }

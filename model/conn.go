@@ -35,6 +35,9 @@ type Conn struct {
 	// was seen (SPEC §7 egress buckets); older than 24 h it is not used.
 	EgressIP string `json:"egressIP,omitempty"`
 	EgressAt Time   `json:"egressAt,omitempty"`
+	// RateLimitProtection is POST /api/rate-limits' choice (SPEC §5); unset
+	// keeps the config file's rateLimitProtection.
+	RateLimitProtection Toggle `json:"rateLimitProtection,omitempty"`
 	// Use accounting for least-used and p2c.
 	Uses       uint64 `json:"uses"`
 	LastUsedAt Time   `json:"lastUsedAt"`

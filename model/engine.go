@@ -51,6 +51,7 @@ type connState struct {
 	st       Conn
 	locks    lockoutSet
 	inflight int
+	lane     LaneState // spend-wall lane (SPEC §2b): process memory, not in State
 }
 
 type comboState struct {
@@ -189,8 +190,15 @@ type Attempt struct {
 	Started    Time   `json:"started"`
 	Permit     Permit `json:"permit"`
 	Target     int    `json:"target"` // combo target index, 0 for single-model routes
-	p, c       int32
-	done       bool
+	// Limited: the connection goes through the admission-queue limiter
+	// (SPEC §5 rateLimitProtection or the apikey safety net).
+	Limited bool `json:"limited,omitempty"`
+	// SlowLane: the connection's spend-wall lane is active; the shell adds
+	// the lane request header (SPEC §2b).
+	SlowLane bool `json:"slowLane,omitempty"`
+	p, c     int32
+	done     bool
+	detached bool // a spend-wall held copy: its in-flight count was already released
 }
 
 // Dispatch marks the instant the attempt really left for the upstream, after
@@ -224,7 +232,9 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 	cs.st.Uses++
 	cs.st.LastUsedAt = now
 	e.emit(Change{At: now, Kind: ChangeUsage, Provider: p.id, Connection: cs.id, Conn: cs.st})
-	return Attempt{Provider: p.id, Connection: cs.id, Model: c.Model, Started: now, Permit: pm, Target: c.Target, p: c.p, c: c.c}, nil
+	cs.lane.refresh(now)
+	return Attempt{Provider: p.id, Connection: cs.id, Model: c.Model, Started: now, Permit: pm, Target: c.Target,
+		Limited: e.limiterApplies(p, cs), SlowLane: cs.lane.Active && cs.cfg.SpendWall.SlowLane, p: c.p, c: c.c}, nil
 }
 
 // Record applies one attempt's outcome: classification, then the breaker,
@@ -237,7 +247,7 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	a.done = true
 	p := &e.provs[a.p]
 	c := &p.conns[a.c]
-	if c.inflight > 0 {
+	if c.inflight > 0 && !a.detached {
 		c.inflight--
 	}
 	ctx := ClassifyContext{Provider: p.id, ProviderType: p.typ, Model: a.Model, Profile: p.profile,

@@ -23,6 +23,9 @@ type Flow struct {
 	Route   Route
 	Session string
 	Allowed []ConnRef
+	// Held: connections other owners' exclusive leases hold (SPEC §2d);
+	// the shell sets it after StartFlow.
+	Held []ConnRef
 
 	start, deadline Time
 	attempts        int
@@ -34,9 +37,11 @@ type Flow struct {
 	emergency       bool
 	last            Verdict
 	hasLast         bool
+	local           *Error // the admission queue's refusal of the last attempt (RecordLocal); nil after an upstream answer
 	lastConn        ConnRef
 	answer          Step
 	answered        bool
+	sw              spendFlow // spend-wall lane / limit reset (SPEC §2b)
 }
 
 // StepKind says what the shell must do next.
@@ -46,9 +51,12 @@ const (
 	StepAttempt StepKind = iota // call the upstream with Step.Attempt, then Flow.Record
 	StepWait                    // wait Step.WaitMs, then Flow.Next again
 	StepAnswer                  // answer the client with Step's status; the flow is over
+	// StepLimitReset: call the usage / reset endpoints of Step.LastConnection
+	// (SPEC §2b), then Flow.LimitResetDone.
+	StepLimitReset
 )
 
-var stepKindNames = enumNames{"attempt", "wait", "answer"}
+var stepKindNames = enumNames{"attempt", "wait", "answer", "limit_reset"}
 
 func (k StepKind) String() string               { return stepKindNames.name(uint8(k), "StepKind") }
 func (k StepKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
@@ -76,6 +84,8 @@ type Step struct {
 	WaitMs  int64   // StepWait
 	// StepAnswer: the client status, and either a typed gateway error (Err)
 	// or the last upstream answer (Result ResultUpstream / ResultServed).
+	// With ResultStreamError, Err is the SSE error event that ended the
+	// committed stream (StreamErrorCode).
 	Status       int
 	Result       Result
 	Err          *Error
@@ -117,12 +127,17 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 	if f.answered {
 		return f.answer
 	}
+	if f.sw.pending != spendNone {
+		if st, ok := f.spendNext(now, e); ok {
+			return st
+		}
+	}
 	for {
 		if now >= f.deadline {
 			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
 				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's deadline was spent"}})
 		}
-		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session}
+		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held}
 		e.Select(now, &req, sel)
 		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool { return !slices.Contains(f.skipTargets, c.Target) })
 		if ci < 0 {
@@ -152,7 +167,7 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	if len(f.tried) > 0 || len(f.skipTargets) > 0 {
 		// After a wait every connection is fair game again: judge the wait
 		// on the full picture.
-		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session}
+		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session, Held: f.Held}
 		e.Select(now, &req, sel)
 	}
 	budgetLeft := f.deadline.Sub(now)
@@ -185,6 +200,11 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 			return f.Next(now, e, sel)
 		}
 	}
+	if f.hasLast && f.local != nil {
+		// The last try was refused by the local admission queue (SPEC §5,
+		// §11.4): the client gets that typed error, never a made-up 502.
+		return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.local, RetryAfterMs: f.local.RetryAfterMs})
+	}
 	if f.hasLast {
 		// Attempts were made: the client gets the last upstream error.
 		retry := f.last.ClientRetryAfterMs
@@ -205,8 +225,18 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 // replayed. It returns the verdict and, when the flow is over, the answer
 // (otherwise nil: call Next).
 func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, *Step) {
+	if v, ok := f.spendWallRecord(now, e, a, o, committed); ok {
+		f.last, f.hasLast = v, true
+		return v, nil
+	}
+	return f.record(now, e, a, o, committed)
+}
+
+// record is Record's normal path: the engine classifies the outcome.
+func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, *Step) {
 	v := e.Record(now, a, o)
 	f.last, f.hasLast = v, true
+	f.local = nil
 	ref := ConnRef{a.Provider, a.Connection}
 	f.lastConn = ref
 	switch {
@@ -219,15 +249,21 @@ func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		return v, &f.answer
 	case o.Kind == OutcomeClientAbort && now >= f.deadline:
 		// The shell cut the attempt at the request's deadline: the budget
-		// is spent, not the client gone (SPEC §11.4).
-		f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
-			Err: &Error{Code: CodeBudgetExhausted, Message: "the request's deadline was spent"}})
+		// is spent, not the client gone (SPEC §11.4). A committed stream
+		// ends with that as its SSE error event.
+		err := &Error{Code: CodeBudgetExhausted, Message: "the request deadline (requestBudget.deadlineMs) was reached"}
+		if committed {
+			f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError, Err: err})
+		} else {
+			f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: err})
+		}
 		return v, &f.answer
 	case o.Kind == OutcomeClientAbort:
 		f.finish(Step{Kind: StepAnswer, Status: 499, Result: ResultUpstream})
 		return v, &f.answer
 	case committed:
-		f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError})
+		code, msg := StreamErrorCode(o)
+		f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError, Err: &Error{Code: code, Message: msg}})
 		return v, &f.answer
 	}
 	switch v.Next {
@@ -248,6 +284,21 @@ func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		f.tried = append(f.tried, ref)
 	}
 	return v, nil
+}
+
+// RecordLocal reports an attempt the shell's admission queue refused before
+// it reached the upstream (RATE_LIMIT_QUEUE_TIMEOUT / _FULL, SEMAPHORE_*):
+// neutral for upstream health, the flow moves on, and if nothing else serves
+// the client gets err (SPEC §5, §11.4).
+func (f *Flow) RecordLocal(now Time, e *Engine, a *Attempt, err *Error) (Verdict, *Step) {
+	v, ans := f.Record(now, e, a, Outcome{Kind: OutcomeLocalQueue}, false)
+	f.local = err
+	if ans != nil && err != nil && ans.Result == ResultUpstream && ans.Err == nil {
+		f.answer = Step{Kind: StepAnswer, Result: ResultRejected, Err: err, RetryAfterMs: err.RetryAfterMs,
+			Status: err.Code.HTTPStatus(), Verdict: v, LastConnection: f.lastConn}
+		return v, &f.answer
+	}
+	return v, ans
 }
 
 // targetOf is the combo target index an attempt ran for.

@@ -138,12 +138,13 @@ const (
 	ReasonClientAbort
 	ReasonLocalQueue
 	ReasonUnknown
+	ReasonSpendWall // a spend-wall 429 the lane or a limit reset absorbed (SPEC §2b)
 )
 
 var reasonNames = enumNames{"", "rate_limit_exceeded", "quota_exhausted", "concurrency_limited",
 	"model_capacity", "server_error", "auth_error", "not_found", "forbidden", "quality_failure",
 	"request_scoped", "credits_exhausted", "banned", "request_rejected", "stream_stall",
-	"client_abort", "local_queue", "unknown"}
+	"client_abort", "local_queue", "unknown", "spend_wall"}
 
 func (r Reason) String() string               { return reasonNames.name(uint8(r), "Reason") }
 func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }

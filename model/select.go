@@ -114,6 +114,10 @@ type Request struct {
 	Skip []ConnRef
 	// Session is the opaque session key for affinity (SPEC §2c); "" = none.
 	Session string
+	// Held lists the connections another owner's exclusive lease holds
+	// (SPEC §2d): excluded with reason lease_held, after every health rule,
+	// so a held connection that is also cooling reports the cooldown.
+	Held []ConnRef
 }
 
 // Candidate is one eligible (target, connection) in try order.
@@ -243,6 +247,8 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
 			} else if ms := e.pinnedWindow(now, pinned, c); ms > 0 {
 				x.Reason, x.RemainingMs = ExclProviderCooldown, ms
+			} else if len(req.Held) > 0 && contains(req.Held, p.id, c.id) {
+				x.Reason = ExclLeaseHeld
 			} else {
 				out.Candidates = append(out.Candidates, Candidate{Provider: p.id, Connection: c.id, Model: model, Target: target, p: pi, c: ci})
 				continue

@@ -70,6 +70,17 @@ type ConnectionConfig struct {
 	Priority       int    `json:"priority,omitempty"`
 	Weight         int    `json:"weight,omitempty"`
 	DisableCooling bool   `json:"disableCooling,omitempty"`
+	// Admission (SPEC §4, §5). The engine reads RateLimitProtection (who
+	// goes through the admission queue); the simulator's queue reads the
+	// rest (the proxy keeps live copies that PUT /api/providers may change).
+	RateLimitProtection bool           `json:"rateLimitProtection,omitempty"`
+	MaxConcurrent       int            `json:"maxConcurrent,omitempty"`
+	ModelConcurrency    map[string]int `json:"modelConcurrency,omitempty"`
+	Limits              ConnLimits     `json:"limits,omitempty"`
+	MaxWaitMs           int64          `json:"maxWaitMs,omitempty"`
+	// SpendWall opts the connection into the spend-wall lane and session
+	// limit reset (SPEC §2b; model/spendwall.go).
+	SpendWall SpendWallConfig `json:"spendWall,omitzero"`
 }
 
 // ComboConfig is a virtual model whose targets are tried with fallback.
@@ -77,6 +88,9 @@ type ComboConfig struct {
 	ID       string        `json:"id"`
 	Strategy Strategy      `json:"strategy"`
 	Targets  []ComboTarget `json:"targets"`
+	// Mode "quota-share": several client keys share one upstream account;
+	// admission fails open (SPEC §4). "" = an ordinary combo.
+	Mode string `json:"mode,omitempty"`
 }
 
 // ComboTarget is one (provider, model[, connection]) of a combo.

@@ -34,11 +34,12 @@ type connGate struct {
 }
 
 type waiter struct {
-	pg    *provGate
-	cg    *connGate
-	model string
-	ready chan struct{}
-	done  bool // granted or abandoned
+	pg     *provGate
+	cg     *connGate
+	model  string
+	noConn bool // quota-share with its serialization off: the connection cap does not hold it
+	ready  chan struct{}
+	done   bool // granted or abandoned
 }
 
 func newGate() *gate { return &gate{provs: map[string]*provGate{}} }
@@ -142,7 +143,7 @@ func (g *gate) grantLocked() {
 			continue
 		}
 		in := g.input(w.pg, w.cg, w.model)
-		if in.Global.Free() && in.Provider.Free() && in.Connection.Free() && in.Model.Free() {
+		if in.Global.Free() && in.Provider.Free() && (in.Connection.Free() || w.noConn) && in.Model.Free() {
 			g.take(w.pg, w.cg, w.model)
 			w.cg.queued--
 			w.done = true
@@ -164,7 +165,7 @@ type admitError struct {
 // acquire takes the composite gate for one candidate, waiting at most
 // queueLeft. It returns the held slot (nil held when failing open), or a
 // typed error.
-func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen bool) (*slot, *admitError) {
+func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (*slot, *admitError) {
 	g.mu.Lock()
 	pg := g.provs[provider]
 	var cg *connGate
@@ -176,7 +177,7 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 		return &slot{}, nil // not configured: no caps
 	}
 	in := g.input(pg, cg, modelID)
-	in.MaxQueueDepth, in.QueueLeftMs, in.FailOpen = maxQueueDepth, queueLeft.Milliseconds(), failOpen
+	in.MaxQueueDepth, in.QueueLeftMs, in.FailOpen, in.NoConnectionCap = maxQueueDepth, queueLeft.Milliseconds(), failOpen, noConnCap
 	d := model.Admit(in)
 	switch d.Action {
 	case model.AdmitGo:
@@ -190,7 +191,7 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 		g.mu.Unlock()
 		return nil, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
 	}
-	w := &waiter{pg: pg, cg: cg, model: modelID, ready: make(chan struct{})}
+	w := &waiter{pg: pg, cg: cg, model: modelID, noConn: noConnCap, ready: make(chan struct{})}
 	cg.queued++
 	g.waiters = append(g.waiters, w)
 	g.mu.Unlock()
@@ -249,4 +250,16 @@ func (g *gate) snapshot(fn func(provider, connection string, inUse, queued int))
 			fn(pid, cid, cg.slots.InUse, cg.queued)
 		}
 	}
+}
+
+// quotaShareAdmission: how the gate treats this request's quota-share combo
+// (model.Settings.QuotaShareAdmission, SPEC §4).
+func (rs *reqState) quotaShareAdmission() (failOpen, noConnCap bool) {
+	r := &rs.flow.Route
+	qs := false
+	if r.IsCombo() {
+		c := rs.g.combos[r.Combo]
+		qs = c != nil && c.Mode == "quota-share"
+	}
+	return rs.s.QuotaShareAdmission(qs)
 }

@@ -39,6 +39,12 @@ type reqState struct {
 	session string // hex SHA-256 of the session header; never the raw id
 	shared  bool   // quota-share combo: admission fails open
 
+	// lease is the fence claim of a managed request (SPEC §2d), nil for
+	// others; leaseOwner its raw token, kept for the arbiter only (never
+	// logged).
+	lease      *model.LeaseClaim
+	leaseOwner string
+
 	committed   bool
 	lastFail    *failure     // the last upstream failure (body for the client)
 	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
@@ -146,6 +152,9 @@ func (rs *reqState) run() int {
 		writeError(rs.w, http.StatusBadRequest, "invalid_model", err.Error())
 		return http.StatusBadRequest
 	}
+	if done, status := rs.leaseDispatch(); done {
+		return status
+	}
 	rs.dl = rs.flow.Deadline().Std()
 	for {
 		if rs.ctx.Err() != nil {
@@ -167,6 +176,10 @@ func (rs *reqState) run() int {
 			return rs.answer(&step)
 		case model.StepAttempt:
 			if done, status := rs.attempt(&step.Attempt); done {
+				return status
+			}
+		case model.StepLimitReset: // SPEC §2b (proxy/spendwall.go)
+			if done, status := rs.limitReset(&step); done {
 				return status
 			}
 		}

@@ -101,6 +101,7 @@ type ConnectionConfig struct {
 	DisableCooling      bool               `yaml:"disableCooling"`
 	RateLimitOverrides  RateLimitOverrides `yaml:"rateLimitOverrides"`
 	RateLimitProtection bool               `yaml:"rateLimitProtection"`
+	SpendWall           SpendWallConfig    `yaml:"spendWall"` // SPEC §2b (proxy/spendwall.go)
 }
 
 // RateLimitOverrides are a connection's admission overrides (SPEC §4, §5).
@@ -642,6 +643,9 @@ func (c *Config) validate() []error {
 			if cn.RateLimitOverrides.RPM < 0 {
 				add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
 			}
+			if field, problem := cn.SpendWall.validate(); field != "" {
+				add(c.errAt(cf+".spendWall."+field, "%s", problem))
+			}
 		}
 	}
 	combos := map[string]bool{}
@@ -760,7 +764,9 @@ func (c *Config) Topology() (model.Topology, error) {
 		pc := model.ProviderConfig{ID: p.ID, Type: p.Type, Profile: prof, Models: p.Models, Strategy: strat,
 			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies}
 		for _, cn := range p.Connections {
-			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling})
+			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
+				RateLimitProtection: cn.RateLimitProtection, // SPEC §5: who goes through the admission queue
+				SpendWall:           cn.SpendWall.model()})  // SPEC §2b
 		}
 		t.Providers = append(t.Providers, pc)
 	}

@@ -57,6 +57,7 @@ type Gateway struct {
 	provOrder []string
 
 	clientKeys []clientKey
+	leases     *leaseMgr // exclusive session leases (SPEC §2d; leases.go)
 	mgmtKey    [32]byte
 	mgmtOpen   bool
 
@@ -64,6 +65,7 @@ type Gateway struct {
 	pace      *pacers
 	met       *metrics
 	transport *http.Transport
+	up        *upClient // plain-HTTP upstreams; falls back to client
 	client    *http.Client
 
 	handler  http.Handler
@@ -84,6 +86,7 @@ type provRuntime struct {
 	chatURL   string
 	modelsURL string
 	conns     map[string]*connRuntime
+	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
 }
 
 type connRuntime struct {
@@ -184,8 +187,11 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.log.Warn("stored state names things the config no longer has; skipped them", "skipped", re.Skipped)
 	}
 
+	g.restoreEgress(ctx) // SPEC §7: last known egress IPs (proxy/egress.go)
+	g.leases = newLeaseMgr(ctx, g)
 	g.transport = newTransport(g)
 	g.client = &http.Client{Transport: g.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	g.up = newUpClient(g.client, g.dialUpstream)
 	g.met = newMetrics(g)
 	g.handler = g.routes()
 	go g.pump()
@@ -195,9 +201,12 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func newProvRuntime(p ProviderConfig) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
 	pr := &provRuntime{cfg: p, chatURL: base + "/chat/completions", modelsURL: base + "/models", conns: map[string]*connRuntime{}}
+	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
+		pr.chatURL, pr.modelsURL = "", pr.wire.modelsURL()
+	}
 	for _, c := range p.Connections {
 		cr := &connRuntime{cfg: c}
-		if c.APIKey != "" {
+		if c.APIKey != "" && pr.wire == nil { // a wire adapter sets its own credential headers
 			cr.auth = "Bearer " + c.APIKey
 		}
 		pr.conns[c.ID] = cr
@@ -205,14 +214,17 @@ func newProvRuntime(p ProviderConfig) *provRuntime {
 	return pr
 }
 
+// dialUpstream opens an upstream connection under the connect timeout
+// (upstreamTimeouts.connectMs, read at dial time so PATCH applies).
+func (g *Gateway) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: g.settings().UpstreamTimeouts.ConnectMs.Duration(), KeepAlive: 30 * time.Second}
+	return d.DialContext(ctx, network, addr)
+}
+
 func newTransport(g *Gateway) *http.Transport {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := net.Dialer{Timeout: g.settings().UpstreamTimeouts.ConnectMs.Duration(), KeepAlive: 30 * time.Second}
-		return d.DialContext(ctx, network, addr)
-	}
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dial,
+		DialContext:           g.dialUpstream,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          2048,
 		MaxIdleConnsPerHost:   1024,
@@ -379,7 +391,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 		if e := g.store.Close(ctx); e != nil && err == nil {
 			err = e
 		}
-		g.transport.CloseIdleConnections()
+		g.up.CloseIdle(true)
 	})
 	return err
 }

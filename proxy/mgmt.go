@@ -32,6 +32,7 @@ func (g *Gateway) routes() http.Handler {
 	})
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
+	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (SPEC §2d)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
@@ -53,10 +54,12 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/resilience/model-cooldowns", g.handleDeleteLockouts, http.MethodDelete)
 	m("/api/resilience/connections/{provider}/{connection}/reset", g.handleResetConnection, http.MethodPost)
 	m("/api/rate-limits", g.handleRateLimits, http.MethodPost)
+	m("/api/rate-limits", g.handleGetRateLimits, http.MethodGet) // proxy/ratelimit.go
 	m("/api/providers", g.handleListProviders, http.MethodGet)
 	m("/api/providers/{id}", g.handleGetProvider, http.MethodGet)
 	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
+	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
 	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
 	return g.wrap(r)
 }
@@ -512,7 +515,7 @@ func (g *Gateway) providerView(p *provRuntime, changed map[string]bool) provider
 	for _, c := range p.cfg.Connections {
 		cr := p.conns[c.ID]
 		out.Connections = append(out.Connections, connectionOut{ID: c.ID, MaxConcurrent: cr.cfg.MaxConcurrent,
-			RateLimitOverrides: cr.cfg.RateLimitOverrides, RateLimitProtection: cr.cfg.RateLimitProtection,
+			RateLimitOverrides: cr.cfg.RateLimitOverrides, RateLimitProtection: g.protection(p.cfg.ID, cr.cfg),
 			HasCredentials: cr.cfg.APIKey != "", CredentialsChanged: changed[c.ID]})
 	}
 	return out
@@ -735,6 +738,9 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
 	}
+	if p.wire != nil {
+		p.wire.setAuth(req.Header, c.cfg.APIKey)
+	}
 	t0 := time.Now()
 	resp, err := g.client.Do(req)
 	res.LatencyMs = time.Since(t0).Milliseconds()
@@ -771,21 +777,19 @@ func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "connectionId: "+err.Error())
 		return
 	}
-	g.provMu.Lock()
-	p := g.provs[ref.Provider]
-	if p == nil || p.conns[ref.Connection] == nil {
-		g.provMu.Unlock()
+	if p := g.provider(ref.Provider); p == nil || p.conns[ref.Connection] == nil {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("connection %q not found", body.ConnectionID))
 		return
 	}
-	next := p.cfg
-	next.Connections = append([]ConnectionConfig(nil), p.cfg.Connections...)
-	for i := range next.Connections {
-		if next.Connections[i].ID == ref.Connection {
-			next.Connections[i].RateLimitProtection = *body.Enabled
-		}
+	// The choice lives in the connection's model state: persisted and shared
+	// with other replicas like a cooldown, so it survives a restart (SPEC §5).
+	g.lock()
+	err = g.eng.SetRateLimitProtection(g.modelNow(), ref, *body.Enabled)
+	prot, queued, _ := g.eng.RateLimitProtection(ref)
+	g.unlock()
+	if err != nil {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("connection %q not found", body.ConnectionID))
+		return
 	}
-	g.provs[ref.Provider] = newProvRuntime(next)
-	g.provMu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"connectionId": ref.String(), "rateLimitProtection": *body.Enabled})
+	writeJSON(w, http.StatusOK, map[string]any{"connectionId": ref.String(), "rateLimitProtection": prot, "enabled": queued})
 }

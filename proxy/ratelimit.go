@@ -3,88 +3,191 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Request pacing (SPEC §5): a per-connection sliding-window limiter from
-// rateLimitOverrides.rpm (over 60 s) and .minTimeMs (spacing between
-// dispatches). Limits are per connection (SPEC "does better" 16), never a
-// process-wide counter. The rule is model.Pace; the pacer only keeps the
-// reservations.
+// The admission-queue limiter (SPEC §5): per connection, pacing from
+// rateLimitOverrides.rpm (over 60 s) and .minTimeMs, pauses from
+// body-declared retries and learned x-ratelimit-* windows. Limits are per
+// connection (SPEC "does better" 16), never a process-wide counter. Every
+// rule is model.Limiter's (shared with the simulator); the pacers only keep
+// one limiter per connection under a mutex and sleep on the wall clock.
+// Which attempts go through it is the engine's decision (Attempt.Limited:
+// rateLimitProtection or the apikey safety net).
 
 // pacers holds one limiter per provider/connection.
 type pacers struct {
 	mu sync.Mutex
-	by map[model.ConnRef]*pacer
+	by map[model.ConnRef]*model.Limiter
 }
 
-type pacer struct {
-	hits []int64
+func newPacers() *pacers { return &pacers{by: map[model.ConnRef]*model.Limiter{}} }
+
+func limitsOf(o RateLimitOverrides) model.ConnLimits {
+	return model.ConnLimits{RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs)}
 }
 
-func newPacers() *pacers { return &pacers{by: map[model.ConnRef]*pacer{}} }
-
-// paced reports whether pacing applies to a connection: a limit is set and
-// protection is on (explicitly, or by the apikey safety net of SPEC §5).
-func paced(p *provRuntime, c *connRuntime, s *model.Settings) bool {
-	o := c.cfg.RateLimitOverrides
-	prof, _ := model.ParseProfile(p.cfg.Profile)
-	return s.PacingApplies(prof, c.cfg.RateLimitProtection, o.RPM, int64(o.MinTimeMs))
+func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
+	l := ps.by[ref]
+	if l == nil {
+		l = &model.Limiter{}
+		ps.by[ref] = l
+	}
+	return l
 }
 
-// wait reserves a dispatch slot and sleeps until it. It returns how long it
-// waited, or a typed refusal.
-func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, o RateLimitOverrides, depth int, queueLeft time.Duration) (time.Duration, *model.Error) {
-	now := time.Now().UnixMilli()
+// wait books a dispatch slot for modelID on ref and sleeps until it; a pause
+// that begins meanwhile holds it longer, or refuses it at once when its
+// queue budget ends first. It returns how long it waited, or a typed
+// refusal (neutral for upstream health).
+func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration) (time.Duration, *model.Error) {
+	start := time.Now()
+	now := start.UnixMilli()
 	ps.mu.Lock()
-	pc := ps.by[ref]
-	if pc == nil {
-		pc = &pacer{}
-		ps.by[ref] = pc
-	}
-	i := 0
-	for i < len(pc.hits) && pc.hits[i] <= now-model.PaceWindowMs {
-		i++
-	}
-	pc.hits = pc.hits[i:]
-	waiting := 0
-	for _, h := range pc.hits {
-		if h > now {
-			waiting++
-		}
-	}
-	d := model.Pace(model.PaceInput{NowMs: now, Hits: pc.hits, RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs), Waiting: waiting,
-		MaxQueueDepth: depth, QueueLeftMs: queueLeft.Milliseconds()})
-	if d.Code != "" {
-		ps.mu.Unlock()
-		e := &model.Error{Code: d.Code, Provider: ref.Provider}
-		if d.Code == model.CodeRateLimitQueueFull {
-			e.Message = fmt.Sprintf("pacing queue for %s is full (maxQueueDepth %d)", ref, depth)
-		} else {
-			e.RetryAfterMs = d.AtMs - now
-			e.Message = fmt.Sprintf("%s is paced (rpm %d, minTimeMs %d): the next slot is in %d ms, after the queue budget", ref, o.RPM, o.MinTimeMs, d.AtMs-now)
-		}
-		return 0, e
-	}
-	pc.hits = append(pc.hits, d.AtMs)
+	l := ps.limiter(ref)
+	d := l.Reserve(now, modelID, limitsOf(o), depth, queueLeft.Milliseconds())
 	ps.mu.Unlock()
-	w := time.Duration(d.AtMs-now) * time.Millisecond
-	if w <= 0 {
-		return 0, nil
+	if d.Code != "" {
+		return 0, refusal(ref, modelID, o, depth, d, now)
 	}
-	if !sleepCtx(ctx, w) {
-		ps.mu.Lock()
-		for j := len(pc.hits) - 1; j >= 0; j-- {
-			if pc.hits[j] == d.AtMs {
-				pc.hits = append(pc.hits[:j], pc.hits[j+1:]...)
-				break
-			}
+	booked := d.AtMs
+	for {
+		if w := time.Duration(d.AtMs-now) * time.Millisecond; w > 0 && !sleepCtx(ctx, w) {
+			ps.mu.Lock()
+			l.Cancel(booked)
+			ps.mu.Unlock()
+			return time.Since(start), &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Model: modelID,
+				Message: "client went away while queued"}
 		}
+		now = time.Now().UnixMilli()
+		left := queueLeft.Milliseconds() - (now - start.UnixMilli())
+		ps.mu.Lock()
+		d = l.Recheck(now, modelID, left)
 		ps.mu.Unlock()
-		return w, &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Message: "client went away while paced"}
+		if d.Code != "" {
+			return time.Since(start), refusal(ref, modelID, o, depth, d, now)
+		}
+		if d.AtMs <= now {
+			return time.Since(start), nil
+		}
 	}
-	return w, nil
+}
+
+func refusal(ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, d model.PaceDecision, now int64) *model.Error {
+	e := &model.Error{Code: d.Code, Provider: ref.Provider, Model: modelID}
+	if d.Code == model.CodeRateLimitQueueFull {
+		e.Message = fmt.Sprintf("admission queue for %s is full (maxQueueDepth %d)", ref, depth)
+		return e
+	}
+	e.RetryAfterMs = max(d.AtMs-now, 1)
+	e.Message = fmt.Sprintf("%s is paced or paused (rpm %d, minTimeMs %d): the next slot is in %d ms, after the queue budget",
+		ref, o.RPM, o.MinTimeMs, d.AtMs-now)
+	return e
+}
+
+// feedback applies what an upstream answer taught the connection's limiter
+// (model.Engine.LimiterFeedback).
+func (ps *pacers) feedback(ref model.ConnRef, fb model.LimiterFeedback) {
+	if fb.ConnPauseUntil == 0 && fb.ModelPauseUntil == 0 {
+		return
+	}
+	ps.mu.Lock()
+	fb.Apply(ps.limiter(ref))
+	ps.mu.Unlock()
+}
+
+// pausedUntil reports until when ref's limiter holds modelID (0 = not
+// paused), for GET /api/rate-limits.
+func (ps *pacers) pausedUntil(ref model.ConnRef, modelID string) int64 {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	l := ps.by[ref]
+	if l == nil {
+		return 0
+	}
+	return l.PausedUntilFor(time.Now().UnixMilli(), modelID)
+}
+
+// maxWaitOf is the queue budget of a's connection (rateLimitOverrides beats
+// requestQueue), which decides pacing vs lockout for body-declared retries.
+func (rs *reqState) maxWaitOf(a *model.Attempt) int64 {
+	var o RateLimitOverrides
+	if p := rs.g.provider(a.Provider); p != nil && p.conns[a.Connection] != nil {
+		o = p.conns[a.Connection].cfg.RateLimitOverrides
+	}
+	w, _ := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(o.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(o.ExecutionMaxWaitMs)})
+	return w
+}
+
+// protection is a connection's effective rateLimitProtection: POST
+// /api/rate-limits' choice (model state) beats the config file. Lock order:
+// callers may hold provMu; the engine lock is taken inside it, never the
+// other way round.
+func (g *Gateway) protection(provider string, c ConnectionConfig) bool {
+	g.lock()
+	on, _, err := g.eng.RateLimitProtection(model.ConnRef{Provider: provider, Connection: c.ID})
+	g.unlock()
+	if err != nil {
+		return c.RateLimitProtection
+	}
+	return on
+}
+
+// rateLimitOut is one connection in GET /api/rate-limits.
+type rateLimitOut struct {
+	ConnectionID        string `json:"connectionId"`
+	Provider            string `json:"provider"`
+	Name                string `json:"name"`
+	RateLimitProtection bool   `json:"rateLimitProtection"`
+	// Enabled: the connection goes through the admission queue (the flag
+	// or the apikey safety net).
+	Enabled   bool  `json:"enabled"`
+	RPM       int   `json:"rpm,omitempty"`
+	MinTimeMs int64 `json:"minTimeMs,omitempty"`
+	MaxWaitMs int64 `json:"maxWaitMs"`
+	// PausedMs: how long the limiter still drains (body-declared retry or a
+	// learned zero-remaining window); model-scoped pauses are not listed.
+	PausedMs int64 `json:"pausedMs,omitempty"`
+	Running  int   `json:"running"`
+	Queued   int   `json:"queued"`
+}
+
+// handleGetRateLimits shows every connection's admission-queue status
+// (SPEC §5): the protection flag, whether the queue covers it, its limits
+// and current pause, and its concurrency gate's load.
+func (g *Gateway) handleGetRateLimits(w http.ResponseWriter, r *http.Request) {
+	if !decodeBody(w, r, &struct{}{}, true) {
+		return
+	}
+	load := map[model.ConnRef][2]int{}
+	g.gate.snapshot(func(p, c string, inUse, queued int) {
+		load[model.ConnRef{Provider: p, Connection: c}] = [2]int{inUse, queued}
+	})
+	s := g.settings()
+	now := time.Now().UnixMilli()
+	out := []rateLimitOut{}
+	g.provMu.RLock()
+	for _, pid := range g.provOrder {
+		p := g.provs[pid]
+		for _, c := range p.cfg.Connections {
+			ref := model.ConnRef{Provider: pid, Connection: c.ID}
+			o := p.conns[c.ID].cfg.RateLimitOverrides
+			g.lock()
+			prot, queued, _ := g.eng.RateLimitProtection(ref)
+			g.unlock()
+			mw, _ := s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(o.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(o.ExecutionMaxWaitMs)})
+			row := rateLimitOut{ConnectionID: ref.String(), Provider: pid, Name: c.ID, RateLimitProtection: prot, Enabled: queued,
+				RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs), MaxWaitMs: mw, Running: load[ref][0], Queued: load[ref][1]}
+			if until := g.pace.pausedUntil(ref, ""); until > now {
+				row.PausedMs = until - now
+			}
+			out = append(out, row)
+		}
+	}
+	g.provMu.RUnlock()
+	writeJSON(w, http.StatusOK, map[string]any{"connections": out})
 }

@@ -51,6 +51,7 @@ type execResult struct {
 	errBody   []byte
 	header    http.Header
 	local     *model.Error // a local bound (execution) that ended it
+	egressIP  string       // the local address the attempt went out from (SPEC §7)
 }
 
 // attempt executes one attempt the flow began: pacing and admission, the
@@ -68,6 +69,10 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		}
 	}()
 	rs.provider, rs.conn = a.Provider, a.Connection
+	if done, status := rs.leaseFenceRefuses(a); done { // SPEC §2d: before every managed dispatch
+		recorded = true
+		return done, status
+	}
 	prov := g.provider(a.Provider)
 	if prov == nil || prov.conns[a.Connection] == nil {
 		recorded = true
@@ -79,15 +84,16 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
 	qStart := time.Now()
 	var refusal *model.Error
-	if paced(prov, conn, rs.s) {
-		w, perr := g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft)
+	if a.Limited { // SPEC §5: the engine says this connection goes through the admission queue
+		w, perr := g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft)
 		refusal = perr
 		queueLeft -= w
 	}
 	var sl *slot
 	if refusal == nil {
 		var aerr *admitError
-		sl, aerr = g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rs.quotaShare())
+		failOpen, noConnCap := rs.quotaShareAdmission() // SPEC §4 quota-share
+		sl, aerr = g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
 		if aerr != nil {
 			refusal = aerr.err
 		}
@@ -109,7 +115,11 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
 	sent := g.now()
 	rs.headersAt = time.Time{}
+	ctx0, probe := rs.ctx, &egressProbe{}
+	rs.ctx = probe.trace(ctx0) // learn the attempt's egress IP (SPEC §7, proxy/egress.go)
 	out := rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
+	rs.ctx = ctx0
+	out.egressIP = probe.ip()
 	recorded = true
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
@@ -123,9 +133,23 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 // may get if nothing else serves.
 func (rs *reqState) record(a *model.Attempt, out execResult) (bool, int) {
 	g := rs.g
+	var maxWait int64
+	if a.Limited {
+		maxWait = rs.maxWaitOf(a) // before the engine lock: provMu is never taken under it
+	}
 	g.lock()
+	if out.egressIP != "" {
+		// Before Record: a 429 on an egress-bucketed provider cools the
+		// siblings sharing this attempt's egress IP (SPEC §7).
+		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
+	}
 	v, ans := rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
+	var fb model.LimiterFeedback
+	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
+		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)
+	}
 	g.unlock()
+	g.pace.feedback(model.ConnRef{Provider: a.Provider, Connection: a.Connection}, fb)
 	rs.lastV = v
 	g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
 	switch {
@@ -167,8 +191,17 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	at := time.AfterFunc(attemptD, func() { cancel(cause) })
 	defer at.Stop()
 
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, prov.chatURL, bytes.NewReader(rs.req.bodyFor(cand.Model)))
+	var req *http.Request
+	var err error
+	if prov.wire != nil { // native wire format (proxy/adapter.go)
+		req, err = prov.wire.newRequest(actx, &rs.req, cand.Model, conn.cfg.APIKey)
+	} else {
+		req, err = http.NewRequestWithContext(actx, http.MethodPost, prov.chatURL, bytes.NewReader(rs.req.bodyFor(cand.Model)))
+	}
 	if err != nil {
+		if res, ok := wireRejection(err); ok {
+			return res
+		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
 	}
 	h := req.Header
@@ -182,13 +215,14 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		h.Set("Authorization", conn.auth)
 	}
 	h.Set("User-Agent", "breakwater")
+	setSpendWallHeader(h, cand) // SPEC §2b: the model put this attempt on the lane
 
 	var ht *time.Timer
 	if d := to.ResponseHeaderMs.Duration(); d > 0 {
 		ht = time.AfterFunc(d, func() { cancel(errHeaderTimeout) })
 	}
 	t0 := time.Now()
-	resp, err := rs.g.client.Do(req)
+	resp, err := rs.g.up.Do(req)
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
@@ -207,6 +241,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
 			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
+	}
+	if prov.wire != nil { // error bodies above stay native; a success reads as OpenAI
+		prov.wire.wrap(resp)
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return rs.pipeStream(actx, cancel, resp)
@@ -377,6 +414,11 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes())
+	// Send it now: the bookkeeping after delivery (the model's Record,
+	// metrics, the request log) need not delay the client.
+	if f, ok := rs.w.(http.Flusher); ok {
+		f.Flush()
+	}
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
 		delivered: true, committed: true, status: resp.StatusCode}
 }
@@ -583,7 +625,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				// Nothing but metadata (or reasoning only): the model's
 				// output validation case (SPEC §3 synthetic 502).
 				return fail(execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}},
-					"empty_response", "the upstream stream ended without any content")
+					string(model.CodeStreamEmpty), "the upstream stream ended without any content")
 			}
 			if !bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
 				terminal = true // a terminal event (Responses / Messages): pass it on, the body ends next
@@ -649,15 +691,8 @@ func streamFailureText(res execResult) (string, string) {
 	if res.local != nil {
 		return string(res.local.Code), res.local.Message
 	}
-	switch res.outcome.Kind {
-	case model.OutcomeStall:
-		return "stream_stall", "the upstream stream stalled: no content within the stall budget (upstreamTimeouts.streamIdleMs)"
-	case model.OutcomeThroughput:
-		return "stream_throughput_too_low", "the upstream stream fell below the minimum useful output rate"
-	case model.OutcomeClientAbort:
-		return "client_closed_request", "request aborted"
-	}
-	return "upstream_stream_interrupted", "the upstream stream ended early (" + res.outcome.Transport.String() + ")"
+	code, msg := model.StreamErrorCode(res.outcome)
+	return string(code), msg
 }
 
 // writeSSEError ends a committed stream with an explicit error event.

@@ -200,7 +200,7 @@ var (
 	providerKeys = []string{"id", "type", "profile", "models", "strategy", "connections", "perModelQuota",
 		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent"}
 	connectionKeys = []string{"id", "priority", "weight", "disableCooling", "apiKey", "maxConcurrent",
-		"rateLimitOverrides", "rateLimitProtection"}
+		"rateLimitOverrides", "rateLimitProtection", "spendWall"}
 	comboKeys  = []string{"id", "strategy", "targets", "mode"}
 	targetKeys = []string{"target", "weight", "connection"}
 )
@@ -246,6 +246,7 @@ func (l *loader) providers(n *yaml.Node) {
 	l.d.Seq(n, "providers", func(i int, v *yaml.Node) {
 		f := yamlnode.Index("providers", i)
 		var p model.ProviderConfig
+		var resets []connAnswer // spendwall.go
 		l.d.Map(v, f, providerKeys, func(key string, k, v *yaml.Node) {
 			ff := yamlnode.Join(f, key)
 			switch key {
@@ -291,8 +292,14 @@ func (l *loader) providers(n *yaml.Node) {
 							c.Weight = l.d.NonNegInt(v, kf)
 						case "disableCooling":
 							c.DisableCooling = l.d.Bool(v, kf)
+						case "spendWall":
+							if a := l.spendWall(v, kf, &c); a != nil {
+								resets = append(resets, connAnswer{j, *a})
+							}
 						default:
-							l.warn(v, kf, "ignored by the simulator: the model has no admission / concurrency API yet")
+							if !l.connAdmission(key, v, kf, &c) { // admission.go
+								l.warn(v, kf, "ignored by the simulator (used by replay and serve)")
+							}
 						}
 					})
 					p.Connections = append(p.Connections, c)
@@ -305,6 +312,7 @@ func (l *loader) providers(n *yaml.Node) {
 		if len(p.Connections) == 0 && !l.d.Failed() {
 			l.d.Errf(v, f+".connections", "a provider needs at least one connection")
 		}
+		l.addLimitResets(&p, resets)
 		l.sc.Topology.Providers = append(l.sc.Topology.Providers, p)
 	})
 }
@@ -321,7 +329,7 @@ func (l *loader) combos(n *yaml.Node) {
 			case "strategy":
 				c.Strategy = l.strategy(v, ff)
 			case "mode":
-				l.warn(v, ff, "ignored by the simulator: quota-share needs the model's admission API")
+				c.Mode = l.comboMode(v, ff) // admission.go
 			case "targets":
 				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
 					tf := yamlnode.Index(ff, j)
@@ -593,7 +601,7 @@ var (
 	requestExpectKeys = []string{"request", "status", "servedBy", "attempts", "code", "result", "retryAfter"}
 	stateExpectKeys   = []string{"at", "breaker", "connections", "lockouts", "noLockouts"}
 	windowExpectKeys  = []string{"requests", "status", "upstreamCalls", "servedBy", "results", "count"}
-	connExpectKeys    = []string{"status", "backoffLevel", "cooldown", "lastError", "uses"}
+	connExpectKeys    = []string{"status", "backoffLevel", "cooldown", "lastError", "uses", "lane"}
 	lockoutKeys       = []string{"connection", "model", "reason", "remaining"}
 	windowKeys        = []string{"from", "until"}
 	resultNames       = []string{sim.ResultServed, sim.ResultFallback, sim.ResultRejected, sim.ResultFailed, sim.ResultStreamError, sim.ResultClientAbort}
@@ -731,6 +739,11 @@ func (l *loader) stateExpect(v *yaml.Node, f string, e *sim.Expect) {
 					case "uses":
 						x := l.d.NonNegInt(v, kf)
 						ce.Uses = &x
+					case "lane":
+						ce.Lane = l.d.String(v, kf)
+						if !slices.Contains(laneNames, ce.Lane) {
+							l.d.Errf(v, kf, "unknown lane state %q (states: %s)", ce.Lane, strings.Join(laneNames, ", "))
+						}
 					}
 					checks++
 				})

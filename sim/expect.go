@@ -21,6 +21,9 @@ func (s *sim) expectState(i int) {
 	e := &s.sc.Expects[i]
 	at := s.offD(s.now)
 	n0 := len(s.res.Failures)
+	if ob := s.opts.Observe; ob != nil && ob.State != nil {
+		ob.State(StateObservation{At: at, Line: e.Line, Providers: s.eng.Providers(s.now), Connections: s.eng.Connections(s.now, "")})
+	}
 	if len(e.Breaker) > 0 {
 		views := s.eng.Providers(s.now)
 		for _, p := range slices.Sorted(maps.Keys(e.Breaker)) {
@@ -73,6 +76,9 @@ func (s *sim) expectState(i int) {
 				if uses != *want.Uses {
 					s.fail(e, at, "connection "+ref+" uses", strconv.Itoa(*want.Uses), strconv.Itoa(uses))
 				}
+			}
+			if want.Lane != "" {
+				s.expectLane(e, at, ref, want.Lane) // spendwall.go
 			}
 		}
 	}

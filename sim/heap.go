@@ -18,6 +18,9 @@ const (
 	evAttemptEnd
 	evWake
 	evExpect
+	evPaced        // a queued attempt's limiter slot arrived (admission.go)
+	evQueueTimeout // a gate wait's queue budget ran out
+	evAdmitGo      // the gate granted a waiting attempt a slot
 )
 
 // event is one scheduled happening. Events are ordered by (at, class, seq):

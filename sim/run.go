@@ -25,6 +25,9 @@ type Options struct {
 	// NoInvariants skips the per-event safety checks (benchmarks of the
 	// bare loop; never in tests).
 	NoInvariants bool
+	// Observe, when set, receives every finished request and the state at
+	// every `at:` expect (observe.go).
+	Observe *Observer
 }
 
 // Result is one run's outcome.
@@ -175,6 +178,7 @@ type sim struct {
 	routeErr []error
 
 	sel model.Selection
+	adm admission // the admission stage: limiters and the concurrency gate (admission.go)
 	// client statuses and results, counted here and copied into the
 	// Result's maps at the end
 	statusCount [600]int
@@ -335,6 +339,12 @@ func (s *sim) loop() {
 			}
 		case evExpect:
 			s.expectState(int(ev.idx))
+		case evPaced:
+			s.paced(ev.idx, ev.gen)
+		case evQueueTimeout:
+			s.queueTimeout(ev.idx, ev.gen)
+		case evAdmitGo:
+			s.admitGo(ev.idx, ev.gen)
 		}
 		if s.opts.Progress != nil && s.events&0xffff == 0 {
 			s.opts.Progress(s.offD(s.now))
@@ -442,7 +452,9 @@ func (s *sim) step(id int32) {
 	}
 	switch st.Kind {
 	case model.StepAttempt:
-		s.begin(id, &st.Attempt)
+		s.admit(id, &st.Attempt) // admission.go: limiter and concurrency gate, then begin
+	case model.StepLimitReset:
+		s.limitReset(id, st.LastConnection) // spendwall.go
 	case model.StepWait:
 		r.wakeGen++
 		s.tr.rec("wait")
@@ -471,6 +483,9 @@ func (s *sim) answer(id int32, st *model.Step, ab abort) {
 	switch {
 	case ab == abortClient:
 		code, result = "client_abort", lClientAbort
+	case st.Result == model.ResultStreamError:
+		// The client already had content: 200, then the SSE error event.
+		code, result = string(st.Err.Code), lStreamError
 	case st.Err != nil:
 		code, result = string(st.Err.Code), lRejected
 		if r.flow.Attempts() > 0 {
@@ -482,9 +497,6 @@ func (s *sim) answer(id int32, st *model.Step, ab abort) {
 			result = lServed
 		case model.ResultFallback:
 			result = lFallback
-		case model.ResultStreamError:
-			// The client already had content: 200, then an SSE error event.
-			code, result = "stream_interrupted", lStreamError
 		}
 	}
 	s.finish(id, st.Status, code, result, st.RetryAfterMs)
@@ -556,6 +568,9 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	if rule >= 0 {
 		s.tr.int("rule", kRule, int64(rule))
 	}
+	if a.SlowLane {
+		s.tr.bool("slow", kSlow, true) // the spend-wall lane header (SPEC §2b)
+	}
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 	s.heap.push(event{at: endAt, class: classFlow, kind: evAttemptEnd, idx: at})
@@ -571,6 +586,7 @@ func (s *sim) attemptEnd(at int32) {
 	if !s.opts.NoInvariants {
 		s.checkRecord(pre, x, &v)
 	}
+	s.afterAttempt(id, &x.a, &x.out, &v) // admission.go: limiter feedback, gate slot
 	s.tr.rec("record")
 	s.tr.int("att", kAtt, x.seq)
 	if x.committed {
@@ -672,6 +688,10 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 	}
 	if s.opts.Timeline != nil {
 		s.opts.Timeline.request(s.off(s.now), int(result))
+	}
+	if ob := s.opts.Observe; ob != nil && ob.Request != nil {
+		ob.Request(RequestObservation{N: int(r.id), SentAt: s.offD(r.sentAt), DoneAt: s.offD(s.now), Status: status,
+			ServedBy: r.lastConnString(), Code: code, Result: result.String(), Attempts: attempts, RetryAfterMs: retryMs})
 	}
 	r.free = true
 	r.wakeGen++

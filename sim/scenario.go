@@ -29,6 +29,9 @@ type Scenario struct {
 	Traffic  []Traffic
 	Actions  []Action
 	Expects  []Expect
+	// LimitResets are the simulated usage / reset endpoint answers by
+	// "provider/connection" (SPEC §2b; spendwall.go).
+	LimitResets map[string]LimitResetAnswer
 	// NoLiveness skips the after-faults liveness check.
 	NoLiveness bool
 	// Warnings are things the loader accepted but the simulator ignores.
@@ -154,6 +157,8 @@ type ConnExpect struct {
 	HasCooldown bool
 	LastError   string // lastErrorType reason
 	Uses        *int   // attempts begun on the connection so far
+	// Lane is the spend-wall lane: "active" or "off" (SPEC §2b).
+	Lane string
 }
 
 // LockoutExpect is a lockout that must exist.

@@ -78,6 +78,7 @@ const (
 	kCommitted
 	kCombo
 	kDetail
+	kSlow
 )
 
 // rec starts a record: its time and kind come first in the compact form,

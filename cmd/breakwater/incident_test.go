@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/incident"
+	"github.com/breakwater-gw/breakwater/proxy"
+	"github.com/breakwater-gw/breakwater/scenarios"
+	"github.com/breakwater-gw/breakwater/sim"
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+func exportCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runIncidentExport(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestIncidentExportCommandInput pins the command's contract for bad input
+// (issue 5): bad flags, bad times, from after to, a malformed JSONL line
+// (with its line number) exit 2 with a message saying what is wrong; an
+// empty window exits 1 saying there is nothing to export; a database URL is
+// never echoed.
+func TestIncidentExportCommandInput(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.jsonl")
+	os.WriteFile(good, []byte(`{"time":"2026-03-01T10:00:01Z","requestId":"a","provider":"p","connection":"k","model":"m","status":200}`+"\n"), 0o644)
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"time":"2026-03-01T10:00:01Z","provider":"p","connection":"k","model":"m","status":200}`+"\n\n"+`{"time": oops}`+"\n"), 0o644)
+	badCfg := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badCfg, []byte("providers:\n  - id: p\n    typo: 1\n"), 0o644)
+	win := []string{"-from", "2026-03-01T10:00:00Z", "-to", "2026-03-01T11:00:00Z"}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "-from: is required"},
+		{[]string{"-log", good}, 2, "-from: is required"},
+		{append([]string{"-log", good, "-database", "postgres://x"}, win...), 2, "exactly one source"},
+		{append([]string{}, win...), 2, "exactly one source"},
+		{[]string{"-log", good, "-from", "yesterday"}, 2, "want an RFC 3339 instant"},
+		{[]string{"-log", good, "-from", "2026-03-01T11:00:00Z", "-to", "2026-03-01T10:00:00Z"}, 2, "must be after -from"},
+		{append([]string{"-log", good, "-window", "-1m"}, win...), 2, "-window must be positive"},
+		{append([]string{"-log", good, "-bogus"}, win...), 2, "flag provided but not defined"},
+		{append([]string{"-log", good, "extra"}, win...), 2, "unexpected argument"},
+		{append([]string{"-log", bad}, win...), 2, "bad.jsonl:3: invalid request log record"},
+		{append([]string{"-log", filepath.Join(dir, "missing.jsonl")}, win...), 2, "no such file"},
+		{append([]string{"-log", good, "-config", badCfg}, win...), 2, "typo"},
+		{append([]string{"-database", "mysql://u:hunter2@h/db"}, win...), 2, "wants a postgres:// URL"},
+		{[]string{"-log", good, "-from", "2026-03-02T10:00:00Z", "-to", "2026-03-02T11:00:00Z"}, 1, "no request log record"},
+		{append([]string{"-database", "postgres://u:hunter2@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}, win...), 1, "127.0.0.1:1/db"},
+	}
+	for _, c := range cases {
+		code, _, stderr := exportCmd(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("incident export %v: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+		if strings.Contains(stderr, "hunter2") {
+			t.Errorf("incident export %v leaks the database password: %s", c.args, stderr)
+		}
+	}
+	if code := runIncident(nil); code != 2 {
+		t.Errorf("incident with no subcommand: exit %d, want 2", code)
+	}
+	if code := runIncident([]string{"exprot"}); code != 2 {
+		t.Errorf("incident exprot: exit %d, want 2", code)
+	}
+
+	out := filepath.Join(dir, "out.yaml")
+	code, _, stderr := exportCmd(t, append([]string{"-log", good, "-o", out}, win...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := scenarios.LoadFile(out, scenarios.Options{}); err != nil {
+		t.Errorf("the written scenario does not load: %v", err)
+	}
+	if !strings.Contains(stderr, "exported 1 attempt(s) of 1 request(s)") {
+		t.Errorf("summary: %s", stderr)
+	}
+	// Relative times read the (pinned) clock.
+	defer func(f func() time.Time) { incidentNow = f }(incidentNow)
+	incidentNow = func() time.Time { return time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC) }
+	if code, stdout, stderr := exportCmd(t, "-log", good, "-from", "-1h"); code != 0 || !strings.Contains(stdout, "start: \"2026-03-01T09:30:00Z\"") {
+		t.Errorf("relative -from: exit %d, %s\n%s", code, stderr, stdout)
+	}
+}
+
+const gatewayIncidentConfig = `
+server: {listen: 127.0.0.1:0}
+providers:
+  - id: glm
+    type: glm
+    profile: apikey
+    baseURL: {{UP}}/glm/v1
+    models: [glm-5]
+    connections:
+      - {id: k1, apiKey: k1}
+      - {id: k2, apiKey: k2}
+  - id: openai
+    profile: apikey
+    baseURL: {{UP}}/openai/v1
+    models: [gpt-5]
+    connections:
+      - {id: o1, apiKey: o1}
+combos:
+  - {id: coding, strategy: priority, targets: [glm/glm-5, openai/gpt-5]}
+resilience:
+  waitForCooldown: {enabled: false}
+`
+
+// TestIncidentExportFromGateway is the end-to-end round trip of issue 5: a
+// real gateway (memory store) in front of fault upstreams records an
+// incident in its request log; GET /api/request-log?format=jsonl fetches
+// it; `incident export -log -config` turns it into a scenario; the
+// simulator replays it and every connection answers the statuses it
+// answered through the gateway, in the same order.
+func TestIncidentExportFromGateway(t *testing.T) {
+	up := httptest.NewServer(faults.NewServer([]faults.Rule{
+		{Match: faults.Match{Provider: "glm", Connection: "k1"}, Respond: &faults.Response{Status: 503}},
+		{Match: faults.Match{Provider: "glm", Connection: "k2"}, Sequence: []faults.Response{{Status: 200}, {Status: 200},
+			{Status: 429, Headers: map[string]string{"Retry-After": "1"}}, {Status: 200}}},
+		{Match: faults.Match{Provider: "openai", Connection: "o1"}, Sequence: []faults.Response{{Status: 200}, {Status: 500}, {Status: 200}}},
+	}, faults.Options{}))
+	defer up.Close()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(cfgPath, []byte(strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL)), 0o644)
+	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := store.NewMemory(store.MemoryOptions{})
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: mem, Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close(context.Background()) }()
+
+	from := time.Now().UTC().Add(-time.Second)
+	var clientStatuses []int
+	for i, m := range []string{"coding", "coding", "glm/glm-5", "coding", "openai/gpt-5", "coding", "openai/gpt-5"} {
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi %d"}]}`, m, i)
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		clientStatuses = append(clientStatuses, resp.StatusCode)
+		time.Sleep(20 * time.Millisecond)
+	}
+	to := time.Now().UTC().Add(time.Second)
+
+	// The operator's path: fetch JSONL from the running gateway.
+	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	resp, err := http.Get(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("GET /api/request-log: %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), logBytes)
+	}
+	logPath := filepath.Join(dir, "incident.jsonl")
+	os.WriteFile(logPath, logBytes, 0o644)
+	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
+	if err != nil || len(recs) < 6 {
+		t.Fatalf("read %d records (%v) from the gateway's log:\n%s", len(recs), err, logBytes)
+	}
+
+	out := filepath.Join(dir, "incident.yaml")
+	code, _, stderr := exportCmd(t, "-log", logPath, "-config", cfgPath, "-o", out,
+		"-from", from.Format(time.RFC3339Nano), "-to", to.Format(time.RFC3339Nano))
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	src, _ := os.ReadFile(out)
+	if bytes.Contains(src, []byte(up.URL)) || bytes.Contains(src, []byte("apiKey")) {
+		t.Errorf("the scenario carries a base URL or a key:\n%s", src)
+	}
+	sc, err := scenarios.LoadFile(out, scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trace bytes.Buffer
+	res, err := sim.Run(sc, sim.Options{Trace: &trace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{}
+	for _, r := range recs {
+		want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
+	}
+	got := map[string][]string{}
+	s := bufio.NewScanner(&trace)
+	for s.Scan() {
+		var ev struct{ Ev, Conn, Outcome string }
+		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
+			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
+		}
+	}
+	for _, c := range []string{"glm/k1", "glm/k2", "openai/o1"} {
+		if !slices.Equal(want[c], got[c]) {
+			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
+		}
+	}
+	if !res.Passed {
+		t.Errorf("the recorded facts do not hold on the replay: %v", res.Failures)
+	}
+	if t.Failed() {
+		t.Logf("client statuses %v\nlog:\n%s\nscenario:\n%s", clientStatuses, logBytes, src)
+	}
+}
+
+// TestRequestLogAPI pins GET /api/request-log: bad query parameters are
+// 400s naming the problem; a store without a request log is a typed 501;
+// JSON and JSONL answer oldest first.
+func TestRequestLogAPI(t *testing.T) {
+	cfgY := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", "http://127.0.0.1:1")
+	cfg, _, err := proxy.ParseConfig("gw.yaml", []byte(cfgY), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := store.NewMemory(store.MemoryOptions{})
+	base := time.Now().UTC().Add(-time.Minute)
+	for i := range 3 {
+		mem.LogAttempt(store.LogRecord{Time: base.Add(time.Duration(i) * time.Second), Provider: "glm", Connection: "k1", Model: "glm-5", Status: 200 + i})
+	}
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: mem, Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close(context.Background()) }()
+	get := func(q string) (int, string, http.Header) {
+		resp, err := http.Get(srv.URL + "/api/request-log" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b), resp.Header
+	}
+	for _, c := range []struct{ q, want string }{
+		{"?since=yesterday", "since: want an RFC 3339"},
+		{"?until=-1x", "until: want a relative time"},
+		{"?since=-1m&until=-2m", "must be after since"},
+		{"?limit=0", "limit: want 1..100000"},
+		{"?format=csv", "format: want json or jsonl"},
+		{"?sinse=-1h", `unknown query parameter`},
+	} {
+		if code, body, _ := get(c.q); code != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s: %d %s, want 400 with %q", c.q, code, body, c.want)
+		}
+	}
+	code, body, _ := get("?since=-1h")
+	var js struct {
+		Records   []store.LogRecord `json:"records"`
+		Truncated bool              `json:"truncated"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &js) != nil || len(js.Records) != 3 || js.Records[0].Status != 200 || js.Truncated {
+		t.Errorf("JSON: %d %s", code, body)
+	}
+	code, body, h := get("?since=-1h&format=jsonl&limit=2")
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	if code != 200 || len(lines) != 2 || h.Get("X-Breakwater-Truncated") != "true" || !strings.Contains(lines[0], `"status":201`) {
+		t.Errorf("JSONL limit 2: %d %v %s", code, h, body)
+	}
+
+	// The plain in-memory state store keeps no request log: a typed 501.
+	g2, err := proxy.New(context.Background(), cfg, proxy.Options{Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(g2.Handler())
+	defer func() { srv2.Close(); g2.Close(context.Background()) }()
+	resp, err := http.Get(srv2.URL + "/api/request-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "request_log_unavailable") {
+		t.Errorf("memory state store: %d %s", resp.StatusCode, b)
+	}
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/replay"
+	"github.com/breakwater-gw/breakwater/scenarios"
+	"github.com/breakwater-gw/breakwater/sim"
+)
+
+func init() {
+	register("replay", "play scenario files against a real gateway on the wall clock (optionally sped up)", runReplay)
+}
+
+// replayOutput is one file's result; Diffs only with -compare.
+type replayOutput struct {
+	*replay.Result
+	Diffs []replay.Diff `json:"diffs,omitempty"`
+}
+
+func runReplay(args []string) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: breakwater replay FILE... [-speed N] [-target URL -management-key K [-upstream URL]] [-compare] [-json]")
+		fs.PrintDefaults()
+	}
+	speed := fs.Float64("speed", 1, "divide every duration of the file and its settings by N")
+	target := fs.String("target", "", "a running gateway's base URL (default: start one in-process with a fault upstream)")
+	mgmtKey := fs.String("management-key", "", "management key of -target (default: env BREAKWATER_ADMIN_KEY)")
+	clientKey := fs.String("client-key", "", "client key of -target when it has clientKeys (default: env BREAKWATER_CLIENT_KEY)")
+	upstream := fs.String("upstream", "", "with -target: control URL of the `breakwater upstream` its providers point at; the file's rules are installed there")
+	clean := fs.Bool("clean", true, "with -target: reset breakers, cooldowns, lockouts and terminal states first")
+	applySettings := fs.Bool("apply-settings", false, "with -target: PATCH the file's (scaled) settings onto the gateway first")
+	settle := fs.Duration("settle", 20*time.Millisecond, "read an `at:` expect this long after its instant (at most half the gap to the next event)")
+	compare := fs.Bool("compare", false, "also play each file in the simulator and fail on any decision that differs")
+	seed := fs.String("seed", "", "override every file's seed")
+	var sets stringList
+	fs.Var(&sets, "set", "override a setting: path=value (repeatable)")
+	asJSON := fs.Bool("json", false, "print results as JSON")
+	quiet := fs.Bool("q", false, "print failures only")
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(files) == 0 {
+		fs.Usage()
+		return 2
+	}
+	if *speed <= 0 {
+		fmt.Fprintf(os.Stderr, "breakwater replay: -speed must be positive, got %v\n", *speed)
+		return 2
+	}
+	if *target == "" && (*upstream != "" || *mgmtKey != "" || *applySettings) {
+		fmt.Fprintln(os.Stderr, "breakwater replay: -upstream, -management-key and -apply-settings go with -target")
+		return 2
+	}
+	opts := scenarios.Options{Sets: sets}
+	if *seed != "" {
+		v, err := strconv.ParseUint(*seed, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "breakwater replay: -seed wants a non-negative integer, got %q\n", *seed)
+			return 2
+		}
+		opts.Seed = &v
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ro := replay.Options{Speed: *speed, Target: *target, ManagementKey: *mgmtKey, ClientKey: *clientKey,
+		Upstream: *upstream, Clean: *clean, ApplySettings: *applySettings, Settle: *settle}
+	exit := 0
+	var outs []replayOutput
+	for _, file := range files {
+		sc, err := scenarios.LoadFile(file, opts)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+			exit = max(exit, 2)
+			continue
+		}
+		if !*asJSON && !*quiet && isTerminal(os.Stderr) {
+			fmt.Fprintf(os.Stderr, "  %s: replaying at %v× …\r", file, *speed)
+		}
+		res, err := replay.Run(ctx, sc, ro)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "breakwater replay: %s: %v\n", file, err)
+			exit = max(exit, 2)
+			continue
+		}
+		out := replayOutput{Result: res}
+		if *compare {
+			var ob replay.Observed
+			if _, err := sim.Run(sc, sim.Options{Observe: ob.Observe()}); err != nil {
+				fmt.Fprintf(os.Stderr, "breakwater replay: %s: simulator: %v\n", file, err)
+				exit = max(exit, 2)
+				continue
+			}
+			out.Diffs = replay.Compare(&ob, res)
+		}
+		if !res.Passed || len(out.Diffs) > 0 {
+			exit = max(exit, 1)
+		}
+		outs = append(outs, out)
+		if !*asJSON {
+			printReplay(os.Stdout, &out, *quiet)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(outs)
+	}
+	return exit
+}
+
+func printReplay(w io.Writer, out *replayOutput, quiet bool) {
+	res := out.Result
+	ok := res.Passed && len(out.Diffs) == 0
+	if quiet && ok {
+		return
+	}
+	status := "PASS"
+	if !ok {
+		status = "FAIL"
+	}
+	fmt.Fprintf(w, "%s %s — %s\n", status, res.File, res.Scenario)
+	where := "in-process gateway + fault upstream"
+	if res.Target != "" {
+		where = res.Target
+	}
+	fmt.Fprintf(w, "  %s  speed %v×  scenario time %v  wall %v  max lag %v\n", where, res.Speed,
+		res.Simulated, res.Wall.Round(time.Millisecond), res.MaxLag.Round(time.Millisecond))
+	calls := "unknown"
+	if res.Upstream >= 0 {
+		calls = strconv.Itoa(res.Upstream)
+	}
+	codes := slices.Sorted(func(yield func(int) bool) {
+		for c := range res.Statuses {
+			if !yield(c) {
+				return
+			}
+		}
+	})
+	var st []string
+	for _, c := range codes {
+		st = append(st, fmt.Sprintf("%d×%d", res.Statuses[c], c))
+	}
+	fmt.Fprintf(w, "  requests %d  upstream calls %s  expects %d  statuses %s\n", res.Requests, calls, res.Expects, strings.Join(st, " "))
+	for _, s := range res.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", s)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(w, "  not checked: %s\n", s)
+	}
+	for _, f := range res.Failures {
+		fmt.Fprintf(w, "  FAILED %s:%d at %v: %s\n    expected: %s\n    found:    %s\n", res.File, f.Line, f.At, f.What, f.Expected, f.Found)
+	}
+	for _, d := range out.Diffs {
+		fmt.Fprintf(w, "  DIFFERS from the simulator: %s\n    sim:     %s\n    gateway: %s\n", d.What, d.Sim, d.Gateway)
+	}
+}

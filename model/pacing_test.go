@@ -1,0 +1,246 @@
+package model
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// SPEC §5 body-declared retry: pacing vs lockout is a pure function of the
+// hint's kind, the limiter's scope and maxWaitMs.
+func TestBodyRetrySpec5(t *testing.T) {
+	const wait = 30_000
+	cases := []struct {
+		name  string
+		h     Hint
+		scope LimiterScope
+		want  RetryPlan
+	}{
+		{"no hint: nothing", Hint{}, LimiterModel, RetryPlan{}},
+		{"header hints are not body-declared", Hint{Ms: 5000, Source: HintHeader}, LimiterConnection, RetryPlan{}},
+		{"rule cooldowns are not body-declared", Hint{Ms: 5000, Source: HintRule}, LimiterConnection, RetryPlan{}},
+		{"typed hint within maxWaitMs pauses (model scope)", Hint{Ms: 20_000, Source: HintRetryInfo}, LimiterModel, RetryPlan{PauseMs: 20_000}},
+		{"prose hint within maxWaitMs pauses", Hint{Ms: 20_000, Source: HintBody}, LimiterConnection, RetryPlan{PauseMs: 20_000}},
+		{"exactly maxWaitMs still pauses", Hint{Ms: wait, Source: HintRetryInfo}, LimiterModel, RetryPlan{PauseMs: wait}},
+		{"long typed hint on a model limiter: lockout, no pause", Hint{Ms: 86_399_000, Source: HintRetryInfo}, LimiterModel, RetryPlan{LockoutMs: 86_399_000}},
+		{"long typed hint capped at 24 h", Hint{Ms: 200_000_000, Source: HintRetryInfo}, LimiterModel, RetryPlan{LockoutMs: 86_400_000}},
+		{"long typed hint on a connection-wide limiter keeps the pause", Hint{Ms: 86_399_000, Source: HintRetryInfo}, LimiterConnection, RetryPlan{PauseMs: 86_399_000}},
+		{"long prose hint keeps the pause (model scope)", Hint{Ms: 120_000, Source: HintBody}, LimiterModel, RetryPlan{PauseMs: 120_000}},
+	}
+	for _, c := range cases {
+		if got := BodyRetry(c.h, c.scope, wait); got != c.want {
+			t.Errorf("%s: BodyRetry = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// SPEC §5: learning from x-ratelimit-* (the simple form): zero remaining
+// requests with a reset pauses until the reset.
+func TestLearnedPauseSpec5(t *testing.T) {
+	cases := []struct {
+		name string
+		h    HeaderMap
+		want int64
+	}{
+		{"nil headers", nil, 0},
+		{"remaining > 0", HeaderMap{"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "20s"}, 0},
+		{"remaining 0 with a duration reset", HeaderMap{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"}, 360_000},
+		{"remaining 0 with seconds", HeaderMap{"x-ratelimit-remaining-requests": " 0 ", "x-ratelimit-reset-requests": "12"}, 12_000},
+		{"remaining 0 without a reset: nothing learned", HeaderMap{"x-ratelimit-remaining-requests": "0"}, 0},
+		{"remaining 0, junk reset", HeaderMap{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, 0},
+	}
+	for _, c := range cases {
+		var h Headers
+		if c.h != nil {
+			h = c.h
+		}
+		if got := LearnedPause(h, at(0)); got != c.want {
+			t.Errorf("%s: LearnedPause = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// SPEC §5: a limiter that really pauses rejects at once a caller whose
+// remaining queue time ends before the pause does; queued calls run when it
+// refills. Explicit virtual times.
+func TestLimiterPauseSpec5(t *testing.T) {
+	var l Limiter
+	now := int64(at(0))
+	if d := l.Reserve(now, "m1", ConnLimits{}, 0, 30_000); d.Code != "" || d.AtMs != now {
+		t.Fatalf("unpaused, no limits: go at once, got %+v", d)
+	}
+	l.Pause("", now+20_000)
+	// fits the budget: waits until the pause ends
+	if d := l.Reserve(now+1000, "m1", ConnLimits{}, 0, 30_000); d.Code != "" || d.AtMs != now+20_000 {
+		t.Fatalf("paused 19 s, budget 30 s: want AtMs pause end, got %+v", d)
+	}
+	// does not fit: refused at once with the queue-timeout code, nothing booked
+	n := len(l.Hits)
+	d := l.Reserve(now+1000, "m1", ConnLimits{}, 0, 5000)
+	if d.Code != CodeRateLimitQueueTimeout || d.AtMs != now+20_000 || len(l.Hits) != n {
+		t.Fatalf("paused 19 s, budget 5 s: want RATE_LIMIT_QUEUE_TIMEOUT at once, got %+v (hits %d→%d)", d, n, len(l.Hits))
+	}
+	// a pause never shortens
+	l.Pause("", now+5000)
+	if got := l.PausedUntilFor(now+1000, "m1"); got != now+20_000 {
+		t.Fatalf("a shorter pause shortened the running one: %d", got)
+	}
+	// model-scoped pause: only that model waits
+	var m Limiter
+	m.Pause("m1", now+10_000)
+	if d := m.Reserve(now, "m2", ConnLimits{}, 0, 1); d.Code != "" || d.AtMs != now {
+		t.Fatalf("m2 must not wait for m1's pause: %+v", d)
+	}
+	if d := m.Reserve(now, "m1", ConnLimits{}, 0, 1); d.Code != CodeRateLimitQueueTimeout {
+		t.Fatalf("m1 paused 10 s with 1 ms budget: want timeout, got %+v", d)
+	}
+	// a pause that began while a call was queued holds it (Recheck)
+	var q Limiter
+	d = q.Reserve(now, "m1", ConnLimits{MinTimeMs: 0, RPM: 0}, 0, 30_000)
+	q.Pause("", now+8000)
+	if r := q.Recheck(now, "m1", 30_000); r.Code != "" || r.AtMs != now+8000 {
+		t.Fatalf("recheck within budget: wait for the pause end, got %+v", r)
+	}
+	if r := q.Recheck(now, "m1", 2000); r.Code != CodeRateLimitQueueTimeout {
+		t.Fatalf("recheck beyond budget: refuse at once, got %+v", r)
+	}
+	if r := q.Recheck(now+8000, "m1", 1); r.Code != "" || r.AtMs != now+8000 {
+		t.Fatalf("pause over: go, got %+v", r)
+	}
+	if !q.Idle(now+8000+PaceWindowMs) || q.Idle(now) {
+		t.Fatalf("Idle: wrong")
+	}
+	_ = d
+}
+
+// SPEC §5 "does better" 16: rpm and minTimeMs are per connection, with FIFO
+// reservations; Cancel gives a slot back.
+func TestLimiterRPMPerConnection(t *testing.T) {
+	now := int64(at(0))
+	var a, b Limiter
+	lim := ConnLimits{RPM: 2}
+	for i := 0; i < 2; i++ {
+		if d := a.Reserve(now, "", lim, 0, 0); d.Code != "" || d.AtMs != now {
+			t.Fatalf("hit %d: %+v", i, d)
+		}
+	}
+	if d := a.Reserve(now, "", lim, 0, 60_000); d.Code != "" || d.AtMs != now+PaceWindowMs {
+		t.Fatalf("3rd within the minute waits for the window: %+v", d)
+	}
+	if d := b.Reserve(now, "", lim, 0, 0); d.Code != "" || d.AtMs != now {
+		t.Fatalf("another connection is not limited by a's hits: %+v", d)
+	}
+	a.Cancel(now + PaceWindowMs)
+	if d := a.Reserve(now, "", lim, 0, 60_000); d.AtMs != now+PaceWindowMs {
+		t.Fatalf("cancelled slot is free again: %+v", d)
+	}
+}
+
+// SPEC §5: LimiterFeedback on the engine — the long typed retry delay on a
+// model-scoped limiter (gemini) becomes a model lockout (capped 24 h) and no
+// pause; on a connection-wide limiter (openai) it keeps the pause; prose
+// within maxWaitMs pauses the model; a connection outside the admission
+// queue gets nothing.
+func TestLimiterFeedbackSpec5(t *testing.T) {
+	gem := oneProvider("gem", ProfileAPIKey, 1)
+	gem.Type = "gemini"
+	oa := oneProvider("oa", ProfileAPIKey, 1)
+	oauth := oneProvider("oauth", ProfileOAuth, 1)
+	e := mustEngine(t, topo(gem, oa, oauth), nil)
+	daily := `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"86399s"}]}}`
+	run := func(p, m string, o Outcome, now Time) (LimiterFeedback, Verdict) {
+		t.Helper()
+		a := beginOn(t, e, now, p, "k1", m)
+		v := e.Record(now, &a, o)
+		return e.LimiterFeedback(now, &a, &o, &v, 30_000), v
+	}
+	fb, _ := run("gem", "m1", withBody(429, daily), at(0))
+	if fb.ConnPauseUntil != 0 || fb.ModelPauseUntil != 0 || fb.LockoutMs != 86_399_000 {
+		t.Fatalf("gemini daily RetryInfo: want lockout and no pause, got %+v", fb)
+	}
+	ls := e.Lockouts(at(1))
+	if len(ls) == 0 || ls[0].ExpiresAt < at(86_399_000) || ls[0].ExpiresAt > at(86_400_000) {
+		t.Fatalf("model lockout must last the typed delay (≤ 24 h): %+v", ls)
+	}
+	fb, _ = run("oa", "m1", withBody(429, daily), at(0))
+	if fb.ConnPauseUntil != at(86_399_000) || fb.LockoutMs != 0 {
+		t.Fatalf("connection-wide limiter keeps the pause: %+v", fb)
+	}
+	fb, _ = run("gem", "m2", withBody(429, "rate limited, please retry after 20s"), at(1000))
+	if fb.Model != "m2" || fb.ModelPauseUntil != at(21_000) || fb.ConnPauseUntil != 0 {
+		t.Fatalf("prose within maxWaitMs on a model limiter pauses that model: %+v", fb)
+	}
+	fb, _ = run("oauth", "m1", withBody(429, daily), at(0))
+	if fb != (LimiterFeedback{}) {
+		t.Fatalf("oauth without rateLimitProtection is not queued: %+v", fb)
+	}
+	fb, _ = run("oa", "m2", withHeader(200, "x-ratelimit-remaining-requests", "0"), at(5000))
+	if fb != (LimiterFeedback{}) {
+		t.Fatalf("remaining 0 without reset: nothing learned: %+v", fb)
+	}
+	o := Outcome{Kind: OutcomeResponse, Status: 200, Headers: HeaderMap{"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "7s"}}
+	fb, _ = run("oa", "m2", o, at(5000))
+	if fb.ConnPauseUntil != at(12_000) {
+		t.Fatalf("learned window pauses the connection until the reset: %+v", fb)
+	}
+}
+
+// SPEC §5: POST /api/rate-limits' choice lives in the connection's state:
+// it beats the config file, and survives a snapshot/restore (restart).
+func TestRateLimitProtectionToggleSpec5(t *testing.T) {
+	oauth := oneProvider("o", ProfileOAuth, 1)
+	e := mustEngine(t, topo(oauth), nil)
+	ref := ConnRef{"o", "k1"}
+	if p, q, _ := e.RateLimitProtection(ref); p || q {
+		t.Fatalf("oauth default: not protected, not queued")
+	}
+	if err := e.SetRateLimitProtection(at(0), ref, true); err != nil {
+		t.Fatal(err)
+	}
+	a := beginOn(t, e, at(1), "o", "k1", "m1")
+	if !a.Limited {
+		t.Fatalf("explicit protection: the attempt goes through the limiter")
+	}
+	e.Record(at(2), &a, status(200))
+	if err := e.SetRateLimitProtection(at(0), ConnRef{"o", "nope"}, true); err == nil {
+		t.Fatalf("unknown connection must fail")
+	}
+	b, _ := json.Marshal(e.Snapshot(at(2)))
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	e2 := mustEngine(t, topo(oauth), nil)
+	if err := e2.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if p, q, _ := e2.RateLimitProtection(ref); !p || !q {
+		t.Fatalf("the toggle must survive a restart")
+	}
+	_ = e2.SetRateLimitProtection(at(3), ref, false)
+	if p, q, _ := e2.RateLimitProtection(ref); p || q {
+		t.Fatalf("enabled:false turns it off")
+	}
+}
+
+// SPEC §5, §11.4: a local admission refusal is neutral and, when nothing else
+// serves, the client gets the typed error (503 RATE_LIMIT_QUEUE_TIMEOUT).
+func TestFlowRecordLocalSpec5(t *testing.T) {
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.WaitForCooldown.Enabled = false })
+	f := e.StartFlow(at(0), route(t, e, "p/m1"), "", nil)
+	var sel Selection
+	st := f.Next(at(0), e, &sel)
+	if st.Kind != StepAttempt {
+		t.Fatalf("want an attempt, got %v", st.Kind)
+	}
+	_, ans := f.RecordLocal(at(0), e, &st.Attempt, &Error{Code: CodeRateLimitQueueTimeout, RetryAfterMs: 4000})
+	if ans == nil {
+		st = f.Next(at(0), e, &sel)
+		ans = &st
+	}
+	if ans.Kind != StepAnswer || ans.Err == nil || ans.Err.Code != CodeRateLimitQueueTimeout || ans.Status != 503 || ans.RetryAfterMs != 4000 {
+		t.Fatalf("want 503 RATE_LIMIT_QUEUE_TIMEOUT with Retry-After, got %+v", ans)
+	}
+	if v := e.Connections(at(0), "p"); v[0].Status != StatusActive || v[0].CooldownRemainingMs != 0 {
+		t.Fatalf("a local refusal never cools the connection: %+v", v[0])
+	}
+}

@@ -1,0 +1,562 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// Provider wire adapters (SPEC §11.2). Clients always speak OpenAI chat
+// completions. A provider whose type has a native wire format (anthropic,
+// gemini) gets a wireAdapter that
+//   - builds the upstream request (URL, auth headers, native body) from the
+//     client's chat request, and
+//   - wraps a 2xx upstream body in a translator that reads like an OpenAI
+//     answer (chat.completion JSON, or chat.completion.chunk SSE ending with
+//     data: [DONE]).
+//
+// Everything else in the pipeline (phase timers, watchdogs, the readiness
+// gate, commit logic, model.ParseStreamEvent, classification) sees only
+// OpenAI-shaped bytes, so it is unchanged. Error responses (non-2xx) are
+// never translated: the model's built-in anthropic / gemini rules read the
+// native status, headers and body (anthropic 529 overloaded, Gemini
+// RetryInfo). In-stream native errors are passed through as one SSE data
+// event whose object has an "error" member, which pipeStream already
+// classifies via streamErrorStatus.
+//
+// The openai-compatible types have no adapter (provRuntime.wire == nil):
+// the hot path only pays one nil check.
+type wireAdapter interface {
+	// newRequest builds the upstream request for one attempt at
+	// upstreamModel. A request the native format cannot express returns a
+	// *wireError (the client gets a 400; the upstream is not called).
+	newRequest(ctx context.Context, req *chatRequest, upstreamModel, apiKey string) (*http.Request, error)
+	// setAuth sets the connection's credential headers (also used by the
+	// connection test).
+	setAuth(h http.Header, apiKey string)
+	// modelsURL is what the connection test GETs.
+	modelsURL() string
+	// wrap replaces a 2xx response's body with a translator to the OpenAI
+	// format: SSE when the upstream answered text/event-stream, else JSON.
+	wrap(resp *http.Response)
+}
+
+// newWireAdapter returns the adapter of a provider type, nil for the
+// OpenAI-compatible types. base is the baseURL without a trailing slash.
+func newWireAdapter(typ, base string) wireAdapter {
+	switch typ {
+	case "anthropic":
+		return &anthropicWire{base: base}
+	case "gemini":
+		return &geminiWire{base: base}
+	}
+	return nil
+}
+
+// wireError is a client request the provider's native format cannot
+// express (an unsupported content part, n > 1 on anthropic, ...).
+type wireError struct {
+	typ string
+	msg string
+}
+
+func (e *wireError) Error() string {
+	return "provider type " + e.typ + " (wire adapter) cannot express this request: " + e.msg
+}
+
+// wireRejection turns a wireError into the outcome of an attempt that never
+// reached the upstream: a request-scoped 400 (SPEC §11.3 "400 invalid
+// request": neutral for health, stop, the client gets this body). It is
+// worded so that no classification signal (credentials, quota, model
+// access) matches.
+func wireRejection(err error) (execResult, bool) {
+	var we *wireError
+	if !errors.As(err, &we) {
+		return execResult{}, false
+	}
+	b, _ := json.Marshal(errorBody{Error: apiError{Message: we.Error(), Type: "invalid_request_error", Code: "unsupported_by_provider_type"}})
+	h := http.Header{"Content-Type": {"application/json"}}
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: http.StatusBadRequest, Headers: h,
+		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: h}, true
+}
+
+// newJSONRequest is a POST of body with the headers every adapter sends.
+func newJSONRequest(ctx context.Context, url string, body []byte) (*http.Request, error) {
+	return http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+}
+
+// ---- the client's request (OpenAI chat completions), as the adapters read it ----
+
+type oaRequest struct {
+	Messages            []oaMessage     `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Stop                json.RawMessage `json:"stop"`
+	N                   *int            `json:"n"`
+	Seed                *int64          `json:"seed"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	Tools               []oaTool        `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	User                string          `json:"user"`
+	Logprobs            bool            `json:"logprobs"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	Functions json.RawMessage `json:"functions"`
+	Audio     json.RawMessage `json:"audio"`
+}
+
+type oaMessage struct {
+	Role         string          `json:"role"`
+	Content      json.RawMessage `json:"content"`
+	ToolCalls    []oaToolCall    `json:"tool_calls"`
+	ToolCallID   string          `json:"tool_call_id"`
+	FunctionCall json.RawMessage `json:"function_call"`
+}
+
+type oaPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+type oaToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// decodeOA decodes the client body for an adapter and rejects what no
+// adapter expresses. The body already passed parseChatRequest.
+func decodeOA(typ string, body []byte) (*oaRequest, error) {
+	var r oaRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, &wireError{typ, "the body does not decode as a chat completion request: " + err.Error()}
+	}
+	bad := func(format string, a ...any) (*oaRequest, error) {
+		return nil, &wireError{typ, fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case len(r.Functions) > 0 && string(r.Functions) != "null":
+		return bad(`the legacy "functions" field is not supported; use "tools"`)
+	case r.Logprobs:
+		return bad(`"logprobs" is not supported`)
+	case len(r.Audio) > 0 && string(r.Audio) != "null":
+		return bad(`audio output is not supported`)
+	}
+	for i, t := range r.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return bad("tools[%d]: only function tools with a name are supported", i)
+		}
+	}
+	return &r, nil
+}
+
+// maxTokens is the client's output budget, or def.
+func (r *oaRequest) maxTokens(def int) int {
+	switch {
+	case r.MaxCompletionTokens != nil && *r.MaxCompletionTokens > 0:
+		return *r.MaxCompletionTokens
+	case r.MaxTokens != nil && *r.MaxTokens > 0:
+		return *r.MaxTokens
+	}
+	return def
+}
+
+// stops reads "stop": a string or a list of strings.
+func (r *oaRequest) stops(typ string) ([]string, error) {
+	raw := bytes.TrimSpace(r.Stop)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) != nil {
+		return nil, &wireError{typ, `"stop" must be a string or a list of strings`}
+	}
+	return many, nil
+}
+
+// parts reads a message's content: a string, a list of parts, or null.
+func (m *oaMessage) parts(typ string, i int) ([]oaPart, error) {
+	raw := bytes.TrimSpace(m.Content)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, &wireError{typ, fmt.Sprintf("messages[%d].content: %v", i, err)}
+		}
+		return []oaPart{{Type: "text", Text: s}}, nil
+	}
+	var ps []oaPart
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return nil, &wireError{typ, fmt.Sprintf("messages[%d].content must be a string or a list of content parts", i)}
+	}
+	for j, p := range ps {
+		switch p.Type {
+		case "text":
+		case "image_url":
+			if p.ImageURL == nil || p.ImageURL.URL == "" {
+				return nil, &wireError{typ, fmt.Sprintf("messages[%d].content[%d]: image_url needs a url", i, j)}
+			}
+		default:
+			return nil, &wireError{typ, fmt.Sprintf("messages[%d].content[%d]: content part type %q is not supported", i, j, p.Type)}
+		}
+	}
+	return ps, nil
+}
+
+// text joins a content's text parts (tool results, system prompts).
+func textOf(ps []oaPart) string {
+	if len(ps) == 1 {
+		return ps[0].Text
+	}
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// dataURL splits a data: URL into its media type and base64 payload.
+func dataURL(u string) (mediaType, data string, ok bool) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return "", "", false
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok {
+		return "", "", false
+	}
+	mediaType, enc, _ := strings.Cut(meta, ";")
+	if enc != "base64" || mediaType == "" {
+		return "", "", false
+	}
+	return mediaType, data, true
+}
+
+// toolChoice reads "tool_choice": "none" | "auto" | "required" | {function:{name}}.
+func toolChoice(raw json.RawMessage) (mode, name string, ok bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "none", "auto", "required":
+			return s, "", true
+		}
+		return "", "", false
+	}
+	var o struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &o) != nil || o.Function.Name == "" {
+		return "", "", false
+	}
+	return "function", o.Function.Name, true
+}
+
+// argsObject is a tool call's arguments as a JSON object ({} when empty).
+func argsObject(typ string, args string) (json.RawMessage, error) {
+	a := bytes.TrimSpace([]byte(args))
+	if len(a) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	if a[0] != '{' || !json.Valid(a) {
+		return nil, &wireError{typ, "tool call arguments must be a JSON object"}
+	}
+	return json.RawMessage(a), nil
+}
+
+// ---- OpenAI-shaped output ----
+
+type oaUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+type oaCompletion struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []oaChoice `json:"choices"`
+	Usage   *oaUsage   `json:"usage,omitempty"`
+}
+
+type oaChoice struct {
+	Index        int          `json:"index"`
+	Message      oaOutMessage `json:"message"`
+	FinishReason string       `json:"finish_reason"`
+}
+
+type oaOutMessage struct {
+	Role             string          `json:"role"`
+	Content          *string         `json:"content"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []oaOutToolCall `json:"tool_calls,omitempty"`
+}
+
+type oaOutToolCall struct {
+	Index    *int   `json:"index,omitempty"` // stream deltas only
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaChunk struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []oaChunkChoice `json:"choices"`
+	Usage   *oaUsage        `json:"usage,omitempty"`
+}
+
+type oaChunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        oaDelta `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type oaDelta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []oaOutToolCall `json:"tool_calls,omitempty"`
+}
+
+// ---- response translators ----
+
+// jsonTranslator reads a native JSON answer whole and serves its OpenAI
+// translation. A native body that is not the expected document is served
+// as bytes that are not JSON, so deliverJSON takes the model's output
+// validation path (OutcomeQuality, the synthetic 502) instead of
+// delivering garbage as a success.
+type jsonTranslator struct {
+	src       io.ReadCloser
+	translate func(native []byte) ([]byte, error)
+	out       []byte
+	done      bool
+}
+
+var notTranslatable = []byte("breakwater: the upstream answer is not a valid native response")
+
+func (t *jsonTranslator) Read(p []byte) (int, error) {
+	if !t.done {
+		native, err := io.ReadAll(io.LimitReader(t.src, maxResponseBody+1))
+		if err != nil {
+			return 0, err
+		}
+		t.done = true
+		if len(native) > maxResponseBody {
+			t.out = native // deliverJSON's size check rejects it
+		} else if out, terr := t.translate(native); terr == nil {
+			t.out = out
+		} else {
+			t.out = notTranslatable
+		}
+	}
+	if len(t.out) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, t.out)
+	t.out = t.out[n:]
+	return n, nil
+}
+
+func (t *jsonTranslator) Close() error { return t.src.Close() }
+
+// sseTranslator reads native SSE events and serves OpenAI SSE bytes. Each
+// native event yields zero or more output events (pings yield none).
+type sseTranslator struct {
+	src  io.ReadCloser
+	rd   *sseReader
+	raw  []byte
+	data []byte
+	out  []byte // pending output
+	off  int
+	// event translates one native event's data, appending output events
+	// to dst.
+	event func(dst, data []byte) []byte
+	// end is called once at the native end of stream; it may append a
+	// last event (gemini's [DONE]).
+	end   func(dst []byte) []byte
+	err   error
+	ended bool
+}
+
+func newSSETranslator(src io.ReadCloser, event func(dst, data []byte) []byte, end func(dst []byte) []byte) *sseTranslator {
+	// Not the pooled reader: nothing calls Close on a stream body the
+	// pipeline has finished with, so a pooled reader would never return.
+	return &sseTranslator{src: src, rd: &sseReader{r: bufio.NewReaderSize(src, 8<<10)}, event: event, end: end}
+}
+
+func (t *sseTranslator) Read(p []byte) (int, error) {
+	for t.off >= len(t.out) {
+		if t.err != nil {
+			return 0, t.err
+		}
+		t.out, t.off = t.out[:0], 0
+		var err error
+		t.raw, t.data, err = t.rd.next(t.raw, t.data)
+		if err != nil {
+			if err == io.EOF && !t.ended && t.end != nil {
+				t.out = t.end(t.out)
+			}
+			t.ended = true
+			t.err = err
+			continue
+		}
+		if len(bytes.TrimSpace(t.data)) == 0 {
+			continue // a comment, or an event line without data
+		}
+		t.out = t.event(t.out, t.data)
+	}
+	n := copy(p, t.out[t.off:])
+	t.off += n
+	return n, nil
+}
+
+func (t *sseTranslator) Close() error { return t.src.Close() }
+
+// malformedEvent is the OpenAI-shaped error event for a native stream event
+// that does not parse: status 502 (the upstream sent garbage), which
+// pipeStream classifies like any in-stream error (streamErrorStatus).
+func malformedEvent(dst []byte, typ string) []byte {
+	dst = append(dst, `data: {"error":{"message":"the upstream sent a malformed `...)
+	dst = append(dst, typ...)
+	return append(dst, ` stream event","type":"server_error","code":502}}`+"\n\n"...)
+}
+
+// passError forwards a native error event's data unchanged: its object has
+// an "error" member, so pipeStream classifies the native body.
+func passError(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, bytes.ReplaceAll(bytes.TrimSpace(data), []byte("\n"), []byte(" "))...)
+	return append(dst, "\n\n"...)
+}
+
+// chunkWriter writes chat.completion.chunk events for one stream. The
+// common event (one text delta) is written from a precomputed prefix
+// without encoding/json.
+type chunkWriter struct {
+	id, model string
+	created   int64
+	prefix    []byte // `data: {"id":…,"choices":[{"index":`
+}
+
+func (c *chunkWriter) init(id, model string) {
+	c.id, c.model = id, model
+	if c.created == 0 {
+		c.created = time.Now().Unix()
+	}
+	c.prefix = append(c.prefix[:0], `data: {"id":`...)
+	c.prefix = appendJSONString(c.prefix, id)
+	c.prefix = append(c.prefix, `,"object":"chat.completion.chunk","created":`...)
+	c.prefix = strconv.AppendInt(c.prefix, c.created, 10)
+	c.prefix = append(c.prefix, `,"model":`...)
+	c.prefix = appendJSONString(c.prefix, model)
+	c.prefix = append(c.prefix, `,"choices":[{"index":`...)
+}
+
+// text appends a content (or reasoning) delta for choice index.
+func (c *chunkWriter) text(dst []byte, index int, s string, reasoning bool) []byte {
+	if c.prefix == nil {
+		c.init("chatcmpl-breakwater", "")
+	}
+	dst = append(dst, c.prefix...)
+	dst = strconv.AppendInt(dst, int64(index), 10)
+	if reasoning {
+		dst = append(dst, `,"delta":{"reasoning_content":`...)
+	} else {
+		dst = append(dst, `,"delta":{"content":`...)
+	}
+	dst = appendJSONString(dst, s)
+	return append(dst, "},\"finish_reason\":null}]}\n\n"...)
+}
+
+// chunk appends a general chunk (role, tool calls, finish, usage).
+func (c *chunkWriter) chunk(dst []byte, ch oaChunkChoice, usage *oaUsage) []byte {
+	if c.prefix == nil {
+		c.init("chatcmpl-breakwater", "")
+	}
+	b, _ := json.Marshal(oaChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+		Choices: []oaChunkChoice{ch}, Usage: usage})
+	dst = append(dst, "data: "...)
+	dst = append(dst, b...)
+	return append(dst, "\n\n"...)
+}
+
+func (c *chunkWriter) finish(dst []byte, index int, reason string, usage *oaUsage) []byte {
+	return c.chunk(dst, oaChunkChoice{Index: index, FinishReason: &reason}, usage)
+}
+
+var doneBytes = []byte("data: [DONE]\n\n")
+
+// appendJSONString appends s as a JSON string (encoding/json's escaping,
+// including <, > and & as \u escapes and invalid UTF-8 as U+FFFD).
+func appendJSONString(dst []byte, s string) []byte {
+	simple := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= 0x80 {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+func strPtr(s string) *string { return &s }

@@ -1,0 +1,450 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// anthropicWire speaks the Anthropic Messages API. baseURL follows the
+// openai type's convention (it includes the version segment):
+// https://api.anthropic.com/v1 → POST {baseURL}/messages, GET {baseURL}/models.
+type anthropicWire struct{ base string }
+
+// anthropicVersion is the API version header every request carries.
+const anthropicVersion = "2023-06-01"
+
+// anthropicDefaultMaxTokens is max_tokens when the client gives none (the
+// Messages API requires one).
+const anthropicDefaultMaxTokens = 4096
+
+func (a *anthropicWire) modelsURL() string { return a.base + "/models" }
+
+func (a *anthropicWire) setAuth(h http.Header, apiKey string) {
+	if apiKey != "" {
+		h.Set("X-Api-Key", apiKey)
+	}
+	h.Set("Anthropic-Version", anthropicVersion)
+}
+
+func (a *anthropicWire) newRequest(ctx context.Context, req *chatRequest, upstreamModel, apiKey string) (*http.Request, error) {
+	body, err := anthropicBody(req.body, upstreamModel, req.Stream)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newJSONRequest(ctx, a.base+"/messages", body)
+	if err != nil {
+		return nil, err
+	}
+	a.setAuth(r.Header, apiKey)
+	return r, nil
+}
+
+type anRequest struct {
+	Model         string        `json:"model"`
+	MaxTokens     int           `json:"max_tokens"`
+	System        string        `json:"system,omitempty"`
+	Messages      []anMessage   `json:"messages"`
+	Temperature   *float64      `json:"temperature,omitempty"`
+	TopP          *float64      `json:"top_p,omitempty"`
+	StopSequences []string      `json:"stop_sequences,omitempty"`
+	Stream        bool          `json:"stream,omitempty"`
+	Tools         []anTool      `json:"tools,omitempty"`
+	ToolChoice    *anToolChoice `json:"tool_choice,omitempty"`
+	Metadata      *anMetadata   `json:"metadata,omitempty"`
+}
+
+type anMetadata struct {
+	UserID string `json:"user_id"`
+}
+
+type anMessage struct {
+	Role    string    `json:"role"`
+	Content []anBlock `json:"content"`
+}
+
+type anBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Source    *anSource       `json:"source,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+}
+
+type anSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+type anTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type anToolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+}
+
+// anthropicBody translates an OpenAI chat request into a Messages request:
+// system and developer messages → system; user / assistant / tool
+// messages → user and assistant turns (consecutive same-role turns merged,
+// tool results as tool_result blocks in a user turn); tools and
+// tool_choice; max_tokens (default 4096), temperature, top_p, stop →
+// stop_sequences, user → metadata.user_id.
+func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, error) {
+	const typ = "anthropic"
+	r, err := decodeOA(typ, body)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) ([]byte, error) {
+		return nil, &wireError{typ, fmt.Sprintf(format, a...)}
+	}
+	if r.N != nil && *r.N > 1 {
+		return bad(`"n" greater than 1 is not supported`)
+	}
+	if r.ResponseFormat != nil && r.ResponseFormat.Type != "" && r.ResponseFormat.Type != "text" {
+		return bad(`response_format %q is not supported`, r.ResponseFormat.Type)
+	}
+	out := anRequest{Model: upstreamModel, MaxTokens: r.maxTokens(anthropicDefaultMaxTokens), Temperature: r.Temperature,
+		TopP: r.TopP, Stream: stream}
+	if out.StopSequences, err = r.stops(typ); err != nil {
+		return nil, err
+	}
+	if r.User != "" {
+		out.Metadata = &anMetadata{UserID: r.User}
+	}
+	var system []string
+	add := func(role string, blocks ...anBlock) {
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
+			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+			return
+		}
+		out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
+	}
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		ps, err := m.parts(typ, i)
+		if err != nil {
+			return nil, err
+		}
+		switch m.Role {
+		case "system", "developer":
+			for j, p := range ps {
+				if p.Type != "text" {
+					return bad("messages[%d].content[%d]: a system message takes text only", i, j)
+				}
+			}
+			if t := textOf(ps); t != "" {
+				system = append(system, t)
+			}
+		case "user":
+			var blocks []anBlock
+			for _, p := range ps {
+				b, err := anthropicPart(p)
+				if err != nil {
+					return nil, err
+				}
+				if b.Type != "text" || b.Text != "" { // the API rejects empty text blocks
+					blocks = append(blocks, b)
+				}
+			}
+			if len(blocks) == 0 {
+				blocks = []anBlock{{Type: "text", Text: " "}}
+			}
+			add("user", blocks...)
+		case "assistant":
+			if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
+				return bad(`messages[%d]: the legacy "function_call" is not supported; use "tool_calls"`, i)
+			}
+			var blocks []anBlock
+			if t := textOf(ps); t != "" {
+				blocks = append(blocks, anBlock{Type: "text", Text: t})
+			}
+			for _, tc := range m.ToolCalls {
+				args, err := argsObject(typ, tc.Function.Arguments)
+				if err != nil {
+					return nil, err
+				}
+				if tc.ID == "" || tc.Function.Name == "" {
+					return bad("messages[%d]: a tool call needs an id and a function name", i)
+				}
+				blocks = append(blocks, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: args})
+			}
+			if len(blocks) == 0 {
+				continue // an empty assistant turn says nothing
+			}
+			add("assistant", blocks...)
+		case "tool":
+			if m.ToolCallID == "" {
+				return bad("messages[%d]: a tool message needs tool_call_id", i)
+			}
+			add("user", anBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: strPtr(textOf(ps))})
+		default:
+			return bad("messages[%d]: role %q is not supported", i, m.Role)
+		}
+	}
+	out.System = strings.Join(system, "\n\n")
+	for _, t := range r.Tools {
+		schema := t.Function.Parameters
+		if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out.Tools = append(out.Tools, anTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+	}
+	mode, name, ok := toolChoice(r.ToolChoice)
+	if !ok {
+		return bad(`"tool_choice" must be "none", "auto", "required" or {"type":"function","function":{"name":…}}`)
+	}
+	switch mode {
+	case "none":
+		out.ToolChoice = &anToolChoice{Type: "none"}
+	case "auto":
+		out.ToolChoice = &anToolChoice{Type: "auto"}
+	case "required":
+		out.ToolChoice = &anToolChoice{Type: "any"}
+	case "function":
+		out.ToolChoice = &anToolChoice{Type: "tool", Name: name}
+	}
+	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls && len(out.Tools) > 0 {
+		if out.ToolChoice == nil {
+			out.ToolChoice = &anToolChoice{Type: "auto"}
+		}
+		if out.ToolChoice.Type != "none" {
+			out.ToolChoice.DisableParallelToolUse = true
+		}
+	}
+	if len(out.Tools) == 0 && out.ToolChoice != nil && out.ToolChoice.Type != "none" {
+		return bad(`"tool_choice" needs "tools"`)
+	}
+	if len(out.Tools) == 0 {
+		out.ToolChoice = nil
+	}
+	return json.Marshal(out)
+}
+
+func anthropicPart(p oaPart) (anBlock, error) {
+	if p.Type == "text" {
+		return anBlock{Type: "text", Text: p.Text}, nil
+	}
+	u := p.ImageURL.URL
+	if mt, data, ok := dataURL(u); ok {
+		return anBlock{Type: "image", Source: &anSource{Type: "base64", MediaType: mt, Data: data}}, nil
+	}
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return anBlock{Type: "image", Source: &anSource{Type: "url", URL: u}}, nil
+	}
+	return anBlock{}, &wireError{"anthropic", "an image_url must be a base64 data: URL or an http(s) URL"}
+}
+
+// ---- responses ----
+
+type anUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+}
+
+func (u *anUsage) prompt() int {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+}
+
+type anContent struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+}
+
+type anResponse struct {
+	ID         string      `json:"id"`
+	Type       string      `json:"type"`
+	Model      string      `json:"model"`
+	Content    []anContent `json:"content"`
+	StopReason string      `json:"stop_reason"`
+	Usage      anUsage     `json:"usage"`
+}
+
+// anthropicFinish maps a stop_reason to an OpenAI finish_reason.
+func anthropicFinish(r string) string {
+	switch r {
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop" // end_turn, stop_sequence, pause_turn
+}
+
+func (a *anthropicWire) wrap(resp *http.Response) {
+	resp.ContentLength = -1
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		st := &anStream{}
+		resp.Body = newSSETranslator(resp.Body, st.event, nil)
+		return
+	}
+	created := time.Now().Unix()
+	resp.Body = &jsonTranslator{src: resp.Body, translate: func(b []byte) ([]byte, error) { return anthropicJSON(b, created) }}
+}
+
+// anthropicJSON translates a Messages response into a chat.completion.
+func anthropicJSON(native []byte, created int64) ([]byte, error) {
+	var r anResponse
+	if err := json.Unmarshal(native, &r); err != nil {
+		return nil, err
+	}
+	if r.Type != "message" {
+		return nil, fmt.Errorf("not a message (type %q)", r.Type)
+	}
+	msg := oaOutMessage{Role: "assistant"}
+	var text, reasoning strings.Builder
+	for _, c := range r.Content {
+		switch c.Type {
+		case "text":
+			text.WriteString(c.Text)
+		case "thinking":
+			reasoning.WriteString(c.Thinking)
+		case "tool_use":
+			tc := oaOutToolCall{ID: c.ID, Type: "function"}
+			tc.Function.Name = c.Name
+			tc.Function.Arguments = "{}"
+			if in := bytes.TrimSpace(c.Input); len(in) > 0 && string(in) != "null" {
+				tc.Function.Arguments = string(in)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, tc)
+		}
+	}
+	if text.Len() > 0 || len(msg.ToolCalls) == 0 {
+		msg.Content = strPtr(text.String())
+	}
+	msg.ReasoningContent = reasoning.String()
+	p := r.Usage.prompt()
+	return json.Marshal(oaCompletion{ID: r.ID, Object: "chat.completion", Created: created, Model: r.Model,
+		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason)}},
+		Usage:   &oaUsage{PromptTokens: p, CompletionTokens: r.Usage.OutputTokens, TotalTokens: p + r.Usage.OutputTokens}})
+}
+
+// anStream is one Messages stream's translation state.
+type anStream struct {
+	cw     chunkWriter
+	prompt int
+	tools  map[int]int // content block index → tool call index
+	ntools int
+	ev     anEvent
+}
+
+type anEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string  `json:"id"`
+		Model string  `json:"model"`
+		Usage anUsage `json:"usage"`
+	} `json:"message"`
+	Index        int `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anUsage        `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// event translates one Messages stream event (by its data's "type").
+func (s *anStream) event(dst, data []byte) []byte {
+	ev := &s.ev
+	*ev = anEvent{}
+	if json.Unmarshal(data, ev) != nil || ev.Type == "" {
+		return malformedEvent(dst, "anthropic")
+	}
+	switch ev.Type {
+	case "message_start":
+		if ev.Message == nil {
+			return malformedEvent(dst, "anthropic")
+		}
+		s.cw.init(ev.Message.ID, ev.Message.Model)
+		s.prompt = ev.Message.Usage.prompt()
+		return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{Role: "assistant", Content: strPtr("")}}, nil)
+	case "content_block_start":
+		cb := ev.ContentBlock
+		if cb == nil {
+			return malformedEvent(dst, "anthropic")
+		}
+		switch cb.Type {
+		case "text":
+			if cb.Text != "" {
+				return s.cw.text(dst, 0, cb.Text, false)
+			}
+		case "tool_use":
+			if s.tools == nil {
+				s.tools = map[int]int{}
+			}
+			k := s.ntools
+			s.tools[ev.Index] = k
+			s.ntools++
+			tc := oaOutToolCall{Index: &k, ID: cb.ID, Type: "function"}
+			tc.Function.Name = cb.Name
+			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
+		}
+	case "content_block_delta":
+		d := ev.Delta
+		if d == nil {
+			return malformedEvent(dst, "anthropic")
+		}
+		switch d.Type {
+		case "text_delta":
+			return s.cw.text(dst, 0, d.Text, false)
+		case "thinking_delta":
+			return s.cw.text(dst, 0, d.Thinking, true)
+		case "input_json_delta":
+			k, ok := s.tools[ev.Index]
+			if !ok {
+				return malformedEvent(dst, "anthropic")
+			}
+			tc := oaOutToolCall{Index: &k}
+			tc.Function.Arguments = d.PartialJSON
+			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
+		}
+	case "message_delta":
+		if ev.Delta != nil && ev.Delta.StopReason != "" {
+			var u *oaUsage
+			if ev.Usage != nil {
+				out := ev.Usage.OutputTokens
+				u = &oaUsage{PromptTokens: s.prompt, CompletionTokens: out, TotalTokens: s.prompt + out}
+			}
+			return s.cw.finish(dst, 0, anthropicFinish(ev.Delta.StopReason), u)
+		}
+	case "message_stop":
+		return append(dst, doneBytes...)
+	case "error":
+		return passError(dst, data)
+	}
+	// ping, content_block_stop, signature and citation deltas, and types
+	// added later: nothing for the client.
+	return dst
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+// Managed dispatch (SPEC §2d, REFERENCE M16): a chat request that presents
+// X-Breakwater-Lease-Owner / -Generation is routed only to the leased
+// connection, and the fence runs before every upstream attempt. A request
+// without them is routed around every leased connection (lease_held).
+
+// leaseDispatch prepares the flow after StartFlow. It reports (true,
+// status) when the request was refused before any dispatch.
+func (rs *reqState) leaseDispatch() (bool, int) {
+	g := rs.g
+	owner, genText := rs.r.Header.Get(hdrLeaseOwner), rs.r.Header.Get(hdrLeaseGeneration)
+	if owner == "" && genText == "" {
+		rs.flow.Held = g.leases.heldFor(g.modelNow())
+		return false, 0
+	}
+	if rs.key == nil || !g.leases.managed[rs.key.id] {
+		return true, writeLeaseError(rs.w, model.CodeLeaseKeyConfig, "lease headers need an API key with scope "+model.LeaseScope+" and a non-empty allowedConnections")
+	}
+	if err := model.ParseLeaseOwner(owner); err != nil {
+		return true, writeLeaseErr(rs.w, err)
+	}
+	gen, err := model.ParseLeaseGeneration(genText)
+	if err != nil {
+		return true, writeLeaseErr(rs.w, err)
+	}
+	if err := model.LeaseAcquireRoute(&rs.flow.Route); err != nil {
+		return true, writeLeaseErr(rs.w, err)
+	}
+	claim := &model.LeaseClaim{OwnerHash: hashOwner(owner), Generation: gen, APIKeyID: rs.key.id}
+	row, f, err := g.leases.verify(rs.ctx, owner, claim)
+	if err != nil {
+		return true, g.writeLeaseStoreDown(rs.w, err)
+	}
+	if f != model.FenceValid {
+		return true, writeLeaseError(rs.w, f.Code(), fenceMessage(f))
+	}
+	if row.Conn.Provider != rs.flow.Route.Provider {
+		return true, writeLeaseError(rs.w, model.CodeLeaseConnMismatch, "the leased connection's provider does not serve this model")
+	}
+	if moved, ok := rs.leaseMove(owner, claim, row); ok {
+		row = moved
+	}
+	claim.Conn = row.Conn
+	rs.lease, rs.leaseOwner = claim, owner
+	rs.flow.Allowed = []model.ConnRef{row.Conn}
+	rs.flow.Held = nil
+	return false, 0
+}
+
+// leaseMove: when health or a cooldown keeps the leased connection out,
+// move the lease, same generation, to another free eligible connection of
+// the key (SPEC §2d; the arbiter's Transition). Without one the request
+// keeps its lease and gets the normal routing answer.
+func (rs *reqState) leaseMove(owner string, claim *model.LeaseClaim, row model.LeaseRow) (model.LeaseRow, bool) {
+	g := rs.g
+	now := g.modelNow()
+	g.lock()
+	g.eng.Select(now, &model.Request{Route: rs.flow.Route, Allowed: []model.ConnRef{row.Conn}}, rs.sel)
+	blocked := len(rs.sel.Candidates) == 0 && len(rs.sel.Excluded) > 0
+	if blocked {
+		held := g.leases.heldFor(now) // includes ours: excluded as lease_held, not a target
+		g.eng.Select(now, &model.Request{Route: rs.flow.Route, Allowed: rs.key.allowed, Held: held}, rs.sel)
+	}
+	g.unlock()
+	if !blocked {
+		return row, false
+	}
+	cands := append([]model.Candidate(nil), rs.sel.Candidates...)
+	for _, c := range cands {
+		l, _, err := g.leases.arb.Transition(rs.ctx, owner, claim.APIKeyID, claim.Generation, c.Provider, c.Connection, store.EndHealthOrCooldown)
+		var lc *store.LeaseConflict
+		switch {
+		case err == nil:
+			g.leases.put(l)
+			return rowOf(l), true
+		case errors.As(err, &lc):
+			continue
+		default:
+			return row, false // stale or unavailable: the fence decides below
+		}
+	}
+	return row, false
+}
+
+// leaseFenceRefuses runs the fence before one upstream attempt of a managed
+// request (the in-memory copy: no I/O). On refusal the attempt is recorded
+// neutrally (it never reached the upstream) and the client gets the fence's
+// error; it reports (true, status) then.
+func (rs *reqState) leaseFenceRefuses(a *model.Attempt) (bool, int) {
+	if rs.lease == nil {
+		return false, 0
+	}
+	g := rs.g
+	c := *rs.lease
+	c.Conn = model.ConnRef{Provider: a.Provider, Connection: a.Connection}
+	f := g.leases.fence(g.modelNow(), &c)
+	if f != model.FenceValid {
+		// The copy may lag another replica (a renewal made there): the
+		// arbiter decides before the client is refused.
+		var err error
+		if _, f, err = g.leases.verify(rs.ctx, rs.leaseOwner, &c); err != nil {
+			rs.abandonAttempt(a)
+			return true, g.writeLeaseStoreDown(rs.w, err)
+		}
+	}
+	if f == model.FenceValid {
+		return false, 0
+	}
+	rs.abandonAttempt(a)
+	rs.setHeaders(rs.w.Header())
+	return true, writeLeaseError(rs.w, f.Code(), fenceMessage(f))
+}
+
+// abandonAttempt records a begun attempt that never reached the upstream,
+// neutrally (it frees the breaker permit; no health effect).
+func (rs *reqState) abandonAttempt(a *model.Attempt) {
+	g := rs.g
+	g.lock()
+	rs.flow.Record(g.modelNow(), g.eng, a, model.Outcome{Kind: model.OutcomeClientAbort}, false)
+	g.unlock()
+}

@@ -1,0 +1,459 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+// POST /api/v1/session-leases (SPEC §2d, §11.8, REFERENCE M16): client key
+// auth, JSON actions acquire / renew / release / status.
+
+// Lease request headers (CONTRACTS §3). They are read by the gateway only:
+// the upstream request is built from scratch, so they never reach an
+// upstream, and no log line or request-log record carries them.
+const (
+	hdrLeaseOwner      = "X-Breakwater-Lease-Owner"
+	hdrLeaseGeneration = "X-Breakwater-Lease-Generation"
+	maxLeaseBody       = 64 << 10
+)
+
+// leaseRequest is the decoded body. Generation and ttlMs keep their raw
+// JSON so that a huge or fractional number is refused, not rounded.
+type leaseRequest struct {
+	Action     string          `json:"action"`
+	Model      *string         `json:"model"`
+	TTLMs      json.RawMessage `json:"ttlMs"`
+	Owner      *string         `json:"owner"`
+	Generation json.RawMessage `json:"generation"`
+	Reason     *string         `json:"reason"`
+}
+
+// leaseCall is a validated lease request.
+type leaseCall struct {
+	action     string
+	model      string
+	ttlMs      int64
+	owner      string
+	generation int64
+	reason     string
+}
+
+// leaseView is a lease as the API shows it. Owner is set only in the
+// acquire answer: the token is returned once and never again.
+type leaseView struct {
+	Owner      string `json:"owner,omitempty"`
+	Generation int64  `json:"generation"`
+	Connection string `json:"connection"`
+	Model      string `json:"model,omitempty"`
+	State      string `json:"state"`
+	Result     string `json:"result,omitempty"`
+	ExpiresAt  string `json:"expiresAt"`
+	TTLMs      int64  `json:"ttlMs"`
+}
+
+func viewOf(l store.Lease, res string) leaseView {
+	return leaseView{Generation: l.Generation, Connection: l.Provider + "/" + l.Connection, Model: l.Model,
+		State: string(l.State), Result: res, ExpiresAt: l.ExpiresAt.UTC().Format(time.RFC3339Nano), TTLMs: l.TTL().Milliseconds()}
+}
+
+// leaseCapacityBody is the 429 answer: no owner and no connection id in it.
+type leaseCapacityBody struct {
+	State         string   `json:"state"`
+	Error         apiError `json:"error"`
+	Reason        string   `json:"reason"`
+	RetryAfter    int64    `json:"retryAfter"`
+	EligibleCount int      `json:"eligibleCount"`
+	FreeCount     int      `json:"freeCount"`
+}
+
+func writeLeaseError(w http.ResponseWriter, code model.Code, msg string) int {
+	status := model.LeaseHTTPStatus(code)
+	writeJSON(w, status, errorBody{Error: apiError{Message: msg, Type: model.LeaseErrorType, Code: string(code)}})
+	return status
+}
+
+func writeLeaseErr(w http.ResponseWriter, err error) int {
+	var le *model.LeaseError
+	if errors.As(err, &le) {
+		return writeLeaseError(w, le.Code, le.Message)
+	}
+	return writeLeaseError(w, model.CodeLeaseContextInvalid, err.Error())
+}
+
+// writeLeaseStoreDown answers a failed arbiter: fail closed (SPEC §11.8).
+// The cause stays in the log (it never carries a token: the store hashes
+// owners before any query).
+func (g *Gateway) writeLeaseStoreDown(w http.ResponseWriter, err error) int {
+	g.log.Warn("lease arbiter unavailable; refusing the lease operation", "err", err)
+	return writeLeaseError(w, model.CodeLeaseStoreUnavailable, "the lease store is unavailable; try again shortly")
+}
+
+func (g *Gateway) handleSessionLeases(w http.ResponseWriter, r *http.Request) {
+	key, ok := g.authClient(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
+		return
+	}
+	if key == nil || !g.leases.managed[key.id] {
+		writeLeaseError(w, model.CodeLeaseKeyConfig, fmt.Sprintf("this API key cannot hold leases: it needs scope %q and a non-empty allowedConnections", model.LeaseScope))
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeLeaseError(w, model.CodeLeaseUnsupportedMedia, "the body must be JSON (Content-Type: application/json)")
+		return
+	}
+	body, err := readBody(w, r, maxLeaseBody)
+	if err != nil {
+		var be *errBadRequest
+		if errors.As(err, &be) {
+			writeJSON(w, be.status, errorBody{Error: apiError{Message: be.msg, Type: model.LeaseErrorType, Code: string(model.CodeLeaseContextInvalid)}})
+			return
+		}
+		writeLeaseError(w, model.CodeLeaseContextInvalid, err.Error())
+		return
+	}
+	call, err := decodeLeaseRequest(body, r.Header)
+	if err != nil {
+		writeLeaseErr(w, err)
+		return
+	}
+	switch call.action {
+	case "acquire":
+		g.leaseAcquire(w, r, key, call)
+	case "renew", "release", "status":
+		g.leaseOwnerAction(w, r, key, call)
+	}
+}
+
+// decodeLeaseRequest validates a body (and the lease headers, which may
+// carry the owner and generation instead of the body). Every problem is a
+// *model.LeaseError; nothing is changed before it returns.
+func decodeLeaseRequest(body []byte, h http.Header) (leaseCall, error) {
+	bad := func(format string, a ...any) (leaseCall, error) {
+		return leaseCall{}, &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: fmt.Sprintf(format, a...)}
+	}
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 || b[0] != '{' {
+		return bad("the body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var v leaseRequest
+	if err := dec.Decode(&v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return bad("field %q has the wrong type", te.Field)
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return bad("unknown field %s; known: action, model, ttlMs, owner, generation, reason", f)
+		}
+		return bad("the body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("the body must be one JSON object")
+	}
+	c := leaseCall{action: v.Action}
+	switch v.Action {
+	case "acquire", "renew", "release", "status":
+	case "":
+		return bad("field \"action\" is required: acquire, renew, release or status")
+	default:
+		return bad("unknown action; want acquire, renew, release or status")
+	}
+	if len(v.TTLMs) > 0 && string(v.TTLMs) != "null" {
+		if c.action != "acquire" && c.action != "renew" {
+			return bad("ttlMs applies to acquire and renew only")
+		}
+		ms, err := parseTTLMs(v.TTLMs)
+		if err != nil {
+			return leaseCall{}, err
+		}
+		c.ttlMs = ms
+	}
+	if c.ttlMs, _ = model.ClampLeaseTTLMs(c.ttlMs); c.action == "acquire" {
+		if v.Model == nil || strings.TrimSpace(*v.Model) == "" {
+			return bad("field \"model\" is required for acquire")
+		}
+		if v.Owner != nil || len(v.Generation) > 0 || h.Get(hdrLeaseOwner) != "" || h.Get(hdrLeaseGeneration) != "" {
+			return bad("acquire mints a new owner: send no owner or generation")
+		}
+		if v.Reason != nil {
+			return bad("reason applies to release only")
+		}
+		c.model = strings.TrimSpace(*v.Model)
+		return c, nil
+	}
+	if v.Model != nil {
+		return bad("model applies to acquire only")
+	}
+	// The owner and generation come from the body or the headers; both
+	// present must agree.
+	owner, hOwner := "", h.Get(hdrLeaseOwner)
+	if v.Owner != nil {
+		owner = *v.Owner
+		if hOwner != "" && hOwner != owner {
+			return bad("the owner in the body and in %s differ", hdrLeaseOwner)
+		}
+	} else {
+		owner = hOwner
+	}
+	if err := model.ParseLeaseOwner(owner); err != nil {
+		return leaseCall{}, err
+	}
+	genText, hGen := "", h.Get(hdrLeaseGeneration)
+	if len(v.Generation) > 0 && string(v.Generation) != "null" {
+		raw := v.Generation
+		if raw[0] == '"' {
+			if err := json.Unmarshal(raw, &genText); err != nil {
+				return bad("field \"generation\" is not a valid string")
+			}
+		} else {
+			genText = string(raw)
+		}
+		if hGen != "" && hGen != genText {
+			return bad("the generation in the body and in %s differ", hdrLeaseGeneration)
+		}
+	} else {
+		genText = hGen
+	}
+	gen, err := model.ParseLeaseGeneration(genText)
+	if err != nil {
+		return leaseCall{}, err
+	}
+	c.owner, c.generation = owner, gen
+	if v.Reason != nil {
+		if c.action != "release" {
+			return bad("reason applies to release only")
+		}
+		switch *v.Reason {
+		case store.EndOwnerExit, store.EndClientCancelled:
+			c.reason = *v.Reason
+		default:
+			return bad("reason must be %s or %s", store.EndOwnerExit, store.EndClientCancelled)
+		}
+	}
+	return c, nil
+}
+
+// parseTTLMs reads ttlMs: an integer of milliseconds or a Go duration
+// string (SPEC §11.1 "*Ms" fields), then the clamp.
+func parseTTLMs(raw json.RawMessage) (int64, error) {
+	bad := &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: "ttlMs must be an integer of milliseconds or a duration string (\"90s\")"}
+	var ms int64
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, bad
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, bad
+		}
+		ms = d.Milliseconds()
+		if d > 0 && ms == 0 {
+			ms = 1
+		}
+	} else {
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			// A huge positive integer is clamped, like any long TTL.
+			if f, ferr := strconv.ParseFloat(string(raw), 64); ferr == nil && f > 0 && !strings.ContainsAny(string(raw), ".eE") {
+				n = model.MaxLeaseTTLMs
+			} else {
+				return 0, bad
+			}
+		}
+		ms = n
+	}
+	if ms < 0 {
+		return 0, &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: "ttlMs must not be negative"}
+	}
+	return model.ClampLeaseTTLMs(ms)
+}
+
+// newOwner mints an owner token: bwl_ + 43 base64url characters of 256
+// random bits.
+func newOwner() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return model.LeaseOwnerPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// leaseAcquire picks the connection: among the key's allowedConnections
+// that serve the model and are eligible by the model's selection (breaker,
+// cooldown, lockout, terminal) and not held by another owner, in the
+// provider's strategy order; the arbiter has the last word on each.
+func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clientKey, c leaseCall) {
+	g.lock()
+	route, err := g.eng.Resolve(c.model)
+	g.unlock()
+	if err != nil {
+		var me *model.Error
+		if errors.As(err, &me) {
+			writeModelError(w, me)
+			return
+		}
+		writeLeaseError(w, model.CodeLeaseContextInvalid, err.Error())
+		return
+	}
+	if err := model.LeaseAcquireRoute(&route); err != nil {
+		writeLeaseErr(w, err)
+		return
+	}
+	now := g.modelNow()
+	snap := g.leases.current(now)
+	sel := selPool.Get().(*model.Selection)
+	defer selPool.Put(sel)
+	g.lock()
+	g.eng.Select(g.modelNow(), &model.Request{Route: route, Allowed: key.allowed, Held: snap.held}, sel)
+	g.unlock()
+	eligible, free := model.LeaseCapacity(sel)
+	if eligible == 0 {
+		// Nothing eligible is not lease contention: the normal routing
+		// error (REFERENCE M16).
+		if ue := model.Unavailable(now, &route, sel); ue != nil {
+			writeModelError(w, ue)
+			return
+		}
+		writeModelError(w, &model.Error{Code: model.CodeNoExecutableTargets, Model: route.Model, Message: fmt.Sprintf("no connection can serve %q", route.Name)})
+		return
+	}
+	// The earliest expiry among the leases that hold eligible connections.
+	var earliest model.Time
+	note := func(t model.Time) {
+		if t > 0 && (earliest == 0 || t < earliest) {
+			earliest = t
+		}
+	}
+	for _, x := range sel.Excluded {
+		if x.Reason == model.ExclLeaseHeld {
+			note(snap.byConn[model.ConnRef{Provider: x.Provider, Connection: x.Connection}])
+		}
+	}
+	cands := append([]model.Candidate(nil), sel.Candidates...)
+	owner, err := newOwner()
+	if err != nil {
+		g.writeLeaseStoreDown(w, err)
+		return
+	}
+	busy := 0
+	for _, cand := range cands {
+		l, res, err := g.leases.arb.Acquire(r.Context(), store.AcquireRequest{Owner: owner, APIKeyID: key.id, Provider: cand.Provider,
+			Connection: cand.Connection, Model: route.Model, TTL: time.Duration(c.ttlMs) * time.Millisecond})
+		var lc *store.LeaseConflict
+		switch {
+		case err == nil:
+			g.leases.put(l)
+			v := viewOf(l, string(res))
+			v.Owner = owner
+			writeJSON(w, http.StatusOK, v)
+			return
+		case errors.As(err, &lc):
+			// Another replica (or request) took it between our copy and
+			// the arbiter: the next candidate.
+			busy++
+			if lc.Kind == store.ConnectionBusy {
+				note(model.TimeOf(lc.ExpiresAt))
+			}
+		default:
+			g.writeLeaseStoreDown(w, err)
+			return
+		}
+	}
+	ra := model.LeaseRetryAfterSeconds(g.modelNow(), earliest)
+	w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
+	writeJSON(w, http.StatusTooManyRequests, leaseCapacityBody{
+		State:         model.LeaseWaitingState,
+		Error:         apiError{Type: model.LeaseErrorType, Code: string(model.CodeLeaseCapacity), Message: "every eligible connection is held by another lease; retry after the Retry-After seconds"},
+		Reason:        model.LeaseNoFreeEligibleReason,
+		RetryAfter:    ra,
+		EligibleCount: eligible,
+		FreeCount:     free - busy,
+	})
+}
+
+// leaseOwnerAction runs renew, release and status. The arbiter decides;
+// when it refuses, the fence (REFERENCE M16 order) names why, from the
+// owner's active lease.
+func (g *Gateway) leaseOwnerAction(w http.ResponseWriter, r *http.Request, key *clientKey, c leaseCall) {
+	ctx := r.Context()
+	arb := g.leases.arb
+	claim := model.LeaseClaim{OwnerHash: hashOwner(c.owner), Generation: c.generation, APIKeyID: key.id}
+	var l store.Lease
+	var res string
+	var err error
+	switch c.action {
+	case "renew":
+		l, err = arb.Renew(ctx, c.owner, key.id, c.generation, time.Duration(c.ttlMs)*time.Millisecond)
+		res = string(store.LeaseRenewed)
+	case "release":
+		l, err = arb.Release(ctx, c.owner, key.id, c.generation, c.reason)
+		res = string(store.LeaseReleasedRes)
+	case "status":
+		var ok bool
+		if l, ok, err = arb.Status(ctx, c.owner); err == nil {
+			f := model.CheckFence(g.modelNow(), nil, &claim)
+			if ok {
+				row := rowOf(l)
+				f = model.CheckFence(g.modelNow(), &row, &claim)
+			} else {
+				g.leases.drop(claim.OwnerHash)
+			}
+			if f != model.FenceValid {
+				writeLeaseError(w, f.Code(), fenceMessage(f))
+				return
+			}
+		}
+	}
+	if err == nil {
+		if l.State == store.LeaseActive {
+			g.leases.put(l)
+		} else {
+			g.leases.drop(claim.OwnerHash)
+		}
+		writeJSON(w, http.StatusOK, viewOf(l, res))
+		return
+	}
+	if !errors.Is(err, store.ErrLeaseStale) {
+		g.writeLeaseStoreDown(w, err)
+		return
+	}
+	_, f, verr := g.leases.verify(ctx, c.owner, &claim)
+	if verr != nil {
+		g.writeLeaseStoreDown(w, verr)
+		return
+	}
+	if f == model.FenceValid {
+		f = model.FenceStale // it changed between the two reads
+	}
+	writeLeaseError(w, f.Code(), fenceMessage(f))
+}
+
+func fenceMessage(f model.Fence) string {
+	switch f {
+	case model.FenceRequired:
+		return "no active lease for this owner; acquire one"
+	case model.FenceStale:
+		return "the lease generation is not the current one"
+	case model.FenceAuthorizationMismatch:
+		return "this lease belongs to another API key"
+	case model.FenceConnectionMismatch:
+		return "the request would use a connection the lease does not hold"
+	}
+	return "lease fence refused"
+}

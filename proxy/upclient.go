@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+)
+
+// upClient sends upstream requests to plain-HTTP upstreams (local models,
+// sidecars, egress proxies) over HTTP/1.1 keep-alive connections it drives
+// from the calling goroutine. net/http's Transport hands every request to a
+// per-connection write goroutine and every response back from a read
+// goroutine; on loopback those two hand-offs cost about as much as the rest
+// of the gateway together (docs/gateway.md, "Overhead"). TLS upstreams, a
+// configured HTTP proxy and anything unusual keep using the Transport, which
+// also brings HTTP/2.
+//
+// Cancellation: the request's context closing sets a past deadline on the
+// connection, so a blocked read or write returns at once and the caller
+// reads the cause from the context (the phase timers and watchdogs cancel
+// with a cause). A connection that saw a cancellation is never reused.
+type upClient struct {
+	fallback *http.Client
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	mu      sync.Mutex
+	idle    map[string][]*upConn // by host:port, most recently used last
+	maxIdle int                  // per host
+	idleFor time.Duration        // an idle connection older than this is closed
+	swept   time.Time
+	closed  bool
+}
+
+type upConn struct {
+	c     net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	used  time.Time // when it went idle
+	reuse bool      // it served a request before
+}
+
+func newUpClient(fallback *http.Client, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *upClient {
+	return &upClient{fallback: fallback, dial: dial, idle: map[string][]*upConn{}, maxIdle: 1024, idleFor: 90 * time.Second}
+}
+
+// direct reports whether req can take the direct path.
+func (u *upClient) direct(req *http.Request) bool {
+	if req.URL.Scheme != "http" || req.URL.User != nil || req.Close {
+		return false
+	}
+	if p, err := http.ProxyFromEnvironment(req); err != nil || p != nil {
+		return false
+	}
+	return true
+}
+
+// Do sends req and returns the response; its Body must be closed. The
+// request body must be replayable (GetBody) so a stale keep-alive
+// connection can be retried once on a fresh one.
+func (u *upClient) Do(req *http.Request) (*http.Response, error) {
+	if !u.direct(req) {
+		return u.fallback.Do(req)
+	}
+	host := req.URL.Host
+	if req.URL.Port() == "" {
+		host = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	for try := 0; ; try++ {
+		pc, err := u.get(req.Context(), host)
+		if err != nil {
+			return nil, err
+		}
+		if tr := httptrace.ContextClientTrace(req.Context()); tr != nil && tr.GotConn != nil {
+			// Honour the standard hook like net/http does: the egress-IP
+			// probe of SPEC §7 (proxy/egress.go) reads the local address.
+			tr.GotConn(httptrace.GotConnInfo{Conn: pc.c, Reused: pc.reuse})
+		}
+		resp, err := u.roundTrip(pc, req)
+		if err == nil {
+			return resp, nil
+		}
+		// A reused connection the upstream had already closed fails
+		// before any response byte: the request never reached a handler,
+		// so one retry on a fresh connection is safe (net/http does the
+		// same for its idle connections).
+		if try == 0 && pc.reuse && req.Context().Err() == nil && staleConnError(err) && req.GetBody != nil {
+			body, berr := req.GetBody()
+			if berr == nil {
+				req.Body = body
+				continue
+			}
+		}
+		return nil, err
+	}
+}
+
+func staleConnError(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "write" || op.Op == "read") && !op.Timeout()
+}
+
+func (u *upClient) get(ctx context.Context, host string) (*upConn, error) {
+	now := time.Now()
+	u.mu.Lock()
+	if now.Sub(u.swept) > u.idleFor {
+		u.sweepLocked(now)
+	}
+	for list := u.idle[host]; len(list) > 0; list = u.idle[host] {
+		pc := list[len(list)-1]
+		list[len(list)-1] = nil
+		u.idle[host] = list[:len(list)-1]
+		if now.Sub(pc.used) < u.idleFor && pc.br.Buffered() == 0 {
+			u.mu.Unlock()
+			return pc, nil
+		}
+		pc.c.Close()
+	}
+	u.mu.Unlock()
+	c, err := u.dial(ctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{c: c, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096)}, nil
+}
+
+func (u *upClient) put(host string, pc *upConn) {
+	pc.used = time.Now()
+	pc.reuse = true
+	u.mu.Lock()
+	if u.closed || len(u.idle[host]) >= u.maxIdle {
+		u.mu.Unlock()
+		pc.c.Close()
+		return
+	}
+	u.idle[host] = append(u.idle[host], pc)
+	u.mu.Unlock()
+}
+
+// sweepLocked closes connections idle for longer than idleFor, so hosts no
+// longer used do not keep file descriptors.
+func (u *upClient) sweepLocked(now time.Time) {
+	u.swept = now
+	for h, list := range u.idle {
+		keep := list[:0]
+		for _, pc := range list {
+			if now.Sub(pc.used) < u.idleFor {
+				keep = append(keep, pc)
+			} else {
+				pc.c.Close()
+			}
+		}
+		clear(list[len(keep):])
+		if len(keep) == 0 {
+			delete(u.idle, h)
+		} else {
+			u.idle[h] = keep
+		}
+	}
+}
+
+// CloseIdle closes every idle connection; with stop, later connections are
+// not kept either.
+func (u *upClient) CloseIdle(stop bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closed = u.closed || stop
+	for h, list := range u.idle {
+		for _, pc := range list {
+			pc.c.Close()
+		}
+		delete(u.idle, h)
+	}
+	u.fallback.CloseIdleConnections()
+}
+
+// aLongTimeAgo is a deadline in the past: it wakes blocked I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(aLongTimeAgo) })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		pc.c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if err := req.Write(pc.bw); err != nil {
+		return fail(err)
+	}
+	if err := pc.bw.Flush(); err != nil {
+		return fail(err)
+	}
+	var resp *http.Response
+	for {
+		r, err := http.ReadResponse(pc.br, req)
+		if err != nil {
+			return fail(err)
+		}
+		// Informational answers (100 Continue, 103 Early Hints) precede
+		// the real one.
+		if r.StatusCode >= 100 && r.StatusCode < 200 && r.StatusCode != http.StatusSwitchingProtocols {
+			r.Body.Close()
+			continue
+		}
+		resp = r
+		break
+	}
+	host := req.URL.Host
+	if req.URL.Port() == "" {
+		host = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	resp.Body = &upBody{u: u, pc: pc, host: host, body: resp.Body, stop: stop, keep: !resp.Close}
+	return resp, nil
+}
+
+// upBody returns its connection to the pool when the body was read to its
+// end and nothing cancelled it; otherwise it closes the connection.
+type upBody struct {
+	u    *upClient
+	pc   *upConn
+	host string
+	body io.ReadCloser
+	stop func() bool
+	keep bool
+	eof  bool
+	done bool
+}
+
+func (b *upBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, errors.New("read on closed response body")
+	}
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *upBody) Close() error {
+	if b.done {
+		return nil
+	}
+	b.done = true
+	notFired := b.stop()
+	if b.keep && notFired && !b.eof && b.pc.br.Buffered() > 0 {
+		// A stream read up to its [DONE] leaves the chunked terminator
+		// behind; when it is already buffered, finish the body so the
+		// connection stays reusable. The deadline bounds a terminator that
+		// is only half here.
+		b.pc.c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		n, err := io.CopyN(io.Discard, b.body, 4<<10)
+		b.eof = err == io.EOF && n < 4<<10
+		b.pc.c.SetReadDeadline(time.Time{})
+	}
+	if b.eof && b.keep && notFired && b.pc.br.Buffered() == 0 {
+		b.u.put(b.host, b.pc)
+		return nil
+	}
+	return b.pc.c.Close()
+}

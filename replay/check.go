@@ -1,0 +1,250 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/sim"
+)
+
+// expectState reads the gateway's state for an `at:` expect and checks it
+// as the simulator does (sim/expect.go), with a tolerance on exact times.
+func (r *runner) expectState(ctx context.Context, i int) {
+	e := &r.sc.Expects[i]
+	t1 := time.Now()
+	st, err := r.e.readState(ctx, &r.sc.Topology)
+	readTook := time.Since(t1)
+	if err != nil {
+		r.fail(e.Line, e.At, "state", "GET /api/monitoring/health to answer", err.Error())
+		return
+	}
+	st.At = time.Duration(float64(e.At) * r.o.Speed).Round(time.Millisecond)
+	st.Line = e.Line
+	r.mu.Lock()
+	r.res.States = append(r.res.States, st)
+	r.mu.Unlock()
+	// How far a remaining time may be off: the read happens up to Settle
+	// after the instant, takes readTook, and the gateway's own events ran a
+	// little after their scaled instants.
+	tol := r.o.Settle + readTook + r.o.Slack
+	for _, p := range slices.Sorted(maps.Keys(e.Breaker)) {
+		want := e.Breaker[p]
+		idx := slices.IndexFunc(st.Providers, func(v model.ProviderView) bool { return v.Provider == p })
+		if idx < 0 {
+			r.fail(e.Line, e.At, "breaker "+p, want.String(), "no such provider")
+			continue
+		}
+		if v := st.Providers[idx]; v.State != want {
+			r.fail(e.Line, e.At, "breaker "+p, want.String(), fmt.Sprintf("%s (failureCount %d, retryAfter %dms)", v.State, v.FailureCount, v.RetryAfterMs))
+		}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(e.Connections)) {
+		want := e.Connections[ref]
+		idx := slices.IndexFunc(st.Connections, func(v model.ConnectionView) bool { return v.Provider+"/"+v.Connection == ref })
+		if idx < 0 {
+			r.fail(e.Line, e.At, "connection "+ref, "a connection", "no such connection")
+			continue
+		}
+		v := st.Connections[idx]
+		found := fmt.Sprintf("status %s, backoffLevel %d, cooldown %dms, lastError %q", v.Status, v.BackoffLevel, v.CooldownRemainingMs, v.LastErrorType)
+		if want.Status != "" && v.Status.String() != want.Status {
+			r.fail(e.Line, e.At, "connection "+ref+" status", want.Status, found)
+		}
+		if want.BackoffLevel != nil && v.BackoffLevel != *want.BackoffLevel {
+			r.fail(e.Line, e.At, "connection "+ref+" backoffLevel", strconv.Itoa(*want.BackoffLevel), found)
+		}
+		if want.HasCooldown && !near(v.CooldownRemainingMs, want.Cooldown, tol) {
+			r.fail(e.Line, e.At, "connection "+ref+" cooldown", fmt.Sprintf("%dms ±%dms", want.Cooldown.Milliseconds(), tol.Milliseconds()), found)
+		}
+		if want.LastError != "" && v.LastErrorType.String() != want.LastError {
+			r.fail(e.Line, e.At, "connection "+ref+" lastError", want.LastError, found)
+		}
+		if want.Uses != nil && int(v.Uses) != *want.Uses {
+			r.fail(e.Line, e.At, "connection "+ref+" uses", strconv.Itoa(*want.Uses), strconv.FormatUint(v.Uses, 10))
+		}
+	}
+	if len(e.Lockouts) > 0 || e.NoLockouts {
+		var active []model.LockoutView
+		for _, c := range st.Connections {
+			active = append(active, c.Lockouts...)
+		}
+		if e.NoLockouts && len(active) > 0 {
+			r.fail(e.Line, e.At, "lockouts", "none", describeLockouts(active))
+		}
+		for _, want := range e.Lockouts {
+			ok := slices.ContainsFunc(active, func(l model.LockoutView) bool {
+				return l.Provider+"/"+l.Connection == want.Connection && lockName(l) == want.Model &&
+					(want.Reason == "" || l.Reason.String() == want.Reason) &&
+					(!want.HasRemaining || near(l.RemainingMs, want.Remaining, tol))
+			})
+			if !ok {
+				exp := want.Connection + " " + want.Model
+				if want.Reason != "" {
+					exp += " (" + want.Reason + ")"
+				}
+				if want.HasRemaining {
+					exp += fmt.Sprintf(" %dms ±%dms left", want.Remaining.Milliseconds(), tol.Milliseconds())
+				}
+				r.fail(e.Line, e.At, "lockout", exp, describeLockouts(active))
+			}
+		}
+	}
+}
+
+func near(gotMs int64, want, tol time.Duration) bool {
+	d := time.Duration(gotMs)*time.Millisecond - want
+	return d <= tol && d >= -tol
+}
+
+func lockName(l model.LockoutView) string {
+	if l.Exact {
+		return "exact:" + l.Model
+	}
+	return l.Model
+}
+
+func describeLockouts(ls []model.LockoutView) string {
+	if len(ls) == 0 {
+		return "no active lockout"
+	}
+	var parts []string
+	for _, l := range ls {
+		parts = append(parts, fmt.Sprintf("%s/%s %s (%s, %dms left, failures %d)", l.Provider, l.Connection, lockName(l), l.Reason, l.RemainingMs, l.FailureCount))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// finishExpects checks the request and window expects once every request
+// has finished.
+func (r *runner) finishExpects() {
+	skippedCalls := false
+	for i := range r.sc.Expects {
+		e := &r.sc.Expects[i]
+		switch e.Kind {
+		case sim.ExpectRequest:
+			o := r.done[e.Request]
+			what := fmt.Sprintf("request %d", e.Request)
+			if o == nil {
+				r.failFile(e.Line, r.res.Simulated, what, "to have been sent and answered", "never answered")
+				continue
+			}
+			at := o.DoneAt
+			found := fmt.Sprintf("status %d, servedBy %q, attempts %s, result %s", o.Status, o.ServedBy, attemptsStr(o.Attempts), o.Result)
+			if o.Code != "" {
+				found += ", code " + o.Code
+			}
+			if e.Status != 0 && o.Status != e.Status {
+				r.failFile(e.Line, at, what+" status", strconv.Itoa(e.Status), found)
+			}
+			if e.ServedBy != "" && o.ServedBy != e.ServedBy {
+				r.failFile(e.Line, at, what+" servedBy", e.ServedBy, found)
+			}
+			if e.Attempts != nil && o.Attempts != *e.Attempts {
+				r.failFile(e.Line, at, what+" attempts", strconv.Itoa(*e.Attempts), found)
+			}
+			if e.Code != "" && o.Code != e.Code {
+				r.failFile(e.Line, at, what+" code", e.Code, found)
+			}
+			if e.Result != "" && o.Result != e.Result {
+				r.failFile(e.Line, at, what+" result", e.Result, found)
+			}
+			if e.RetryAfter != nil {
+				// The gateway rounds up what is left when it answers, a
+				// moment after the simulator's instant: one second less is
+				// the same answer.
+				got := int(o.RetryAfterMs / 1000)
+				if got != *e.RetryAfter && got != *e.RetryAfter-1 {
+					r.failFile(e.Line, at, what+" retryAfter", fmt.Sprintf("%ds (or %ds)", *e.RetryAfter, *e.RetryAfter-1), fmt.Sprintf("%ds; %s", got, found))
+				}
+			}
+		case sim.ExpectWindow:
+			// Membership by the file's own send times (no rounding).
+			oe := &r.orig.Expects[i]
+			what := fmt.Sprintf("requests sent in [%v, %v)", oe.From, oe.Until)
+			at := oe.Until
+			statuses, served, results := map[int]int{}, map[string]int{}, map[string]int{}
+			calls, count, unknownCalls := 0, 0, false
+			for n, sent := range r.sent {
+				o := r.done[n]
+				if o == nil {
+					continue
+				}
+				if sent < oe.From || (oe.Until > 0 && sent >= oe.Until) {
+					continue
+				}
+				count++
+				statuses[o.Status]++
+				results[o.Result]++
+				if o.Attempts < 0 {
+					unknownCalls = true
+				} else {
+					calls += o.Attempts
+				}
+				if (o.Result == sim.ResultServed || o.Result == sim.ResultFallback) && o.ServedBy != "" {
+					served[o.ServedBy]++
+				}
+			}
+			for _, st := range slices.Sorted(maps.Keys(e.Statuses)) {
+				if got := statuses[st]; got != e.Statuses[st] {
+					r.failFile(e.Line, at, what+fmt.Sprintf(" with status %d", st), strconv.Itoa(e.Statuses[st]), fmt.Sprintf("%d (all: %v)", got, statuses))
+				}
+			}
+			if e.UpstreamCalls != nil {
+				if unknownCalls {
+					// A request the client gave up on carries no attempts
+					// header: count from the fault upstream when the window
+					// covers the whole run.
+					if r.stats != nil && oe.From == 0 && oe.Until == 0 {
+						calls = r.stats.Total
+						unknownCalls = false
+					}
+				}
+				if unknownCalls {
+					skippedCalls = true
+				} else if calls != *e.UpstreamCalls {
+					r.failFile(e.Line, at, what+" upstreamCalls", strconv.Itoa(*e.UpstreamCalls), strconv.Itoa(calls))
+				}
+			}
+			if e.Requests != nil && count != *e.Requests {
+				r.failFile(e.Line, at, what+" count", strconv.Itoa(*e.Requests), strconv.Itoa(count))
+			}
+			for _, k := range slices.Sorted(maps.Keys(e.Served)) {
+				if got := served[k]; got != e.Served[k] {
+					r.failFile(e.Line, at, what+" served by "+k, strconv.Itoa(e.Served[k]), fmt.Sprintf("%d (all: %v)", got, served))
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(e.Results)) {
+				if got := results[k]; got != e.Results[k] {
+					r.failFile(e.Line, at, what+" with result "+k, strconv.Itoa(e.Results[k]), fmt.Sprintf("%d (all: %v)", got, results))
+				}
+			}
+		}
+	}
+	if skippedCalls {
+		r.res.Skipped = append(r.res.Skipped, "upstreamCalls of a window with a request the client gave up on (no X-Breakwater-Attempts header)")
+	}
+	slices.SortStableFunc(r.res.RequestLog, func(a, b sim.RequestObservation) int { return a.N - b.N })
+}
+
+func attemptsStr(n int) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return strconv.Itoa(n)
+}
+
+// failFile records a failure whose time is already in the file's time.
+func (r *runner) failFile(line int, at time.Duration, what, expected, found string) {
+	r.res.Failures = append(r.res.Failures, sim.Failure{Line: line, At: at, What: what, Expected: expected, Found: found})
+}
+
+// fileD converts a scaled offset back to the file's time.
+func (r *runner) fileD(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * r.o.Speed).Round(time.Millisecond)
+}

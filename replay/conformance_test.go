@@ -1,0 +1,80 @@
+package replay
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/scenarios"
+	"github.com/breakwater-gw/breakwater/sim"
+)
+
+// conformance lists the library scenarios played both in the simulator and
+// against a real gateway (DESIGN "one model, two shells"; CONTRACTS §4
+// "same decisions"), each with the speed-up that keeps its decisions off
+// timing knife-edges. docs/replay.md lists the scenarios left out and why.
+var conformance = []struct {
+	file  string
+	speed float64
+	pins  string // what it covers
+}{
+	{"failover-one-500.yaml", 4, "SPEC §2 fail-over on a 500, connection cooldown 3 s, success clears"},
+	{"failover-reset-before-headers.yaml", 4, "SPEC §1 transport failure counts, deduplicated; fail-over"},
+	{"failover-429-retry-after.yaml", 4, "SPEC §2 429 + Retry-After: fail over at once, cool for exactly the hint"},
+	{"failover-malformed-chunk.yaml", 4, "SPEC §6 output validation: a malformed chunk fails over"},
+	{"contracts-example.yaml", 4, "CONTRACTS §4 example: cooldown fail-over, combo fall-back, operator reset-breaker"},
+	{"wait-never-bridges-breaker.yaml", 4, "SPEC §1/§4b breaker OPEN on a combo target, never waited across"},
+	{"backoff-escalates-across-requests.yaml", 4, "SPEC does-better 1: backoff escalates across requests"},
+	{"local-404-lockout.yaml", 4, "SPEC §3 model lockout of a local 404, combo moves on"},
+	{"emergency-fallback.yaml", 4, "SPEC §11.7 emergency fallback, terminal credits_exhausted"},
+	{"wait-for-cooldown.yaml", 1, "SPEC §4b waitForCooldown re-selects after a short cooldown; a long Retry-After is not waited"},
+	{"thundering-herd.yaml", 4, "SPEC §2 thundering-herd guard: concurrent failures escalate once"},
+	{"concurrency-limit-429.yaml", 4, "SPEC §2 concurrency-limited 429: 1 s cooldown, backoff kept, breaker-neutral"},
+	{"failover-stream-cut-committed.yaml", 4, "SPEC §6 a stream cut after commit ends with the model's SSE error code, never replayed"},
+	{"stall-cooldown-opt-in.yaml", 4, "SPEC §6 streamStallCooldown opt-in: a stall cools the connection"},
+}
+
+// TestConformanceSimVsGateway pins CONTRACTS §4 ("the same decisions"): for
+// each scenario above, every request's status, servedBy, attempts, code and
+// result, and every state read at an `at:` expect, are the same in the
+// simulator (virtual time) and through a real gateway and fault upstream
+// (wall clock, sped up), and both pass the file's expects.
+func TestConformanceSimVsGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wall-clock replays: skipped with -short")
+	}
+	for _, c := range conformance {
+		t.Run(c.file, func(t *testing.T) {
+			t.Parallel()
+			sc, err := scenarios.LoadFile(filepath.Join("..", "scenarios", "library", c.file), scenarios.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ob Observed
+			sres, err := sim.Run(sc, sim.Options{Observe: ob.Observe()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sres.Passed {
+				t.Fatalf("the simulator fails %s: %v %v", c.file, sres.Failures, sres.Violations)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := Run(ctx, sc, Options{Speed: c.speed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range res.Failures {
+				t.Errorf("gateway: line %d at %v: %s: expected %s, found %s", f.Line, f.At, f.What, f.Expected, f.Found)
+			}
+			if len(ob.Requests) == 0 || len(res.RequestLog) != len(ob.Requests) {
+				t.Errorf("requests: sim %d, gateway %d", len(ob.Requests), len(res.RequestLog))
+			}
+			for _, d := range Compare(&ob, res) {
+				t.Errorf("differs: %s", d)
+			}
+			t.Logf("%s at %v×: %d requests, %d state reads, wall %v, max lag %v", c.file, c.speed, len(res.RequestLog), len(res.States), res.Wall.Round(time.Millisecond), res.MaxLag)
+		})
+	}
+}

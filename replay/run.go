@@ -1,0 +1,628 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/sim"
+)
+
+// Options control one replay.
+type Options struct {
+	// Speed divides every duration of the file and its settings (default 1).
+	Speed float64
+	// Target is a running gateway's base URL; "" starts one in-process.
+	Target string
+	// ManagementKey authenticates management calls to Target (default: env
+	// BREAKWATER_ADMIN_KEY).
+	ManagementKey string
+	// ClientKey authenticates client requests to Target when it has
+	// clientKeys (default: env BREAKWATER_CLIENT_KEY).
+	ClientKey string
+	// Upstream is the control URL of the `breakwater upstream` the target's
+	// providers point at; replay installs the file's rules there and counts
+	// upstream calls from its /_stats. Without it a target run cannot
+	// inject faults: the rules and the upstream-call checks are skipped.
+	Upstream string
+	// Clean resets the target's breakers, cooldowns and lockouts before the
+	// run (target mode only; an in-process gateway always starts clean).
+	Clean bool
+	// ApplySettings PATCHes the file's (scaled) settings onto the target.
+	ApplySettings bool
+	// Settle is how long after its instant an `at:` expect is read (default
+	// 20ms); it is bounded by half the gap to the next scheduled event, so a
+	// read never sees what a later instant does.
+	Settle time.Duration
+	// Slack is the tolerance of exact-time checks (`cooldown:`,
+	// `remaining:`, wall-clock `retryAfter:`): found may differ from
+	// expected by Settle + the read's own duration + Slack (default 50ms).
+	Slack time.Duration
+	// WallClock gives the in-process gateway the plain wall clock instead
+	// of the schedule-anchored one (clock.go); a -target gateway always
+	// runs on its own wall clock.
+	WallClock bool
+	// Logger receives the gateway's logs (default: discard).
+	Logger *slog.Logger
+}
+
+// Result is one replay's outcome; Failures use the file's own times.
+type Result struct {
+	Scenario string        `json:"scenario"`
+	File     string        `json:"file"`
+	Speed    float64       `json:"speed"`
+	Target   string        `json:"target,omitempty"`
+	Passed   bool          `json:"passed"`
+	Failures []sim.Failure `json:"failures,omitempty"`
+	// Skipped lists checks this mode cannot make.
+	Skipped []string `json:"skipped,omitempty"`
+	// Warnings are what scaling could not do exactly, and similar.
+	Warnings []string `json:"warnings,omitempty"`
+	Expects  int      `json:"expects"`
+	Requests int      `json:"requests"`
+	// Upstream is the number of upstream attempts the fault upstream
+	// answered (-1 when unknown).
+	Upstream int            `json:"upstreamCalls"`
+	Statuses map[int]int    `json:"statuses"`
+	Results  map[string]int `json:"results"`
+	// Scenario time covered (in the file's time) and the wall time it took.
+	Simulated time.Duration `json:"simulatedNs"`
+	Wall      time.Duration `json:"wallNs"`
+	// MaxLag is the latest any scheduled event ran after its instant (wall
+	// clock): large values mean the machine could not keep up with -speed.
+	MaxLag time.Duration `json:"maxLagNs"`
+	// RequestLog and States are what the gateway did, in the simulator's
+	// terms, for comparison with sim.Observer (Compare).
+	RequestLog []sim.RequestObservation `json:"requestLog"`
+	States     []sim.StateObservation   `json:"states"`
+}
+
+// event kinds, in their order at one instant (CONTRACTS §4: actions, then
+// arrivals, then expects).
+const (
+	evAction = iota
+	evArrival
+	evExpect
+)
+
+type event struct {
+	at   time.Duration
+	kind int
+	idx  int // action / expect index, or request number
+	item int // traffic item of an arrival
+	seq  int
+}
+
+// Run replays sc (as loaded, unscaled) and checks its expects.
+func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
+	if o.Speed == 0 {
+		o.Speed = 1
+	}
+	if o.Settle <= 0 {
+		o.Settle = 20 * time.Millisecond
+	}
+	if o.Slack <= 0 {
+		o.Slack = 50 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Target != "" {
+		if o.ManagementKey == "" {
+			o.ManagementKey = os.Getenv("BREAKWATER_ADMIN_KEY")
+		}
+		if o.ClientKey == "" {
+			o.ClientKey = os.Getenv("BREAKWATER_CLIENT_KEY")
+		}
+	}
+	scaled, warns, err := Scale(sc, o.Speed)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: sc.Name, File: sc.File, Speed: o.Speed, Target: o.Target, Warnings: warns,
+		Expects: len(sc.Expects), Statuses: map[int]int{}, Results: map[string]int{}, Upstream: -1}
+	start := sc.Start
+	if start.IsZero() {
+		start = sim.DefaultStart
+	}
+	// The in-process gateway and fault upstream read the scenario's virtual
+	// epoch at the start, so a daily reset falls where the simulator has it;
+	// their clock follows the schedule (clock.go).
+	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock}
+	var e *env
+	if o.Target == "" {
+		e, err = startLocal(ctx, scaled, &o, clk.now)
+	} else {
+		e, err = attachTarget(ctx, &o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	if o.Target != "" {
+		if err := prepareTarget(ctx, e, scaled, &o, res); err != nil {
+			return nil, err
+		}
+	}
+	r := &runner{o: &o, orig: sc, sc: scaled, e: e, res: res, done: map[int]*sim.RequestObservation{}, clk: clk}
+	evs := r.schedule()
+	wall := time.Now()
+	t0 := time.Now()
+	r.t0 = t0
+	next := time.Duration(-1)
+	if len(evs) > 0 {
+		next = evs[0].at
+	}
+	clk.start(t0, next)
+	if err := e.installRules(ctx, scaled.Rules); err != nil {
+		return nil, fmt.Errorf("installing the upstream rules: %w", err)
+	}
+	if err := r.play(ctx, evs); err != nil {
+		return nil, err
+	}
+	res.Wall = time.Since(wall)
+	if len(evs) > 0 {
+		res.Simulated = max(res.Simulated, time.Duration(float64(evs[len(evs)-1].at)*o.Speed))
+	}
+	if st, err := e.upstreamStats(ctx); err == nil {
+		res.Upstream = st.Total
+		r.stats = st
+	}
+	r.finishExpects()
+	res.Passed = len(res.Failures) == 0
+	return res, nil
+}
+
+// prepareTarget checks the target has the scenario's topology, optionally
+// cleans its state and applies the settings.
+func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, res *Result) error {
+	st, err := e.readState(ctx, &sc.Topology)
+	if err != nil {
+		return fmt.Errorf("reading the target's health (is -management-key right?): %w", err)
+	}
+	for _, p := range sc.Topology.Providers {
+		for _, c := range p.Connections {
+			if !slices.ContainsFunc(st.Connections, func(v model.ConnectionView) bool { return v.Provider == p.ID && v.Connection == c.ID }) {
+				return fmt.Errorf("the target gateway has no connection %s/%s, which the scenario uses", p.ID, c.ID)
+			}
+		}
+	}
+	if o.ApplySettings {
+		if err := e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(sc.Settings.Layer()), nil); err != nil {
+			return fmt.Errorf("applying the scenario's settings: %w", err)
+		}
+	} else {
+		var v struct {
+			Settings json.RawMessage `json:"settings"`
+		}
+		if err := e.mgmt(ctx, http.MethodGet, "/api/resilience", nil, &v); err == nil {
+			got := model.DefaultSettings()
+			if json.Unmarshal(v.Settings, &got) == nil {
+				a, b := flatten(sc.Settings.Layer()), flatten(got.Layer())
+				var diff []string
+				for _, k := range sortedKeys(a) {
+					if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
+						diff = append(diff, fmt.Sprintf("%s=%v (target %v)", k, a[k], b[k]))
+					}
+				}
+				if len(diff) > 0 {
+					res.Warnings = append(res.Warnings, "the target runs other settings than the scenario (use -apply-settings): "+strings.Join(diff, ", "))
+				}
+			}
+		}
+	}
+	if o.Clean {
+		for _, step := range []struct {
+			method, path string
+			body         any
+		}{
+			{http.MethodPost, "/api/resilience/reset", map[string]any{}},
+			{http.MethodPost, "/api/resilience/cooldowns", map[string]any{"all": true}},
+			{http.MethodDelete, "/api/resilience/model-cooldowns", map[string]any{"all": true}},
+		} {
+			if err := e.mgmt(ctx, step.method, step.path, step.body, nil); err != nil {
+				return fmt.Errorf("cleaning the target: %w", err)
+			}
+		}
+		for _, c := range st.Connections {
+			if c.Status.Terminal() {
+				if err := e.mgmt(ctx, http.MethodPost, "/api/resilience/connections/"+c.Provider+"/"+c.Connection+"/reset", map[string]any{}, nil); err != nil {
+					return fmt.Errorf("cleaning the target: %w", err)
+				}
+			}
+		}
+	}
+	if e.upstream == "" {
+		res.Skipped = append(res.Skipped, "upstream rules not installed and upstreamCalls not counted: give -upstream URL of the `breakwater upstream` the target's providers point at")
+	}
+	return nil
+}
+
+type runner struct {
+	o    *Options
+	orig *sim.Scenario
+	sc   *sim.Scenario // scaled
+	e    *env
+	res  *Result
+	t0   time.Time
+	clk  *schedClock
+
+	mu     sync.Mutex
+	done   map[int]*sim.RequestObservation
+	sent   map[int]time.Duration // request number → its send offset in the file's time
+	lagMax time.Duration
+	stats  *faults.Stats
+	wg     sync.WaitGroup
+}
+
+// schedule lists the run's events in the simulator's order: arrivals are
+// numbered exactly as the simulator numbers them (time, then the order the
+// simulator scheduled them, Poisson gaps from the same random stream).
+func (r *runner) schedule() []event {
+	var evs []event
+	seq := 0
+	push := func(ev event) {
+		ev.seq = seq
+		seq++
+		evs = append(evs, ev)
+	}
+	for i, a := range r.sc.Actions {
+		push(event{at: a.At, kind: evAction, idx: i})
+	}
+	for i, e := range r.sc.Expects {
+		if e.Kind == sim.ExpectState {
+			push(event{at: e.At, kind: evExpect, idx: i})
+		}
+	}
+	// Arrivals: a small heap mirroring the simulator's (the relative order
+	// of arrival events depends only on their own scheduling order).
+	type arr struct {
+		at       time.Duration
+		item, sq int
+	}
+	rng := trafficStream(r.orig.Seed)
+	left := make([]int, len(r.orig.Traffic))
+	var q []arr
+	asq := 0
+	for i, t := range r.orig.Traffic {
+		left[i] = max(t.Count, 1)
+		q = append(q, arr{at: t.At, item: i, sq: asq})
+		asq++
+	}
+	r.sent = map[int]time.Duration{}
+	n := 0
+	for len(q) > 0 {
+		bi := 0
+		for j := range q {
+			if q[j].at < q[bi].at || (q[j].at == q[bi].at && q[j].sq < q[bi].sq) {
+				bi = j
+			}
+		}
+		a := q[bi]
+		q = slices.Delete(q, bi, bi+1)
+		t := &r.orig.Traffic[a.item]
+		left[a.item]--
+		if left[a.item] > 0 {
+			gap := t.Every.Milliseconds()
+			if t.Poisson && gap > 0 {
+				gap = int64(rng.ExpFloat64() * float64(gap))
+			}
+			q = append(q, arr{at: a.at + time.Duration(gap)*time.Millisecond, item: a.item, sq: asq})
+			asq++
+		}
+		n++
+		r.sent[n] = a.at
+		// the scaled instant of this arrival
+		push(event{at: time.Duration(float64(a.at) / r.o.Speed), kind: evArrival, idx: n, item: a.item})
+	}
+	r.res.Requests = n
+	slices.SortStableFunc(evs, func(a, b event) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.kind, b.kind), cmp.Compare(a.seq, b.seq))
+	})
+	return evs
+}
+
+// trafficStream is the simulator's "traffic" random stream (sim/seed.go).
+func trafficStream(seed uint64) *rand.Rand {
+	d := sim.DeriveSeed(seed, "traffic")
+	return rand.New(rand.NewPCG(d, splitmix64(d)))
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// play runs the events on the wall clock, one instant at a time: actions,
+// then arrivals, then the `at:` expects, which wait for the requests sent
+// at their own instant (at most half the gap to the next instant; a
+// zero-latency answer is part of the instant in the simulator).
+func (r *runner) play(ctx context.Context, evs []event) error {
+	for i := 0; i < len(evs); {
+		at := evs[i].at
+		j := i
+		for j < len(evs) && evs[j].at == at {
+			j++
+		}
+		next, gap := time.Duration(-1), time.Duration(0)
+		if j < len(evs) {
+			next, gap = evs[j].at, evs[j].at-at
+		} else {
+			gap = 2 * time.Second
+		}
+		if err := r.sleepUntil(ctx, at); err != nil {
+			return err
+		}
+		r.clk.dispatch(at, next, gap)
+		var sameInstant []chan struct{}
+		for _, ev := range evs[i:j] {
+			switch ev.kind {
+			case evAction:
+				r.action(ctx, ev.idx)
+			case evArrival:
+				r.wg.Add(1)
+				done := make(chan struct{})
+				sameInstant = append(sameInstant, done)
+				go r.send(ctx, ev.idx, ev.item, time.Now(), done)
+			case evExpect:
+				r.clk.freeze(true)
+				wctx, cancel := context.WithTimeout(ctx, max(r.o.Settle, gap/2))
+				for _, d := range sameInstant {
+					select {
+					case <-d:
+					case <-wctx.Done():
+					}
+				}
+				cancel()
+				if len(sameInstant) == 0 {
+					time.Sleep(min(r.o.Settle, gap/2))
+				}
+				r.expectState(ctx, ev.idx)
+				r.clk.freeze(false)
+			}
+		}
+		i = j
+	}
+	r.wg.Wait()
+	return ctx.Err()
+}
+
+func (r *runner) sleepUntil(ctx context.Context, at time.Duration) error {
+	d := time.Until(r.t0.Add(at))
+	if d <= 0 {
+		r.lag(-d)
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *runner) lag(d time.Duration) {
+	r.mu.Lock()
+	r.lagMax = max(r.lagMax, d)
+	r.res.MaxLag = r.lagMax
+	r.mu.Unlock()
+}
+
+// offset is the file-time offset of a wall-clock instant.
+func (r *runner) offset(t time.Time) time.Duration {
+	return time.Duration(float64(t.Sub(r.t0)) * r.o.Speed).Round(time.Millisecond)
+}
+
+// action runs one operator action through the management API.
+func (r *runner) action(ctx context.Context, i int) {
+	a := &r.sc.Actions[i]
+	var err error
+	refs := func() []string {
+		var s []string
+		for _, c := range a.Connections {
+			s = append(s, c.String())
+		}
+		return s
+	}
+	switch a.Kind {
+	case sim.ActResetBreaker:
+		err = r.e.mgmt(ctx, http.MethodPost, "/api/resilience/reset", map[string]any{"provider": a.Provider}, nil)
+	case sim.ActClearCooldowns:
+		body := map[string]any{"connectionIds": refs()}
+		if a.All || len(a.Connections) == 0 {
+			body = map[string]any{"all": true}
+			if a.Provider != "" {
+				body["provider"] = a.Provider
+			}
+		}
+		err = r.e.mgmt(ctx, http.MethodPost, "/api/resilience/cooldowns", body, nil)
+	case sim.ActResetConnection:
+		for _, c := range a.Connections {
+			err = cmp.Or(err, r.e.mgmt(ctx, http.MethodPost, "/api/resilience/connections/"+c.Provider+"/"+c.Connection+"/reset", map[string]any{}, nil))
+		}
+	case sim.ActClearLockout:
+		if a.All {
+			err = r.e.mgmt(ctx, http.MethodDelete, "/api/resilience/model-cooldowns", map[string]any{"all": true}, nil)
+		}
+		for _, c := range a.Connections {
+			err = cmp.Or(err, r.e.mgmt(ctx, http.MethodDelete, "/api/resilience/model-cooldowns",
+				map[string]any{"provider": c.Provider, "connection": c.Connection, "model": a.Model}, nil))
+		}
+	case sim.ActConnectionTest:
+		// The gateway's test calls GET /models on every connection of the
+		// provider; the simulator's action passes the named one only.
+		seen := map[string]bool{}
+		for _, c := range a.Connections {
+			if !seen[c.Provider] {
+				seen[c.Provider] = true
+				err = cmp.Or(err, r.e.mgmt(ctx, http.MethodPost, "/api/providers/"+c.Provider+"/test", map[string]any{}, nil))
+			}
+		}
+	case sim.ActSet:
+		// A merge patch over the saved layer, as the simulator stacks the
+		// action's layer over the scenario's (Scale made it the full
+		// scaled tree when speed ≠ 1).
+		err = r.e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(a.Settings), nil)
+	}
+	if err != nil {
+		r.fail(a.Line, a.At, "action "+a.Kind.String(), "the action to apply", err.Error())
+	}
+}
+
+func (r *runner) fail(line int, scaledAt time.Duration, what, expected, found string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at := time.Duration(float64(scaledAt) * r.o.Speed).Round(time.Millisecond)
+	r.res.Failures = append(r.res.Failures, sim.Failure{Line: line, At: at, What: what, Expected: expected, Found: found})
+}
+
+// send makes one client request and records what the client saw.
+func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done chan struct{}) {
+	defer r.wg.Done()
+	defer close(done)
+	t := &r.sc.Traffic[item]
+	ob := sim.RequestObservation{N: n, SentAt: r.offset(sentAt), Attempts: -1}
+	body, _ := json.Marshal(map[string]any{"model": t.Model, "stream": t.Stream,
+		"messages": []map[string]string{{"role": "user", "content": "replay request " + strconv.Itoa(n)}}})
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if t.Timeout > 0 {
+		rctx, cancel = context.WithDeadline(ctx, sentAt.Add(t.Timeout))
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.e.base+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		ob.Status, ob.Result, ob.Code = 0, "error", err.Error()
+		r.record(ob, time.Now())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.e.clientKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.e.clientKey)
+	}
+	if t.Session != "" {
+		req.Header.Set("X-Session-Id", t.Session)
+	}
+	resp, err := r.e.cli.Do(req)
+	if err != nil {
+		if rctx.Err() != nil && ctx.Err() == nil {
+			ob.Status, ob.Result, ob.Code = 499, sim.ResultClientAbort, "client_abort"
+		} else {
+			ob.Status, ob.Result, ob.Code = 0, "error", "transport: "+err.Error()
+		}
+		r.record(ob, time.Now())
+		return
+	}
+	defer resp.Body.Close()
+	ob.Status = resp.StatusCode
+	if p, c := resp.Header.Get("X-Breakwater-Provider"), resp.Header.Get("X-Breakwater-Connection"); p != "" && c != "" {
+		ob.ServedBy = p + "/" + c
+	}
+	if v, err := strconv.Atoi(resp.Header.Get("X-Breakwater-Attempts")); err == nil {
+		ob.Attempts = v
+	}
+	if v, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
+		ob.RetryAfterMs = v * 1000
+	}
+	streamErr := ""
+	var readErr error
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		streamErr, readErr = readSSE(resp.Body)
+	} else {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		readErr = err
+		if resp.StatusCode/100 != 2 {
+			ob.Code = errorCode(b)
+		}
+	}
+	switch {
+	case readErr != nil && rctx.Err() != nil && ctx.Err() == nil:
+		ob.Status, ob.Result, ob.Code = 499, sim.ResultClientAbort, "client_abort"
+	case resp.StatusCode/100 == 2 && (streamErr != "" || readErr != nil):
+		ob.Result, ob.Code = sim.ResultStreamError, cmp.Or(streamErr, "stream_interrupted")
+	case resp.StatusCode/100 == 2 && ob.Attempts > 1:
+		ob.Result = sim.ResultFallback
+	case resp.StatusCode/100 == 2:
+		ob.Result = sim.ResultServed
+	case ob.Attempts == 0:
+		ob.Result = sim.ResultRejected
+	default:
+		ob.Result = sim.ResultFailed
+	}
+	r.record(ob, time.Now())
+}
+
+// readSSE reads a stream to its end; it returns the code of an error event
+// (the gateway's answer when a committed stream breaks).
+func readSSE(body io.Reader) (string, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	code := ""
+	for sc.Scan() {
+		line := sc.Bytes()
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if bytes.Contains(data, []byte(`"error"`)) {
+			if c := errorCode(data); c != "" {
+				code = c
+			} else {
+				code = "stream_error"
+			}
+		}
+	}
+	return code, sc.Err()
+}
+
+// errorCode reads the code of an OpenAI-shaped error body.
+func errorCode(b []byte) string {
+	var v struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &v) != nil || v.Error.Code == nil {
+		return ""
+	}
+	switch c := v.Error.Code.(type) {
+	case string:
+		return c
+	case float64:
+		return strconv.FormatFloat(c, 'f', -1, 64)
+	}
+	return fmt.Sprint(v.Error.Code)
+}
+
+func (r *runner) record(ob sim.RequestObservation, doneAt time.Time) {
+	ob.DoneAt = r.offset(doneAt)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done[ob.N] = &ob
+	r.res.RequestLog = append(r.res.RequestLog, ob)
+	r.res.Statuses[ob.Status]++
+	r.res.Results[ob.Result]++
+	if file := ob.DoneAt; file > r.res.Simulated {
+		r.res.Simulated = file
+	}
+}

@@ -1,0 +1,289 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/sim"
+)
+
+// Scale returns a copy of sc with every duration of the file and of its
+// settings divided by speed (CONTRACTS §4: `replay -speed N`), and the
+// things it could not scale exactly, as warnings:
+//
+//   - offsets (traffic, actions, rules, expects), gaps, client timeouts,
+//     latencies, jitter, stream intervals and stalls; stream throughput is
+//     multiplied;
+//   - every `*Ms` setting (and `maxRetryWaitSec`), also in `set` actions;
+//     the scaled settings become the scenario's only layer, and a `set`
+//     action carries its full resolved, scaled tree;
+//   - upstream hints in headers: `Retry-After` in seconds (rounded up to a
+//     whole second when speed does not divide it) and headers whose value is
+//     a Go duration (`x-ratelimit-reset-requests: 12s`);
+//   - `cooldown:` and `remaining:` of state expects.
+//
+// What it cannot scale: hints written in response bodies ("retry after
+// 20s", Gemini retryDelay), the model's built-in constants that are not
+// settings (the expired and request-rejected ladders, their 24 h windows),
+// the daily quota reset, and `retryAfter:` request expects (whole seconds;
+// they are dropped with a warning). Settings the normalisation clamps after
+// scaling are reported too. speed 1 returns sc itself.
+func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
+	if speed <= 0 || math.IsNaN(speed) || math.IsInf(speed, 0) {
+		return nil, nil, fmt.Errorf("speed must be a positive number, got %v", speed)
+	}
+	if speed == 1 {
+		return sc, nil, nil
+	}
+	s := &scaler{speed: speed}
+	out := *sc
+	d := s.d
+	out.Traffic = slices.Clone(sc.Traffic)
+	for i := range out.Traffic {
+		t := &out.Traffic[i]
+		t.At, t.Every, t.Timeout = d(t.At), d(t.Every), d(t.Timeout)
+	}
+	set, err := s.settings(sc.Settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	out.Settings = set
+	out.Layers = []model.NamedLayer{{Name: fmt.Sprintf("scenario ÷%v", speed), Tree: set.Layer()}}
+	out.Actions = slices.Clone(sc.Actions)
+	var stack []model.NamedLayer
+	for i := range out.Actions {
+		a := &out.Actions[i]
+		a.At = d(a.At)
+		if a.Kind != sim.ActSet {
+			continue
+		}
+		stack = append(stack, model.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
+		full, _, err := model.Resolve(append(slices.Clone(sc.Layers), stack...)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("action line %d: %w", a.Line, err)
+		}
+		fs, err := s.settings(full)
+		if err != nil {
+			return nil, nil, err
+		}
+		a.Settings = fs.Layer()
+	}
+	out.Rules = make([]faults.Rule, len(sc.Rules))
+	for i, r := range sc.Rules {
+		r.From, r.Until = d(r.From), d(r.Until)
+		if r.Flap != nil {
+			f := *r.Flap
+			f.Down, f.Up = d(f.Down), d(f.Up)
+			r.Flap = &f
+		}
+		if r.Respond != nil {
+			x := s.response(*r.Respond, r.Line)
+			r.Respond = &x
+		}
+		if r.Sequence != nil {
+			seq := make([]faults.Response, len(r.Sequence))
+			for j := range r.Sequence {
+				seq[j] = s.response(r.Sequence[j], r.Line)
+			}
+			r.Sequence = seq
+		}
+		out.Rules[i] = r
+	}
+	out.Expects = slices.Clone(sc.Expects)
+	for i := range out.Expects {
+		e := &out.Expects[i]
+		e.At, e.From, e.Until = d(e.At), d(e.From), d(e.Until)
+		if e.RetryAfter != nil {
+			s.warn("line %d: retryAfter (whole seconds) cannot be scaled; not checked at speed %v", e.Line, speed)
+			e.RetryAfter = nil
+		}
+		if len(e.Connections) > 0 {
+			m := make(map[string]sim.ConnExpect, len(e.Connections))
+			for k, c := range e.Connections {
+				c.Cooldown = d(c.Cooldown)
+				m[k] = c
+			}
+			e.Connections = m
+		}
+		if len(e.Lockouts) > 0 {
+			e.Lockouts = slices.Clone(e.Lockouts)
+			for j := range e.Lockouts {
+				e.Lockouts[j].Remaining = d(e.Lockouts[j].Remaining)
+			}
+		}
+	}
+	return &out, s.warnings, nil
+}
+
+type scaler struct {
+	speed    float64
+	warnings []string
+}
+
+func (s *scaler) warn(format string, args ...any) {
+	s.warnings = append(s.warnings, fmt.Sprintf(format, args...))
+}
+
+// d scales a duration, to whole milliseconds (the model's unit).
+func (s *scaler) d(v time.Duration) time.Duration {
+	if v == 0 {
+		return 0
+	}
+	ms := math.Round(float64(v) / s.speed / float64(time.Millisecond))
+	return max(time.Duration(ms)*time.Millisecond, time.Millisecond)
+}
+
+func (s *scaler) response(r faults.Response, line int) faults.Response {
+	r.Latency, r.Jitter = s.d(r.Latency), s.d(r.Jitter)
+	r.Stream.Interval, r.Stream.StallFor = s.d(r.Stream.Interval), s.d(r.Stream.StallFor)
+	if r.Stream.BytesPerSecond > 0 {
+		r.Stream.BytesPerSecond = max(1, int(math.Round(float64(r.Stream.BytesPerSecond)*s.speed)))
+	}
+	if len(r.Headers) > 0 {
+		h := make(map[string]string, len(r.Headers))
+		for k, v := range r.Headers {
+			h[k] = s.header(k, v, line)
+		}
+		r.Headers = h
+	}
+	if r.Body != "" && hintInBody(r.Body) {
+		s.warn("line %d: a retry hint in a response body is not scaled", line)
+	}
+	return r
+}
+
+func hintInBody(b string) bool {
+	l := strings.ToLower(b)
+	return strings.Contains(l, "retry") || strings.Contains(l, "reset")
+}
+
+// header scales a retry hint header.
+func (s *scaler) header(name, v string, line int) string {
+	if strings.EqualFold(name, "Retry-After") {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			s.warn("line %d: Retry-After %q is not in seconds; not scaled", line, v)
+			return v
+		}
+		x := n / s.speed
+		c := math.Ceil(x)
+		if c != x {
+			s.warn("line %d: Retry-After %s ÷ %v is not a whole second; rounded up to %v", line, v, s.speed, c)
+		}
+		return strconv.FormatInt(int64(c), 10)
+	}
+	if dv, err := time.ParseDuration(strings.TrimSpace(v)); err == nil && dv > 0 {
+		return s.d(dv).String()
+	}
+	return v
+}
+
+// settings scales every *Ms field (model.Millis, also as map values) and
+// maxRetryWaitSec, then normalises; a value the clamps move is reported.
+func (s *scaler) settings(in model.Settings) (model.Settings, error) {
+	out := in // walk replaces every map and slice it changes: in is not modified
+	v := reflect.ValueOf(&out).Elem()
+	s.walk(v, "")
+	resolved, _, err := model.Resolve(model.NamedLayer{Name: "replay", Tree: out.Layer()})
+	if err != nil {
+		return out, fmt.Errorf("scaled settings: %w", err)
+	}
+	a, b := flatten(out.Layer()), flatten(resolved.Layer())
+	for _, k := range sortedKeys(a) {
+		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
+			s.warn("setting %s scaled to %v is clamped to %v by the normalisation", k, a[k], b[k])
+		}
+	}
+	return resolved, nil
+}
+
+var millisType = reflect.TypeOf(model.Millis(0))
+
+func (s *scaler) walk(v reflect.Value, path string) {
+	switch v.Kind() {
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			s.walk(v.Field(i), path+"."+f.Name)
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), v.Len())
+		it := v.MapRange()
+		for it.Next() {
+			x := reflect.New(v.Type().Elem()).Elem()
+			x.Set(it.Value())
+			s.walk(x, path+"."+it.Key().String())
+			m.SetMapIndex(it.Key(), x)
+		}
+		v.Set(m)
+	case reflect.Slice:
+		if v.IsNil() {
+			return
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(c, v)
+		for i := 0; i < c.Len(); i++ {
+			s.walk(c.Index(i), path)
+		}
+		v.Set(c)
+	case reflect.Int64:
+		if v.Type() == millisType {
+			v.SetInt(int64(s.ms(model.Millis(v.Int()))))
+		}
+	case reflect.Int:
+		if strings.HasSuffix(path, "Sec") && v.Int() > 0 {
+			v.SetInt(int64(math.Max(1, math.Ceil(float64(v.Int())/s.speed))))
+		}
+	}
+}
+
+func (s *scaler) ms(m model.Millis) model.Millis {
+	if m <= 0 {
+		return m
+	}
+	return model.Millis(max(1, math.Round(float64(m)/s.speed)))
+}
+
+// flatten turns a settings tree into path → leaf value.
+func flatten(l model.Layer) map[string]any {
+	out := map[string]any{}
+	var rec func(prefix string, v any)
+	rec = func(prefix string, v any) {
+		if m, ok := v.(map[string]any); ok {
+			for k, x := range m {
+				rec(strings.TrimPrefix(prefix+"."+k, "."), x)
+			}
+			return
+		}
+		if m, ok := v.(model.Layer); ok {
+			rec(prefix, map[string]any(m))
+			return
+		}
+		out[prefix] = v
+	}
+	rec("", map[string]any(l))
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
