@@ -75,7 +75,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(buf)+len(chunk) > MaxLineBytes+1 {
-			// Skip the rest so the error names the right line, then stop.
+			// Stop here: the caller names this line and gives up.
 			return nil, errLineTooLong
 		}
 		buf = append(buf, chunk...)
