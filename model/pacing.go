@@ -111,7 +111,9 @@ func (l *Limiter) prune(now int64) {
 		i++
 	}
 	if i > 0 {
-		l.Hits = slices.Delete(l.Hits, 0, i)
+		// Reslice, do not shift: append reallocates when the tail is full
+		// and then copies only the live hits (amortised O(1) per hit).
+		l.Hits = l.Hits[i:]
 	}
 	for m, p := range l.ModelPaused {
 		if p <= now {

@@ -3,6 +3,8 @@ package model
 import (
 	"encoding/json"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // SPEC §5 body-declared retry: pacing vs lockout is a pure function of the
@@ -243,4 +245,89 @@ func TestFlowRecordLocalSpec5(t *testing.T) {
 	if v := e.Connections(at(0), "p"); v[0].Status != StatusActive || v[0].CooldownRemainingMs != 0 {
 		t.Fatalf("a local refusal never cools the connection: %+v", v[0])
 	}
+	// SPEC §4: a saturated gate never disables a provider or creates a lockout
+	if st := stateAt(e, at(0), "p"); st != Closed || len(e.Lockouts(at(0))) != 0 {
+		t.Fatalf("a local refusal must be neutral: breaker %v, lockouts %v", st, e.Lockouts(at(0)))
+	}
+}
+
+// The limiter check on the decision path (SPEC §5 performance target: ≤ 1
+// µs): one Reserve per dispatch on a connection with rpm 600 and minTimeMs
+// 0, in steady state (hits leave the window as new ones arrive).
+func BenchmarkPaceLimiterReserve(b *testing.B) {
+	var l Limiter
+	lim := ConnLimits{RPM: 600}
+	now := int64(at(0))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		now += 100 // 600 per minute: always admitted at once
+		if d := l.Reserve(now, "m1", lim, 0, 30_000); d.Code != "" {
+			b.Fatal(d)
+		}
+	}
+}
+
+// BenchmarkPaceBodyRetry: the pacing-vs-lockout decision.
+func BenchmarkPaceBodyRetry(b *testing.B) {
+	h := Hint{Ms: 86_399_000, Source: HintRetryInfo}
+	b.ReportAllocs()
+	var sink RetryPlan
+	for i := 0; i < b.N; i++ {
+		sink = BodyRetry(h, LimiterScope(i&1), 30_000)
+	}
+	_ = sink
+}
+
+// SPEC §5 / "does better" 16, as a property: whatever the arrivals, pauses
+// and budgets, a connection's limiter never books more than rpm dispatches
+// in any 60 s window, never two closer than minTimeMs, never one inside a
+// pause, and never one past the caller's queue budget (it refuses instead).
+func TestRapidLimiterInvariantsSpec5(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := ConnLimits{RPM: rapid.IntRange(0, 5).Draw(t, "rpm"), MinTimeMs: rapid.Int64Range(0, 3000).Draw(t, "minTime")}
+		var l Limiter
+		now := int64(at(0))
+		var booked []int64
+		type pause struct{ from, until int64 }
+		var pauses []pause
+		for i, n := 0, rapid.IntRange(1, 40).Draw(t, "n"); i < n; i++ {
+			now += rapid.Int64Range(0, 20_000).Draw(t, "gap")
+			if rapid.IntRange(0, 5).Draw(t, "pause?") == 0 {
+				u := now + rapid.Int64Range(1, 90_000).Draw(t, "pauseMs")
+				l.Pause("", u)
+				pauses = append(pauses, pause{now, u})
+			}
+			left := rapid.Int64Range(0, 120_000).Draw(t, "queueLeft")
+			d := l.Reserve(now, "m", lim, 0, left)
+			if d.Code != "" {
+				if d.Code != CodeRateLimitQueueTimeout || d.AtMs-now <= left {
+					t.Fatalf("refused without cause: %+v (left %d)", d, left)
+				}
+				continue
+			}
+			if d.AtMs < now || d.AtMs-now > left {
+				t.Fatalf("booked %d outside [now %d, now+left %d]", d.AtMs, now, now+left)
+			}
+			for _, p := range pauses {
+				if p.from <= now && d.AtMs < p.until && d.AtMs >= p.from {
+					t.Fatalf("booked %d inside the pause [%d, %d)", d.AtMs, p.from, p.until)
+				}
+			}
+			if k := len(booked); k > 0 && lim.MinTimeMs > 0 && d.AtMs-booked[k-1] < lim.MinTimeMs {
+				t.Fatalf("minTimeMs %d violated: %d after %d", lim.MinTimeMs, d.AtMs, booked[k-1])
+			}
+			booked = append(booked, d.AtMs)
+			if lim.RPM > 0 {
+				in := 0
+				for _, b := range booked {
+					if b > d.AtMs-PaceWindowMs && b <= d.AtMs {
+						in++
+					}
+				}
+				if in > lim.RPM {
+					t.Fatalf("%d dispatches in the 60 s window ending %d, rpm %d", in, d.AtMs, lim.RPM)
+				}
+			}
+		}
+	})
 }

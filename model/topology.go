@@ -62,6 +62,9 @@ type ProviderConfig struct {
 	// trailing "*", by prefix.
 	QuotaFamilies map[string][]string `json:"quotaFamilies,omitempty"`
 	Connections   []ConnectionConfig  `json:"connections"`
+	// MaxConcurrent is the provider-wide cap of the composite gate (SPEC §4;
+	// read by the simulator's gate, the proxy keeps a live copy); 0 = none.
+	MaxConcurrent int `json:"maxConcurrent,omitempty"`
 }
 
 // ConnectionConfig is one account or key of a provider.
@@ -78,6 +81,9 @@ type ConnectionConfig struct {
 	ModelConcurrency    map[string]int `json:"modelConcurrency,omitempty"`
 	Limits              ConnLimits     `json:"limits,omitempty"`
 	MaxWaitMs           int64          `json:"maxWaitMs,omitempty"`
+	// EgressIP is a configured egress address (an egress proxy); the
+	// shells feed it to SetEgressIP for every attempt (SPEC §7).
+	EgressIP string `json:"egressIp,omitempty"`
 	// SpendWall opts the connection into the spend-wall lane and session
 	// limit reset (SPEC §2b; model/spendwall.go).
 	SpendWall SpendWallConfig `json:"spendWall,omitzero"`

@@ -442,6 +442,9 @@ func (s *anStream) event(dst, data []byte) []byte {
 	case "message_stop":
 		return append(dst, doneBytes...)
 	case "error":
+		if !isErrorEvent(data) { // an error event without an error object
+			return malformedEvent(dst, "anthropic")
+		}
 		return passError(dst, data)
 	}
 	// ping, content_block_stop, signature and citation deltas, and types

@@ -160,6 +160,7 @@ func (rs *reqState) run() int {
 		if rs.ctx.Err() != nil {
 			return rs.clientGone()
 		}
+		rs.refreshHeld()
 		g.lock()
 		step := rs.flow.Next(g.modelNow(), g.eng, rs.sel)
 		g.unlock()

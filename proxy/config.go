@@ -102,6 +102,7 @@ type ConnectionConfig struct {
 	RateLimitOverrides  RateLimitOverrides `yaml:"rateLimitOverrides"`
 	RateLimitProtection bool               `yaml:"rateLimitProtection"`
 	SpendWall           SpendWallConfig    `yaml:"spendWall"` // SPEC §2b (proxy/spendwall.go)
+	EgressIP            string             `yaml:"egressIp"`  // SPEC §7: set when requests leave through an egress proxy; else learned
 }
 
 // RateLimitOverrides are a connection's admission overrides (SPEC §4, §5).
@@ -643,6 +644,9 @@ func (c *Config) validate() []error {
 			if cn.RateLimitOverrides.RPM < 0 {
 				add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
 			}
+			if cn.EgressIP != "" && net.ParseIP(cn.EgressIP) == nil {
+				add(c.errAt(cf+".egressIp", "want an IP address, got %q", cn.EgressIP))
+			}
 			if field, problem := cn.SpendWall.validate(); field != "" {
 				add(c.errAt(cf+".spendWall."+field, "%s", problem))
 			}
@@ -766,6 +770,7 @@ func (c *Config) Topology() (model.Topology, error) {
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
 				RateLimitProtection: cn.RateLimitProtection, // SPEC §5: who goes through the admission queue
+				EgressIP:            cn.EgressIP,            // SPEC §7
 				SpendWall:           cn.SpendWall.model()})  // SPEC §2b
 		}
 		t.Providers = append(t.Providers, pc)

@@ -50,6 +50,15 @@ func (p *egressProbe) ip() string {
 	return ""
 }
 
+// egressOf is the attempt's egress IP: the connection's configured egressIp
+// (an egress proxy), else the local address the probe saw.
+func egressOf(c *connRuntime, p *egressProbe) string {
+	if c.cfg.EgressIP != "" {
+		return c.cfg.EgressIP
+	}
+	return p.ip()
+}
+
 func hostIP(a net.Addr) string {
 	switch t := a.(type) {
 	case *net.TCPAddr:

@@ -26,7 +26,7 @@ providers:
 
 const rateLimit429 = `{"error":{"message":"Rate limit exceeded, slow down","type":"rate_limit_exceeded"}}`
 
-func egressOf(t *testing.T, g *gw, conn string) string {
+func egressSeen(t *testing.T, g *gw, conn string) string {
 	t.Helper()
 	g.g.lock()
 	defer g.g.unlock()
@@ -51,7 +51,7 @@ func TestEgressBucketCoolsSiblingsSpec7(t *testing.T) {
 			t.Fatalf("warm-up %d: %d %s", i, r.code, r.body)
 		}
 	}
-	ip1, ip2 := egressOf(t, g, "k1"), egressOf(t, g, "k2")
+	ip1, ip2 := egressSeen(t, g, "k1"), egressSeen(t, g, "k2")
 	if ip1 == "" || ip1 != ip2 || net.ParseIP(ip1) == nil {
 		t.Fatalf("egress IPs not learned: k1=%q k2=%q", ip1, ip2)
 	}
@@ -93,7 +93,7 @@ func TestEgressRestoredFromRequestLogSpec7(t *testing.T) {
 	st.LogAttempt(store.LogRecord{Time: now.Add(-48 * time.Hour), RequestID: "old", Provider: "oc", Connection: "k2", Model: "m",
 		Status: 200, EgressIP: "198.51.100.1"})
 	g := newGWStore(t, up, egressConfig, st)
-	if a, b := egressOf(t, g, "k1"), egressOf(t, g, "k2"); a != "203.0.113.7" || b != "203.0.113.7" {
+	if a, b := egressSeen(t, g, "k1"), egressSeen(t, g, "k2"); a != "203.0.113.7" || b != "203.0.113.7" {
 		t.Fatalf("egress IPs not restored from the request log: %q %q", a, b)
 	}
 	// The live attempt goes out from 127.0.0.1; the sibling still carries
@@ -103,7 +103,7 @@ func TestEgressRestoredFromRequestLogSpec7(t *testing.T) {
 	if r := g.chat("oc/m"); r.code != 200 {
 		t.Fatalf("k2 serves: its last known IP differs from k1's live one: %d %s", r.code, r.body)
 	}
-	if !strings.HasPrefix(egressOf(t, g, "k1"), "127.") {
-		t.Fatalf("the live attempt's IP replaces the restored one: %q", egressOf(t, g, "k1"))
+	if !strings.HasPrefix(egressSeen(t, g, "k1"), "127.") {
+		t.Fatalf("the live attempt's IP replaces the restored one: %q", egressSeen(t, g, "k1"))
 	}
 }

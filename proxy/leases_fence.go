@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/store"
@@ -18,8 +19,7 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 	g := rs.g
 	owner, genText := rs.r.Header.Get(hdrLeaseOwner), rs.r.Header.Get(hdrLeaseGeneration)
 	if owner == "" && genText == "" {
-		rs.flow.Held = g.leases.heldFor(g.modelNow())
-		return false, 0
+		return false, 0 // not managed: refreshHeld keeps it off leased connections
 	}
 	if rs.key == nil || !g.leases.managed[rs.key.id] {
 		return true, writeLeaseError(rs.w, model.CodeLeaseKeyConfig, "lease headers need an API key with scope "+model.LeaseScope+" and a non-empty allowedConnections")
@@ -42,6 +42,10 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 	if f != model.FenceValid {
 		return true, writeLeaseError(rs.w, f.Code(), fenceMessage(f))
 	}
+	if !slices.Contains(rs.key.allowed, row.Conn) {
+		// The key's configuration changed since the lease was taken.
+		return true, writeLeaseError(rs.w, model.CodeLeaseKeyConfig, "the leased connection is no longer in this key's allowedConnections")
+	}
 	if row.Conn.Provider != rs.flow.Route.Provider {
 		return true, writeLeaseError(rs.w, model.CodeLeaseConnMismatch, "the leased connection's provider does not serve this model")
 	}
@@ -62,11 +66,11 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 func (rs *reqState) leaseMove(owner string, claim *model.LeaseClaim, row model.LeaseRow) (model.LeaseRow, bool) {
 	g := rs.g
 	now := g.modelNow()
+	held := g.leases.heldFor(now) // includes ours: excluded as lease_held, not a target
 	g.lock()
 	g.eng.Select(now, &model.Request{Route: rs.flow.Route, Allowed: []model.ConnRef{row.Conn}}, rs.sel)
 	blocked := len(rs.sel.Candidates) == 0 && len(rs.sel.Excluded) > 0
 	if blocked {
-		held := g.leases.heldFor(now) // includes ours: excluded as lease_held, not a target
 		g.eng.Select(now, &model.Request{Route: rs.flow.Route, Allowed: rs.key.allowed, Held: held}, rs.sel)
 	}
 	g.unlock()
@@ -126,4 +130,14 @@ func (rs *reqState) abandonAttempt(a *model.Attempt) {
 	g.lock()
 	rs.flow.Record(g.modelNow(), g.eng, a, model.Outcome{Kind: model.OutcomeClientAbort}, false)
 	g.unlock()
+}
+
+// refreshHeld gives a request without a lease, before every flow step, the
+// connections leased now (SPEC §2d: excluded as lease_held), so a lease
+// taken while the request runs is respected from its next attempt on. A
+// managed request is restricted to its own connection instead.
+func (rs *reqState) refreshHeld() {
+	if rs.lease == nil {
+		rs.flow.Held = rs.g.leases.heldFor(rs.g.modelNow())
+	}
 }

@@ -173,6 +173,7 @@ func decodeLeaseRequest(body []byte, h http.Header) (leaseCall, error) {
 	default:
 		return bad("unknown action; want acquire, renew, release or status")
 	}
+	c.ttlMs = model.DefaultLeaseTTLMs
 	if len(v.TTLMs) > 0 && string(v.TTLMs) != "null" {
 		if c.action != "acquire" && c.action != "renew" {
 			return bad("ttlMs applies to acquire and renew only")
@@ -183,7 +184,7 @@ func decodeLeaseRequest(body []byte, h http.Header) (leaseCall, error) {
 		}
 		c.ttlMs = ms
 	}
-	if c.ttlMs, _ = model.ClampLeaseTTLMs(c.ttlMs); c.action == "acquire" {
+	if c.action == "acquire" {
 		if v.Model == nil || strings.TrimSpace(*v.Model) == "" {
 			return bad("field \"model\" is required for acquire")
 		}

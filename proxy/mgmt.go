@@ -89,6 +89,8 @@ func surface(path string) string {
 	switch {
 	case strings.HasPrefix(path, "/v1/"):
 		return "client"
+	case path == "/api/v1/session-leases": // client key auth, not management
+		return "leases"
 	case strings.HasPrefix(path, "/api/"):
 		return "management"
 	case path == "/metrics":

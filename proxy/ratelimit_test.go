@@ -213,3 +213,84 @@ providers:
 		t.Fatalf("the flag must survive a restart: %s", b)
 	}
 }
+
+// SPEC §4 quota-share: a quota-share combo's requests queue on the
+// connection's maxConcurrent semaphore and fail open (proceed without a
+// slot) when the queue budget ends; with quotaShareConcurrencyLimit off they
+// are not serialized at all; an ordinary request on the same connection
+// meets a hard cap (503 SEMAPHORE_TIMEOUT).
+func TestQuotaShareFailOpenSpec4(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		up := newFakeUp(t)
+		var mu sync.Mutex
+		var starts []time.Time
+		up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			time.Sleep(400 * time.Millisecond)
+			okJSON("hi")(w, r, n)
+		})
+		cfg := `
+providers:
+  - id: p
+    profile: oauth
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: k, maxConcurrent: 1, rateLimitOverrides: {maxWaitMs: 150}}
+combos:
+  - {id: shared, mode: quota-share, targets: [p/m]}
+resilience:
+  waitForCooldown: {enabled: false}
+  comboCooldownWait: {enabled: false}
+  quotaShareConcurrencyLimit: {enabled: ` + map[bool]string{true: "true", false: "false"}[on] + `}
+`
+		g := newGW(t, up, cfg)
+		var wg sync.WaitGroup
+		codes := make([]int, 2)
+		for i := range codes {
+			wg.Add(1)
+			go func() { defer wg.Done(); codes[i] = g.chat("shared").code }()
+			time.Sleep(20 * time.Millisecond)
+		}
+		wg.Wait()
+		if codes[0] != 200 || codes[1] != 200 {
+			t.Fatalf("on=%v: quota-share never refuses a dispatchable request: %v", on, codes)
+		}
+		mu.Lock()
+		gap := starts[1].Sub(starts[0])
+		mu.Unlock()
+		if on && gap < 140*time.Millisecond {
+			t.Fatalf("on: the second request must wait its queue budget before failing open, gap %s", gap)
+		}
+		if !on && gap > 120*time.Millisecond {
+			t.Fatalf("off: no serialization, gap %s", gap)
+		}
+		// the same cap is hard for an ordinary request
+		var hard [2]resp
+		wg.Add(1)
+		go func() { defer wg.Done(); hard[0] = g.chat("p/m") }()
+		time.Sleep(20 * time.Millisecond)
+		hard[1] = g.chat("p/m")
+		wg.Wait()
+		if hard[0].code != 200 || hard[1].code != 503 || hard[1].errCode() != "SEMAPHORE_TIMEOUT" {
+			t.Fatalf("on=%v: ordinary requests meet the hard cap: %d, %d %s", on, hard[0].code, hard[1].code, hard[1].body)
+		}
+	}
+}
+
+// SPEC §5 / §11.1: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=off turns the apikey
+// safety net off: an apikey connection with minTimeMs is no longer queued.
+func TestAutoEnableEnvOffSpec5(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, pacedConfig("100"), "BREAKWATER_RATE_LIMIT_AUTO_ENABLE=off")
+	if b := g.do("GET", "/api/rate-limits", "").body; !strings.Contains(b, `"enabled":false`) {
+		t.Fatalf("safety net off: the apikey connection is not queued: %s", b)
+	}
+	for i := 0; i < 2; i++ { // minTimeMs 300 > maxWaitMs 100 would refuse the second if queued
+		if r := g.chat("p/m"); r.code != 200 {
+			t.Fatalf("request %d: %d %s", i, r.code, r.body)
+		}
+	}
+}

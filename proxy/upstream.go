@@ -119,7 +119,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	rs.ctx = probe.trace(ctx0) // learn the attempt's egress IP (SPEC §7, proxy/egress.go)
 	out := rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
 	rs.ctx = ctx0
-	out.egressIP = probe.ip()
+	out.egressIP = egressOf(conn, probe)
 	recorded = true
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)

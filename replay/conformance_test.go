@@ -2,7 +2,9 @@ package replay
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,20 +61,38 @@ func TestConformanceSimVsGateway(t *testing.T) {
 			if !sres.Passed {
 				t.Fatalf("the simulator fails %s: %v %v", c.file, sres.Failures, sres.Violations)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			res, err := Run(ctx, sc, Options{Speed: c.speed})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range res.Failures {
-				t.Errorf("gateway: line %d at %v: %s: expected %s, found %s", f.Line, f.At, f.What, f.Expected, f.Found)
-			}
-			if len(ob.Requests) == 0 || len(res.RequestLog) != len(ob.Requests) {
-				t.Errorf("requests: sim %d, gateway %d", len(ob.Requests), len(res.RequestLog))
-			}
-			for _, d := range Compare(&ob, res) {
-				t.Errorf("differs: %s", d)
+			// Wall-clock runs share two cores with the rest of the suite
+			// (and with each other: the cases run in parallel), so one
+			// scheduling hiccup may move a boundary. A real divergence
+			// reproduces: a case fails only when a second run differs too.
+			var res *Result
+			for try := 1; ; try++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				res, err = Run(ctx, sc, Options{Speed: c.speed})
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var problems []string
+				for _, f := range res.Failures {
+					problems = append(problems, fmt.Sprintf("gateway: line %d at %v: %s: expected %s, found %s", f.Line, f.At, f.What, f.Expected, f.Found))
+				}
+				if len(ob.Requests) == 0 || len(res.RequestLog) != len(ob.Requests) {
+					problems = append(problems, fmt.Sprintf("requests: sim %d, gateway %d", len(ob.Requests), len(res.RequestLog)))
+				}
+				for _, d := range Compare(&ob, res) {
+					problems = append(problems, fmt.Sprintf("differs: %s", d))
+				}
+				if len(problems) == 0 {
+					break
+				}
+				if try == 2 {
+					for _, p := range problems {
+						t.Error(p)
+					}
+					break
+				}
+				t.Logf("run 1 differed (max lag %v); running again: %s", res.MaxLag, strings.Join(problems, "; "))
 			}
 			t.Logf("%s at %v×: %d requests, %d state reads, wall %v, max lag %v", c.file, c.speed, len(res.RequestLog), len(res.States), res.Wall.Round(time.Millisecond), res.MaxLag)
 		})

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"net"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,11 @@ func (l *loader) connAdmission(key string, v *yaml.Node, f string, c *model.Conn
 		c.MaxConcurrent = l.d.NonNegInt(v, f)
 	case "rateLimitProtection":
 		c.RateLimitProtection = l.d.Bool(v, f)
+	case "egressIp":
+		c.EgressIP = l.d.String(v, f)
+		if net.ParseIP(c.EgressIP) == nil {
+			l.d.Errf(v, f, "want an IP address, got %q", c.EgressIP)
+		}
 	case "rateLimitOverrides":
 		l.d.Map(v, f, rateLimitKeys, func(k string, _, v *yaml.Node) {
 			kf := yamlnode.Join(f, k)

@@ -200,7 +200,7 @@ var (
 	providerKeys = []string{"id", "type", "profile", "models", "strategy", "connections", "perModelQuota",
 		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent"}
 	connectionKeys = []string{"id", "priority", "weight", "disableCooling", "apiKey", "maxConcurrent",
-		"rateLimitOverrides", "rateLimitProtection", "spendWall"}
+		"rateLimitOverrides", "rateLimitProtection", "spendWall", "egressIp"}
 	comboKeys  = []string{"id", "strategy", "targets", "mode"}
 	targetKeys = []string{"target", "weight", "connection"}
 )
@@ -275,7 +275,9 @@ func (l *loader) providers(n *yaml.Node) {
 				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
 					p.QuotaFamilies[key] = l.d.StringList(v, yamlnode.Join(ff, key))
 				})
-			case "baseURL", "maxConcurrent":
+			case "maxConcurrent":
+				p.MaxConcurrent = l.d.NonNegInt(v, ff) // the composite gate's provider layer (sim/admission.go)
+			case "baseURL":
 				l.warn(v, ff, "ignored by the simulator (used by replay and serve)")
 			case "connections":
 				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
@@ -570,7 +572,7 @@ func (l *loader) actions(n *yaml.Node) {
 			return
 		}
 		switch a.Kind {
-		case sim.ActResetConnection, sim.ActConnectionTest:
+		case sim.ActResetConnection, sim.ActConnectionTest, sim.ActLeaseAcquire, sim.ActLeaseRelease:
 			if len(a.Connections) == 0 {
 				l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection)", a.Kind)
 			}

@@ -10,7 +10,8 @@ import (
 // proxy/ratelimit.go and proxy/admission.go: an attempt the flow began first
 // passes its connection's limiter (model.Limiter: pacing, body-declared
 // retry pauses, learned windows), then the composite concurrency gate
-// (model.Admit: global → connection → model, quota-share fail-open), then
+// (model.Admit: global → provider → connection → model, quota-share
+// fail-open), then
 // reaches the upstream. Every rule is the model's; this file only keeps the
 // counters and queues and schedules the events. A refusal is recorded as a
 // local outcome (model.Flow.RecordLocal): neutral for upstream health, the
@@ -20,11 +21,15 @@ import (
 type admission struct {
 	lims    map[model.ConnRef]*model.Limiter
 	global  model.Slots
+	provs   map[string]int // slots in use per provider
 	conns   map[model.ConnRef]*gateConn
 	waiters []int32           // request ids waiting for the gate, FIFO
 	pending map[int32]*queued // request id → its queued attempt
 	held    map[int32]heldSlot
 	cfg     map[model.ConnRef]*model.ConnectionConfig
+	// refused counts each request's locally refused tries: they are flow
+	// attempts but not upstream calls (a window's upstreamCalls).
+	refused map[int32]int
 }
 
 type gateConn struct {
@@ -41,6 +46,11 @@ type queued struct {
 	granted  bool   // the gate handed it a slot; evAdmitGo begins it
 	failOpen bool
 	noConn   bool // quota-share with its serialization off (SPEC §4)
+	// checked: the selection invariants ran when the attempt entered the
+	// queue (selection time); begin must not re-check them at dispatch,
+	// when its connection may have started cooling meanwhile (the proxy
+	// dispatches such an attempt too: it was selected while eligible).
+	checked bool
 }
 
 type heldSlot struct {
@@ -54,6 +64,8 @@ func (ad *admission) init() {
 	ad.pending = map[int32]*queued{}
 	ad.held = map[int32]heldSlot{}
 	ad.cfg = map[model.ConnRef]*model.ConnectionConfig{}
+	ad.refused = map[int32]int{}
+	ad.provs = map[string]int{}
 }
 
 func (s *sim) connCfg(ref model.ConnRef) *model.ConnectionConfig {
@@ -74,8 +86,18 @@ func (s *sim) connCfg(ref model.ConnRef) *model.ConnectionConfig {
 }
 
 // capped reports whether any concurrency cap can apply to the connection.
-func (s *sim) capped(c *model.ConnectionConfig) bool {
-	return s.set.RequestQueue.GlobalMaxConcurrent > 0 || (c != nil && (c.MaxConcurrent > 0 || len(c.ModelConcurrency) > 0))
+func (s *sim) capped(provider string, c *model.ConnectionConfig) bool {
+	return s.set.RequestQueue.GlobalMaxConcurrent > 0 || s.provCap(provider) > 0 ||
+		(c != nil && (c.MaxConcurrent > 0 || len(c.ModelConcurrency) > 0))
+}
+
+func (s *sim) provCap(provider string) int {
+	for i := range s.sc.Topology.Providers {
+		if p := &s.sc.Topology.Providers[i]; p.ID == provider {
+			return p.MaxConcurrent
+		}
+	}
+	return 0
 }
 
 // queueLeft is what is left of the request's queue budget (the connection's
@@ -97,12 +119,23 @@ func (s *sim) admit(id int32, a *model.Attempt) {
 	}
 	ref := model.ConnRef{Provider: a.Provider, Connection: a.Connection}
 	c := s.connCfg(ref)
-	if !a.Limited && !s.capped(c) {
+	if c != nil && c.EgressIP != "" {
+		// The attempt goes out from the connection's egress IP (SPEC §7):
+		// known before its outcome is recorded, as in the proxy.
+		_ = s.eng.SetEgressIP(s.now, ref, c.EgressIP)
+		s.drain()
+	}
+	if !a.Limited && !s.capped(a.Provider, c) {
 		s.begin(id, a) // nothing to queue for: the common case costs no allocation
 		return
 	}
 	q := &queued{a: *a}
 	q.failOpen, q.noConn = s.set.QuotaShareAdmission(s.quotaShare(id))
+	if !s.opts.NoInvariants {
+		pre := s.mirror.preBegin(a.Provider, a.Connection)
+		s.checkBegin(&pre, a)
+		q.checked = true
+	}
 	s.adm.pending[id] = q
 	if a.Limited {
 		l := s.limiter(ref)
@@ -176,7 +209,7 @@ func (s *sim) gateConn(ref model.ConnRef) *gateConn {
 func (s *sim) gateInput(ref model.ConnRef, m string) model.AdmitInput {
 	g := s.gateConn(ref)
 	in := model.AdmitInput{Global: model.Slots{InUse: s.adm.global.InUse, Cap: s.set.RequestQueue.GlobalMaxConcurrent},
-		Connection: g.slots, Queued: g.queued}
+		Provider: model.Slots{InUse: s.adm.provs[ref.Provider], Cap: s.provCap(ref.Provider)}, Connection: g.slots, Queued: g.queued}
 	if c := s.connCfg(ref); c != nil && c.ModelConcurrency[m] > 0 {
 		in.Model = model.Slots{InUse: g.models[m], Cap: c.ModelConcurrency[m]}
 	}
@@ -186,6 +219,7 @@ func (s *sim) gateInput(ref model.ConnRef, m string) model.AdmitInput {
 func (s *sim) take(id int32, ref model.ConnRef, m string) {
 	g := s.gateConn(ref)
 	s.adm.global.InUse++
+	s.adm.provs[ref.Provider]++
 	g.slots.InUse++
 	g.models[m]++
 	s.adm.held[id] = heldSlot{ref: ref, model: m}
@@ -253,6 +287,7 @@ func (s *sim) release(id int32) {
 	delete(s.adm.held, id)
 	g := s.gateConn(h.ref)
 	s.adm.global.InUse--
+	s.adm.provs[h.ref.Provider]--
 	g.slots.InUse--
 	if g.models[h.model]--; g.models[h.model] <= 0 {
 		delete(g.models, h.model)
@@ -262,7 +297,7 @@ func (s *sim) release(id int32) {
 		q := s.adm.pending[w]
 		ref := model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}
 		in := s.gateInput(ref, q.a.Model)
-		if in.Global.Free() && (in.Connection.Free() || q.noConn) && in.Model.Free() {
+		if in.Global.Free() && in.Provider.Free() && (in.Connection.Free() || q.noConn) && in.Model.Free() {
 			q.inGate, q.granted = false, true
 			s.gateConn(ref).queued--
 			s.take(w, ref, q.a.Model)
@@ -296,6 +331,7 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	}
 	s.release(id)
 	delete(s.adm.pending, id)
+	s.unchecked(q)
 	_, ans := r.flow.Record(s.now, s.eng, &q.a, model.Outcome{Kind: model.OutcomeClientAbort}, false)
 	s.drain()
 	if ans != nil {
@@ -309,12 +345,28 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 func (s *sim) dispatch(id int32, q *queued) {
 	delete(s.adm.pending, id)
 	q.a.Dispatch(s.now) // the herd guard counts from dispatch, not from the queue
+	if q.checked {
+		s.opts.NoInvariants = true // checked at selection (see queued.checked)
+		s.begin(id, &q.a)
+		s.opts.NoInvariants = false
+		return
+	}
 	s.begin(id, &q.a)
+}
+
+// unchecked undoes the probe bookkeeping of the selection check for an
+// attempt that ends without reaching begin/attemptEnd.
+func (s *sim) unchecked(q *queued) {
+	if q.checked && q.a.Probe() {
+		s.mirror.probes[s.mirror.prov(q.a.Provider)]--
+	}
 }
 
 // refuse records a local admission refusal and lets the flow go on.
 func (s *sim) refuse(id int32, q *queued, code model.Code, retryMs int64) {
 	delete(s.adm.pending, id)
+	s.adm.refused[id]++
+	s.unchecked(q)
 	r := &s.reqs[id]
 	err := &model.Error{Code: code, Provider: q.a.Provider, Model: q.a.Model, RetryAfterMs: retryMs,
 		Message: fmt.Sprintf("admission refused on %s/%s", q.a.Provider, q.a.Connection)}

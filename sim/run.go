@@ -178,7 +178,10 @@ type sim struct {
 	routeErr []error
 
 	sel model.Selection
-	adm admission // the admission stage: limiters and the concurrency gate (admission.go)
+	// held: connections an outside owner's exclusive lease holds (lease.go);
+	// replaced, never mutated (flows share it).
+	held []model.ConnRef
+	adm  admission // the admission stage: limiters and the concurrency gate (admission.go)
 	// client statuses and results, counted here and copied into the
 	// Result's maps at the end
 	statusCount [600]int
@@ -445,6 +448,7 @@ func (s *sim) step(id int32) {
 	// Next selects only when it has something to decide; an empty selection
 	// afterwards means it did not (e.g. the deadline was already spent).
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
+	r.flow.Held = s.held // the leases held now (SPEC §2d; lease.go), as the proxy does before every step
 	st := r.flow.Next(s.now, s.eng, &s.sel)
 	s.drain()
 	if len(s.sel.Candidates) > 0 || len(s.sel.Excluded) > 0 {
@@ -679,7 +683,7 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 		if s.off(r.sentAt) >= w.exp.From.Milliseconds() && s.off(r.sentAt) < w.exp.Until.Milliseconds() {
 			w.requests++
 			w.statuses[status]++
-			w.calls += attempts
+			w.calls += attempts - s.adm.refused[id] // a locally refused try never reached the upstream (admission.go)
 			w.results[result.String()]++
 			if (result == lServed || result == lFallback) && served != "" {
 				w.served[served]++
@@ -695,6 +699,7 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 	}
 	r.free = true
 	r.wakeGen++
+	delete(s.adm.refused, id) // the request id is pooled (admission.go)
 	s.freeReqs = append(s.freeReqs, id)
 }
 
@@ -871,6 +876,8 @@ func (s *sim) action(i int) {
 				err = e
 			}
 		}
+	case ActLeaseAcquire, ActLeaseRelease:
+		s.leaseAction(a)
 	case ActSet:
 		s.actLayer = append(s.actLayer, model.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
 		layers := append(slices.Clone(s.sc.Layers), s.actLayer...)

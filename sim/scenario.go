@@ -68,9 +68,15 @@ const (
 	ActClearLockout                      // DELETE /api/resilience/model-cooldowns
 	ActSet                               // PATCH /api/resilience
 	ActConnectionTest                    // POST /api/providers/{id}/test passed
+	// ActLeaseAcquire: a managed client outside the scenario's traffic takes
+	// an exclusive lease on the connection (POST /api/v1/session-leases,
+	// SPEC §2d); the traffic is routed around it (lease_held).
+	ActLeaseAcquire
+	ActLeaseRelease // that client releases it
 )
 
-var actionNames = []string{"reset-breaker", "clear-cooldowns", "reset-connection", "clear-lockout", "set", "connection-test"}
+var actionNames = []string{"reset-breaker", "clear-cooldowns", "reset-connection", "clear-lockout", "set", "connection-test",
+	"lease-acquire", "lease-release"}
 
 // ActionNames lists the action names of the scenario format.
 func ActionNames() []string { return append([]string(nil), actionNames...) }

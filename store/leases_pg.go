@@ -70,17 +70,20 @@ func (p *pgLeases) once(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 		return err
 	}
 	defer tx.Rollback()
+	// One round trip for the transaction's now() and the expiry sweep: a
+	// data-modifying WITH runs to completion whether or not it is read,
+	// and now() is the transaction's start time in both.
 	var now time.Time
-	if err := tx.QueryRowContext(ctx, `SELECT now()`).Scan(&now); err != nil {
+	if err := tx.QueryRowContext(ctx, `WITH swept AS (
+		UPDATE exclusive_connection_leases
+		SET state = 'EXPIRED', end_reason = $1, ended_at = now()
+		WHERE id IN (SELECT id FROM exclusive_connection_leases
+		             WHERE state = 'ACTIVE' AND expires_at <= now() ORDER BY id FOR UPDATE)
+		RETURNING 1)
+		SELECT now()`, EndTTLExpired).Scan(&now); err != nil {
 		return err
 	}
 	now = now.UTC()
-	if _, err := tx.ExecContext(ctx, `UPDATE exclusive_connection_leases
-		SET state = 'EXPIRED', end_reason = $2, ended_at = $1
-		WHERE id IN (SELECT id FROM exclusive_connection_leases
-		             WHERE state = 'ACTIVE' AND expires_at <= $1 ORDER BY id FOR UPDATE)`, now, EndTTLExpired); err != nil {
-		return err
-	}
 	if err := fn(tx, now); err != nil {
 		return err
 	}
@@ -106,6 +109,31 @@ func activeWhere(ctx context.Context, tx *sql.Tx, where string, args ...any) (*L
 	return &l, nil
 }
 
+// ownerAndConn reads, locked, the owner's active lease and the active lease
+// on provider/connection.
+func ownerAndConn(ctx context.Context, tx *sql.Tx, h, provider, conn string) (own, held *Lease, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+leaseCols+` FROM exclusive_connection_leases
+		WHERE state = 'ACTIVE' AND (lease_owner_hash = $1 OR (provider = $2 AND connection_id = $3))
+		ORDER BY id FOR UPDATE`, h, provider, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		if l.OwnerHash == h {
+			own = &l
+		}
+		if l.Provider == provider && l.Connection == conn {
+			held = &l
+		}
+	}
+	return own, held, rows.Err()
+}
+
 func (p *pgLeases) Acquire(ctx context.Context, r AcquireRequest) (Lease, LeaseResult, error) {
 	h := HashOwner(r.Owner)
 	ttl := ClampLeaseTTL(r.TTL)
@@ -113,7 +141,9 @@ func (p *pgLeases) Acquire(ctx context.Context, r AcquireRequest) (Lease, LeaseR
 		var out Lease
 		var res LeaseResult
 		err := p.leaseTx(ctx, func(tx *sql.Tx, now time.Time) error {
-			own, err := activeWhere(ctx, tx, `lease_owner_hash = $1`, h)
+			// The owner's active lease and the connection's, in one locked
+			// read (at most two rows; one when the owner holds this one).
+			own, held, err := ownerAndConn(ctx, tx, h, r.Provider, r.Connection)
 			if err != nil {
 				return err
 			}
@@ -126,10 +156,6 @@ func (p *pgLeases) Acquire(ctx context.Context, r AcquireRequest) (Lease, LeaseR
 					return err
 				}
 				return &LeaseConflict{Kind: OwnerAlreadyActive, Lease: *own}
-			}
-			held, err := activeWhere(ctx, tx, `provider = $1 AND connection_id = $2`, r.Provider, r.Connection)
-			if err != nil {
-				return err
 			}
 			if held != nil {
 				return &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: held.ExpiresAt}

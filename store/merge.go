@@ -140,6 +140,21 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 	out.Uses = pick3(anc.Uses, mine.Uses, theirs.Uses, greater[uint64])
 	out.LastUsedAt = pick3(anc.LastUsedAt, mine.LastUsedAt, theirs.LastUsedAt, greater[model.Time])
 	out.InFlight = mine.InFlight
+	// The last seen egress IP (SPEC §7) and the operator's rateLimitProtection
+	// switch (SPEC §5); on a true conflict the later sighting / "off" wins.
+	type egress struct {
+		ip string
+		at model.Time
+	}
+	eg := pick3(egress{anc.EgressIP, anc.EgressAt}, egress{mine.EgressIP, mine.EgressAt}, egress{theirs.EgressIP, theirs.EgressAt},
+		func(m, t egress) egress {
+			if t.at > m.at || (t.at == m.at && t.ip > m.ip) {
+				return t
+			}
+			return m
+		})
+	out.EgressIP, out.EgressAt = eg.ip, eg.at
+	out.RateLimitProtection = pick3(anc.RateLimitProtection, mine.RateLimitProtection, theirs.RateLimitProtection, greater[model.Toggle])
 	if out.Status.Terminal() {
 		out.RateLimitedUntil = 0 // a terminal connection carries no cooldown
 	}
@@ -213,6 +228,10 @@ func mergeConn(a, b model.Conn) model.Conn {
 	out.Uses = max(a.Uses, b.Uses)
 	out.LastUsedAt = max(a.LastUsedAt, b.LastUsedAt)
 	out.InFlight = max(a.InFlight, b.InFlight)
+	if b.EgressAt > a.EgressAt || (b.EgressAt == a.EgressAt && b.EgressIP > a.EgressIP) {
+		out.EgressIP, out.EgressAt = b.EgressIP, b.EgressAt
+	}
+	out.RateLimitProtection = max(a.RateLimitProtection, b.RateLimitProtection)
 	return out
 }
 
