@@ -64,7 +64,9 @@ type sseReader struct {
 	r *bufio.Reader
 }
 
-var sseReaders = sync.Pool{New: func() any { return &sseReader{r: bufio.NewReaderSize(nil, 16<<10)} }}
+// 4 KiB holds any ordinary event; a longer line is assembled by next, so
+// the buffer size bounds memory per open stream, not event size.
+var sseReaders = sync.Pool{New: func() any { return &sseReader{r: bufio.NewReaderSize(nil, 4<<10)} }}
 
 func newSSEReader(r io.Reader) *sseReader {
 	s := sseReaders.Get().(*sseReader)

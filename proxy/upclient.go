@@ -40,7 +40,6 @@ type upClient struct {
 type upConn struct {
 	c     net.Conn
 	br    *bufio.Reader
-	bw    *bufio.Writer
 	used  time.Time // when it went idle
 	reuse bool      // it served a request before
 }
@@ -129,7 +128,7 @@ func (u *upClient) get(ctx context.Context, host string) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{c: c, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096)}, nil
+	return &upConn{c: c, br: bufio.NewReaderSize(c, 4096)}, nil
 }
 
 func (u *upClient) put(host string, pc *upConn) {
@@ -182,6 +181,8 @@ func (u *upClient) CloseIdle(stop bool) {
 	u.fallback.CloseIdleConnections()
 }
 
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+
 // aLongTimeAgo is a deadline in the past: it wakes blocked I/O at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -196,10 +197,18 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 		}
 		return nil, err
 	}
-	if err := req.Write(pc.bw); err != nil {
-		return fail(err)
+	// The write buffer is only needed while the request goes out: pooled,
+	// not kept per connection (a held stream or an idle connection would
+	// otherwise carry 4 KiB it never uses again).
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(pc.c)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := pc.bw.Flush(); err != nil {
+	bw.Reset(nil)
+	writerPool.Put(bw)
+	if err != nil {
 		return fail(err)
 	}
 	var resp *http.Response

@@ -171,7 +171,9 @@ func openStore(ctx context.Context, cfg *proxy.Config, log *slog.Logger) (proxy.
 	u := cfg.Store.URL
 	if u == "" || u == "memory" {
 		log.Warn("store.url is empty: resilience state lives in memory and dies with the process")
-		return proxy.NewMemoryStore(), nil
+		// The memory store keeps the last 10 000 request-log records, so
+		// GET /api/request-log and incident export work without a database.
+		return store.NewMemory(store.MemoryOptions{}), nil
 	}
 	if proxy.OpenStore != nil {
 		return proxy.OpenStore(ctx, u)
