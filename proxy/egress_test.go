@@ -52,8 +52,9 @@ func TestEgressBucketCoolsSiblingsSpec7(t *testing.T) {
 		}
 	}
 	ip1, ip2 := egressSeen(t, g, "k1"), egressSeen(t, g, "k2")
+
 	if ip1 == "" || ip1 != ip2 || net.ParseIP(ip1) == nil {
-		t.Fatalf("egress IPs not learned: k1=%q k2=%q", ip1, ip2)
+		t.Fatalf("egress IPs not learned: k1=%q k2=%q (calls k1=%d k2=%d)", ip1, ip2, up.count("oc-k1"), up.count("oc-k2"))
 	}
 	recs, _ := st.RecentAttempts(context.Background(), store.LogQuery{Provider: "oc", Limit: 10})
 	if len(recs) < 2 || recs[0].EgressIP != ip1 {

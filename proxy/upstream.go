@@ -111,7 +111,12 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
 		return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: refusal})
 	}
-	defer sl.release()
+	released := false
+	defer func() {
+		if !released {
+			sl.release()
+		}
+	}()
 	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
 	sent := g.now()
 	rs.headersAt = time.Time{}
@@ -126,6 +131,16 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	done, status := rs.record(a, out)
 	rs.logAttempt(a, &out, sent)
+	if out.delivered {
+		// The model and the request log have the outcome and the slot is
+		// free (a read or a next request after the response sees that); the
+		// rest (metrics, the request's log line) need not delay the client.
+		sl.release()
+		released = true
+		if f, ok := rs.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
 	return done, status
 }
 
@@ -414,11 +429,6 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes())
-	// Send it now: the bookkeeping after delivery (the model's Record,
-	// metrics, the request log) need not delay the client.
-	if f, ok := rs.w.(http.Flusher); ok {
-		f.Flush()
-	}
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
 		delivered: true, committed: true, status: resp.StatusCode}
 }
