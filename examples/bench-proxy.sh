@@ -3,12 +3,17 @@
 # mock upstream measured directly and through the gateway, in one run, then
 # the summarize table. Env: PERFKIT (default ../shared/perfkit), LEVELS, REPS,
 # D, WARM (passed to perfkit's bench.sh), MOCK_ARGS (e.g. "-chunk-delay 100ms"),
-# BENCH_MOCK_ADDR, BENCH_GW_ADDR, OUT.
+# BENCH_MOCK_ADDR, BENCH_GW_ADDR, OUT, RT (e.g. "chrt -r 20": run mock, gateway
+# and load tool at real-time priority on a shared machine).
+# BENCH_PG_URL (postgres://...): also run the matrix through a second gateway
+# on that database (state store + request log on), label "breakwater-pg", so
+# the table shows store/log on against the memory store in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PERFKIT=${PERFKIT:-../shared/perfkit}
 export BENCH_MOCK_ADDR=${BENCH_MOCK_ADDR:-127.0.0.1:9001}
 export BENCH_GW_ADDR=${BENCH_GW_ADDR:-127.0.0.1:9002}
+RT=${RT:-}
 OUT=${OUT:-$(mktemp -d)}
 BIN=$OUT/bin
 mkdir -p "$BIN"
@@ -17,16 +22,28 @@ go build -o "$BIN/breakwater" ./cmd/breakwater
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-"$BIN/mockupstream" -addr "$BENCH_MOCK_ADDR" ${MOCK_ARGS:-} & mock=$!; pids+=("$mock")
-"$BIN/breakwater" serve -config examples/bench-proxy.yaml -log-level error & gw=$!; pids+=("$gw")
-for _ in $(seq 1 100); do
-  curl -fs "http://$BENCH_GW_ADDR/healthz" >/dev/null 2>&1 && curl -fs "http://$BENCH_MOCK_ADDR/_stats" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+$RT "$BIN/mockupstream" -addr "$BENCH_MOCK_ADDR" ${MOCK_ARGS:-} & mock=$!; pids+=("$mock")
+$RT "$BIN/breakwater" serve -config examples/bench-proxy.yaml -log-level error & gw=$!; pids+=("$gw")
+wait_up() {
+  for _ in $(seq 1 100); do
+    curl -fs "http://$1/healthz" >/dev/null 2>&1 && curl -fs "http://$BENCH_MOCK_ADDR/_stats" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "bench-proxy: $1 did not come up" >&2; return 1
+}
+wait_up "$BENCH_GW_ADDR"
 export LOAD="$BIN/load"
-rm -f "$OUT/direct.jsonl" "$OUT/gateway.jsonl"
-"$PERFKIT/bench.sh" direct "http://$BENCH_MOCK_ADDR/v1/chat/completions" gpt-4o-mini "$mock" "$OUT/direct.jsonl"
-"$PERFKIT/bench.sh" breakwater "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gw" "$OUT/gateway.jsonl"
+rm -f "$OUT/direct.jsonl" "$OUT/gateway.jsonl" "$OUT/gateway-pg.jsonl"
+$RT "$PERFKIT/bench.sh" direct "http://$BENCH_MOCK_ADDR/v1/chat/completions" gpt-4o-mini "$mock" "$OUT/direct.jsonl"
+$RT "$PERFKIT/bench.sh" breakwater "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gw" "$OUT/gateway.jsonl"
+files=("$OUT/direct.jsonl" "$OUT/gateway.jsonl")
+if [[ -n "${BENCH_PG_URL:-}" ]]; then
+  kill "$gw" 2>/dev/null || true
+  BENCH_STORE_URL="$BENCH_PG_URL" $RT "$BIN/breakwater" serve -config examples/bench-proxy.yaml -log-level error & gwpg=$!; pids+=("$gwpg")
+  wait_up "$BENCH_GW_ADDR"
+  $RT "$PERFKIT/bench.sh" breakwater-pg "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gwpg" "$OUT/gateway-pg.jsonl"
+  files+=("$OUT/gateway-pg.jsonl")
+fi
 echo
-echo "results: $OUT/direct.jsonl $OUT/gateway.jsonl"
-"$BIN/summarize" "$OUT/direct.jsonl" "$OUT/gateway.jsonl"
+echo "results: ${files[*]}"
+"$BIN/summarize" "${files[@]}"
