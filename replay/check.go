@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -75,11 +74,11 @@ func (r *runner) expectState(ctx context.Context, i int) {
 			active = append(active, c.Lockouts...)
 		}
 		if e.NoLockouts && len(active) > 0 {
-			r.fail(e.Line, e.At, "lockouts", "none", describeLockouts(active))
+			r.fail(e.Line, e.At, "lockouts", "none", sim.DescribeLockouts(active))
 		}
 		for _, want := range e.Lockouts {
 			ok := slices.ContainsFunc(active, func(l model.LockoutView) bool {
-				return l.Provider+"/"+l.Connection == want.Connection && lockName(l) == want.Model &&
+				return l.Provider+"/"+l.Connection == want.Connection && sim.LockName(l) == want.Model &&
 					(want.Reason == "" || l.Reason.String() == want.Reason) &&
 					(!want.HasRemaining || near(l.RemainingMs, want.Remaining, tol))
 			})
@@ -91,7 +90,7 @@ func (r *runner) expectState(ctx context.Context, i int) {
 				if want.HasRemaining {
 					exp += fmt.Sprintf(" %dms ±%dms left", want.Remaining.Milliseconds(), tol.Milliseconds())
 				}
-				r.fail(e.Line, e.At, "lockout", exp, describeLockouts(active))
+				r.fail(e.Line, e.At, "lockout", exp, sim.DescribeLockouts(active))
 			}
 		}
 	}
@@ -100,24 +99,6 @@ func (r *runner) expectState(ctx context.Context, i int) {
 func near(gotMs int64, want, tol time.Duration) bool {
 	d := time.Duration(gotMs)*time.Millisecond - want
 	return d <= tol && d >= -tol
-}
-
-func lockName(l model.LockoutView) string {
-	if l.Exact {
-		return "exact:" + l.Model
-	}
-	return l.Model
-}
-
-func describeLockouts(ls []model.LockoutView) string {
-	if len(ls) == 0 {
-		return "no active lockout"
-	}
-	var parts []string
-	for _, l := range ls {
-		parts = append(parts, fmt.Sprintf("%s/%s %s (%s, %dms left, failures %d)", l.Provider, l.Connection, lockName(l), l.Reason, l.RemainingMs, l.FailureCount))
-	}
-	return strings.Join(parts, "; ")
 }
 
 // finishExpects checks the request and window expects once every request

@@ -124,7 +124,7 @@ func lockouts(cs []model.ConnectionView) string {
 	var parts []string
 	for _, c := range cs {
 		for _, l := range c.Lockouts {
-			parts = append(parts, fmt.Sprintf("%s/%s %s (%s)", l.Provider, l.Connection, lockName(l), l.Reason))
+			parts = append(parts, fmt.Sprintf("%s/%s %s (%s)", l.Provider, l.Connection, sim.LockName(l), l.Reason))
 		}
 	}
 	slices.Sort(parts)

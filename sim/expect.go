@@ -85,11 +85,11 @@ func (s *sim) expectState(i int) {
 	if len(e.Lockouts) > 0 || e.NoLockouts {
 		active := s.eng.Lockouts(s.now)
 		if e.NoLockouts && len(active) > 0 {
-			s.fail(e, at, "lockouts", "none", describeLockouts(active))
+			s.fail(e, at, "lockouts", "none", DescribeLockouts(active))
 		}
 		for _, want := range e.Lockouts {
 			ok := slices.ContainsFunc(active, func(l model.LockoutView) bool {
-				return l.Provider+"/"+l.Connection == want.Connection && lockName(l) == want.Model &&
+				return l.Provider+"/"+l.Connection == want.Connection && LockName(l) == want.Model &&
 					(want.Reason == "" || l.Reason.String() == want.Reason) &&
 					(!want.HasRemaining || l.RemainingMs == want.Remaining.Milliseconds())
 			})
@@ -101,7 +101,7 @@ func (s *sim) expectState(i int) {
 				if want.HasRemaining {
 					exp += fmt.Sprintf(" %dms left", want.Remaining.Milliseconds())
 				}
-				s.fail(e, at, "lockout", exp, describeLockouts(active))
+				s.fail(e, at, "lockout", exp, DescribeLockouts(active))
 			}
 		}
 	}
@@ -114,20 +114,22 @@ func (s *sim) expectState(i int) {
 	s.tr.close()
 }
 
-func lockName(l model.LockoutView) string {
+// LockName is how expects name a lockout: the model, or "exact:" + model.
+func LockName(l model.LockoutView) string {
 	if l.Exact {
 		return "exact:" + l.Model
 	}
 	return l.Model
 }
 
-func describeLockouts(ls []model.LockoutView) string {
+// DescribeLockouts is the "found" text of a failing lockouts expect.
+func DescribeLockouts(ls []model.LockoutView) string {
 	if len(ls) == 0 {
 		return "no active lockout"
 	}
 	var parts []string
 	for _, l := range ls {
-		parts = append(parts, fmt.Sprintf("%s/%s %s (%s, %dms left, failures %d)", l.Provider, l.Connection, lockName(l), l.Reason, l.RemainingMs, l.FailureCount))
+		parts = append(parts, fmt.Sprintf("%s/%s %s (%s, %dms left, failures %d)", l.Provider, l.Connection, LockName(l), l.Reason, l.RemainingMs, l.FailureCount))
 	}
 	return strings.Join(parts, "; ")
 }
