@@ -8,6 +8,8 @@
 # BENCH_PG_URL (postgres://...): also run the matrix through a second gateway
 # on that database (state store + request log on), label "breakwater-pg", so
 # the table shows store/log on against the memory store in the same run.
+# BENCH_FLOOR=1: also run the matrix through examples/bareproxy (a proxy with
+# no logic), label "bare-proxy": the cost of any extra Go HTTP hop here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PERFKIT=${PERFKIT:-../shared/perfkit}
@@ -19,6 +21,7 @@ BIN=$OUT/bin
 mkdir -p "$BIN"
 (cd "$PERFKIT" && go build -o "$BIN/" ./...)
 go build -o "$BIN/breakwater" ./cmd/breakwater
+go build -o "$BIN/bareproxy" ./examples/bareproxy
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -43,6 +46,13 @@ if [[ -n "${BENCH_PG_URL:-}" ]]; then
   wait_up "$BENCH_GW_ADDR"
   $RT "$PERFKIT/bench.sh" breakwater-pg "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gwpg" "$OUT/gateway-pg.jsonl"
   files+=("$OUT/gateway-pg.jsonl")
+fi
+if [[ -n "${BENCH_FLOOR:-}" ]]; then
+  BARE_ADDR=${BARE_ADDR:-127.0.0.1:9003}
+  $RT "$BIN/bareproxy" "$BARE_ADDR" "$BENCH_MOCK_ADDR" & bare=$!; pids+=("$bare")
+  sleep 0.5
+  $RT "$PERFKIT/bench.sh" bare-proxy "http://$BARE_ADDR/v1/chat/completions" gpt-4o-mini "$bare" "$OUT/bare.jsonl"
+  files+=("$OUT/bare.jsonl")
 fi
 echo
 echo "results: ${files[*]}"

@@ -95,10 +95,7 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
 		}
-		p.egressBucket = typ == "opencode"
-		if cfg.EgressBucketed != nil {
-			p.egressBucket = *cfg.EgressBucketed
-		}
+		p.egressBucket = EgressBucketed(typ, cfg.EgressBucketed)
 		p.dailyResetMin, _ = parseDailyReset(cfg.DailyResetUTC)
 		if len(cfg.Models) > 0 {
 			p.models = map[string]bool{}
@@ -147,6 +144,16 @@ func (e *Engine) Settings() Settings { return e.settings }
 
 // Topology returns the topology the engine routes over.
 func (e *Engine) Topology() *Topology { return &e.topo }
+
+// EgressBucketed reports whether a provider of this type is limited per
+// egress IP (SPEC §7: the opencode free tier), unless the topology says
+// otherwise. Shells use it to learn egress IPs only where they matter.
+func EgressBucketed(typ string, override *bool) bool {
+	if override != nil {
+		return *override
+	}
+	return typ == "opencode"
+}
 
 func (e *Engine) setSettings(s Settings) {
 	e.settings = s

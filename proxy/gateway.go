@@ -87,6 +87,7 @@ type provRuntime struct {
 	modelsURL string
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
+	egress    bool        // egress-bucketed (SPEC §7): learn each attempt's egress IP
 }
 
 type connRuntime struct {
@@ -149,7 +150,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
 		store: opts.Store, lower: lower, saved: saved, combos: map[string]*ComboConfig{},
-		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(),
+		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(opts.Now),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	for i := range cfg.Combos {
@@ -200,7 +201,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 
 func newProvRuntime(p ProviderConfig) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
-	pr := &provRuntime{cfg: p, chatURL: base + "/chat/completions", modelsURL: base + "/models", conns: map[string]*connRuntime{}}
+	pr := &provRuntime{cfg: p, chatURL: base + "/chat/completions", modelsURL: base + "/models", conns: map[string]*connRuntime{},
+		egress: model.EgressBucketed(p.Type, nil)}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
 		pr.chatURL, pr.modelsURL = "", pr.wire.modelsURL()
 	}

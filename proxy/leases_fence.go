@@ -137,7 +137,9 @@ func (rs *reqState) abandonAttempt(a *model.Attempt) {
 // taken while the request runs is respected from its next attempt on. A
 // managed request is restricted to its own connection instead.
 func (rs *reqState) refreshHeld() {
-	if rs.lease == nil {
+	// Without a lease-scoped key in the config no connection can be held
+	// (replicas share the config): no copy to read or refresh.
+	if rs.lease == nil && len(rs.g.leases.managed) > 0 {
 		rs.flow.Held = rs.g.leases.heldFor(rs.g.modelNow())
 	}
 }

@@ -23,9 +23,17 @@ import (
 type pacers struct {
 	mu sync.Mutex
 	by map[model.ConnRef]*model.Limiter
+	// now is the gateway's clock (Options.Now): the pauses LimiterFeedback
+	// sets are instants on it, so the slots must be read on it too.
+	now func() time.Time
 }
 
-func newPacers() *pacers { return &pacers{by: map[model.ConnRef]*model.Limiter{}} }
+func newPacers(now func() time.Time) *pacers {
+	if now == nil {
+		now = time.Now
+	}
+	return &pacers{by: map[model.ConnRef]*model.Limiter{}, now: now}
+}
 
 func limitsOf(o RateLimitOverrides) model.ConnLimits {
 	return model.ConnLimits{RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs)}
@@ -45,7 +53,7 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 // queue budget ends first. It returns how long it waited, or a typed
 // refusal (neutral for upstream health).
 func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration) (time.Duration, *model.Error) {
-	start := time.Now()
+	start := ps.now()
 	now := start.UnixMilli()
 	ps.mu.Lock()
 	l := ps.limiter(ref)
@@ -60,19 +68,19 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o
 			ps.mu.Lock()
 			l.Cancel(booked)
 			ps.mu.Unlock()
-			return time.Since(start), &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Model: modelID,
+			return ps.now().Sub(start), &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Model: modelID,
 				Message: "client went away while queued"}
 		}
-		now = time.Now().UnixMilli()
+		now = ps.now().UnixMilli()
 		left := queueLeft.Milliseconds() - (now - start.UnixMilli())
 		ps.mu.Lock()
 		d = l.Recheck(now, modelID, left)
 		ps.mu.Unlock()
 		if d.Code != "" {
-			return time.Since(start), refusal(ref, modelID, o, depth, d, now)
+			return ps.now().Sub(start), refusal(ref, modelID, o, depth, d, now)
 		}
 		if d.AtMs <= now {
-			return time.Since(start), nil
+			return ps.now().Sub(start), nil
 		}
 	}
 }
@@ -109,7 +117,7 @@ func (ps *pacers) pausedUntil(ref model.ConnRef, modelID string) int64 {
 	if l == nil {
 		return 0
 	}
-	return l.PausedUntilFor(time.Now().UnixMilli(), modelID)
+	return l.PausedUntilFor(ps.now().UnixMilli(), modelID)
 }
 
 // maxWaitOf is the queue budget of a's connection (rateLimitOverrides beats
@@ -168,7 +176,7 @@ func (g *Gateway) handleGetRateLimits(w http.ResponseWriter, r *http.Request) {
 		load[model.ConnRef{Provider: p, Connection: c}] = [2]int{inUse, queued}
 	})
 	s := g.settings()
-	now := time.Now().UnixMilli()
+	now := g.now().UnixMilli()
 	out := []rateLimitOut{}
 	g.provMu.RLock()
 	for _, pid := range g.provOrder {

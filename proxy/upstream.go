@@ -120,11 +120,18 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
 	sent := g.now()
 	rs.headersAt = time.Time{}
-	ctx0, probe := rs.ctx, &egressProbe{}
-	rs.ctx = probe.trace(ctx0) // learn the attempt's egress IP (SPEC §7, proxy/egress.go)
-	out := rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
-	rs.ctx = ctx0
-	out.egressIP = egressOf(conn, probe)
+	var out execResult
+	if prov.egress {
+		// Learn the attempt's egress IP (SPEC §7, proxy/egress.go); only
+		// egress-bucketed providers need it, the others skip the trace.
+		ctx0, probe := rs.ctx, &egressProbe{}
+		rs.ctx = probe.trace(ctx0)
+		out = rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
+		rs.ctx = ctx0
+		out.egressIP = egressOf(conn, probe)
+	} else {
+		out = rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
+	}
 	recorded = true
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)

@@ -162,9 +162,12 @@ func (r *runner) finishExpects() {
 				count++
 				statuses[o.Status]++
 				results[o.Result]++
-				if o.Attempts < 0 {
+				switch {
+				case r.e.counter != nil:
+					calls += r.e.counter.of(n) // the upstream's own count (upcount.go)
+				case o.Attempts < 0:
 					unknownCalls = true
-				} else {
+				default:
 					calls += o.Attempts
 				}
 				if (o.Result == sim.ResultServed || o.Result == sim.ResultFallback) && o.ServedBy != "" {

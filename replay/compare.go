@@ -64,7 +64,11 @@ func Compare(s *Observed, g *Result) []Diff {
 		}
 		add(what+" status", fmt.Sprint(a.Status), fmt.Sprint(b.Status))
 		add(what+" servedBy", a.ServedBy, b.ServedBy)
-		add(what+" attempts", fmt.Sprint(a.Attempts), attemptsStr(b.Attempts))
+		if b.Attempts >= 0 || b.Result != sim.ResultClientAbort {
+			// A client that gave up before the answer's headers cannot
+			// know the attempts (no X-Breakwater-Attempts): not compared.
+			add(what+" attempts", fmt.Sprint(a.Attempts), attemptsStr(b.Attempts))
+		}
 		if a.Code != "" {
 			// A typed gateway error (SPEC §11.4) or client_abort; for
 			// an upstream error the client gets the upstream's own body

@@ -35,6 +35,13 @@ var conformance = []struct {
 	{"concurrency-limit-429.yaml", 4, "SPEC §2 concurrency-limited 429: 1 s cooldown, backoff kept, breaker-neutral"},
 	{"failover-stream-cut-committed.yaml", 4, "SPEC §6 a stream cut after commit ends with the model's SSE error code, never replayed"},
 	{"stall-cooldown-opt-in.yaml", 4, "SPEC §6 streamStallCooldown opt-in: a stall cools the connection"},
+	{"quota-share-fail-open.yaml", 4, "SPEC §4 quota-share combo fails open on its queue budget; the same cap is hard for ordinary requests"},
+	{"composite-gate-caps.yaml", 4, "SPEC §4 composite gate: provider and per-model caps, SEMAPHORE_TIMEOUT, neutral for health"},
+	{"rate-limit-protection.yaml", 4, "SPEC §5 rpm / minTimeMs pacing, apikey safety net, learned x-ratelimit-* pause"},
+	{"egress-bucket-siblings.yaml", 4, "SPEC §7 egress-bucketed 429 cools siblings on the same configured egress IP"},
+	{"lease-held-routed-around.yaml", 4, "SPEC §2d traffic without a lease is routed around leased connections (lease_held)"},
+	{"spendwall-slot-busy.yaml", 4, "SPEC §2b slow lane: slot_busy waits and retries the same connection, nothing cools"},
+	{"spendwall-limit-reset.yaml", 16, "SPEC §2b session limit reset first, memoised; then the lane"},
 }
 
 // TestConformanceSimVsGateway pins CONTRACTS §4 ("the same decisions"): for

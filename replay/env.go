@@ -43,6 +43,12 @@ type env struct {
 	// unknown (target mode without -upstream)
 	upstream string
 	log      *slog.Logger
+	// leases: the client keys of the lease actions (lease.go); nil when the
+	// scenario has none or in target mode.
+	leases *leaseKeys
+	// counter counts upstream calls per replay request (upcount.go); nil
+	// in target mode.
+	counter *callCounter
 }
 
 func newClients() (ctl, cli *http.Client) {
@@ -60,8 +66,12 @@ func randomKey() string {
 
 // gatewayConfig builds the gateway config of a scenario: every provider at
 // the fault upstream (baseURL http://ADDR/<provider>/v1, each connection's
-// API key its own id, which is how the fault upstream tells them apart).
-func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string) *proxy.Config {
+// API key its own id, which is how the fault upstream tells them apart),
+// with every topology key the scenario loader accepts (scenarios/load.go,
+// admission.go, spendwall.go): admission caps and overrides, rate-limit
+// protection, egress IPs, spend-wall opt-ins, combo modes. lk (nil when the
+// scenario has no lease actions) adds the client keys leases need.
+func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string, lk *leaseKeys) *proxy.Config {
 	cfg := &proxy.Config{File: sc.File}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.ManagementKey = mgmtKey
@@ -70,21 +80,34 @@ func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string) *proxy.Config
 	for _, p := range sc.Topology.Providers {
 		pc := proxy.ProviderConfig{ID: p.ID, Type: p.Type, Profile: p.Profile.String(), Models: p.Models,
 			Strategy: p.Strategy.String(), PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC,
-			QuotaFamilies: p.QuotaFamilies, BaseURL: "http://" + upstreamAddr + "/" + p.ID + "/v1"}
+			QuotaFamilies: p.QuotaFamilies, MaxConcurrent: p.MaxConcurrent,
+			BaseURL: "http://" + upstreamAddr + "/" + p.ID + "/v1"}
 		for _, c := range p.Connections {
-			pc.Connections = append(pc.Connections, proxy.ConnectionConfig{ID: c.ID, APIKey: c.ID, Priority: c.Priority,
+			cc := proxy.ConnectionConfig{ID: c.ID, APIKey: c.ID, Priority: c.Priority,
 				Weight: c.Weight, DisableCooling: c.DisableCooling, MaxConcurrent: c.MaxConcurrent,
-				RateLimitProtection: c.RateLimitProtection,
-				RateLimitOverrides:  proxy.RateLimitOverrides{ModelConcurrency: c.ModelConcurrency, MaxWaitMs: proxy.Millis(c.MaxWaitMs)}})
+				RateLimitProtection: c.RateLimitProtection, EgressIP: c.EgressIP,
+				RateLimitOverrides: proxy.RateLimitOverrides{ModelConcurrency: c.ModelConcurrency, MaxWaitMs: proxy.Millis(c.MaxWaitMs),
+					RPM: c.Limits.RPM, MinTimeMs: proxy.Millis(c.Limits.MinTimeMs)},
+				SpendWall: proxy.SpendWallConfig{SlowLane: c.SpendWall.SlowLane, LimitReset: c.SpendWall.LimitReset}}
+			if c.SpendWall.LimitReset {
+				// The loader drops orgId (the simulator needs none); the
+				// gateway requires one to build the reset URL, which the
+				// replay's reset endpoint (limitreset.go) does not check.
+				cc.SpendWall.OrgID = replayOrgID
+			}
+			pc.Connections = append(pc.Connections, cc)
 		}
 		cfg.Providers = append(cfg.Providers, pc)
 	}
 	for _, cb := range sc.Topology.Combos {
-		cc := proxy.ComboConfig{ID: cb.ID, Strategy: cb.Strategy.String()}
+		cc := proxy.ComboConfig{ID: cb.ID, Strategy: cb.Strategy.String(), Mode: cb.Mode}
 		for _, t := range cb.Targets {
 			cc.Targets = append(cc.Targets, proxy.ComboTarget{Target: t.Provider + "/" + t.Model, Weight: t.Weight, Connection: t.Connection})
 		}
 		cfg.Combos = append(cfg.Combos, cc)
+	}
+	if lk != nil {
+		cfg.ClientKeys = lk.clientKeys()
 	}
 	return cfg
 }
@@ -108,12 +131,22 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	if err != nil {
 		return nil, fmt.Errorf("fault upstream listener: %w", err)
 	}
-	e.fsSrv = &http.Server{Handler: e.fs, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	var up http.Handler = e.fs
+	if h := newLimitResetHandler(sc, e.fs, now); h != nil {
+		up = h
+	}
+	e.counter = newCallCounter(up)
+	up = e.counter
+	e.fsSrv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	e.fsDone = make(chan struct{})
 	go func() { defer close(e.fsDone); _ = e.fsSrv.Serve(ln) }()
 	e.upstream = "http://" + ln.Addr().String()
 
-	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey)
+	e.leases = newLeaseKeys(sc)
+	if e.leases != nil {
+		e.clientKey = e.leases.client
+	}
+	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
 	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: e.log, Store: proxy.NewMemoryStore(),
 		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now})
 	if err != nil {
@@ -202,6 +235,11 @@ func (e *env) upstreamCall(ctx context.Context, method, path string, in, out any
 }
 
 func (e *env) do(ctx context.Context, u, method, path, key string, in, out any) error {
+	return e.doHeaders(ctx, u, method, path, key, nil, in, out)
+}
+
+// doHeaders is do with extra request headers.
+func (e *env) doHeaders(ctx context.Context, u, method, path, key string, hdr http.Header, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -219,6 +257,9 @@ func (e *env) do(ctx context.Context, u, method, path, key string, in, out any) 
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	resp, err := e.ctl.Do(req)
 	if err != nil {

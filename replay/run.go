@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"slices"
 	"strconv"
@@ -134,8 +135,9 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Scenario: sc.Name, File: sc.File, Speed: o.Speed, Target: o.Target, Warnings: warns,
-		Expects: len(sc.Expects), Statuses: map[int]int{}, Results: map[string]int{}, Upstream: -1}
+	rw, skipped := reproWarnings(sc, scaled, o.Target != "") // repro.go
+	res := &Result{Scenario: sc.Name, File: sc.File, Speed: o.Speed, Target: o.Target, Warnings: append(rw, warns...),
+		Skipped: skipped, Expects: len(sc.Expects), Statuses: map[int]int{}, Results: map[string]int{}, Upstream: -1}
 	start := sc.Start
 	if start.IsZero() {
 		start = sim.DefaultStart
@@ -337,6 +339,14 @@ func (r *runner) schedule() []event {
 	return evs
 }
 
+// sameInstantStagger bounds the wait for one arrival to be on the wire
+// before the next arrival of its instant is sent; sameInstantGap is the
+// pause after it is.
+const (
+	sameInstantStagger = 8 * time.Millisecond
+	sameInstantGap     = 2 * time.Millisecond
+)
+
 // trafficStream is the simulator's "traffic" random stream (sim/seed.go).
 func trafficStream(seed uint64) *rand.Rand {
 	d := sim.DeriveSeed(seed, "traffic")
@@ -378,9 +388,24 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 				r.action(ctx, ev.idx)
 			case evArrival:
 				r.wg.Add(1)
-				done := make(chan struct{})
+				done, wrote := make(chan struct{}), make(chan struct{})
 				sameInstant = append(sameInstant, done)
-				go r.send(ctx, ev.idx, ev.item, time.Now(), done)
+				go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
+				// Arrivals of one instant reach the gateway in the
+				// simulator's order (a saturated gate, a pacer or a
+				// fill-first pick decides by arrival order): the next is
+				// sent once this one is on the wire, plus a moment for the
+				// gateway to take it up (bounded, within the clock's
+				// quantum, so they still happen at the instant).
+				if j-i > 1 {
+					t := time.NewTimer(sameInstantStagger)
+					select {
+					case <-wrote:
+						time.Sleep(sameInstantGap)
+					case <-t.C:
+					}
+					t.Stop()
+				}
 			case evExpect:
 				r.clk.freeze(true)
 				wctx, cancel := context.WithTimeout(ctx, max(r.o.Settle, gap/2))
@@ -482,6 +507,8 @@ func (r *runner) action(ctx context.Context, i int) {
 		// action's layer over the scenario's (Scale made it the full
 		// scaled tree when speed ≠ 1).
 		err = r.e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(a.Settings), nil)
+	case sim.ActLeaseAcquire, sim.ActLeaseRelease:
+		err = r.leaseAction(ctx, a) // lease.go
 	}
 	if err != nil {
 		r.fail(a.Line, a.At, "action "+a.Kind.String(), "the action to apply", err.Error())
@@ -496,9 +523,12 @@ func (r *runner) fail(line int, scaledAt time.Duration, what, expected, found st
 }
 
 // send makes one client request and records what the client saw.
-func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done chan struct{}) {
+func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, wrote chan struct{}) {
 	defer r.wg.Done()
 	defer close(done)
+	var wroteOnce sync.Once
+	markWrote := func() { wroteOnce.Do(func() { close(wrote) }) }
+	defer markWrote()
 	t := &r.sc.Traffic[item]
 	ob := sim.RequestObservation{N: n, SentAt: r.offset(sentAt), Attempts: -1}
 	body, _ := json.Marshal(map[string]any{"model": t.Model, "stream": t.Stream,
@@ -515,6 +545,8 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done c
 		r.record(ob, time.Now())
 		return
 	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { markWrote() }}))
 	req.Header.Set("Content-Type", "application/json")
 	if r.e.clientKey != "" {
 		req.Header.Set("Authorization", "Bearer "+r.e.clientKey)

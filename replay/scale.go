@@ -42,9 +42,17 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 	if speed == 1 {
 		return sc, nil, nil
 	}
-	s := &scaler{speed: speed}
+	s := &scaler{speed: speed, epoch: cmpTime(sc.Start, sim.DefaultStart)}
 	out := *sc
 	d := s.d
+	out.Topology = s.topology(sc.Topology)
+	if len(sc.LimitResets) > 0 {
+		out.LimitResets = make(map[string]sim.LimitResetAnswer, len(sc.LimitResets))
+		for k, a := range sc.LimitResets {
+			a.NextAvailableIn = d(a.NextAvailableIn)
+			out.LimitResets[k] = a
+		}
+	}
 	out.Traffic = slices.Clone(sc.Traffic)
 	for i := range out.Traffic {
 		t := &out.Traffic[i]
@@ -96,6 +104,9 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 		}
 		out.Rules[i] = r
 	}
+	if s.spend || anySpendWall(sc) {
+		s.warn("the spend wall's timers are model constants, not scaled (model/spendwall.go: lane grace 60 s, slow retry-after clamp 5–600 s ±30 %% jitter, max wait ≥ 1 min, re-accept block 10 min): decisions that depend on them differ from the simulator at speed %v", speed)
+	}
 	out.Expects = slices.Clone(sc.Expects)
 	for i := range out.Expects {
 		e := &out.Expects[i]
@@ -122,9 +133,51 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 	return &out, s.warnings, nil
 }
 
+func anySpendWall(sc *sim.Scenario) bool {
+	for _, p := range sc.Topology.Providers {
+		for _, c := range p.Connections {
+			if c.SpendWall.Enabled() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 type scaler struct {
 	speed    float64
+	epoch    time.Time // the scenario's virtual start: Unix-time hints are scaled from it
 	warnings []string
+	spend    bool // a spend-wall header was seen (its timers are model constants)
+}
+
+func cmpTime(a, b time.Time) time.Time {
+	if a.IsZero() {
+		return b
+	}
+	return a
+}
+
+// topology scales the connections' admission durations (rateLimitOverrides
+// maxWaitMs and minTimeMs). The rpm window (model.PaceWindowMs, 60 s) is a
+// model constant: rpm is kept, with a warning.
+func (s *scaler) topology(t model.Topology) model.Topology {
+	out := t
+	out.Providers = slices.Clone(t.Providers)
+	for i := range out.Providers {
+		p := &out.Providers[i]
+		p.Connections = slices.Clone(p.Connections)
+		for j := range p.Connections {
+			c := &p.Connections[j]
+			c.MaxWaitMs = int64(s.ms(model.Millis(c.MaxWaitMs)))
+			c.Limits.MinTimeMs = int64(s.ms(model.Millis(c.Limits.MinTimeMs)))
+			if c.Limits.RPM > 0 {
+				s.warn("connection %s/%s: rpm %d is per 60 s of wall time (a model constant), i.e. per %v of the file's time at speed %v",
+					p.ID, c.ID, c.Limits.RPM, time.Duration(float64(time.Minute)*s.speed), s.speed)
+			}
+		}
+	}
+	return out
 }
 
 func (s *scaler) warn(format string, args ...any) {
@@ -164,22 +217,55 @@ func hintInBody(b string) bool {
 	return strings.Contains(l, "retry") || strings.Contains(l, "reset")
 }
 
-// header scales a retry hint header.
+// header scales a retry hint header: seconds (Retry-After, the spend
+// wall's slow retry-after / max-wait, reset headers given as a delay),
+// Unix times (reset instants, scaled from the scenario's start: the
+// gateway's clock starts there too) and Go durations.
 func (s *scaler) header(name, v string, line int) string {
-	if strings.EqualFold(name, "Retry-After") {
-		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
+	ln := strings.ToLower(name)
+	if strings.HasPrefix(ln, "anthropic-ratelimit-unified-slow-") {
+		s.spend = true
+	}
+	tv := strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(tv, 10, 64); err == nil && n >= 1e9 && strings.Contains(ln, "reset") {
+		// A Unix time in seconds (model/hints.go parseResetValue: ≥ 1e9;
+		// above 1e10, milliseconds).
+		unit := time.Second
+		if n > 1e10 {
+			unit = time.Millisecond
+		}
+		at := time.Unix(0, 0).Add(time.Duration(n) * unit)
+		off := at.Sub(s.epoch)
+		scaled := s.epoch.Add(time.Duration(float64(off) / s.speed))
+		q := scaled.Truncate(unit)
+		if !q.Equal(scaled) {
+			s.warn("line %d: %s %s (a Unix time) scaled from the start is not a whole %v; rounded down", line, name, v, unit)
+		}
+		return strconv.FormatInt(q.UnixNano()/int64(unit), 10)
+	}
+	seconds := strings.EqualFold(name, "Retry-After") || ln == "anthropic-ratelimit-unified-slow-retry-after" ||
+		ln == "anthropic-ratelimit-unified-slow-max-wait" || strings.Contains(ln, "reset")
+	if ln == "retry-after-ms" {
+		if n, err := strconv.ParseFloat(tv, 64); err == nil {
+			return strconv.FormatInt(int64(math.Ceil(n/s.speed)), 10)
+		}
+	}
+	if seconds {
+		n, err := strconv.ParseFloat(tv, 64)
+		if err == nil {
+			x := n / s.speed
+			c := math.Ceil(x)
+			if c != x {
+				s.warn("line %d: %s %s ÷ %v is not a whole second; rounded up to %v", line, name, v, s.speed, c)
+			}
+			return strconv.FormatInt(int64(c), 10)
+		}
+		if strings.EqualFold(name, "Retry-After") {
 			s.warn("line %d: Retry-After %q is not in seconds; not scaled", line, v)
 			return v
 		}
-		x := n / s.speed
-		c := math.Ceil(x)
-		if c != x {
-			s.warn("line %d: Retry-After %s ÷ %v is not a whole second; rounded up to %v", line, v, s.speed, c)
-		}
-		return strconv.FormatInt(int64(c), 10)
 	}
-	if dv, err := time.ParseDuration(strings.TrimSpace(v)); err == nil && dv > 0 {
+	if dv, err := time.ParseDuration(tv); err == nil && dv > 0 {
 		return s.d(dv).String()
 	}
 	return v

@@ -1,0 +1,151 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy"
+	"github.com/breakwater-gw/breakwater/sim"
+)
+
+// The lease actions (SPEC §2d; sim/lease.go, docs/scenarios.md): a managed
+// client outside the scenario's traffic holds a connection, and the
+// traffic (which carries no lease) is routed around it (lease_held). The
+// replay does what such a client does against the gateway: a client key
+// with scope lease:exclusive whose allowedConnections is exactly the
+// connection (so the gateway's acquire can only pick that one) calls
+// POST /api/v1/session-leases, and releases with the owner token and
+// generation it got, sent as X-Breakwater-Lease-Owner / -Generation.
+//
+// Because the gateway then has client keys, the traffic needs one too: a
+// plain key without scopes or allowedConnections (every connection, no
+// lease), as the simulator's traffic.
+
+// replayOrgID is the organisation id of the generated spend-wall reset URL.
+const replayOrgID = "00000000-0000-4000-8000-00000000beef"
+
+type leaseKeys struct {
+	client  string            // the traffic's key
+	managed map[string]string // "provider/connection" → its managed client's key
+	models  map[string]string // "provider/connection" → the model named at acquire
+	order   []string          // connections in first-use order (stable config)
+
+	mu   sync.Mutex
+	held map[string]heldLease // "provider/connection" → the lease the replay holds
+}
+
+type heldLease struct {
+	owner      string // never logged or reported
+	generation int64
+}
+
+// newLeaseKeys returns the keys a scenario's lease actions need; nil when it
+// has none.
+func newLeaseKeys(sc *sim.Scenario) *leaseKeys {
+	var lk *leaseKeys
+	for _, a := range sc.Actions {
+		if a.Kind != sim.ActLeaseAcquire && a.Kind != sim.ActLeaseRelease {
+			continue
+		}
+		if lk == nil {
+			lk = &leaseKeys{client: "bwreplay_client_" + randomKey(), managed: map[string]string{},
+				models: map[string]string{}, held: map[string]heldLease{}}
+		}
+		for _, c := range a.Connections {
+			ref := c.String()
+			if _, ok := lk.managed[ref]; ok {
+				continue
+			}
+			lk.managed[ref] = "bwreplay_lease_" + randomKey()
+			lk.models[ref] = leaseModel(sc, c.Provider)
+			lk.order = append(lk.order, ref)
+		}
+	}
+	return lk
+}
+
+// leaseModel is the model named when acquiring a lease on a provider's
+// connection: its first model, else the first model the traffic asks of
+// it (a provider without models passes any through).
+func leaseModel(sc *sim.Scenario, provider string) string {
+	for _, p := range sc.Topology.Providers {
+		if p.ID == provider && len(p.Models) > 0 {
+			return provider + "/" + p.Models[0]
+		}
+	}
+	for _, t := range sc.Traffic {
+		if strings.HasPrefix(t.Model, provider+"/") {
+			return t.Model
+		}
+	}
+	return provider + "/lease"
+}
+
+func (lk *leaseKeys) clientKeys() []proxy.ClientKey {
+	out := []proxy.ClientKey{{ID: "replay-traffic", Key: lk.client}}
+	for i, ref := range lk.order {
+		out = append(out, proxy.ClientKey{ID: "replay-lease-" + strconv.Itoa(i+1), Key: lk.managed[ref],
+			Scopes: []string{model.LeaseScope}, AllowedConnections: []string{ref}})
+	}
+	return out
+}
+
+// leaseAction runs lease-acquire / lease-release. Acquiring a connection
+// the replay already holds, or releasing one it does not, changes nothing,
+// as in the simulator.
+func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
+	lk := r.e.leases
+	if lk == nil {
+		return fmt.Errorf("%s needs a managed client key the replay generates only for its in-process gateway", a.Kind)
+	}
+	var errs []string
+	for _, c := range a.Connections {
+		ref := c.String()
+		lk.mu.Lock()
+		h, holding := lk.held[ref]
+		lk.mu.Unlock()
+		switch {
+		case a.Kind == sim.ActLeaseAcquire && !holding:
+			var v struct {
+				Owner      string `json:"owner"`
+				Generation int64  `json:"generation"`
+				Connection string `json:"connection"`
+			}
+			// The longest TTL the gateway grants: the simulator's lease
+			// lasts until its release (Run warns when the scaled run is
+			// longer than the TTL).
+			body := map[string]any{"action": "acquire", "model": lk.models[ref], "ttlMs": model.MaxLeaseTTLMs}
+			if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", lk.managed[ref], body, &v); err != nil {
+				errs = append(errs, ref+": "+err.Error())
+				continue
+			}
+			if v.Connection != ref {
+				errs = append(errs, fmt.Sprintf("%s: the gateway leased %s", ref, v.Connection))
+			}
+			lk.mu.Lock()
+			lk.held[ref] = heldLease{owner: v.Owner, generation: v.Generation}
+			lk.mu.Unlock()
+		case a.Kind == sim.ActLeaseRelease && holding:
+			hdr := http.Header{}
+			hdr.Set("X-Breakwater-Lease-Owner", h.owner)
+			hdr.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(h.generation, 10))
+			if err := r.e.doHeaders(ctx, r.e.base+"/api/v1/session-leases", http.MethodPost, "/api/v1/session-leases",
+				lk.managed[ref], hdr, map[string]any{"action": "release"}, nil); err != nil {
+				errs = append(errs, ref+": "+err.Error())
+				continue
+			}
+			lk.mu.Lock()
+			delete(lk.held, ref)
+			lk.mu.Unlock()
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package replay
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// callCounter counts the upstream calls the fault upstream answers per
+// client request. A window's `upstreamCalls` is a count of upstream calls,
+// which X-Breakwater-Attempts over-counts when an attempt was refused
+// locally (a saturated gate, a paced slot past its budget: an attempt in
+// the model's terms, never sent; sim/admission.go) and cannot give for a
+// request the client gave up on. Each replay request's body names its
+// number ("replay request N", run.go send) and the gateway forwards the
+// message text to the upstream, so the in-process fault upstream can tell
+// whose call it answers.
+type callCounter struct {
+	inner http.Handler
+	mu    sync.Mutex
+	calls map[int]int
+}
+
+var replayMarker = []byte("replay request ")
+
+func newCallCounter(inner http.Handler) *callCounter {
+	return &callCounter{inner: inner, calls: map[int]int{}}
+}
+
+func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil && r.Method == http.MethodPost {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		_ = r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if err == nil {
+			if i := bytes.Index(b, replayMarker); i >= 0 {
+				j := i + len(replayMarker)
+				k := j
+				for k < len(b) && b[k] >= '0' && b[k] <= '9' {
+					k++
+				}
+				if n, err := strconv.Atoi(string(b[j:k])); err == nil {
+					c.mu.Lock()
+					c.calls[n]++
+					c.mu.Unlock()
+				}
+			}
+		}
+	}
+	c.inner.ServeHTTP(w, r)
+}
+
+// of returns the upstream calls made for request n.
+func (c *callCounter) of(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[n]
+}
