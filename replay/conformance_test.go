@@ -53,55 +53,95 @@ func TestConformanceSimVsGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("wall-clock replays: skipped with -short")
 	}
-	for _, c := range conformance {
+	// The replays mostly wait on the wall clock (the whole run takes a few
+	// CPU seconds), so they run concurrently beyond -parallel (GOMAXPROCS,
+	// 2 on a small machine): each case's outcome is collected here and
+	// reported by its subtest.
+	outs := make([]chan caseOutcome, len(conformance))
+	sem := make(chan struct{}, conformanceConcurrency)
+	for i, c := range conformance {
+		outs[i] = make(chan caseOutcome, 1)
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			outs[i] <- runConformanceCase(c.file, c.speed)
+		}()
+	}
+	for i, c := range conformance {
 		t.Run(c.file, func(t *testing.T) {
-			t.Parallel()
-			sc, err := scenarios.LoadFile(filepath.Join("..", "scenarios", "library", c.file), scenarios.Options{})
-			if err != nil {
-				t.Fatal(err)
+			o := <-outs[i]
+			for _, l := range o.logs {
+				t.Log(l)
 			}
-			var ob Observed
-			sres, err := sim.Run(sc, sim.Options{Observe: ob.Observe()})
-			if err != nil {
-				t.Fatal(err)
+			if o.fatal != "" {
+				t.Fatal(o.fatal)
 			}
-			if !sres.Passed {
-				t.Fatalf("the simulator fails %s: %v %v", c.file, sres.Failures, sres.Violations)
+			for _, p := range o.problems {
+				t.Error(p)
 			}
-			// Wall-clock runs share two cores with the rest of the suite
-			// (and with each other: the cases run in parallel), so one
-			// scheduling hiccup may move a boundary. A real divergence
-			// reproduces: a case fails only when a second run differs too.
-			var res *Result
-			for try := 1; ; try++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				res, err = Run(ctx, sc, Options{Speed: c.speed})
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var problems []string
-				for _, f := range res.Failures {
-					problems = append(problems, fmt.Sprintf("gateway: line %d at %v: %s: expected %s, found %s", f.Line, f.At, f.What, f.Expected, f.Found))
-				}
-				if len(ob.Requests) == 0 || len(res.RequestLog) != len(ob.Requests) {
-					problems = append(problems, fmt.Sprintf("requests: sim %d, gateway %d", len(ob.Requests), len(res.RequestLog)))
-				}
-				for _, d := range Compare(&ob, res) {
-					problems = append(problems, fmt.Sprintf("differs: %s", d))
-				}
-				if len(problems) == 0 {
-					break
-				}
-				if try == 2 {
-					for _, p := range problems {
-						t.Error(p)
-					}
-					break
-				}
-				t.Logf("run 1 differed (max lag %v); running again: %s", res.MaxLag, strings.Join(problems, "; "))
-			}
-			t.Logf("%s at %v×: %d requests, %d state reads, wall %v, max lag %v", c.file, c.speed, len(res.RequestLog), len(res.States), res.Wall.Round(time.Millisecond), res.MaxLag)
 		})
 	}
+}
+
+// conformanceConcurrency bounds the replays running at once.
+const conformanceConcurrency = 8
+
+type caseOutcome struct {
+	logs     []string
+	problems []string
+	fatal    string
+}
+
+// runConformanceCase plays one file in the simulator and through the
+// in-process gateway and lists every difference.
+func runConformanceCase(file string, speed float64) (o caseOutcome) {
+	sc, err := scenarios.LoadFile(filepath.Join("..", "scenarios", "library", file), scenarios.Options{})
+	if err != nil {
+		o.fatal = err.Error()
+		return o
+	}
+	var ob Observed
+	sres, err := sim.Run(sc, sim.Options{Observe: ob.Observe()})
+	if err != nil {
+		o.fatal = err.Error()
+		return o
+	}
+	if !sres.Passed {
+		o.fatal = fmt.Sprintf("the simulator fails %s: %v %v", file, sres.Failures, sres.Violations)
+		return o
+	}
+	// Wall-clock runs share the machine with the rest of the suite (and
+	// with each other), so one scheduling hiccup may move a boundary. A
+	// real divergence reproduces: a case fails only when a second run
+	// differs too.
+	var res *Result
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		res, err = Run(ctx, sc, Options{Speed: speed})
+		cancel()
+		if err != nil {
+			o.fatal = err.Error()
+			return o
+		}
+		var problems []string
+		for _, f := range res.Failures {
+			problems = append(problems, fmt.Sprintf("gateway: line %d at %v: %s: expected %s, found %s", f.Line, f.At, f.What, f.Expected, f.Found))
+		}
+		if len(ob.Requests) == 0 || len(res.RequestLog) != len(ob.Requests) {
+			problems = append(problems, fmt.Sprintf("requests: sim %d, gateway %d", len(ob.Requests), len(res.RequestLog)))
+		}
+		for _, d := range Compare(&ob, res) {
+			problems = append(problems, fmt.Sprintf("differs: %s", d))
+		}
+		if len(problems) == 0 {
+			break
+		}
+		if try == 2 {
+			o.problems = problems
+			break
+		}
+		o.logs = append(o.logs, fmt.Sprintf("run 1 differed (max lag %v); running again: %s", res.MaxLag, strings.Join(problems, "; ")))
+	}
+	o.logs = append(o.logs, fmt.Sprintf("%s at %v×: %d requests, %d state reads, wall %v, max lag %v", file, speed, len(res.RequestLog), len(res.States), res.Wall.Round(time.Millisecond), res.MaxLag))
+	return o
 }
