@@ -39,11 +39,17 @@ func (c Code) HTTPStatus() int {
 	case CodeClientClosed:
 		return 499
 	}
+	if c.isLease() {
+		return LeaseHTTPStatus(c)
+	}
 	return 503
 }
 
 // Type is the OpenAI-shaped error type for a code.
 func (c Code) Type() string {
+	if c.isLease() {
+		return LeaseErrorType
+	}
 	switch c.HTTPStatus() {
 	case 429:
 		return "rate_limit_error"
@@ -98,9 +104,16 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if len(sel.Excluded) == 0 {
 		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
 	}
-	var timers, transient, circuit, locks, others int
+	var timers, transient, circuit, locks, others, leased int
+	var leaseEnd int64 // ms until the first lease_held exclusion ends (0 = unknown)
 	for _, x := range sel.Excluded {
 		switch {
+		case x.Reason == ExclLeaseHeld:
+			leased++
+			others++
+			if x.RemainingMs > 0 && (leaseEnd == 0 || x.RemainingMs < leaseEnd) {
+				leaseEnd = x.RemainingMs
+			}
 		case x.Reason == ExclCircuitOpen:
 			circuit++
 			timers++
@@ -126,6 +139,14 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		retry = sel.Earliest.Sub(now)
 	}
 	n := len(sel.Excluded)
+	if leased == n {
+		// Everything that could serve is held by other clients' exclusive
+		// leases (SPEC §2d): a wait state, not a failure; retry when the
+		// first lease ends (clamped like the lease endpoint's answer).
+		return &Error{Code: CodeLeaseCapacity, Provider: r.Provider, Model: model,
+			RetryAfterMs: leaseRetryAfterMs(now, leaseEnd),
+			Message:      fmt.Sprintf("every connection that can serve %s is held by another client's exclusive lease", r.Name)}
+	}
 	if !r.IsCombo() {
 		switch {
 		case circuit == n:

@@ -25,7 +25,8 @@ type Flow struct {
 	Allowed []ConnRef
 	// Held: connections other owners' exclusive leases hold (SPEC §2d);
 	// the shell sets it after StartFlow.
-	Held []ConnRef
+	Held      []ConnRef
+	HeldUntil []Time // aligned with Held: when each lease ends (0 = unknown)
 
 	start, deadline Time
 	attempts        int
@@ -137,7 +138,7 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
 				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's deadline was spent"}})
 		}
-		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held}
+		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
 		e.Select(now, &req, sel)
 		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool { return !slices.Contains(f.skipTargets, c.Target) })
 		if ci < 0 {
@@ -167,7 +168,7 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	if len(f.tried) > 0 || len(f.skipTargets) > 0 {
 		// After a wait every connection is fair game again: judge the wait
 		// on the full picture.
-		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session, Held: f.Held}
+		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
 		e.Select(now, &req, sel)
 	}
 	budgetLeft := f.deadline.Sub(now)

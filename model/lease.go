@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Exclusive session leases (SPEC §2d, §11.8, REFERENCE M16): the pure part.
@@ -48,6 +49,8 @@ const (
 	LeaseNoFreeEligibleReason      = "NO_FREE_ELIGIBLE_CONNECTION"
 	leaseRetryAfterMaxSeconds      = 3600
 )
+
+func (c Code) isLease() bool { return strings.HasPrefix(string(c), "LEASE_") }
 
 // LeaseHTTPStatus is the HTTP status of a lease error code.
 func LeaseHTTPStatus(c Code) int {
@@ -210,6 +213,14 @@ func CheckFence(now Time, row *LeaseRow, c *LeaseClaim) Fence {
 // LeaseRetryAfterSeconds is the 429's Retry-After: the seconds until the
 // earliest relevant lease expiry, rounded up and clamped to [1, 3600]; 1
 // when unknown (earliest 0).
+// leaseRetryAfterMs is LeaseRetryAfterSeconds for a time left, in ms.
+func leaseRetryAfterMs(now Time, leftMs int64) int64 {
+	if leftMs <= 0 {
+		return LeaseRetryAfterSeconds(now, 0) * 1000
+	}
+	return LeaseRetryAfterSeconds(now, now.Add(leftMs)) * 1000
+}
+
 func LeaseRetryAfterSeconds(now, earliest Time) int64 {
 	if earliest == 0 {
 		return 1

@@ -168,6 +168,42 @@ func TestSelectExcludesLeaseHeld(t *testing.T) {
 	}
 }
 
+func TestUnavailableWhenEveryConnectionIsLeased(t *testing.T) {
+	// SPEC §2d: every connection held by other owners' leases is a wait
+	// state for an ordinary request: 429 LEASE_CAPACITY_UNAVAILABLE with
+	// Retry-After from the first lease's end (HeldUntil), clamped to
+	// [1, 3600] s, 1 s when unknown. A mix with a cooling connection keeps
+	// the normal routing answer.
+	p := oneProvider("p", ProfileAPIKey, 2)
+	e := mustEngine(t, topo(p), nil)
+	now := at(sec(10))
+	var sel Selection
+	req := Request{Route: route(t, e, "p/m1"), Held: []ConnRef{{"p", "k1"}, {"p", "k2"}},
+		HeldUntil: []Time{now.Add(sec(45)), now.Add(sec(20))}}
+	e.Select(now, &req, &sel)
+	err := Unavailable(now, &req.Route, &sel)
+	if err == nil || err.Code != CodeLeaseCapacity || err.Code.HTTPStatus() != 429 || err.Code.Type() != LeaseErrorType ||
+		err.RetryAfterSeconds() != 20 {
+		t.Fatalf("all leased: %+v", err)
+	}
+	req.HeldUntil = nil // unknown ends (the simulator's leases)
+	e.Select(now, &req, &sel)
+	if err := Unavailable(now, &req.Route, &sel); err == nil || err.Code != CodeLeaseCapacity || err.RetryAfterSeconds() != 1 {
+		t.Fatalf("unknown end: %+v", err)
+	}
+	req.HeldUntil = []Time{now.Add(sec(7200)), now.Add(sec(9000))}
+	e.Select(now, &req, &sel)
+	if err := Unavailable(now, &req.Route, &sel); err == nil || err.RetryAfterSeconds() != 3600 {
+		t.Fatalf("clamp: %+v", err)
+	}
+	hit(t, e, now, "p", "k2", "m1", withHeader(429, "retry-after", "20"))
+	req = Request{Route: route(t, e, "p/m1"), Held: []ConnRef{{"p", "k1"}}}
+	e.Select(now, &req, &sel)
+	if err := Unavailable(now, &req.Route, &sel); err == nil || err.Code == CodeLeaseCapacity {
+		t.Fatalf("leased + cooling is not lease contention: %+v", err)
+	}
+}
+
 func TestLeaseAcquireRouteRefusesCombos(t *testing.T) {
 	// REFERENCE M16: managed combos reject every fan-out route before dispatch.
 	if err := LeaseAcquireRoute(&Route{Name: "c", Combo: "c"}); err == nil || err.(*LeaseError).Code != CodeLeaseContextInvalid {

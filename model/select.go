@@ -118,6 +118,10 @@ type Request struct {
 	// (SPEC §2d): excluded with reason lease_held, after every health rule,
 	// so a held connection that is also cooling reports the cooldown.
 	Held []ConnRef
+	// HeldUntil, when set, is aligned with Held: when each lease ends (0 =
+	// unknown). It gives the lease_held exclusion its time left, so a
+	// request that finds every connection leased is told when to retry.
+	HeldUntil []Time
 }
 
 // Candidate is one eligible (target, connection) in try order.
@@ -247,8 +251,11 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
 			} else if ms := e.pinnedWindow(now, pinned, c); ms > 0 {
 				x.Reason, x.RemainingMs = ExclProviderCooldown, ms
-			} else if len(req.Held) > 0 && contains(req.Held, p.id, c.id) {
+			} else if i := heldIndex(req.Held, p.id, c.id); i >= 0 {
 				x.Reason = ExclLeaseHeld
+				if i < len(req.HeldUntil) && req.HeldUntil[i] > now {
+					x.RemainingMs = req.HeldUntil[i].Sub(now)
+				}
 			} else {
 				out.Candidates = append(out.Candidates, Candidate{Provider: p.id, Connection: c.id, Model: model, Target: target, p: pi, c: ci})
 				continue
@@ -279,6 +286,15 @@ func terminalReason(s ConnStatus) Reason {
 
 func allowed(list []ConnRef, p, c string) bool {
 	return len(list) == 0 || contains(list, p, c)
+}
+
+func heldIndex(list []ConnRef, p, c string) int {
+	for i, r := range list {
+		if r.Provider == p && r.Connection == c {
+			return i
+		}
+	}
+	return -1
 }
 
 func contains(list []ConnRef, p, c string) bool {

@@ -55,6 +55,7 @@ type leaseSnap struct {
 	byOwner map[string]model.LeaseRow // owner hash → lease
 	byConn  map[model.ConnRef]model.Time
 	held    []model.ConnRef // every leased connection (shared; read only)
+	until   []model.Time    // aligned with held: when each lease ends
 	minExp  model.Time      // the first expiry (0 = none): rebuild then
 }
 
@@ -100,6 +101,7 @@ func buildSnap(now model.Time, rows map[string]model.LeaseRow) *leaseSnap {
 		s.byOwner[h] = r
 		s.byConn[r.Conn] = r.ExpiresAt
 		s.held = append(s.held, r.Conn)
+		s.until = append(s.until, r.ExpiresAt)
 		if s.minExp == 0 || r.ExpiresAt < s.minExp {
 			s.minExp = r.ExpiresAt
 		}
@@ -197,6 +199,12 @@ func (m *leaseMgr) edit(f func(map[string]model.LeaseRow)) {
 // leased connection. The slice is shared: read only.
 func (m *leaseMgr) heldFor(now model.Time) []model.ConnRef {
 	return m.current(now).held
+}
+
+// heldUntilFor is heldFor with when each lease ends (aligned slices).
+func (m *leaseMgr) heldUntilFor(now model.Time) ([]model.ConnRef, []model.Time) {
+	s := m.current(now)
+	return s.held, s.until
 }
 
 // fence checks a claim against the copy: the hot path before every

@@ -55,7 +55,7 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 	claim.Conn = row.Conn
 	rs.lease, rs.leaseOwner = claim, owner
 	rs.flow.Allowed = []model.ConnRef{row.Conn}
-	rs.flow.Held = nil
+	rs.flow.Held, rs.flow.HeldUntil = nil, nil
 	return false, 0
 }
 
@@ -140,6 +140,6 @@ func (rs *reqState) refreshHeld() {
 	// Without a lease-scoped key in the config no connection can be held
 	// (replicas share the config): no copy to read or refresh.
 	if rs.lease == nil && len(rs.g.leases.managed) > 0 {
-		rs.flow.Held = rs.g.leases.heldFor(rs.g.modelNow())
+		rs.flow.Held, rs.flow.HeldUntil = rs.g.leases.heldUntilFor(rs.g.modelNow())
 	}
 }

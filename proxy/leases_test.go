@@ -175,6 +175,37 @@ func TestLeaseCapacity429(t *testing.T) {
 	}
 }
 
+func TestLeaseHeldEverywhereIsA429ForOthers(t *testing.T) {
+	// SPEC §2d: when every connection that could serve a request is held by
+	// other clients' leases, an ordinary request is told to wait — 429
+	// LEASE_CAPACITY_UNAVAILABLE with Retry-After from the first expiry
+	// (clamped to [1, 3600] s) — not a 503 "terminal or not allowed"; and
+	// no upstream is called.
+	up := newFakeUp(t)
+	g := newGW(t, up, leaseCfg)
+	g.lease("ka", `{"action":"acquire","model":"p/m","ttlMs":40000}`)
+	g.lease("kb", `{"action":"acquire","model":"p/m","ttlMs":90000}`)
+	g.lease("kc", `{"action":"acquire","model":"p/m","ttlMs":60000}`)
+	calls := up.count("k1") + up.count("k2") + up.count("k3")
+	r := g.chat("p/m", "Authorization", "Bearer kp")
+	if r.code != 429 {
+		t.Fatalf("want 429 while every connection is leased, got %d %s", r.code, r.body)
+	}
+	var body struct{ Error apiError }
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil || body.Error.Code != "LEASE_CAPACITY_UNAVAILABLE" {
+		t.Fatalf("body %s", r.body)
+	}
+	if ra, _ := strconv.Atoi(r.h.Get("Retry-After")); ra < 35 || ra > 40 {
+		t.Fatalf("Retry-After %q, want the first lease's expiry (~40 s)", r.h.Get("Retry-After"))
+	}
+	if strings.Contains(r.body, "bwl_") || strings.Contains(r.body, "k1") {
+		t.Fatalf("the body names an owner or a connection: %s", r.body)
+	}
+	if up.count("k1")+up.count("k2")+up.count("k3") != calls {
+		t.Fatal("an upstream was called")
+	}
+}
+
 func TestLeaseEmptyEligibilityKeepsNormalError(t *testing.T) {
 	// REFERENCE M16: an empty eligible set (here: the only allowed
 	// connection is banned) is not lease contention — the normal routing
