@@ -363,8 +363,10 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	go post(`{"model":"glm/glm-5"}`)
 	eventually(t, "the slow request upstream", func() bool { return up.count("glm-k1") == 1 })
-	go post(`{"model":"oa/gpt-5","stream":true}`)
+	// The stream's upstream behaviour is set before the request is sent
+	// (set after, the request could meet the default JSON answer first).
 	up.set("oa-o1", sse(streamOpt{chunks: 20, interval: 20 * time.Millisecond}))
+	go post(`{"model":"oa/gpt-5","stream":true}`)
 	eventually(t, "the stream upstream", func() bool { return up.count("oa-o1") == 1 })
 	done := make(chan error, 1)
 	go func() { done <- g.Shutdown(context.Background()) }()
