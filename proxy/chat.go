@@ -46,6 +46,7 @@ type reqState struct {
 	leaseOwner string
 
 	committed   bool
+	counted     bool         // in the request metrics (count)
 	lastFail    *failure     // the last upstream failure (body for the client)
 	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
 	headersAt   time.Time    // when the current attempt's response headers came (zero = none)
@@ -112,11 +113,22 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 	rs.finish(rs.run())
 }
 
+// count adds the request to the request metrics, once: before a delivered
+// answer is flushed (so a scrape after the response counts it), else when
+// the request finishes.
+func (rs *reqState) count(status int) {
+	if rs.counted {
+		return
+	}
+	rs.counted = true
+	rs.g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
+	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
+}
+
 func (rs *reqState) finish(status int) {
 	g := rs.g
 	rs.status = status
-	g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
-	g.met.attempts.Observe(float64(rs.flow.Attempts()))
+	rs.count(status)
 	lvl := slog.LevelDebug
 	if status >= 500 || g.cfg.Server.LogRequests {
 		lvl = slog.LevelInfo

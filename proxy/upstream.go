@@ -144,6 +144,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		// rest (metrics, the request's log line) need not delay the client.
 		sl.release()
 		released = true
+		rs.count(status)
 		if f, ok := rs.w.(http.Flusher); ok {
 			f.Flush()
 		}
@@ -604,6 +605,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 						return gone
 					}
 				}
+				rs.count(http.StatusOK) // before the last bytes leave: a scrape after the stream counts it
 				if flusher != nil {
 					flusher.Flush()
 				}
@@ -655,6 +657,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				} else if _, err := w.Write(raw); err != nil {
 					return gone
 				}
+				rs.count(http.StatusOK) // before the last bytes leave: a scrape after the stream counts it
 				if flusher != nil {
 					flusher.Flush()
 				}
