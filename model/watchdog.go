@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -18,6 +19,12 @@ type StreamEvent struct {
 	ToolCall bool
 	// Done is the [DONE] sentinel or a terminal event.
 	Done bool
+	// FinishReason is a chat-completions choice's finish_reason ("" = none).
+	FinishReason string
+	// Error: the event is an error object inside a 200 stream; ErrorStatus
+	// is the status it states (StreamErrorStatus).
+	Error       bool
+	ErrorStatus int
 }
 
 // ParseStreamEvent reads the data payload of one SSE event of the OpenAI
@@ -50,11 +57,16 @@ func ParseStreamEvent(data []byte) StreamEvent {
 		ContentBlock struct {
 			Type string `json:"type"`
 		} `json:"content_block"`
+		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(data, &ev) != nil {
 		return StreamEvent{}
 	}
 	var out StreamEvent
+	if len(ev.Error) > 0 && string(ev.Error) != "null" {
+		out.Error = true
+		out.ErrorStatus, _ = StreamErrorStatus(data)
+	}
 	t := strings.ToLower(ev.Type)
 	switch {
 	case strings.Contains(t, "reasoning") || strings.Contains(t, "thinking"):
@@ -86,6 +98,9 @@ func ParseStreamEvent(data []byte) StreamEvent {
 		}
 		if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" || len(d.FunctionCall) > 0 && string(d.FunctionCall) != "null" {
 			out.ToolCall = true
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			out.FinishReason = *c.FinishReason
 		}
 	}
 	if len(ev.Delta) > 0 {
@@ -207,4 +222,50 @@ func (w *Watchdog) Check(now Time) (OutcomeKind, bool) {
 		return OutcomeThroughput, true
 	}
 	return 0, false
+}
+
+// StreamErrorStatus reads the status an error event inside a 200 SSE
+// stream states (SPEC "does better" 15): a numeric code or status, else a
+// status implied by the error type, else 500; and its message.
+func StreamErrorStatus(data []byte) (int, string) {
+	var e struct {
+		Error struct {
+			Code    json.RawMessage `json:"code"`
+			Status  json.RawMessage `json:"status"`
+			Type    string          `json:"type"`
+			Message string          `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(bytes.TrimSpace(data), &e)
+	for _, raw := range []json.RawMessage{e.Error.Code, e.Error.Status} {
+		s := strings.Trim(string(raw), `"`)
+		if n, err := strconv.Atoi(s); err == nil && n >= 400 && n <= 599 {
+			return n, e.Error.Message
+		}
+	}
+	t := strings.ToLower(e.Error.Type + " " + string(e.Error.Code))
+	switch {
+	case strings.Contains(t, "rate_limit") || strings.Contains(t, "quota"):
+		return 429, e.Error.Message
+	case strings.Contains(t, "overloaded"):
+		return 529, e.Error.Message
+	case strings.Contains(t, "authentication"):
+		return 401, e.Error.Message
+	case strings.Contains(t, "permission"):
+		return 403, e.Error.Message
+	case strings.Contains(t, "invalid_request"):
+		return 400, e.Error.Message
+	}
+	return 500, e.Error.Message
+}
+
+// LegitimateEmpty reports whether a finish reason makes a stream without
+// text a valid answer (REFERENCE M14); any other empty stream is the
+// output-validation failure (OutcomeQuality).
+func LegitimateEmpty(finish string) bool {
+	switch finish {
+	case "length", "tool_calls", "content_filter", "function_call":
+		return true
+	}
+	return false
 }

@@ -110,3 +110,51 @@ func FuzzParseStreamEvent(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStreamEventFinishAndError(t *testing.T) {
+	// One reading per event (SPEC §6, "does better" 15): the finish reason
+	// and an in-stream error object with the status it states come from
+	// ParseStreamEvent, so the shell parses each event once.
+	if ev := ParseStreamEvent([]byte(`{"choices":[{"delta":{},"finish_reason":"length"}]}`)); ev.FinishReason != "length" || ev.Error {
+		t.Fatalf("finish: %+v", ev)
+	}
+	if ev := ParseStreamEvent([]byte(`{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}`)); ev.FinishReason != "" || ev.UsefulBytes != 1 {
+		t.Fatalf("no finish: %+v", ev)
+	}
+	if ev := ParseStreamEvent([]byte(`{"type":"error","error":{"type":"overloaded_error","message":"x"}}`)); !ev.Error || ev.ErrorStatus != 529 {
+		t.Fatalf("error event: %+v", ev)
+	}
+	for _, in := range []string{`{"error":null}`, `{"choices":[{"delta":{"content":"\"error\": no"}}]}`, `not json`} {
+		if ev := ParseStreamEvent([]byte(in)); ev.Error {
+			t.Fatalf("%s is not an error event: %+v", in, ev)
+		}
+	}
+}
+
+func TestStreamErrorStatus(t *testing.T) {
+	// SPEC "does better" 15: the status an in-stream error states.
+	cases := map[string]int{
+		`{"error":{"code":429,"message":"slow down"}}`:                    429,
+		`{"error":{"code":"503"}}`:                                        503,
+		`{"error":{"status":502}}`:                                        502,
+		`{"error":{"type":"rate_limit_error","message":"x"}}`:             429,
+		`{"error":{"type":"overloaded_error"}}`:                           529,
+		`{"error":{"type":"invalid_request_error","code":"context_len"}}`: 400,
+		`{"error":{"message":"internal"}}`:                                500,
+		`{"error":"plain"}`:                                               500,
+	}
+	for in, want := range cases {
+		if got, _ := StreamErrorStatus([]byte(in)); got != want {
+			t.Errorf("StreamErrorStatus(%s) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestLegitimateEmpty(t *testing.T) {
+	// REFERENCE M14: finish reasons that make a stream without text valid.
+	for f, want := range map[string]bool{"length": true, "tool_calls": true, "content_filter": true, "function_call": true, "stop": false, "": false} {
+		if LegitimateEmpty(f) != want {
+			t.Errorf("LegitimateEmpty(%q) != %v", f, want)
+		}
+	}
+}

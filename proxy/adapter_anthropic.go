@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
 )
 
 // anthropicWire speaks the Anthropic Messages API. baseURL follows the
@@ -442,7 +444,7 @@ func (s *anStream) event(dst, data []byte) []byte {
 	case "message_stop":
 		return append(dst, doneBytes...)
 	case "error":
-		if !isErrorEvent(data) { // an error event without an error object
+		if !model.ParseStreamEvent(data).Error { // an error event without an error object
 			return malformedEvent(dst, "anthropic")
 		}
 		return passError(dst, data)

@@ -318,7 +318,7 @@ func TestWireInStreamError(t *testing.T) {
 	mode.Store("after")
 	r = g2.stream("p/m")
 	ev := sseEvents(r.body)
-	if r.code != 200 || !strings.Contains(r.body, "partial") || len(ev) == 0 || !isErrorEvent([]byte(ev[len(ev)-1])) || strings.Contains(r.body, "[DONE]") {
+	if r.code != 200 || !strings.Contains(r.body, "partial") || len(ev) == 0 || !isErrorEventT([]byte(ev[len(ev)-1])) || strings.Contains(r.body, "[DONE]") {
 		t.Fatalf("after commit: want content then an error event: %s", r.body)
 	}
 }

@@ -38,7 +38,7 @@ func FuzzAdapterStream(f *testing.F) {
 					break
 				}
 				d := bytes.TrimSpace(data)
-				if string(d) == "[DONE]" || isErrorEvent(d) {
+				if string(d) == "[DONE]" || isErrorEventT(d) {
 					continue
 				}
 				var c oaChunk

@@ -283,13 +283,13 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 
 // An in-stream native error is passed through as one data event with an
 // "error" member, so pipeStream classifies the native body exactly as it
-// classifies an OpenAI in-stream error (streamErrorStatus).
+// classifies an OpenAI in-stream error (model.StreamErrorStatus).
 func TestAdapterStreamErrors(t *testing.T) {
 	ev := translateStream(t, &anthropicWire{}, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
-	if len(ev) != 1 || !isErrorEvent([]byte(ev[0])) {
+	if len(ev) != 1 || !isErrorEventT([]byte(ev[0])) {
 		t.Fatalf("anthropic error: %v", ev)
 	}
-	if st, _ := streamErrorStatus([]byte(ev[0])); st != 529 {
+	if st, _ := model.StreamErrorStatus([]byte(ev[0])); st != 529 {
 		t.Fatalf("overloaded_error → %d, want 529", st)
 	}
 	gm := `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`
@@ -297,15 +297,15 @@ func TestAdapterStreamErrors(t *testing.T) {
 	if len(ev) != 1 || ev[0] != gm {
 		t.Fatalf("gemini error must pass unchanged: %v", ev)
 	}
-	if st, _ := streamErrorStatus([]byte(ev[0])); st != 429 {
+	if st, _ := model.StreamErrorStatus([]byte(ev[0])); st != 429 {
 		t.Fatalf("gemini error → %d", st)
 	}
 	for _, w := range []wireAdapter{&anthropicWire{}, &geminiWire{}} {
 		ev = translateStream(t, w, "data: {not json\n\n")
-		if len(ev) != 1 || !isErrorEvent([]byte(ev[0])) {
+		if len(ev) != 1 || !isErrorEventT([]byte(ev[0])) {
 			t.Fatalf("malformed: %v", ev)
 		}
-		if st, _ := streamErrorStatus([]byte(ev[0])); st != 502 {
+		if st, _ := model.StreamErrorStatus([]byte(ev[0])); st != 502 {
 			t.Fatalf("malformed → %d, want 502", st)
 		}
 	}

@@ -3,61 +3,13 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 )
 
-// SSE handling: reading events, the status an in-stream error states and
-// what makes an empty answer legitimate. What an event means to the
-// watchdogs is model.ParseStreamEvent; the watchdogs are model.Watchdog.
-
-// streamErrorStatus reads the status an error event inside a 200 SSE stream
-// states (SPEC "does better" 15): a numeric code or status, else a status
-// implied by the error type, else 500.
-func streamErrorStatus(data []byte) (int, string) {
-	var e struct {
-		Error struct {
-			Code    json.RawMessage `json:"code"`
-			Status  json.RawMessage `json:"status"`
-			Type    string          `json:"type"`
-			Message string          `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(bytes.TrimSpace(data), &e)
-	for _, raw := range []json.RawMessage{e.Error.Code, e.Error.Status} {
-		s := strings.Trim(string(raw), `"`)
-		if n, err := strconv.Atoi(s); err == nil && n >= 400 && n <= 599 {
-			return n, e.Error.Message
-		}
-	}
-	t := strings.ToLower(e.Error.Type + " " + string(e.Error.Code))
-	switch {
-	case strings.Contains(t, "rate_limit") || strings.Contains(t, "quota"):
-		return 429, e.Error.Message
-	case strings.Contains(t, "overloaded"):
-		return 529, e.Error.Message
-	case strings.Contains(t, "authentication"):
-		return 401, e.Error.Message
-	case strings.Contains(t, "permission"):
-		return 403, e.Error.Message
-	case strings.Contains(t, "invalid_request"):
-		return 400, e.Error.Message
-	}
-	return 500, e.Error.Message
-}
-
-// legitimateEmpty reports whether a finish reason makes a stream without
-// text a valid answer (REFERENCE M14).
-func legitimateEmpty(finish string) bool {
-	switch finish {
-	case "length", "tool_calls", "content_filter", "function_call":
-		return true
-	}
-	return false
-}
+// SSE handling: reading raw events. What an event means (progress for the
+// watchdogs, its finish reason, an in-stream error and the status it
+// states) is model.ParseStreamEvent; the watchdogs are model.Watchdog.
 
 // sseReader reads raw SSE events (everything up to a blank line).
 type sseReader struct {

@@ -4,40 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-gw/breakwater/model"
 )
 
-func TestStreamEventHelpers(t *testing.T) {
-	if !isErrorEvent([]byte(`{"type":"error","error":{"message":"x"}}`)) || isErrorEvent([]byte(`{"error":null}`)) ||
-		isErrorEvent([]byte(`{"choices":[{"delta":{"content":"\"error\": no"}}]}`)) {
-		t.Fatal("isErrorEvent")
-	}
-	if finishReason([]byte(`{"choices":[{"delta":{},"finish_reason":"length"}]}`)) != "length" || finishReason([]byte(`{}`)) != "" {
-		t.Fatal("finishReason")
-	}
-	for f, want := range map[string]bool{"length": true, "tool_calls": true, "content_filter": true, "stop": false, "": false} {
-		if legitimateEmpty(f) != want {
-			t.Errorf("legitimateEmpty(%q) != %v", f, want)
-		}
-	}
-}
-
-func TestStreamErrorStatus(t *testing.T) {
-	cases := map[string]int{
-		`{"error":{"code":429,"message":"slow down"}}`:                    429,
-		`{"error":{"code":"503"}}`:                                        503,
-		`{"error":{"status":502}}`:                                        502,
-		`{"error":{"type":"rate_limit_error","message":"x"}}`:             429,
-		`{"error":{"type":"overloaded_error"}}`:                           529,
-		`{"error":{"type":"invalid_request_error","code":"context_len"}}`: 400,
-		`{"error":{"message":"internal"}}`:                                500,
-		`{"error":"plain"}`:                                               500,
-	}
-	for in, want := range cases {
-		if got, _ := streamErrorStatus([]byte(in)); got != want {
-			t.Errorf("streamErrorStatus(%s) = %d, want %d", in, got, want)
-		}
-	}
-}
+// isErrorEventT: the event is an in-stream error object (the model's
+// reading, model.ParseStreamEvent).
+func isErrorEventT(data []byte) bool { return model.ParseStreamEvent(data).Error }
 
 func TestTopLevelValueAndBodyFor(t *testing.T) {
 	body := `{"messages":[{"role":"user","content":"say \"model\": x"}], "model" : "combo" ,"stream":true,"nested":{"model":"inner"}}`

@@ -539,11 +539,7 @@ func (sw *streamWatch) stop() {
 	sw.mu.Unlock()
 }
 
-var (
-	errorKey  = []byte(`"error"`)
-	finishKey = []byte(`"finish_reason":"`)
-	doneEvent = []byte("data: [DONE]\n\n")
-)
+var doneEvent = []byte("data: [DONE]\n\n")
 
 // pipeStream passes an SSE stream through, event by event. Events are held
 // back until the first content, reasoning or tool-call frame (the readiness
@@ -593,7 +589,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		var err error
 		raw, data, err = rd.next(raw, data)
 		if err != nil {
-			if err == io.EOF && (finish != "" || terminal) && (sw.producedOutput() || legitimateEmpty(finish)) {
+			if err == io.EOF && (finish != "" || terminal) && (sw.producedOutput() || model.LegitimateEmpty(finish)) {
 				if !committed && !commit() {
 					return gone
 				}
@@ -619,16 +615,15 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			return fail(res, code, msg)
 		}
 		sawEvent = true
+		// One parse per event: progress for the watchdogs, the finish
+		// reason and an in-stream error all come from the model's reading.
 		ev := model.ParseStreamEvent(data)
 		sw.observe(ev)
-		if bytes.Contains(data, finishKey) {
-			if f := finishReason(data); f != "" {
-				finish = f
-			}
+		if ev.FinishReason != "" {
+			finish = ev.FinishReason
 		}
-		if bytes.Contains(data, errorKey) && isErrorEvent(data) {
-			status, _ := streamErrorStatus(data)
-			o := model.Outcome{Kind: model.OutcomeResponse, Status: status, Headers: resp.Header,
+		if ev.Error {
+			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: resp.Header,
 				Body: string(data[:min(len(data), model.MaxBodyPrefix)])}
 			if !committed {
 				return execResult{outcome: o, errBody: append([]byte(nil), data...), header: http.Header{"Content-Type": {"application/json"}}}
@@ -640,7 +635,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			return execResult{outcome: o, committed: true, status: http.StatusOK}
 		}
 		if ev.Done {
-			if !sw.producedOutput() && !legitimateEmpty(finish) {
+			if !sw.producedOutput() && !model.LegitimateEmpty(finish) {
 				// Nothing but metadata (or reasoning only): the model's
 				// output validation case (SPEC §3 synthetic 502).
 				return fail(execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}},
@@ -679,32 +674,6 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			flusher.Flush()
 		}
 	}
-}
-
-// finishReason reads a chat-completions chunk's finish_reason.
-func finishReason(data []byte) string {
-	var c struct {
-		Choices []struct {
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(data, &c) != nil {
-		return ""
-	}
-	for _, ch := range c.Choices {
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			return *ch.FinishReason
-		}
-	}
-	return ""
-}
-
-// isErrorEvent reports whether an event's data is an error object.
-func isErrorEvent(data []byte) bool {
-	var e struct {
-		Error json.RawMessage `json:"error"`
-	}
-	return json.Unmarshal(bytes.TrimSpace(data), &e) == nil && len(e.Error) > 0 && string(e.Error) != "null"
 }
 
 func streamFailureText(res execResult) (string, string) {
