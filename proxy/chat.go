@@ -223,17 +223,6 @@ func (rs *reqState) answer(st *model.Step) int {
 	return rs.answerUpstream(st)
 }
 
-// quotaShare reports whether the flow's route is a quota-share combo, whose
-// admission fails open (SPEC §4).
-func (rs *reqState) quotaShare() bool {
-	r := &rs.flow.Route
-	if !r.IsCombo() || !rs.s.QuotaShareConcurrencyLimit.Enabled {
-		return false
-	}
-	c := rs.g.combos[r.Combo]
-	return c != nil && c.Mode == "quota-share"
-}
-
 func (rs *reqState) waitKind() string {
 	if rs.flow.Route.IsCombo() {
 		return "combo_cooldown_wait"
