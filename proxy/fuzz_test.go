@@ -4,8 +4,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 // FuzzChatRequest: decoding untrusted client bodies never panics, and the
@@ -40,7 +43,8 @@ func FuzzManagement(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	g, err := New(f.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	// The store serve uses without store.url (it keeps a request log).
+	g, err := New(f.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{})})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -49,7 +53,8 @@ func FuzzManagement(f *testing.F) {
 	routes := []struct{ m, p string }{
 		{"PATCH", "/api/resilience"}, {"POST", "/api/resilience/cooldowns"}, {"DELETE", "/api/resilience/model-cooldowns"},
 		{"POST", "/api/rate-limits"}, {"PUT", "/api/providers/glm"}, {"POST", "/api/resilience/reset"},
-		{"POST", "/v1/chat/completions"},
+		{"POST", "/v1/chat/completions"}, {"POST", "/api/v1/session-leases"}, {"GET", "/api/request-log"},
+		{"GET", "/api/rate-limits"},
 	}
 	for _, s := range []string{`{"requestQueue":{"maxWaitMs":"1s"}}`, `{"connectionIds":["glm/k1"]}`, `{"all":true}`,
 		`{"provider":"glm","connection":"k1","model":"glm-5"}`, `{"connectionId":"glm/k1","enabled":true}`,
@@ -63,8 +68,16 @@ func FuzzManagement(f *testing.F) {
 		if rt.p == "/v1/chat/completions" && strings.Contains(body, "glm") {
 			return // no upstream traffic from the fuzzer
 		}
+		target := rt.p
+		if rt.m == http.MethodGet { // the input is the query string
+			target += "?since=" + url.QueryEscape(body) + "&limit=" + url.QueryEscape(body) + "&format=" + url.QueryEscape(body)
+		}
+		req := httptest.NewRequest(rt.m, target, strings.NewReader(body))
+		if rt.p == "/api/v1/session-leases" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(rt.m, rt.p, strings.NewReader(body)))
+		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != 503 {
 			t.Fatalf("%s %s %q: %d %s", rt.m, rt.p, body, rec.Code, rec.Body)
 		}

@@ -39,12 +39,6 @@ var reqLogParams = []string{"since", "until", "provider", "connection", "limit",
 // (header X-Breakwater-Truncated: true): narrow the window rather than
 // export half an incident without noticing.
 func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
-	rd, ok := g.store.(attemptReader)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "request_log_unavailable",
-			"this gateway's store keeps no request log (the in-memory state store does not; use a Postgres store.url)")
-		return
-	}
 	q := r.URL.Query()
 	for k := range q {
 		if !slices.Contains(reqLogParams, k) {
@@ -84,6 +78,13 @@ func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
 	// One more than asked tells truncation apart from an exact fit (at the
 	// store's own cap, a full answer counts as truncated).
 	asked := min(limit+1, reqLogMaxLimit)
+	// Bad parameters are a 400 whatever the store; only then: can it answer?
+	rd, ok := g.store.(attemptReader)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "request_log_unavailable",
+			"this gateway's store keeps no request log (an embedder's own state store; serve keeps one in memory or in Postgres)")
+		return
+	}
 	recs, err := rd.RecentAttempts(r.Context(), store.LogQuery{Since: since, Until: until,
 		Provider: q.Get("provider"), Connection: q.Get("connection"), Limit: asked})
 	if err != nil {
