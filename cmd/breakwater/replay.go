@@ -44,9 +44,7 @@ func runReplay(args []string) int {
 	applySettings := fs.Bool("apply-settings", false, "with -target: PATCH the file's (scaled) settings onto the gateway first")
 	settle := fs.Duration("settle", 20*time.Millisecond, "read an `at:` expect this long after its instant (at most half the gap to the next event)")
 	compare := fs.Bool("compare", false, "also play each file in the simulator and fail on any decision that differs")
-	seed := fs.String("seed", "", "override every file's seed")
-	var sets stringList
-	fs.Var(&sets, "set", "override a setting: path=value (repeatable)")
+	sf := addScenarioFlags(fs, "override a setting: path=value (repeatable)")
 	asJSON := fs.Bool("json", false, "print results as JSON")
 	quiet := fs.Bool("q", false, "print failures only")
 	files, err := parseInterspersed(fs, args)
@@ -68,14 +66,9 @@ func runReplay(args []string) int {
 		fmt.Fprintln(os.Stderr, "breakwater replay: -upstream, -management-key and -apply-settings go with -target")
 		return 2
 	}
-	opts := scenarios.Options{Sets: sets}
-	if *seed != "" {
-		v, err := strconv.ParseUint(*seed, 10, 64)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "breakwater replay: -seed wants a non-negative integer, got %q\n", *seed)
-			return 2
-		}
-		opts.Seed = &v
+	opts, ok := sf.options("replay")
+	if !ok {
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

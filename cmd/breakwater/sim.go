@@ -28,6 +28,33 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // parseInterspersed parses flags that may come before or after the
 // positional arguments.
+// scenarioFlags are the flags sim and replay share: -seed and -set.
+type scenarioFlags struct {
+	seed *string
+	sets stringList
+}
+
+func addScenarioFlags(fs *flag.FlagSet, setHelp string) *scenarioFlags {
+	f := &scenarioFlags{seed: fs.String("seed", "", "override every file's seed")}
+	fs.Var(&f.sets, "set", setHelp)
+	return f
+}
+
+// options turns the flags into loader options; a bad -seed is reported on
+// stderr under cmd's name and gives ok=false (exit 2).
+func (f *scenarioFlags) options(cmd string) (scenarios.Options, bool) {
+	opts := scenarios.Options{Sets: f.sets}
+	if *f.seed != "" {
+		v, err := strconv.ParseUint(*f.seed, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "breakwater %s: -seed wants a non-negative integer, got %q\n", cmd, *f.seed)
+			return opts, false
+		}
+		opts.Seed = &v
+	}
+	return opts, true
+}
+
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
@@ -52,9 +79,7 @@ func runSim(args []string) int {
 		fmt.Fprintln(fs.Output(), "usage: breakwater sim FILE... [-seed N] [-set key=value]... [-trace OUT.jsonl] [-plot OUT.svg|OUT.html] [-json]")
 		fs.PrintDefaults()
 	}
-	seed := fs.String("seed", "", "override every file's seed")
-	var sets stringList
-	fs.Var(&sets, "set", "override a setting: path=value (repeatable), e.g. providerBreaker.apikey.failureThreshold=5")
+	sf := addScenarioFlags(fs, "override a setting: path=value (repeatable), e.g. providerBreaker.apikey.failureThreshold=5")
 	tracePath := fs.String("trace", "", "write the canonical JSON-lines trace here (one file per scenario when several)")
 	plotPath := fs.String("plot", "", "write a timeline plot here (.svg or .html)")
 	asJSON := fs.Bool("json", false, "print results as JSON")
@@ -70,15 +95,9 @@ func runSim(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	var opts scenarios.Options
-	opts.Sets = sets
-	if *seed != "" {
-		v, err := strconv.ParseUint(*seed, 10, 64)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "breakwater sim: -seed wants a non-negative integer, got %q\n", *seed)
-			return 2
-		}
-		opts.Seed = &v
+	opts, ok := sf.options("sim")
+	if !ok {
+		return 2
 	}
 	if *plotPath != "" && !strings.HasSuffix(*plotPath, ".svg") && !strings.HasSuffix(*plotPath, ".html") {
 		fmt.Fprintf(os.Stderr, "breakwater sim: -plot wants a .svg or .html file, got %q\n", *plotPath)
