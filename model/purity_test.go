@@ -20,7 +20,7 @@ func TestPurity(t *testing.T) {
 		"bytes": true, "cmp": true, "encoding/json": true, "errors": true, "fmt": true,
 		"math": true, "math/bits": true, "math/rand/v2": true, "maps": true, "regexp": true,
 		"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
-		"unicode": true, "unicode/utf8": true,
+		"unicode": true, "unicode/utf8": true, "unicode/utf16": true,
 	}
 	// time is allowed for its types, parsing and arithmetic only.
 	forbiddenSelectors := map[string]map[string]bool{

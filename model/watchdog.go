@@ -39,6 +39,16 @@ func ParseStreamEvent(data []byte) StreamEvent {
 	if len(data) == 0 || data[0] != '{' {
 		return StreamEvent{}
 	}
+	if out, ok := scanChatChunk(data); ok {
+		return out
+	}
+	return decodeStreamEvent(data)
+}
+
+// decodeStreamEvent is ParseStreamEvent's full decoder: every event shape,
+// with encoding/json's rules. scanChatChunk answers the common
+// chat-completions chunk the same way without it (model/streamscan.go).
+func decodeStreamEvent(data []byte) StreamEvent {
 	var ev struct {
 		Type    string `json:"type"`
 		Choices []struct {

@@ -1,0 +1,113 @@
+package model
+
+import (
+	"bytes"
+	"testing"
+)
+
+// chatChunkSeeds are chat-completions chunks as providers send them, plus
+// the edge cases the scanner must hand to the decoder or read identically.
+var chatChunkSeeds = []string{
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello there, friend."},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":0}}}`,
+	`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2.5e3,"total_tokens":-0.1E+2}}`,
+	`{"choices":[{"delta":{"content":"line\nnext \"quoted\" \\ \/ \t tab \u00e9 \u4e2d \ud83d\ude00"}}]}`,
+	`{"choices":[{"delta":{"content":"lone \ud800 high, lone \udc00 low, pair split \ud83d x"}}]}`,
+	"{\"choices\":[{\"delta\":{\"content\":\"bad utf8 \xff\xfe and good \xc3\xa9 and cut \xe4\xb8\"}}]}",
+	`{"choices":[{"delta":{"reasoning_content":""}}]}`,
+	`{"choices":[{"delta":{"reasoning":"thinking..."}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":null,"function_call":null,"content":null}}]}`,
+	`{"choices":[{"text":"legacy completion","finish_reason":"length"}]}`,
+	`{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"},{"delta":{"content":"bc"},"finish_reason":""}]}`,
+	`{"choices":[null,{"delta":null},{"finish_reason":"tool_calls"}]}`,
+	`{"choices":null}`,
+	`{"a":[1,2,{"b":[true,false,null,"s",-0,1.5e-3]}],"choices":[{"delta":{"content":"ok"}}]}`,
+	`{"choices":[{"delta":{"content":"a","Content":"b"}}]}`,
+	`{"Choices":[{"delta":{"content":"a"}}]}`,
+	`{"choices":[{"delta":{"content":"a","content":"b"}}]}`,
+	`{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"bcd"}}]}`,
+	`{"choices":[{"delta":{"content":5}}]}`,
+	`{"choices":[{"delta":"text"}]}`,
+	`{"choices":{"delta":{}}}`,
+	`{"\u0063hoices":[{"delta":{"content":"escaped key"}}]}`,
+	`{"choices":[{"delta":{"content":"x"}}]} trailing`,
+	`{"choices":[{"delta":{"content":"x"}}],}`,
+	`{"choices":[{"delta":{"content":"x"}},]}`,
+	`{"a":01}`,
+	`{"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}`,
+	`{"error":{"message":"overloaded","code":529}}`,
+	`{"choices":[{"delta":{"content":"x"},"finish_reason":"st\u006fp"}]}`,
+	"{\"choices\":[{\"delta\":{\"content\":\"ctl \x01 char\"}}]}",
+	`{"choices":[{"delta":{"content":"bad \x escape"}}]}`,
+	`{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":{"j":{"k":{"l":{"m":{"n":{"o":{"p":{"q":{"r":{"s":{"t":{"u":{"v":{"w":{"x":{"y":{"z":{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":1}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}`,
+}
+
+// TestScanChatChunkTakesCommonChunks pins that the scanner answers the
+// chunks providers actually send (else the gateway silently pays the full
+// decoder on every event) and answers them as the decoder does.
+func TestScanChatChunkTakesCommonChunks(t *testing.T) {
+	for _, in := range chatChunkSeeds[:16] {
+		got, ok := scanChatChunk([]byte(in))
+		if !ok {
+			t.Errorf("the scanner handed a common chunk to the decoder: %s", in)
+			continue
+		}
+		if want := decodeStreamEvent([]byte(in)); got != want {
+			t.Errorf("%s: scanner %+v, decoder %+v", in, got, want)
+		}
+	}
+	if ev, _ := scanChatChunk([]byte(chatChunkSeeds[4])); ev.UsefulBytes != len("line\nnext \"quoted\" \\ / \t tab \u00e9 \u4e2d \U0001F600") {
+		t.Errorf("escapes decode to %d bytes", ev.UsefulBytes)
+	}
+}
+
+// TestScanChatChunkDefersWhenUnsure: shapes where encoding/json's rules
+// (letter case, duplicates, escapes in keys, types, depth) decide go to the
+// decoder; so do the other event formats.
+func TestScanChatChunkDefersWhenUnsure(t *testing.T) {
+	for _, in := range chatChunkSeeds[16:] {
+		if _, ok := scanChatChunk([]byte(in)); ok {
+			t.Errorf("the scanner answered a chunk the decoder must read: %s", in)
+		}
+	}
+}
+
+// FuzzScanChatChunk: whenever the scanner answers, it answers exactly what
+// the decoder answers (SPEC §6: the watchdogs see the same progress
+// whichever path read the event).
+func FuzzScanChatChunk(f *testing.F) {
+	for _, s := range chatChunkSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = bytes.TrimSpace(data)
+		if len(data) == 0 || data[0] != '{' {
+			return
+		}
+		got, ok := scanChatChunk(data)
+		if !ok {
+			return
+		}
+		if want := decodeStreamEvent(data); got != want {
+			t.Fatalf("%q: scanner %+v, decoder %+v", data, got, want)
+		}
+	})
+}
+
+func BenchmarkParseStreamEvent(b *testing.B) {
+	ev := []byte(chatChunkSeeds[1])
+	b.Run("scan", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			ParseStreamEvent(ev)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			decodeStreamEvent(ev)
+		}
+	})
+}
