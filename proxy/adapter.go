@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -432,9 +431,10 @@ type sseTranslator struct {
 }
 
 func newSSETranslator(src io.ReadCloser, event func(dst, data []byte) []byte, end func(dst []byte) []byte) *sseTranslator {
-	// Not the pooled reader: nothing calls Close on a stream body the
-	// pipeline has finished with, so a pooled reader would never return.
-	return &sseTranslator{src: src, rd: &sseReader{r: bufio.NewReaderSize(src, 8<<10)}, event: event, end: end}
+	// Not a pooled sseReader (nothing calls Close on a stream body the
+	// pipeline has finished with, so it would never return); its read
+	// buffer is pooled and held only while it has unread bytes.
+	return &sseTranslator{src: src, rd: &sseReader{src: src}, event: event, end: end}
 }
 
 func (t *sseTranslator) Read(p []byte) (int, error) {

@@ -35,6 +35,7 @@ type reqState struct {
 	start   time.Time
 	dl      time.Time // the flow's whole-request deadline (requestBudget.deadlineMs)
 	flow    model.Flow
+	step    model.Step // the flow's current step (run)
 	sel     *model.Selection
 	session string // hex SHA-256 of the session header; never the raw id
 	shared  bool   // quota-share combo: admission fails open
@@ -78,12 +79,27 @@ func newRequestID(r *http.Request) string {
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.met.inflight.Inc()
 	defer g.met.inflight.Dec()
+	rs := g.startChat(w, r)
+	if rs == nil {
+		return
+	}
+	rs.sel = selPool.Get().(*model.Selection)
+	defer selPool.Put(rs.sel)
+	rs.finish(rs.run())
+}
+
+// startChat authenticates and reads the request; nil when it was answered
+// already. Out of line, so its locals are not under run while a stream is
+// held (stack per held stream, docs/gateway.md "Measuring").
+//
+//go:noinline
+func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now(), id: newRequestID(r)}
 	w.Header().Set("X-Request-Id", rs.id)
 	key, ok := g.authClient(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
-		return
+		return nil
 	}
 	rs.key = key
 	limit := g.cfg.Server.MaxBodyBytes
@@ -99,18 +115,16 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &be) {
 			writeError(w, be.status, be.code, be.msg)
 			rs.finish(be.status)
-			return
+			return nil
 		}
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		rs.finish(http.StatusBadRequest)
-		return
+		return nil
 	}
 	if k, ok := sessionKey(r); ok {
 		rs.session = hex.EncodeToString(k[:])
 	}
-	rs.sel = selPool.Get().(*model.Selection)
-	defer selPool.Put(rs.sel)
-	rs.finish(rs.run())
+	return rs
 }
 
 // count adds the request to the request metrics, once: before a delivered
@@ -153,7 +167,7 @@ func (rs *reqState) run() int {
 	g.lock()
 	route, err := g.eng.Resolve(rs.req.Model)
 	if err == nil {
-		rs.flow = g.eng.StartFlow(g.modelNow(), route, rs.session, allowed)
+		rs.startFlow(route, allowed)
 	}
 	g.unlock()
 	if err != nil {
@@ -173,11 +187,10 @@ func (rs *reqState) run() int {
 			return rs.clientGone()
 		}
 		rs.refreshHeld()
-		g.lock()
-		step := rs.flow.Next(g.modelNow(), g.eng, rs.sel)
-		g.unlock()
+		rs.nextStep()
+		step := &rs.step
 		if g.log.Enabled(rs.ctx, slog.LevelDebug) {
-			rs.explain(&step)
+			rs.explain(step)
 		}
 		switch step.Kind {
 		case model.StepWait:
@@ -186,17 +199,36 @@ func (rs *reqState) run() int {
 				return rs.clientGone()
 			}
 		case model.StepAnswer:
-			return rs.answer(&step)
+			return rs.answer(step)
 		case model.StepAttempt:
 			if done, status := rs.attempt(&step.Attempt); done {
 				return status
 			}
 		case model.StepLimitReset: // SPEC §2b (proxy/spendwall.go)
-			if done, status := rs.limitReset(&step); done {
+			if done, status := rs.limitReset(step); done {
 				return status
 			}
 		}
 	}
+}
+
+// nextStep asks the flow for its next step, into rs.step (a Step is large:
+// kept in reqState, not in run's frame under every later call).
+func (rs *reqState) nextStep() {
+	g := rs.g
+	g.lock()
+	rs.step = rs.flow.Next(g.modelNow(), g.eng, rs.sel)
+	g.unlock()
+}
+
+// startFlow is out of line: the Flow that StartFlow returns by value is a
+// 1 KiB temporary, which inlined into run would stay in run's frame under
+// every later call of the request (stack per held stream, docs/gateway.md
+// "Measuring").
+//
+//go:noinline
+func (rs *reqState) startFlow(route model.Route, allowed []model.ConnRef) {
+	rs.flow = rs.g.eng.StartFlow(rs.g.modelNow(), route, rs.session, allowed)
 }
 
 // answer writes the flow's final answer (a served request was already

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -33,18 +34,26 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, limit)}
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	var buf bytes.Buffer
+	var body []byte
+	var err error
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+		// Exactly its length: the body is kept for the whole request (a
+		// bytes.Buffer would add at least 512 bytes of spare room).
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(rd, body)
+	} else {
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(rd)
+		body = buf.Bytes()
 	}
-	if _, err := buf.ReadFrom(rd); err != nil {
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
 		}
 		return nil, &errBadRequest{http.StatusBadRequest, "invalid_request", "reading the request body failed: " + err.Error()}
 	}
-	return buf.Bytes(), nil
+	return body, nil
 }
 
 // parseChatRequest validates a chat completion body: a JSON object with a

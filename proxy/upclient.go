@@ -128,8 +128,15 @@ func (u *upClient) get(ctx context.Context, host string) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{c: c, br: bufio.NewReaderSize(c, 4096)}, nil
+	return &upConn{c: c, br: bufio.NewReaderSize(c, upReadBuf)}, nil
 }
+
+// upReadBuf is a connection's read buffer, kept for the connection's life
+// (held streams and idle connections). 1 KiB holds an ordinary stream event
+// and the response head of a plain-HTTP upstream; a longer header line is
+// assembled by textproto, a larger body read bypasses the buffer, and a
+// burst of events takes a few more reads (docs/gateway.md, "Measuring").
+const upReadBuf = 1 << 10
 
 func (u *upClient) put(host string, pc *upConn) {
 	pc.used = time.Now()

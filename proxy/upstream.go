@@ -73,12 +73,75 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		recorded = true
 		return done, status
 	}
+	var out execResult
 	prov := g.provider(a.Provider)
 	if prov == nil || prov.conns[a.Connection] == nil {
 		recorded = true
-		return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}})
+		out.outcome.Kind = model.OutcomeLocalQueue
+		return rs.record(a, &out)
 	}
 	conn := prov.conns[a.Connection]
+	sl, execMax, refusal := rs.admit(a, conn)
+	if refusal != nil {
+		recorded = true
+		if rs.ctx.Err() != nil {
+			out.outcome.Kind = model.OutcomeClientAbort
+			return rs.record(a, &out)
+		}
+		// A local refusal is reported to the model (neutral: never upstream
+		// health); the flow moves on, and answers with it if nothing serves.
+		g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
+		out.outcome.Kind, out.local = model.OutcomeLocalQueue, refusal
+		return rs.record(a, &out)
+	}
+	released := false
+	defer func() {
+		if !released {
+			sl.release()
+		}
+	}()
+	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
+	sent := g.now()
+	rs.headersAt = time.Time{}
+	if prov.egress {
+		// Learn the attempt's egress IP (SPEC §7, proxy/egress.go); only
+		// egress-bucketed providers need it, the others skip the trace.
+		ctx0, probe := rs.ctx, &egressProbe{}
+		rs.ctx = probe.trace(ctx0)
+		out = rs.execute(prov, conn, a, execMax)
+		rs.ctx = ctx0
+		out.egressIP = egressOf(conn, probe)
+	} else {
+		out = rs.execute(prov, conn, a, execMax)
+	}
+	recorded = true
+	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
+		out.errBody = redact(out.errBody, conn.cfg.APIKey)
+	}
+	done, status := rs.record(a, &out)
+	rs.logAttempt(a, &out, sent)
+	if out.delivered {
+		// The model and the request log have the outcome and the slot is
+		// free (a read or a next request after the response sees that); the
+		// rest (metrics, the request's log line) need not delay the client.
+		sl.release()
+		released = true
+		rs.count(status)
+		if f, ok := rs.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	return done, status
+}
+
+// admit paces the attempt and takes its slot (SPEC §5, §4 quota-share):
+// the slot, the execution bound and, when refused, why. Out of line, so its
+// locals are not under the upstream call (stack per held stream,
+// docs/gateway.md "Measuring").
+//
+//go:noinline
+func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, time.Duration, *model.Error) {
+	g := rs.g
 	ov := conn.cfg.RateLimitOverrides
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
 	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
@@ -101,73 +164,27 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
 		g.met.queueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
 	}
-	if refusal != nil {
-		recorded = true
-		if rs.ctx.Err() != nil {
-			return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
-		}
-		// A local refusal is reported to the model (neutral: never upstream
-		// health); the flow moves on, and answers with it if nothing serves.
-		g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
-		return rs.record(a, execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: refusal})
-	}
-	released := false
-	defer func() {
-		if !released {
-			sl.release()
-		}
-	}()
-	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
-	sent := g.now()
-	rs.headersAt = time.Time{}
-	var out execResult
-	if prov.egress {
-		// Learn the attempt's egress IP (SPEC §7, proxy/egress.go); only
-		// egress-bucketed providers need it, the others skip the trace.
-		ctx0, probe := rs.ctx, &egressProbe{}
-		rs.ctx = probe.trace(ctx0)
-		out = rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
-		rs.ctx = ctx0
-		out.egressIP = egressOf(conn, probe)
-	} else {
-		out = rs.execute(prov, conn, a, time.Duration(execMax)*time.Millisecond)
-	}
-	recorded = true
-	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
-		out.errBody = redact(out.errBody, conn.cfg.APIKey)
-	}
-	done, status := rs.record(a, out)
-	rs.logAttempt(a, &out, sent)
-	if out.delivered {
-		// The model and the request log have the outcome and the slot is
-		// free (a read or a next request after the response sees that); the
-		// rest (metrics, the request's log line) need not delay the client.
-		sl.release()
-		released = true
-		rs.count(status)
-		if f, ok := rs.w.(http.Flusher); ok {
-			f.Flush()
-		}
-	}
-	return done, status
+	return sl, time.Duration(execMax) * time.Millisecond, refusal
 }
 
 // record reports an attempt's outcome to the flow and keeps what the client
 // may get if nothing else serves.
-func (rs *reqState) record(a *model.Attempt, out execResult) (bool, int) {
+func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	g := rs.g
 	var maxWait int64
 	if a.Limited {
 		maxWait = rs.maxWaitOf(a) // before the engine lock: provMu is never taken under it
 	}
+	var v model.Verdict
+	var ans *model.Step
+	var fb model.LimiterFeedback
 	g.lock()
 	if out.egressIP != "" {
 		// Before Record: a 429 on an egress-bucketed provider cools the
 		// siblings sharing this attempt's egress IP (SPEC §7).
 		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
-	v, ans := rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
-	var fb model.LimiterFeedback
+	v, ans = rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
 	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
 		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)
 	}
@@ -256,6 +273,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if err != nil {
 		return rs.failure(actx, err, false)
 	}
+	// Nothing reads the request from the response: let it (its headers,
+	// URL and body reader) go while a stream is held.
+	resp.Request = nil
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
