@@ -20,22 +20,9 @@ import (
 func scanChatChunk(data []byte) (StreamEvent, bool) {
 	s := scanner{b: data}
 	var out StreamEvent
-	seenChoices := false
-	ok := s.object(func(key []byte) bool {
-		switch string(key) {
-		case "choices":
-			if seenChoices {
-				return false
-			}
-			seenChoices = true
-			return s.choices(&out)
-		case "type", "delta", "content_block", "error":
-			return false
-		}
-		if foldsTo(key, "choices", "type", "delta", "content_block", "error") {
-			return false
-		}
-		return s.skip(0)
+	ok := s.fields(chunkFields, func(i int) bool {
+		// Only "choices" is read here; the other names are the decoder's.
+		return i == 0 && s.choices(&out)
 	})
 	if !ok {
 		return StreamEvent{}, false
@@ -47,6 +34,14 @@ func scanChatChunk(data []byte) (StreamEvent, bool) {
 	return out, true
 }
 
+// The keys decodeStreamEvent's struct names, per object: the scanner reads
+// or refuses them, and skips every other key as the decoder ignores it.
+var (
+	chunkFields  = []string{"choices", "type", "delta", "content_block", "error"}
+	choiceFields = []string{"delta", "text", "finish_reason"}
+	deltaFields  = []string{"content", "text", "reasoning_content", "reasoning", "tool_calls", "function_call"}
+)
+
 // choices reads the "choices" value: null or an array of choice objects.
 func (s *scanner) choices(out *StreamEvent) bool {
 	if s.null() {
@@ -56,28 +51,15 @@ func (s *scanner) choices(out *StreamEvent) bool {
 		if s.null() {
 			return true // decodes as an empty choice
 		}
-		var seenDelta, seenText, seenFinish bool
-		return s.object(func(key []byte) bool {
-			switch string(key) {
-			case "delta":
-				if seenDelta {
-					return false
-				}
-				seenDelta = true
+		return s.fields(choiceFields, func(i int) bool {
+			switch i {
+			case 0: // delta
 				return s.delta(out)
-			case "text":
-				if seenText {
-					return false
-				}
-				seenText = true
+			case 1: // text (legacy completions)
 				n, ok := s.optString()
 				out.UsefulBytes += n
 				return ok
-			case "finish_reason":
-				if seenFinish {
-					return false
-				}
-				seenFinish = true
+			default: // finish_reason
 				if s.null() {
 					return true
 				}
@@ -90,10 +72,6 @@ func (s *scanner) choices(out *StreamEvent) bool {
 				}
 				return true
 			}
-			if foldsTo(key, "delta", "text", "finish_reason") {
-				return false
-			}
-			return s.skip(0)
 		})
 	})
 }
@@ -103,35 +81,9 @@ func (s *scanner) delta(out *StreamEvent) bool {
 	if s.null() {
 		return true
 	}
-	var seen [6]bool
-	return s.object(func(key []byte) bool {
-		f := -1
-		switch string(key) {
-		case "content":
-			f = 0
-		case "text":
-			f = 1
-		case "reasoning_content":
-			f = 2
-		case "reasoning":
-			f = 3
-		case "tool_calls":
-			f = 4
-		case "function_call":
-			f = 5
-		}
-		if f < 0 {
-			if foldsTo(key, "content", "text", "reasoning_content", "reasoning", "tool_calls", "function_call") {
-				return false
-			}
-			return s.skip(0)
-		}
-		if seen[f] {
-			return false
-		}
-		seen[f] = true
-		switch f {
-		case 0, 1: // model text
+	return s.fields(deltaFields, func(i int) bool {
+		switch i {
+		case 0, 1: // content, text: model text
 			n, ok := s.optString()
 			out.UsefulBytes += n
 			return ok
@@ -149,6 +101,29 @@ func (s *scanner) delta(out *StreamEvent) bool {
 			out.ToolCall = true
 			return s.skip(0)
 		}
+	})
+}
+
+// fields reads an object whose keys that matter are names: member(i) reads
+// the value of names[i] (at most once), every other key's value is skipped.
+// A key that repeats one of names, or spells one in another letter case,
+// ends the scan: encoding/json's rules decide those.
+func (s *scanner) fields(names []string, member func(i int) bool) bool {
+	var seen uint
+	return s.object(func(key []byte) bool {
+		for i, n := range names {
+			if string(key) == n {
+				if seen&(1<<i) != 0 {
+					return false
+				}
+				seen |= 1 << i
+				return member(i)
+			}
+		}
+		if foldsTo(key, names...) {
+			return false
+		}
+		return s.skip(0)
 	})
 }
 
@@ -236,61 +211,43 @@ func (s *scanner) peek() byte {
 // value); member must consume the value. Keys with escapes or bytes outside
 // ASCII end the scan (they may decode to a field name).
 func (s *scanner) object(member func(key []byte) bool) bool {
-	if s.peek() != '{' {
-		return false
-	}
-	s.i++
-	if s.peek() == '}' {
-		s.i++
-		return true
-	}
-	for {
+	return s.seq('{', '}', func() bool {
 		if s.peek() != '"' {
 			return false
 		}
 		key, ok := s.str()
-		if !ok || hasEscapeOrHigh(key) {
-			return false
-		}
-		if s.peek() != ':' {
+		if !ok || hasEscapeOrHigh(key) || s.peek() != ':' {
 			return false
 		}
 		s.i++
 		s.ws()
-		if !member(key) {
-			return false
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return member(key)
+	})
 }
 
 // array reads an array, calling elem at each element, which must consume it.
-func (s *scanner) array(elem func() bool) bool {
-	if s.peek() != '[' {
+func (s *scanner) array(elem func() bool) bool { return s.seq('[', ']', elem) }
+
+// seq reads open, then items separated by commas, then close; item must
+// consume one item.
+func (s *scanner) seq(open, close byte, item func() bool) bool {
+	if s.peek() != open {
 		return false
 	}
 	s.i++
-	if s.peek() == ']' {
+	if s.peek() == close {
 		s.i++
 		return true
 	}
 	for {
 		s.ws()
-		if !elem() {
+		if !item() {
 			return false
 		}
 		switch s.peek() {
 		case ',':
 			s.i++
-		case ']':
+		case close:
 			s.i++
 			return true
 		default:
@@ -332,12 +289,7 @@ func (s *scanner) lit(w string) bool {
 }
 
 // null consumes a null literal when one is next.
-func (s *scanner) null() bool {
-	if s.peek() == 'n' && s.lit("null") {
-		return true
-	}
-	return false
-}
+func (s *scanner) null() bool { return s.peek() == 'n' && s.lit("null") }
 
 func (s *scanner) number() bool {
 	b, i := s.b, s.i
