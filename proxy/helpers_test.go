@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ type fakeUp struct {
 	models []string // "model" field of each request received
 	keys   []string
 	hdrs   []http.Header
+	at     []time.Time // when each request arrived
 }
 
 // behaviour answers one attempt; n is the 1-based attempt number for that key.
@@ -51,6 +53,13 @@ func (f *fakeUp) count(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[key]
+}
+
+// arrivals returns when each request arrived, in order.
+func (f *fakeUp) arrivals() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.at)
 }
 
 func (f *fakeUp) total() int {
@@ -85,6 +94,7 @@ func (f *fakeUp) serve(w http.ResponseWriter, r *http.Request) {
 	f.models = append(f.models, v.Model)
 	f.keys = append(f.keys, key)
 	f.hdrs = append(f.hdrs, r.Header.Clone())
+	f.at = append(f.at, time.Now())
 	b := f.by[key]
 	f.mu.Unlock()
 	if b == nil {

@@ -61,12 +61,7 @@ providers:
 // refills, not before.
 func TestBodyRetryPausesQueuedCallsSpec5(t *testing.T) {
 	up := newFakeUp(t)
-	var mu sync.Mutex
-	var at []time.Time
 	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
 		if n == 1 {
 			time.Sleep(200 * time.Millisecond) // the second call is queued by then
 			status(429, retryInfo1s)(w, r, n)
@@ -88,9 +83,7 @@ func TestBodyRetryPausesQueuedCallsSpec5(t *testing.T) {
 	if second.code != 200 {
 		t.Fatalf("second must run when the limiter refills: %d %s", second.code, second.body)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(at) != 2 || at[1].Sub(at[0]) < 900*time.Millisecond {
+	if at := up.arrivals(); len(at) != 2 || at[1].Sub(at[0]) < 900*time.Millisecond {
 		t.Fatalf("the queued call ran during the pause: calls %v", at)
 	}
 }
@@ -222,12 +215,7 @@ providers:
 func TestQuotaShareFailOpenSpec4(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		up := newFakeUp(t)
-		var mu sync.Mutex
-		var starts []time.Time
 		up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
-			mu.Lock()
-			starts = append(starts, time.Now())
-			mu.Unlock()
 			time.Sleep(400 * time.Millisecond)
 			okJSON("hi")(w, r, n)
 		})
@@ -258,9 +246,8 @@ resilience:
 		if codes[0] != 200 || codes[1] != 200 {
 			t.Fatalf("on=%v: quota-share never refuses a dispatchable request: %v", on, codes)
 		}
-		mu.Lock()
+		starts := up.arrivals()
 		gap := starts[1].Sub(starts[0])
-		mu.Unlock()
 		if on && gap < 140*time.Millisecond {
 			t.Fatalf("on: the second request must wait its queue budget before failing open, gap %s", gap)
 		}
