@@ -55,10 +55,7 @@ func TestPostgresKeepsProtectionAndEgressSpec5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e2 := newEngine(t)
-	if err := RestoreEngine(e2, st); err != nil {
-		t.Fatal(err)
-	}
+	e2 := restoredEngine(t, st)
 	if on, queued, _ := e2.RateLimitProtection(ref); !on || !queued {
 		t.Fatalf("rateLimitProtection lost across a restart: %v %v", on, queued)
 	}

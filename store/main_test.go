@@ -65,6 +65,16 @@ func newEngine(t testing.TB) *model.Engine {
 	return e
 }
 
+// restoredEngine is a fresh engine with st restored into it.
+func restoredEngine(t testing.TB, st model.State) *model.Engine {
+	t.Helper()
+	e := newEngine(t)
+	if err := RestoreEngine(e, st); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // hit runs one whole attempt on the first candidate of route at now.
 func hit(t testing.TB, e *model.Engine, now model.Time, route string, o model.Outcome) (model.Verdict, bool) {
 	return hitSession(t, e, now, route, "", o)

@@ -85,10 +85,7 @@ func TestMemoryStoreRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newEngine(t)
-	if err := RestoreEngine(r, st); err != nil {
-		t.Fatal(err)
-	}
+	r := restoredEngine(t, st)
 	if got, want := durable(r, now), durable(e, now); !reflect.DeepEqual(got, want) {
 		t.Fatalf("memory restore:\n got %+v\nwant %+v", got, want)
 	}

@@ -61,15 +61,9 @@ func TestPostgresRestoreEqualsMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromPG := newEngine(t)
-	if err := RestoreEngine(fromPG, st); err != nil {
-		t.Fatal(err)
-	}
+	fromPG := restoredEngine(t, st)
 	mst, _ := mem.Load(ctxT(t))
-	fromMem := newEngine(t)
-	if err := RestoreEngine(fromMem, mst); err != nil {
-		t.Fatal(err)
-	}
+	fromMem := restoredEngine(t, mst)
 	if got := durable(fromPG, now); !reflect.DeepEqual(got, want) {
 		t.Fatalf("postgres restore differs:\n got %+v\nwant %+v", got, want)
 	}
@@ -146,10 +140,7 @@ func TestPostgresFailOpenConvergesAfterOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newEngine(t)
-	if err := RestoreEngine(r, st); err != nil {
-		t.Fatal(err)
-	}
+	r := restoredEngine(t, st)
 	if got, want := durable(r, now), durable(e, now); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the outage:\n got %+v\nwant %+v", got, want)
 	}
@@ -198,11 +189,8 @@ func TestPostgresCorruptRowsReportedAndSkipped(t *testing.T) {
 			t.Errorf("problem %s not reported; got %v", w, le.Problems)
 		}
 	}
-	// The rest loaded: g's connections and lockouts are there.
-	r := newEngine(t)
-	if err := RestoreEngine(r, st); err != nil {
-		t.Fatal(err)
-	}
+	// The rest loaded and restores: g's connections and lockouts are there.
+	restoredEngine(t, st)
 	found := false
 	for _, c := range st.Connections {
 		if c.Provider == "g" && len(c.Lockouts) > 0 {
@@ -216,10 +204,7 @@ func TestPostgresCorruptRowsReportedAndSkipped(t *testing.T) {
 		t.Errorf("healthy lockouts of g not restored: %+v", st.Connections)
 	}
 	// A later flush overwrites a corrupt row with the live value.
-	e2 := newEngine(t)
-	if err := RestoreEngine(e2, st); err != nil {
-		t.Fatal(err)
-	}
+	e2 := restoredEngine(t, st)
 	hit(t, e2, t0.Add(10*3600_000), "a/m1", status(429))
 	s2.Apply(e2.Changes())
 	if err := s2.Flush(ctxT(t)); err != nil {
