@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,18 +18,7 @@ func TestSpendWallFaultUpstream(t *testing.T) {
 	srv := httptest.NewServer(sw)
 	defer srv.Close()
 	call := func(method, path, body string, h ...string) (*http.Response, string) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer k1")
-		for i := 0; i+1 < len(h); i += 2 {
-			req.Header.Set(h[i], h[i+1])
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res, string(b)
+		return send(t, method, srv.URL+path, body, append([]string{"Authorization", "Bearer k1"}, h...)...)
 	}
 	chat := `{"model":"m","messages":[]}`
 	res, _ := call("POST", "/an/v1/chat/completions", chat)

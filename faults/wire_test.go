@@ -14,7 +14,14 @@ import (
 
 func post(t *testing.T, url, body string, hdr ...string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	return send(t, "POST", url, body, hdr...)
+}
+
+// send makes one request with the header pairs given and returns the
+// response with its body read.
+func send(t *testing.T, method, url, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
