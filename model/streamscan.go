@@ -300,37 +300,38 @@ func (s *scanner) number() bool {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i)
 	default:
 		return false
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		start := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
+		j := digits(b, i+1)
+		if j == i+1 {
+			return false // a fraction needs a digit
 		}
-		if i == start {
-			return false
-		}
+		i = j
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		start := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
+		j := digits(b, i)
+		if j == i {
+			return false // an exponent needs a digit
 		}
-		if i == start {
-			return false
-		}
+		i = j
 	}
 	s.i = i
 	return true
+}
+
+// digits returns the index after the ASCII digits that start at i.
+func digits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // str reads a string and returns its raw bytes between the quotes.
