@@ -146,13 +146,9 @@ providers:
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go g.Serve(ln)
+	addr := serveLoopback(tb, g)
 	tb.Cleanup(func() { g.Shutdown(context.Background()) })
-	h := &heldGateway{up: up, gwAddr: ln.Addr().String()}
+	h := &heldGateway{up: up, gwAddr: addr}
 	for range 2 {
 		h.up.finish(tb, h.up.open(tb, h.gwAddr, 16))
 	}

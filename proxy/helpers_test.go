@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -370,4 +371,16 @@ func asErr[T error](err error, target *T) bool { return errors.As(err, target) }
 // binary (used where the gateway's own lifetime is under test).
 func newTestServer(g *Gateway) string {
 	return httptest.NewServer(g.Handler()).URL
+}
+
+// serveLoopback serves g with Serve (as `breakwater serve` does) on a
+// loopback port and returns its address; stopping it is the caller's.
+func serveLoopback(tb testing.TB, g *Gateway) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go g.Serve(l)
+	return l.Addr().String()
 }

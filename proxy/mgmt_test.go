@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -329,15 +328,11 @@ func TestGracefulShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(l)
+	addr := serveLoopback(t, g)
 	release := make(chan struct{})
 	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) { <-release; okJSON("late")(w, r, n) })
 	up.set("glm-k2", sse(streamOpt{chunks: 20, interval: 20 * time.Millisecond}))
-	base := "http://" + l.Addr().String()
+	base := "http://" + addr
 	type result struct {
 		code int
 		body string
