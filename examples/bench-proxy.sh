@@ -49,7 +49,9 @@ if [[ -n "${BENCH_PG_URL:-}" ]]; then
 fi
 if [[ -n "${BENCH_FLOOR:-}" ]]; then
   BARE_ADDR=${BARE_ADDR:-127.0.0.1:9003}
-  $RT "$BIN/bareproxy" "$BARE_ADDR" "$BENCH_MOCK_ADDR" & bare=$!; pids+=("$bare")
+  # The same runtime setting breakwater serve gives itself (cmd/breakwater/sysmon.go),
+  # so the floor is measured like for like.
+  GODEBUG=schedtrace=2147483647 $RT "$BIN/bareproxy" "$BARE_ADDR" "$BENCH_MOCK_ADDR" & bare=$!; pids+=("$bare")
   sleep 0.5
   $RT "$PERFKIT/bench.sh" bare-proxy "http://$BARE_ADDR/v1/chat/completions" gpt-4o-mini "$bare" "$OUT/bare.jsonl"
   files+=("$OUT/bare.jsonl")
