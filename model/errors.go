@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Code is a stable error code of the gateway itself (SPEC §11.4).
 type Code string
@@ -104,9 +107,12 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if len(sel.Excluded) == 0 {
 		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
 	}
-	var timers, transient, circuit, locks, others, leased int
+	var timers, transient, circuit, locks, others, leased, unfit int
 	var leaseEnd int64 // ms until the first lease_held exclusion ends (0 = unknown)
 	for _, x := range sel.Excluded {
+		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel {
+			unfit++
+		}
 		switch {
 		case x.Reason == ExclLeaseHeld:
 			leased++
@@ -139,6 +145,16 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		retry = sel.Earliest.Sub(now)
 	}
 	n := len(sel.Excluded)
+	if unfit == n {
+		// Nothing eligible and no timer involved: the client key may use
+		// none of the connections, or no target serves the model (§11.4).
+		why := "no configured target serves the model"
+		if slices.ContainsFunc(sel.Excluded, func(x Excluded) bool { return x.Reason == ExclNotAllowed }) {
+			why = "the client key is not allowed on any connection that serves it"
+		}
+		return &Error{Code: CodeNoExecutableTargets, Model: model,
+			Message: fmt.Sprintf("no executable target for %q: %s", r.Name, why)}
+	}
 	if leased == n {
 		// Everything that could serve is held by other clients' exclusive
 		// leases (SPEC §2d): a wait state, not a failure; retry when the

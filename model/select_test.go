@@ -218,6 +218,30 @@ func TestUnavailableAnswers(t *testing.T) {
 			t.Fatal("must not wait beyond the budget")
 		}
 	})
+	t.Run("client key allowed on no connection of the route → 404 no_executable_targets", func(t *testing.T) {
+		// §11.4: nothing eligible and no timer involved, so not a 503 that
+		// invites a retry.
+		e := mustEngine(t, tp, nil)
+		for _, name := range []string{"b/m1", "c"} {
+			req := Request{Route: route(t, e, name), Allowed: []ConnRef{{"zz", "k1"}}}
+			var sel Selection
+			e.Select(at(0), &req, &sel)
+			err := Unavailable(at(0), &req.Route, &sel)
+			if err.Code != CodeNoExecutableTargets || err.Code.HTTPStatus() != 404 || err.RetryAfterSeconds() != 0 ||
+				!strings.Contains(err.Message, "not allowed") {
+				t.Fatalf("%s: %+v", name, err)
+			}
+		}
+		// One terminal connection among the disallowed ones is still the
+		// non-transient skip of §4b.
+		hit(t, e, at(0), "b", "k1", "m1", withBody(402, "insufficient credits"))
+		req := Request{Route: route(t, e, "c"), Allowed: []ConnRef{{"b", "k1"}}}
+		var sel Selection
+		e.Select(at(0), &req, &sel)
+		if err := Unavailable(at(0), &req.Route, &sel); err.Code != CodeAllTargetsSkipped {
+			t.Fatalf("terminal + not allowed: %+v", err)
+		}
+	})
 	t.Run("nothing eligible and no timer → 404 no_executable_targets", func(t *testing.T) {
 		e := mustEngine(t, tp, nil)
 		r := route(t, e, "c")

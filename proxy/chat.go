@@ -78,7 +78,11 @@ func newRequestID(r *http.Request) string {
 
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.met.inflight.Inc()
-	defer g.met.inflight.Dec()
+	g.active.Add(1)
+	defer func() {
+		g.active.Add(-1)
+		g.met.inflight.Dec()
+	}()
 	rs := g.startChat(w, r)
 	if rs == nil {
 		return

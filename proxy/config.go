@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -564,8 +565,10 @@ func (c *Config) validate() []error {
 	if c.Server.Listen == "" {
 		c.Server.Listen = "127.0.0.1:8080"
 	}
-	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		add(c.errAt("server.listen", "want host:port, got %q", c.Server.Listen))
+	} else if _, err := net.LookupPort("tcp", port); err != nil {
+		add(c.errAt("server.listen", "want a port between 0 and 65535, got %q", port))
 	}
 	switch c.Server.StreamCommit {
 	case "", "content", "first-event":
@@ -611,8 +614,10 @@ func (c *Config) validate() []error {
 		}
 		if p.BaseURL == "" {
 			add(c.errAt(f+".baseURL", "is required (the upstream's base URL, e.g. https://api.openai.com/v1)"))
-		} else if !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") && !strings.HasPrefix(p.BaseURL, "demo://") {
-			add(c.errAt(f+".baseURL", "want an http:// or https:// URL, got %q", p.BaseURL))
+		} else if !strings.HasPrefix(p.BaseURL, "demo://") {
+			if problem := baseURLProblem(p.BaseURL); problem != "" {
+				add(c.errAt(f+".baseURL", "%s", problem))
+			}
 		}
 		if p.MaxConcurrent < 0 {
 			add(c.errAt(f+".maxConcurrent", "must not be negative"))
@@ -696,17 +701,49 @@ func (c *Config) validate() []error {
 			}
 		}
 	}
+	// shadows names the provider route a combo id or alias would hide:
+	// combos, then aliases, resolve before provider/model (SPEC §11.6).
+	shadows := func(id string) string {
+		pid, m, ok := strings.Cut(id, "/")
+		if p := provs[pid]; ok && p != nil && m != "" && (len(p.Models) == 0 || slices.Contains(p.Models, m)) {
+			return pid
+		}
+		return ""
+	}
+	for i := range c.Combos {
+		if pid := shadows(c.Combos[i].ID); pid != "" {
+			add(c.errAt(fmt.Sprintf("combos[%d].id", i), "%q is also a model of provider %q; the combo would hide it (combos resolve first): pick another id", c.Combos[i].ID, pid))
+		}
+	}
 	for alias, target := range c.Aliases {
-		if combos[target] {
+		switch {
+		case combos[alias]:
+			add(c.errAt("aliases."+alias, "alias %q has the id of a combo, which resolves first: the alias would never apply", alias))
+			continue
+		case shadows(alias) != "":
+			add(c.errAt("aliases."+alias, "alias %q is also a model of provider %q; the alias would hide it: pick another name", alias, shadows(alias)))
+			continue
+		case combos[target]:
 			continue
 		}
 		pid, m, ok := strings.Cut(target, "/")
-		if !ok || provs[pid] == nil || m == "" {
+		p := provs[pid]
+		switch {
+		case !ok || p == nil || m == "":
 			add(c.errAt("aliases."+alias, "want a combo id or provider/model with a configured provider, got %q", target))
+		case len(p.Models) > 0 && !slices.Contains(p.Models, m):
+			add(c.errAt("aliases."+alias, "provider %q does not list model %q (it lists %v)", pid, m, p.Models))
 		}
 	}
 	keyIDs := map[string]bool{}
+	keyOwner := map[string]int{} // key → index of the first client key holding it
 	for i, k := range c.ClientKeys {
+		if j, dup := keyOwner[k.Key]; dup && k.Key != "" {
+			// Never repeat the key itself.
+			add(c.errAt(fmt.Sprintf("clientKeys[%d].key", i), "same key as clientKeys[%d] (%q): a key must identify one client", j, c.ClientKeys[j].ID))
+		} else {
+			keyOwner[k.Key] = i
+		}
 		f := fmt.Sprintf("clientKeys[%d]", i)
 		if k.ID == "" {
 			add(c.errAt(f+".id", "must be non-empty"))
@@ -716,6 +753,9 @@ func (c *Config) validate() []error {
 		keyIDs[k.ID] = true
 		if k.Key == "" {
 			add(c.errAt(f+".key", "must be non-empty (is its environment variable set?)"))
+		} else if k.Key == c.Server.ManagementKey {
+			// Never repeat the key itself.
+			add(c.errAt(f+".key", "is the managementKey: this client could change the gateway's settings and clear its states; give it its own key"))
 		}
 		for j, ac := range k.AllowedConnections {
 			ref, err := model.ParseConnRef(ac)
@@ -731,8 +771,18 @@ func (c *Config) validate() []error {
 		}
 	}
 	if len(errs) == 0 {
-		if _, err := c.Topology(); err != nil {
+		t, err := c.Topology()
+		if err != nil {
 			add(err)
+		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
+			// A combo naming an unknown target is an error; so is the
+			// emergency fallback's (SPEC §11.7), which would otherwise be
+			// skipped silently when it is needed.
+			if eng, err := model.NewEngine(t, model.DefaultSettings(), nil); err == nil {
+				if problem := fallbackTargetProblem(eng, fs.EmergencyFallback.Target); problem != "" {
+					add(c.errAt("resilience.emergencyFallback.target", "%s", problem))
+				}
+			}
 		}
 	}
 	sort.SliceStable(errs, func(i, j int) bool {
@@ -843,6 +893,59 @@ func (c *Config) settingsError(err error) error {
 		out = append(out, se)
 	}
 	return errors.Join(out...)
+}
+
+// fallbackTargetProblem says why the emergency fallback target does not
+// name a route of eng's topology ("" when it does).
+func fallbackTargetProblem(eng *model.Engine, target string) string {
+	if _, err := eng.Resolve(target); err != nil {
+		msg := err.Error()
+		var me *model.Error
+		if errors.As(err, &me) {
+			msg = me.Message
+		}
+		return fmt.Sprintf("%s (want a combo id, an alias or a provider/model the config serves)", msg)
+	}
+	return ""
+}
+
+// baseURLProblem says what is wrong with a provider's baseURL ("" when
+// nothing is): the gateway appends /chat/completions and /models to it, so
+// it must be an absolute http(s) URL with a host and without a query or
+// fragment (a query would end up in front of the appended path). The
+// problem never repeats a password or a query value of the URL.
+func baseURLProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https"):
+		if err == nil {
+			s = redactURL(s)
+		}
+		return fmt.Sprintf("want an http:// or https:// URL, got %q", s)
+	case u.Host == "":
+		return fmt.Sprintf("want an http:// or https:// URL with a host, got %q", redactURL(s))
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Sprintf("must not have a query or a fragment (the gateway appends /chat/completions and /models to it), got %q", redactURL(s))
+	}
+	return ""
+}
+
+// redactURL hides a URL's password and query values, which may be
+// credentials (https://user:token@host/v1, ?key=...), in what the
+// management API shows and in error messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 // isLoopback reports whether a listen address only accepts local clients.

@@ -52,13 +52,13 @@ type errorBody struct {
 
 func typeForStatus(status int) string {
 	switch {
-	case status == 400 || status == 413 || status == 422:
-		return "invalid_request_error"
+	case status == 400 || status == 405 || status == 413 || status == 422:
+		return "invalid_request_error" // a 405 is a malformed request, as OpenAI types it
 	case status == 401:
 		return "authentication_error"
 	case status == 403:
 		return "permission_error"
-	case status == 404 || status == 405:
+	case status == 404:
 		return "not_found_error"
 	case status == 429:
 		return "rate_limit_error"

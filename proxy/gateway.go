@@ -71,6 +71,7 @@ type Gateway struct {
 	handler  http.Handler
 	srv      *http.Server
 	draining atomic.Bool
+	active   atomic.Int64 // chat requests in their handler (Shutdown waits for them)
 	stopPump chan struct{}
 	pumpDone chan struct{}
 	closed   sync.Once
@@ -366,17 +367,36 @@ func (g *Gateway) Serve(l net.Listener) error {
 	return err
 }
 
+// ErrDrainCut is in Shutdown's error when the drain ran out of time and the
+// requests still in flight were cut (their outcomes are still recorded and
+// flushed).
+var ErrDrainCut = errors.New("the shutdown drain ran out of time; in-flight requests were cut")
+
+// finalFlushTimeout bounds the store flush after the drain, which gets its
+// own time: the drain may have spent the caller's.
+const finalFlushTimeout = 10 * time.Second
+
 // Shutdown stops accepting requests, waits for in-flight ones (streams
 // included) until ctx ends, then drains the change records and flushes and
-// closes the store.
+// closes the store. When ctx ends first, the requests still in flight are
+// cut (a stream gets its error event where it can) and their outcomes are
+// recorded before the final flush, which has finalFlushTimeout of its own:
+// nothing the gateway learned is lost because the drain ran out of time.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
 	var err error
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+	defer cancel()
 	if g.srv != nil {
-		err = g.srv.Shutdown(ctx)
+		if e := g.srv.Shutdown(ctx); e != nil {
+			err = fmt.Errorf("%w: %w", ErrDrainCut, e)
+			g.srv.Close() // closes every connection: the handlers see it and return
+			for g.active.Load() > 0 && fctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 	}
-	g.Close(ctx)
-	return err
+	return errors.Join(err, g.Close(fctx))
 }
 
 // Close stops the change pump and flushes and closes the store. Shutdown

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,8 +29,12 @@ func (g *Gateway) routes() http.Handler {
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		allow := allowedMethods(r, req)
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", ")) // RFC 9110 §15.5.6: a 405 lists what the path takes
+		}
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s (allowed: %s)", req.Method, req.URL.Path, strings.Join(allow, ", ")))
 	})
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
@@ -39,7 +45,7 @@ func (g *Gateway) routes() http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}).Methods(http.MethodGet)
+	}).Methods(http.MethodGet, http.MethodHead) // load balancers probe with HEAD too
 
 	m := func(path string, h http.HandlerFunc, methods ...string) {
 		r.Handle(path, g.mgmt(h)).Methods(methods...)
@@ -62,6 +68,20 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
 	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
 	return g.wrap(r)
+}
+
+// allowedMethods lists the methods the router serves on req's path.
+func allowedMethods(router *mux.Router, req *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := req.Clone(req.Context())
+		probe.Method = m
+		var match mux.RouteMatch
+		if router.Match(probe, &match) && match.MatchErr == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // wrap adds metrics and panic recovery around everything the router
@@ -165,6 +185,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON body is required")
 		return false
 	}
+	// Every management body is an object: `null` would decode to the zero
+	// value (POST /api/resilience/reset with `null` reset every breaker) and
+	// an array's type error would name a Go struct.
+	if kind := jsonValueKind(b); kind != "an object" && kind != "invalid JSON" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got "+kind)
+		return false
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -178,13 +205,60 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 	return true
 }
 
+// jsonValueKind names the kind of the JSON value b starts with.
+func jsonValueKind(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch c := b[0]; {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 'n':
+		return "null"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	}
+	return "invalid JSON"
+}
+
+// jsonTypeName names a Go type the way the JSON body spells it, so a
+// message never shows a Go struct or a package name.
+func jsonTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(jsonTypeName(t.Elem()), "an "), "a ") + "s"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a " + t.String()
+}
+
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field != "" {
-			return fmt.Sprintf("field %q must be a %s, got %s", te.Field, te.Type, te.Value)
+			return fmt.Sprintf("field %q must be %s, got %s", te.Field, jsonTypeName(te.Type), te.Value)
 		}
-		return fmt.Sprintf("want a %s, got %s", te.Type, te.Value)
+		return fmt.Sprintf("want %s, got %s", jsonTypeName(te.Type), te.Value)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
@@ -337,6 +411,9 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	}
 	g.setMu.Lock()
 	next, s, src, err := model.ApplyPatch(g.lower, g.saved, patch)
+	if err == nil {
+		err = g.checkFallbackTarget(patch, s)
+	}
 	if err != nil {
 		g.setMu.Unlock()
 		writeSettingsError(w, err)
@@ -359,6 +436,23 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	g.setMu.Unlock()
 	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
 	writeJSON(w, http.StatusOK, g.settingsView())
+}
+
+// checkFallbackTarget refuses a patch that sets an emergency fallback
+// target naming no route (SPEC §11.7): the engine would skip it silently
+// exactly when every target is excluded. A patch that does not touch
+// emergencyFallback is not held to a target from a lower layer.
+func (g *Gateway) checkFallbackTarget(patch model.Layer, s model.Settings) error {
+	if _, ok := patch["emergencyFallback"]; !ok || s.EmergencyFallback.Target == "" {
+		return nil
+	}
+	g.lock()
+	problem := fallbackTargetProblem(g.eng, s.EmergencyFallback.Target)
+	g.unlock()
+	if problem == "" {
+		return nil
+	}
+	return &model.SettingsError{Field: "emergencyFallback.target", Problem: problem, Source: "patch"}
 }
 
 func (g *Gateway) knownProvider(id string) bool { return g.provider(id) != nil }
@@ -405,6 +499,10 @@ func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
 		ref, err := model.ParseConnRef(s)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connectionIds[%d]: %v", i, err))
+			return
+		}
+		if slices.Contains(refs, ref) { // counted twice in the answer otherwise
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connectionIds[%d]: %q appears twice", i, s))
 			return
 		}
 		refs = append(refs, ref)
@@ -474,6 +572,9 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) handleResetConnection(w http.ResponseWriter, r *http.Request) {
 	v := mux.Vars(r)
+	if !decodeBody(w, r, &struct{}{}, true) { // takes no body: anything in it is a mistake, not a reset
+		return
+	}
 	g.lock()
 	changed, err := g.eng.ResetConnection(g.modelNow(), model.ConnRef{Provider: v["provider"], Connection: v["connection"]})
 	g.unlock()
@@ -509,7 +610,7 @@ type providerOut struct {
 }
 
 func (g *Gateway) providerView(p *provRuntime, changed map[string]bool) providerOut {
-	out := providerOut{ID: p.cfg.ID, Type: p.cfg.Type, Profile: p.cfg.Profile, BaseURL: p.cfg.BaseURL, Models: p.cfg.Models,
+	out := providerOut{ID: p.cfg.ID, Type: p.cfg.Type, Profile: p.cfg.Profile, BaseURL: redactURL(p.cfg.BaseURL), Models: p.cfg.Models,
 		MaxConcurrent: p.cfg.MaxConcurrent, Connections: []connectionOut{}}
 	if out.Models == nil {
 		out.Models = []string{}
@@ -606,13 +707,15 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	case body.MaxConcurrent != nil && *body.MaxConcurrent < 0:
 		bad("maxConcurrent must not be negative")
 		return
-	case body.BaseURL != nil && !strings.HasPrefix(*body.BaseURL, "http://") && !strings.HasPrefix(*body.BaseURL, "https://"):
-		bad("baseURL: want an http:// or https:// URL, got %q", *body.BaseURL)
+	case body.BaseURL != nil && baseURLProblem(*body.BaseURL) != "":
+		bad("baseURL: %s", baseURLProblem(*body.BaseURL))
 		return
 	}
 	next := cur.cfg
 	next.Connections = append([]ConnectionConfig(nil), cur.cfg.Connections...)
-	if body.BaseURL != nil {
+	// GET shows the baseURL redacted; putting that answer back keeps the
+	// real one instead of storing the mask as the password.
+	if body.BaseURL != nil && *body.BaseURL != redactURL(cur.cfg.BaseURL) {
 		next.BaseURL = *body.BaseURL
 	}
 	if body.MaxConcurrent != nil {

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +52,9 @@ func TestManagementAuth(t *testing.T) {
 		t.Fatalf("with the key: %d %s", r.code, r.body)
 	}
 	// 404 vs 405 (the whole router is wrapped: both answer JSON)
-	if r := admin(g, "DELETE", "/api/monitoring/health", ""); r.code != 405 || r.errCode() != "method_not_allowed" {
+	// OpenAI types a wrong method as a malformed request, not a missing one.
+	if r := admin(g, "DELETE", "/api/monitoring/health", ""); r.code != 405 || r.errCode() != "method_not_allowed" ||
+		!strings.Contains(r.body, `"type":"invalid_request_error"`) {
 		t.Fatalf("405: %d %s", r.code, r.body)
 	}
 	if r := admin(g, "GET", "/api/nothing", ""); r.code != 404 || r.errCode() != "not_found" {
@@ -411,5 +416,63 @@ func TestRestoreFromStore(t *testing.T) {
 	g2.unlock()
 	if conns[0].Status.String() != "cooldown" {
 		t.Fatalf("restored k1: %+v", conns[0])
+	}
+}
+
+// flushWatchStore records, at the final flush, whether its context was
+// still live and how many chat requests were still in their handler.
+type flushWatchStore struct {
+	*MemoryStore
+	g        *Gateway
+	mu       sync.Mutex
+	flushErr error
+	active   int64
+	flushes  int
+}
+
+func (s *flushWatchStore) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	s.flushErr, s.active = ctx.Err(), s.g.active.Load()
+	s.flushes++
+	s.mu.Unlock()
+	return s.MemoryStore.Flush(ctx)
+}
+
+// A drain that runs out of time (server.shutdownTimeoutMs) cuts what is
+// still in flight, waits for those handlers to record their outcome, and
+// only then flushes the store — with a context of its own, not the spent
+// one: nothing the gateway learned is lost to the timeout.
+func TestShutdownTimeoutStillFlushesEverything(t *testing.T) {
+	up := newFakeUp(t)
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.url())), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &flushWatchStore{MemoryStore: NewMemoryStore()}
+	g, err := New(context.Background(), cfg, Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.g = g
+	addr := serveLoopback(t, g)
+	up.set("oa-o1", sse(streamOpt{chunks: 1000, interval: 50 * time.Millisecond}))
+	go func() {
+		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"oa/gpt-5","stream":true}`))
+		if err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}()
+	eventually(t, "the stream in flight", func() bool { return g.active.Load() == 1 && up.count("oa-o1") == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = g.Shutdown(ctx)
+	if !errors.Is(err, ErrDrainCut) {
+		t.Fatalf("Shutdown = %v, want ErrDrainCut", err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.flushes == 0 || st.flushErr != nil || st.active != 0 {
+		t.Fatalf("final flush: %d calls, context error %v, %d requests still in their handler", st.flushes, st.flushErr, st.active)
 	}
 }

@@ -57,53 +57,72 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 }
 
 // parseChatRequest validates a chat completion body: a JSON object with a
-// string "model" and, optionally, a boolean "stream".
+// string "model", optionally a boolean "stream" and an array "messages".
+//
+// The keys are matched exactly, as the OpenAI API and every upstream read
+// them, and as bodyFor splices "model": encoding/json's case-insensitive
+// field matching would route {"model":"a","Model":"b"} to b while the
+// upstream is sent a, and take "Stream": true for a stream the upstream
+// never starts. A repeated key counts once, the last one (as encoding/json
+// decodes it).
 func parseChatRequest(body []byte) (chatRequest, error) {
-	var v struct {
-		Model  *string          `json:"model"`
-		Stream *json.RawMessage `json:"stream"`
-	}
 	b := bytes.TrimSpace(body)
 	if len(b) == 0 || b[0] != '{' {
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "the body must be a JSON object"}
 	}
-	if err := json.Unmarshal(body, &v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", fmt.Sprintf("field %q must be a %s", te.Field, jsonKind(te.Type.String()))}
+	if !json.Valid(body) {
+		var v struct{}
+		err := json.Unmarshal(body, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
 		}
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_json", "the body is not valid JSON: " + err.Error()}
 	}
-	if v.Model == nil || *v.Model == "" {
+	var f [len(chatFields)]valueRange
+	if !topLevelValues(body, chatFields[:], f[:]) {
+		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_json", "the body is not a valid JSON object"}
+	}
+	m, st, msgs := f[0], f[1], f[2]
+	if !m.ok || m.is("null") || m.is(`""`) {
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_model", "field \"model\" is required"}
 	}
-	req := chatRequest{Model: *v.Model, body: body}
-	if v.Stream != nil {
-		switch s := string(bytes.TrimSpace(*v.Stream)); s {
-		case "true":
+	if body[m.start] != '"' {
+		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"model\" must be a string"}
+	}
+	req := chatRequest{body: body, mStart: m.start, mEnd: m.end}
+	raw := body[m.start:m.end]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		req.Model = string(raw[1 : len(raw)-1])
+	} else if err := json.Unmarshal(raw, &req.Model); err != nil {
+		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"model\" must be a string"}
+	}
+	if st.ok {
+		switch {
+		case st.is("true"):
 			req.Stream = true
-		case "false", "null":
+		case st.is("false"), st.is("null"):
 		default:
 			return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"stream\" must be true or false"}
 		}
 	}
-	s, e, ok := topLevelValue(body, "model")
-	if !ok {
-		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_json", "the body is not a valid JSON object"}
+	if msgs.ok && body[msgs.start] != '[' {
+		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"messages\" must be an array"}
 	}
-	req.mStart, req.mEnd = s, e
 	return req, nil
 }
 
-func jsonKind(goType string) string {
-	switch goType {
-	case "string":
-		return "string"
-	case "bool":
-		return "boolean"
-	}
-	return goType
+// chatFields are the top-level keys parseChatRequest reads, in the order
+// of its valueRange array.
+var chatFields = [...]string{"model", "stream", "messages"}
+
+// valueRange is the byte range [start, end) of a JSON value in a body.
+type valueRange struct {
+	start, end int
+	ok         bool
+	src        []byte
 }
+
+func (v valueRange) is(lit string) bool { return v.ok && string(v.src[v.start:v.end]) == lit }
 
 // bodyFor returns the body with "model" set to the upstream model id; the
 // original bytes when it already is.
@@ -123,48 +142,47 @@ func marshalString(s string) (string, error) {
 	return string(b), err
 }
 
-// topLevelValue returns the byte range of the value of key in a JSON
-// object (the last one when the key repeats, as encoding/json decodes it).
-// The input must be valid JSON.
-func topLevelValue(b []byte, key string) (start, end int, ok bool) {
+// topLevelValues sets out[i] to the range of the value of keys[i] in a
+// JSON object, matched exactly (the last one when a key repeats); false
+// when b is not an object. The input must be valid JSON.
+func topLevelValues(b []byte, keys []string, out []valueRange) bool {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return 0, 0, false
+		return false
 	}
 	i++
 	for {
 		i = skipWS(b, i)
-		if i >= len(b) {
-			return start, end, ok
-		}
-		if b[i] == '}' {
-			return start, end, ok
+		if i >= len(b) || b[i] == '}' {
+			return true
 		}
 		if b[i] == ',' {
 			i++
 			continue
 		}
 		if b[i] != '"' {
-			return 0, 0, false
+			return false
 		}
 		ks := i
 		i = skipString(b, i)
 		if i < 0 {
-			return 0, 0, false
+			return false
 		}
 		k := b[ks:i]
 		i = skipWS(b, i)
 		if i >= len(b) || b[i] != ':' {
-			return 0, 0, false
+			return false
 		}
 		i = skipWS(b, i+1)
 		vs := i
 		i = skipValue(b, i)
 		if i < 0 {
-			return 0, 0, false
+			return false
 		}
-		if keyEquals(k, key) {
-			start, end, ok = vs, i, true
+		for j, key := range keys {
+			if keyEquals(k, key) {
+				out[j] = valueRange{start: vs, end: i, ok: true, src: b}
+			}
 		}
 	}
 }

@@ -53,18 +53,22 @@ func runServe(args []string) int {
 	for _, w := range warnings {
 		log.Warn(w)
 	}
+	for _, w := range envTypoWarnings(environ) {
+		log.Warn(w)
+	}
 	if err != nil {
 		printConfigError(err)
 		return 2
 	}
+	fromEnv := map[string]string{} // field → the variable that set it
 	if v := os.Getenv("BREAKWATER_LISTEN"); v != "" {
-		cfg.Server.Listen = v
+		cfg.Server.Listen, fromEnv["server.listen"] = v, "BREAKWATER_LISTEN"
 	}
 	if v := os.Getenv("BREAKWATER_MANAGEMENT_KEY"); v != "" {
-		cfg.Server.ManagementKey = v
+		cfg.Server.ManagementKey, fromEnv["server.managementKey"] = v, "BREAKWATER_MANAGEMENT_KEY"
 	}
 	if v := os.Getenv("BREAKWATER_STORE_URL"); v != "" {
-		cfg.Store.URL = v
+		cfg.Store.URL, fromEnv["store.url"] = v, "BREAKWATER_STORE_URL"
 	}
 
 	ctx := context.Background()
@@ -83,6 +87,12 @@ func runServe(args []string) int {
 	g, err := proxy.New(ctx, cfg, proxy.Options{Logger: log, Store: st, Environ: environ})
 	if err != nil {
 		_ = st.Close(ctx)
+		// A value that came from the environment is not on the file's line.
+		for _, ce := range proxy.ConfigErrors(err) {
+			if name := fromEnv[ce.Field]; name != "" {
+				ce.Problem += " (the value comes from " + name + ")"
+			}
+		}
 		printConfigError(err)
 		return 2
 	}
@@ -125,12 +135,75 @@ func runServe(args []string) int {
 		log.Warn("second signal: stopping now")
 		cancel()
 	}()
-	if err := g.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("shutdown", "err", err)
+	cut, failed := shutdownResult(g.Shutdown(sctx))
+	if cut {
+		// The drain ran out of time (or a second signal came): the rest was
+		// cut, and their outcomes were recorded and flushed with the state.
+		log.Warn("shutdown: in-flight requests were cut before they finished", "shutdownTimeoutMs", timeout.Milliseconds())
+	}
+	if failed != nil {
+		log.Error("shutdown", "err", failed)
 		return 1
 	}
 	log.Info("stopped; state flushed")
 	return 0
+}
+
+// shutdownResult splits Gateway.Shutdown's error: whether the drain ran out
+// of time (requests were cut; not a failure of the shutdown) and what else
+// went wrong (the store flush), which makes the exit status 1.
+func shutdownResult(err error) (cut bool, failed error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var rest []error
+	for _, e := range errs {
+		switch {
+		case e == nil || errors.Is(e, http.ErrServerClosed):
+		case errors.Is(e, proxy.ErrDrainCut):
+			cut = true
+		default:
+			rest = append(rest, e)
+		}
+	}
+	return cut, errors.Join(rest...)
+}
+
+// serveEnvVars are the BREAKWATER_* variables serve reads besides the
+// resilience ones (model.EnvVars).
+var serveEnvVars = []string{"BREAKWATER_LISTEN", "BREAKWATER_MANAGEMENT_KEY", "BREAKWATER_STORE_URL", "BREAKWATER_SYSMON_BACKOFF"}
+
+// envTypoWarnings names BREAKWATER_* variables that serve does not read but
+// that are a few letters away from one it does: a mistyped override is
+// otherwise ignored without a word (README: BREAKWATER_* overrides). Other
+// BREAKWATER_ names are left alone: operators use them for ${ENV} expansion.
+func envTypoWarnings(environ []string) []string {
+	known := append([]string(nil), serveEnvVars...)
+	for _, v := range model.EnvVars() {
+		known = append(known, v.Name)
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "BREAKWATER_") || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") {
+			continue
+		}
+		best, bestD := "", 4 // at most 3 edits away
+		for _, k := range known {
+			if k == name {
+				best, bestD = "", -1
+				break
+			}
+			if d := model.EditDistance(name, k); d < bestD {
+				best, bestD = k, d
+			}
+		}
+		if best != "" {
+			out = append(out, fmt.Sprintf("environment variable %s is not used (did you mean %s?)", name, best))
+		}
+	}
+	return out
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

@@ -69,3 +69,45 @@ func TestDemoConfigServes(t *testing.T) {
 		t.Fatalf("the demo combo should always answer (flaky falls back to steady): %d/10", ok)
 	}
 }
+
+// README / docs/config.md: BREAKWATER_* variables override the file. A
+// mistyped one was ignored without a word; serve now warns with the name it
+// is closest to, and leaves other BREAKWATER_ names (used for ${ENV}) alone.
+func TestServeWarnsAboutMistypedEnvOverrides(t *testing.T) {
+	got := envTypoWarnings([]string{
+		"BREAKWATER_PROVIDER_BREAKR_API_KEY_FAILURE_THRESHOLD=3",
+		"BREAKWATER_MANAGMENT_KEY=x",
+		"BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD=4",
+		"BREAKWATER_LISTEN=127.0.0.1:1",
+		"BREAKWATER_SETTINGS__requestQueue__maxWaitMs=5s",
+		"BREAKWATER_ADMIN_KEY=k",
+		"HOME=/root",
+	})
+	want := []string{
+		"environment variable BREAKWATER_PROVIDER_BREAKR_API_KEY_FAILURE_THRESHOLD is not used (did you mean BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD?)",
+		"environment variable BREAKWATER_MANAGMENT_KEY is not used (did you mean BREAKWATER_MANAGEMENT_KEY?)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// docs/config.md: BREAKWATER_LISTEN overrides server.listen. An error about
+// the overriding value pointed at the file's line only, where the operator
+// found a loopback address; it now names the variable.
+func TestServeErrorNamesTheEnvOverride(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(f, []byte("server:\n  listen: 127.0.0.1:0\nproviders:\n  - {id: p, baseURL: 'http://127.0.0.1:1/v1', connections: [{id: c}]}\n"), 0o644)
+	t.Setenv("BREAKWATER_LISTEN", "0.0.0.0:0")
+	r, w, _ := os.Pipe()
+	old := os.Stderr
+	os.Stderr = w
+	code := runServe([]string{"-config", f, "-log-level", "error"})
+	w.Close()
+	os.Stderr = old
+	out, _ := io.ReadAll(r)
+	if code != 2 || !strings.Contains(string(out), "gw.yaml:2: server.listen") || !strings.Contains(string(out), "(the value comes from BREAKWATER_LISTEN)") {
+		t.Fatalf("exit %d, stderr:\n%s", code, out)
+	}
+}

@@ -1,0 +1,136 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Outside-in checks of the client API (CONTRACTS §3, SPEC §11.4): what a
+// client sends is read the way the upstream will read it, and what the
+// upstream sends is never passed on broken.
+
+// CONTRACTS §3 "bad input gets a 4xx with a typed error saying what is
+// wrong; it never changes state" and "model is provider/model, a combo id or
+// a bare model": the body's keys are read exactly, as the OpenAI API and the
+// upstream read them (and as the model splice writes them). With
+// encoding/json's case-insensitive matching, {"model":"a","Model":"b"} was
+// routed to b while the upstream was sent a, and "Stream": true made the
+// gateway expect a stream the upstream never started.
+func TestCheckClientBodyKeysAreExact(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	post := func(body string) resp {
+		t.Helper()
+		return g.do("POST", "/v1/chat/completions", body, "Content-Type", "application/json")
+	}
+
+	// A differently cased "Model" is an unknown parameter, not the model.
+	r := post(`{"model":"glm/glm-5","Model":"oa/gpt-5","messages":[]}`)
+	if r.code != 200 || r.h.Get("X-Breakwater-Provider") != "glm" {
+		t.Fatalf(`{"model":"glm/glm-5","Model":"oa/gpt-5"}: %d provider %q %s; want glm (the exact key)`, r.code, r.h.Get("X-Breakwater-Provider"), r.body)
+	}
+	if r := post(`{"MODEL":"glm/glm-5","messages":[]}`); r.code != 400 || r.errCode() != "invalid_model" {
+		t.Fatalf(`{"MODEL":...}: %d %s; want 400 invalid_model (field "model" is required)`, r.code, r.body)
+	}
+	// "Stream": true is not a stream request: the answer is JSON.
+	r = post(`{"model":"glm/glm-5","Stream":true,"messages":[]}`)
+	if r.code != 200 || !strings.HasPrefix(r.h.Get("Content-Type"), "application/json") {
+		t.Fatalf(`"Stream": true: %d %q %s; want a JSON answer`, r.code, r.h.Get("Content-Type"), r.body)
+	}
+
+	// Wrong types are 400s that name the field, before any upstream call.
+	before := up.total()
+	for body, want := range map[string]string{
+		`{"model":5,"messages":[]}`:                           `field \"model\" must be a string`,
+		`{"model":"glm/glm-5","messages":"x"}`:                `field \"messages\" must be an array`,
+		`{"model":"glm/glm-5","messages":{"role":"user"}}`:    `field \"messages\" must be an array`,
+		`{"model":"glm/glm-5","messages":null}`:               `field \"messages\" must be an array`,
+		`{"model":"glm/glm-5","messages":[],"stream":"yes"}`:  `field \"stream\" must be true or false`,
+		`{"model":"glm/glm-5","messages":[],"stream":1}`:      `field \"stream\" must be true or false`,
+		`{"model":["glm/glm-5"],"messages":[]}`:               `field \"model\" must be a string`,
+		`{"model":null,"messages":[]}`:                        `field \"model\" is required`,
+		`{"model":"glm/glm-5","messages":[]`:                  `not valid JSON`,
+		`{"model":"glm/glm-5","messages":[]} {"model":"x"}`:   `not valid JSON`,
+		`{"model":"glm/glm-5","messages":["\xff"],"x":tru}`:   `not valid JSON`,
+		`{"model":"glm/glm-5","messages":[],"stream":"true"}`: `field \"stream\" must be true or false`,
+	} {
+		r := post(body)
+		if r.code != 400 || !strings.Contains(r.body, want) || r.errCode() == "" {
+			t.Errorf("%s: %d %s; want 400 naming %s", body, r.code, r.body, want)
+		}
+	}
+	if n := up.total() - before; n != 0 {
+		t.Fatalf("bad bodies reached the upstream %d times", n)
+	}
+	// Escapes in the model id are decoded; duplicate keys: the last one.
+	if r := post(`{"model":"glm\/glm-5","messages":[]}`); r.code != 200 || r.h.Get("X-Breakwater-Provider") != "glm" {
+		t.Fatalf(`escaped model: %d %s`, r.code, r.body)
+	}
+	if r := post(`{"model":"oa/gpt-5","model":"glm/glm-5","messages":[]}`); r.code != 200 || r.h.Get("X-Breakwater-Provider") != "glm" {
+		t.Fatalf(`duplicate model: %d %s`, r.code, r.body)
+	}
+}
+
+// malformedSSE sends good chunks, then (after `good` of them) one event
+// whose data is not JSON, then more good chunks, a finish and [DONE]: the
+// fault catalog's malformed-chunk.
+func malformedSSE(good int) behaviour {
+	return func(w http.ResponseWriter, r *http.Request, n int) {
+		fl := w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		send := func(s string) { io.WriteString(w, "data: "+s+"\n\n"); fl.Flush() }
+		for i := 0; i < good+2; i++ {
+			if i == good {
+				send(`{"id":"s","choices":[{"delta":{"content":"lor`)
+				continue
+			}
+			send(fmt.Sprintf(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok%d "}}]}`, i))
+		}
+		send(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+		send(`[DONE]`)
+	}
+}
+
+// SPEC §6 / §11.3 "content ... after commit: SSE error event" and the
+// simulator's malformed-chunk (sim/timeline.go: the broken chunk is the
+// output validation case, OutcomeQuality): a stream event whose data is not
+// JSON is never passed on. Before commit the attempt fails and the next
+// connection serves; after commit the stream ends with an explicit error
+// event and no [DONE], never garbage followed by a clean finish.
+func TestCheckClientMalformedStreamChunk(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+
+	// Before commit: the broken event is the first; k2 serves.
+	up.set("glm-k1", malformedSSE(0))
+	up.set("glm-k2", sse(streamOpt{chunks: 2}))
+	r := g.stream("glm/glm-5")
+	ev := sseEvents(r.body)
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" || r.h.Get("X-Breakwater-Attempts") != "2" {
+		t.Fatalf("pre-commit malformed chunk: %d conn %q attempts %q\n%s", r.code, r.h.Get("X-Breakwater-Connection"), r.h.Get("X-Breakwater-Attempts"), r.body)
+	}
+	if strings.Contains(r.body, `"lor`+"\n") || len(ev) == 0 || ev[len(ev)-1] != "[DONE]" {
+		t.Fatalf("pre-commit malformed chunk reached the client or the stream is not whole:\n%s", r.body)
+	}
+
+	// After commit: two good chunks went out, then the broken one.
+	up.set("oa-o1", malformedSSE(2))
+	r = g.stream("oa/gpt-5")
+	ev = sseEvents(r.body)
+	if r.code != 200 || len(ev) != 3 {
+		t.Fatalf("post-commit malformed chunk: %d, want 2 chunks and an error event:\n%s", r.code, r.body)
+	}
+	if !strings.Contains(ev[0], "tok0") || !strings.Contains(ev[1], "tok1") {
+		t.Fatalf("the good chunks were not passed on:\n%s", r.body)
+	}
+	if !isErrorEventT([]byte(ev[2])) || !strings.Contains(ev[2], "malformed") {
+		t.Fatalf("last event %s: want an error event naming the malformed event", ev[2])
+	}
+	if strings.Contains(r.body, "[DONE]") || strings.Contains(r.body, `"lor`) {
+		t.Fatalf("a broken stream ended cleanly or passed the garbage on:\n%s", r.body)
+	}
+}
