@@ -134,3 +134,17 @@ func TestCheckClientMalformedStreamChunk(t *testing.T) {
 		t.Fatalf("a broken stream ended cleanly or passed the garbage on:\n%s", r.body)
 	}
 }
+
+// A base URL with a trailing slash makes clients ask for
+// //v1/chat/completions. Served as the clean path (as nginx merges
+// slashes), not a 301 that clients follow as a GET and get a 405 for.
+func TestCheckClientDoubleSlashPathIsServed(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	if r := g.do("POST", "//v1/chat/completions", `{"model":"glm/glm-5","messages":[]}`); r.code != 200 {
+		t.Fatalf("POST //v1/chat/completions: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/v1//models", ""); r.code != 200 || !strings.Contains(r.body, "glm/glm-5") {
+		t.Fatalf("GET /v1//models: %d %s", r.code, r.body)
+	}
+}

@@ -101,8 +101,28 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 			}
 			g.met.http.WithLabelValues(surface(r.URL.Path), statusLabel(rec.code())).Inc()
 		}()
+		if strings.Contains(r.URL.Path, "//") {
+			// A base URL with a trailing slash makes clients ask for
+			// //v1/chat/completions. The router would answer a 301 to the
+			// clean path, which clients follow as a GET (a 405); serve the
+			// clean path instead, as nginx's merge_slashes does.
+			r.URL.Path = mergeSlashes(r.URL.Path)
+			r.URL.RawPath = ""
+		}
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// mergeSlashes turns every run of slashes in p into one.
+func mergeSlashes(p string) string {
+	b := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' && len(b) > 0 && b[len(b)-1] == '/' {
+			continue
+		}
+		b = append(b, p[i])
+	}
+	return string(b)
 }
 
 func surface(path string) string {
