@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -74,27 +71,6 @@ func TestCheckClientBodyKeysAreExact(t *testing.T) {
 	}
 }
 
-// malformedSSE sends good chunks, then (after `good` of them) one event
-// whose data is not JSON, then more good chunks, a finish and [DONE]: the
-// fault catalog's malformed-chunk.
-func malformedSSE(good int) behaviour {
-	return func(w http.ResponseWriter, r *http.Request, n int) {
-		fl := w.(http.Flusher)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(200)
-		send := func(s string) { io.WriteString(w, "data: "+s+"\n\n"); fl.Flush() }
-		for i := 0; i < good+2; i++ {
-			if i == good {
-				send(`{"id":"s","choices":[{"delta":{"content":"lor`)
-				continue
-			}
-			send(fmt.Sprintf(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok%d "}}]}`, i))
-		}
-		send(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
-		send(`[DONE]`)
-	}
-}
-
 // SPEC §6 / §11.3 "content ... after commit: SSE error event" and the
 // simulator's malformed-chunk (sim/timeline.go: the broken chunk is the
 // output validation case, OutcomeQuality): a stream event whose data is not
@@ -106,7 +82,7 @@ func TestCheckClientMalformedStreamChunk(t *testing.T) {
 	g := newGW(t, up, twoConns)
 
 	// Before commit: the broken event is the first; k2 serves.
-	up.set("glm-k1", malformedSSE(0))
+	up.set("glm-k1", sse(streamOpt{chunks: 2, brokenAt: 1}))
 	up.set("glm-k2", sse(streamOpt{chunks: 2}))
 	r := g.stream("glm/glm-5")
 	ev := sseEvents(r.body)
@@ -118,7 +94,7 @@ func TestCheckClientMalformedStreamChunk(t *testing.T) {
 	}
 
 	// After commit: two good chunks went out, then the broken one.
-	up.set("oa-o1", malformedSSE(2))
+	up.set("oa-o1", sse(streamOpt{chunks: 4, brokenAt: 3, noRole: true}))
 	r = g.stream("oa/gpt-5")
 	ev = sseEvents(r.body)
 	if r.code != 200 || len(ev) != 3 {

@@ -152,6 +152,7 @@ type streamOpt struct {
 	noRole     bool
 	reasoning  int // reasoning frames before content
 	noDone     bool
+	brokenAt   int // content chunk (1-based) sent as an event whose data is not JSON (0 = none)
 }
 
 func sse(o streamOpt) behaviour {
@@ -185,6 +186,10 @@ func sse(o streamOpt) behaviour {
 			if o.errAfter > 0 && i == o.errAfter {
 				send(o.errEvent)
 				return
+			}
+			if i+1 == o.brokenAt { // the fault catalog's malformed-chunk
+				send(`{"id":"s","choices":[{"delta":{"content":"lor`)
+				continue
 			}
 			send(fmt.Sprintf(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok%d "}}]}`, i))
 			if o.interval > 0 {
