@@ -241,6 +241,18 @@ func (m *oaMessage) parts(typ string, i int) ([]oaPart, error) {
 	return ps, nil
 }
 
+// textOnly refuses a non-text part in a message whose content the adapters
+// read as text (assistant and tool messages): an image there would
+// otherwise be dropped without a word.
+func textOnly(typ string, i int, role string, ps []oaPart) error {
+	for j, p := range ps {
+		if p.Type != "text" {
+			return &wireError{typ, fmt.Sprintf("messages[%d].content[%d]: %s messages take text only (got %q)", i, j, role, p.Type)}
+		}
+	}
+	return nil
+}
+
 // text joins a content's text parts (tool results, system prompts).
 func textOf(ps []oaPart) string {
 	if len(ps) == 1 {
@@ -465,13 +477,17 @@ func (t *sseTranslator) Read(p []byte) (int, error) {
 
 func (t *sseTranslator) Close() error { return t.src.Close() }
 
-// malformedEvent is the OpenAI-shaped error event for a native stream event
-// that does not parse: status 502 (the upstream sent garbage), which
-// pipeStream classifies like any in-stream error (streamErrorStatus).
+// malformedEvent stands for a native stream event that does not parse (or
+// does not make sense): one data line that is not JSON, so pipeStream takes
+// the same path as for a garbled OpenAI chunk — the output-validation
+// failure (OutcomeQuality, the synthetic 502; the simulator's
+// malformed-chunk) — whatever the provider type. The client never sees
+// these bytes: before commit the attempt is retried, after it the stream
+// ends with the gateway's own error event.
 func malformedEvent(dst []byte, typ string) []byte {
-	dst = append(dst, `data: {"error":{"message":"the upstream sent a malformed `...)
+	dst = append(dst, "data: breakwater: the upstream sent a malformed "...)
 	dst = append(dst, typ...)
-	return append(dst, ` stream event","type":"server_error","code":502}}`+"\n\n"...)
+	return append(dst, " stream event\n\n"...)
 }
 
 // passError forwards a native error event's data unchanged: its object has

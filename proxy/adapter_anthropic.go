@@ -142,6 +142,11 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 		if err != nil {
 			return nil, err
 		}
+		if m.Role == "assistant" || m.Role == "tool" {
+			if err := textOnly(typ, i, m.Role, ps); err != nil {
+				return nil, err
+			}
+		}
 		switch m.Role {
 		case "system", "developer":
 			for j, p := range ps {
@@ -233,6 +238,9 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 	}
 	if len(out.Tools) == 0 {
 		out.ToolChoice = nil
+	}
+	if len(out.Messages) == 0 {
+		return bad("the request has no user, assistant or tool message (the Messages API needs at least one)")
 	}
 	return json.Marshal(out)
 }
@@ -349,6 +357,7 @@ type anStream struct {
 	prompt int
 	tools  map[int]int // content block index → tool call index
 	ntools int
+	args   map[int]bool // content block index → its tool call got argument bytes
 	ev     anEvent
 }
 
@@ -428,8 +437,28 @@ func (s *anStream) event(dst, data []byte) []byte {
 			if !ok {
 				return malformedEvent(dst, "anthropic")
 			}
+			if d.PartialJSON == "" {
+				return dst // nothing to add (a tool without input sends one empty delta)
+			}
+			if s.args == nil {
+				s.args = map[int]bool{}
+			}
+			s.args[ev.Index] = true
 			tc := oaOutToolCall{Index: &k}
 			tc.Function.Arguments = d.PartialJSON
+			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
+		}
+	case "content_block_stop":
+		// A tool call whose input streamed no bytes (a tool without
+		// parameters) gets "{}", as in the JSON translation: the client's
+		// concatenated arguments are always a JSON object, never "".
+		if k, ok := s.tools[ev.Index]; ok && !s.args[ev.Index] {
+			if s.args == nil {
+				s.args = map[int]bool{}
+			}
+			s.args[ev.Index] = true
+			tc := oaOutToolCall{Index: &k}
+			tc.Function.Arguments = "{}"
 			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
 		}
 	case "message_delta":
@@ -449,7 +478,7 @@ func (s *anStream) event(dst, data []byte) []byte {
 		}
 		return passError(dst, data)
 	}
-	// ping, content_block_stop, signature and citation deltas, and types
+	// ping, other content_block_stops, signature and citation deltas, and types
 	// added later: nothing for the client.
 	return dst
 }

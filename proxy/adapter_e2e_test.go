@@ -155,8 +155,11 @@ func TestWireGeminiRetryInfo(t *testing.T) {
 	fs.SetRules([]faults.Rule{{Match: faults.Match{Provider: "gm"}, Respond: &faults.Response{Status: 429,
 		Body: `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`}}}, false)
 	r := g.chat("gm/flash")
-	if r.code != 429 || !strings.Contains(r.body, "RetryInfo") {
-		t.Fatalf("want the native 429: %d %s", r.code, r.body)
+	// The client gets the 429 in the OpenAI shape (CONTRACTS §3), with the
+	// native message and status; the retry time is in Retry-After.
+	if r.code != 429 || r.errCode() != "RESOURCE_EXHAUSTED" || !strings.Contains(r.body, `"message":"Resource has been exhausted`) ||
+		!strings.Contains(r.body, `"type":"rate_limit_error"`) {
+		t.Fatalf("want the 429 in the OpenAI shape: %d %s", r.code, r.body)
 	}
 	if ra := r.h.Get("Retry-After"); ra == "" || ra == "1" {
 		t.Fatalf("RetryInfo 30s should set Retry-After: %v", r.h)

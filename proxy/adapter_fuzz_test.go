@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-gw/breakwater/model"
 )
 
 // FuzzAdapterStream: a malformed upstream stream never panics a
@@ -40,6 +42,9 @@ func FuzzAdapterStream(f *testing.F) {
 				d := bytes.TrimSpace(data)
 				if string(d) == "[DONE]" || isErrorEventT(d) {
 					continue
+				}
+				if !validEventData(d) && model.ParseStreamEvent(d) == (model.StreamEvent{}) {
+					continue // a malformed native event: pipeStream's garbled-chunk path
 				}
 				var c oaChunk
 				if json.Unmarshal(d, &c) != nil || c.Object != "chat.completion.chunk" {

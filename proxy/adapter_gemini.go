@@ -168,6 +168,11 @@ func geminiBody(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if m.Role == "assistant" || m.Role == "tool" {
+			if err := textOnly(typ, i, m.Role, ps); err != nil {
+				return nil, err
+			}
+		}
 		switch m.Role {
 		case "system", "developer":
 			for j, p := range ps {
@@ -262,6 +267,9 @@ func geminiBody(body []byte) ([]byte, error) {
 			tc.FunctionCallingConfig.AllowedFunctionNames = []string{name}
 		}
 		out.ToolConfig = tc
+	}
+	if len(out.Contents) == 0 {
+		return bad("the request has no user, assistant or tool message (generateContent needs at least one)")
 	}
 	return json.Marshal(out)
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -311,15 +312,17 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 	}
 	f := rs.lastFail
 	if f != nil && len(f.body) > 0 && looksLikeErrorJSON(f.body) {
-		ct := "application/json"
-		if f.header != nil && f.header.Get("Content-Type") != "" {
-			ct = f.header.Get("Content-Type")
+		if body := clientErrorBody(f.body, status, rs.provider); body != nil {
+			ct := "application/json"
+			if f.header != nil && strings.HasPrefix(f.header.Get("Content-Type"), "application/json") && bytes.Equal(body, f.body) {
+				ct = f.header.Get("Content-Type")
+			}
+			h.Set("Content-Type", ct)
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+			rs.w.WriteHeader(status)
+			rs.w.Write(body)
+			return status
 		}
-		h.Set("Content-Type", ct)
-		h.Set("Content-Length", strconv.Itoa(len(f.body)))
-		rs.w.WriteHeader(status)
-		rs.w.Write(f.body)
-		return status
 	}
 	v := st.Verdict
 	msg := v.Message

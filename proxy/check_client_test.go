@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -122,5 +123,34 @@ func TestCheckClientDoubleSlashPathIsServed(t *testing.T) {
 	}
 	if r := g.do("GET", "/v1//models", ""); r.code != 200 || !strings.Contains(r.body, "glm/glm-5") {
 		t.Fatalf("GET /v1//models: %d %s", r.code, r.body)
+	}
+}
+
+// CONTRACTS §3: errors are OpenAI-shaped {"error":{"message","type","code"}}.
+// An upstream error body in another shape (Anthropic's envelope, Gemini's
+// numeric code and status, a bare string) reaches the client rewritten with
+// its own message; one already in the shape goes out as it came.
+func TestCheckClientUpstreamErrorBodyIsOpenAIShaped(t *testing.T) {
+	cases := []struct{ in, code, typ, msg string }{
+		{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded_error", "overloaded_error", "Overloaded"},
+		{`{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`, "RESOURCE_EXHAUSTED", "rate_limit_error", "Resource has been exhausted"},
+		{`{"error":"upstream is sad"}`, "upstream_error", "rate_limit_error", "upstream is sad"},
+		{`{"error":{"message":"m","type":"t"}}`, "t", "t", "m"},
+	}
+	for _, c := range cases {
+		b := clientErrorBody([]byte(c.in), 429, "p")
+		var v errorBody
+		if err := json.Unmarshal(b, &v); err != nil || v.Error.Code != c.code || v.Error.Type != c.typ || v.Error.Message != c.msg {
+			t.Errorf("%s → %s", c.in, b)
+		}
+	}
+	same := `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+	if b := clientErrorBody([]byte(same), 429, "p"); string(b) != same {
+		t.Errorf("an OpenAI-shaped body changed: %s", b)
+	}
+	for _, bad := range []string{`{"error":{}}`, `{"error":""}`, `{"error":{"message":5}}`, `{}`} {
+		if b := clientErrorBody([]byte(bad), 502, "p"); b != nil {
+			t.Errorf("%s: want nil (the gateway's own error), got %s", bad, b)
+		}
 	}
 }

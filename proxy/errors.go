@@ -137,3 +137,63 @@ func redact(body []byte, secret string) []byte {
 	}
 	return []byte(s)
 }
+
+// clientErrorBody returns an upstream error body in the shape the client API
+// promises (CONTRACTS §3: {"error":{"message","type","code"}}), or nil when b
+// carries no usable message (the caller then writes the gateway's own
+// error). A body already in that shape goes out as it came (it may carry
+// the provider's param and code). Anthropic's {"type":"error","error":
+// {"type","message"}}, Gemini's {"error":{"code":429,"message","status"}}
+// and a bare {"error":"text"} are rewritten with their message and their
+// own type or status as the code. Only the client's copy changes: the model
+// classified the native body.
+func clientErrorBody(b []byte, status int, provider string) []byte {
+	var top struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &top) != nil || len(top.Error) == 0 {
+		return nil
+	}
+	out := apiError{Type: typeForStatus(status), Code: "upstream_error", Provider: provider}
+	var text string
+	if json.Unmarshal(top.Error, &text) == nil {
+		if text == "" {
+			return nil
+		}
+		out.Message = text
+	} else {
+		var e struct {
+			Message *string         `json:"message"`
+			Type    *string         `json:"type"`
+			Status  string          `json:"status"`
+			Code    json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(top.Error, &e) != nil || e.Message == nil {
+			return nil
+		}
+		var native map[string]json.RawMessage
+		json.Unmarshal(b, &native)
+		_, foreign := native["type"] // Anthropic's envelope
+		if e.Type != nil && len(e.Code) > 0 && !foreign {
+			return b
+		}
+		out.Message = *e.Message
+		var code string
+		switch {
+		case json.Unmarshal(e.Code, &code) == nil && code != "":
+			out.Code = code
+		case e.Status != "":
+			out.Code = e.Status
+		case e.Type != nil && *e.Type != "":
+			out.Code = *e.Type
+		}
+		if e.Type != nil && *e.Type != "" {
+			out.Type = *e.Type
+		}
+	}
+	nb, err := json.Marshal(errorBody{Error: out})
+	if err != nil {
+		return nil
+	}
+	return nb
+}
