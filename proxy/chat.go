@@ -282,8 +282,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 func (rs *reqState) setHeaders(h http.Header) {
-	h.Set("X-Breakwater-Provider", rs.provider)
-	h.Set("X-Breakwater-Connection", rs.conn)
+	// An answer no upstream took part in (refused before any attempt) names
+	// no provider or connection rather than sending them empty.
+	if rs.provider != "" {
+		h.Set("X-Breakwater-Provider", rs.provider)
+	}
+	if rs.conn != "" {
+		h.Set("X-Breakwater-Connection", rs.conn)
+	}
 	h.Set("X-Breakwater-Attempts", strconv.Itoa(rs.flow.Attempts()))
 }
 

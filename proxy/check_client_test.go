@@ -154,3 +154,28 @@ func TestCheckClientUpstreamErrorBodyIsOpenAIShaped(t *testing.T) {
 		}
 	}
 }
+
+// §11.4 end to end: a client key allowed on none of the route's connections
+// gets 404 no_executable_targets (nothing eligible, no timer), and an answer
+// no upstream took part in names no provider or connection instead of
+// sending the X-Breakwater headers empty.
+func TestCheckClientKeyAllowedNowhere(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns+"clientKeys:\n  - {id: a, key: key-a, allowedConnections: [oa/o1]}\n")
+	r := g.chat("glm/glm-5", "Authorization", "Bearer key-a")
+	if r.code != 404 || r.errCode() != "no_executable_targets" || r.h.Get("Retry-After") != "" {
+		t.Fatalf("key allowed nowhere: %d %s", r.code, r.body)
+	}
+	if _, ok := r.h["X-Breakwater-Provider"]; ok {
+		t.Fatalf("X-Breakwater-Provider sent on an answer no provider took part in: %v", r.h)
+	}
+	if _, ok := r.h["X-Breakwater-Connection"]; ok {
+		t.Fatalf("X-Breakwater-Connection sent on an answer no connection took part in: %v", r.h)
+	}
+	if up.total() != 0 {
+		t.Fatalf("the upstream was called %d times", up.total())
+	}
+	if r := g.chat("oa/gpt-5", "Authorization", "Bearer key-a"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "o1" {
+		t.Fatalf("the allowed connection: %d %v", r.code, r.h)
+	}
+}
