@@ -49,6 +49,11 @@ type env struct {
 	// counter counts upstream calls per replay request (upcount.go); nil
 	// in target mode.
 	counter *callCounter
+	// uses0: each connection's use counter when the run started ("p/c" →
+	// uses), target mode only. The management API cannot reset it, so a
+	// target that served traffic before carries it; readState reports uses
+	// since the start, as the simulator (and an in-process gateway) counts.
+	uses0 map[string]uint64
 }
 
 func newClients() (ctl, cli *http.Client) {
@@ -309,6 +314,10 @@ func (e *env) readState(ctx context.Context, topo *model.Topology) (sim.StateObs
 		}
 	}
 	st.Connections = h.Connections
+	for i := range st.Connections {
+		c := &st.Connections[i]
+		c.Uses -= min(c.Uses, e.uses0[c.Provider+"/"+c.Connection])
+	}
 	return st, nil
 }
 

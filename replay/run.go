@@ -249,6 +249,23 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 			}
 		}
 	}
+	// The use counters survive a clean (no API resets them): remember
+	// where they start, so `uses` and -compare count this run only.
+	st, err = e.readState(ctx, &sc.Topology)
+	if err != nil {
+		return fmt.Errorf("reading the target's health: %w", err)
+	}
+	e.uses0 = map[string]uint64{}
+	used := false
+	for _, c := range st.Connections {
+		e.uses0[c.Provider+"/"+c.Connection] = c.Uses
+		used = used || c.Uses > 0
+	}
+	leastUsed := slices.ContainsFunc(sc.Topology.Providers, func(p model.ProviderConfig) bool { return p.Strategy == model.LeastUsed }) ||
+		slices.ContainsFunc(sc.Topology.Combos, func(c model.ComboConfig) bool { return c.Strategy == model.LeastUsed })
+	if used && leastUsed {
+		res.Warnings = append(res.Warnings, "the target has served traffic before: its least-used picks start from those use counts (restart it for the simulator's picks)")
+	}
 	if e.upstream == "" {
 		res.Skipped = append(res.Skipped, "upstream rules not installed and upstreamCalls not counted: give -upstream URL of the `breakwater upstream` the target's providers point at")
 	}

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +47,43 @@ func TestReplayAgainstTarget(t *testing.T) {
 	}
 	if len(res.Skipped) == 0 {
 		t.Error("a target run without -upstream must say what it could not check")
+	}
+}
+
+// TestReplayTargetTwiceCountsThisRunsUses pins CONTRACTS §4 "same
+// decisions" for -target: a connection's use counter cannot be reset over the
+// management API, so a second replay on the same gateway must count `uses`
+// (expects and -compare) from its own start, as the first run did.
+func TestReplayTargetTwiceCountsThisRunsUses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wall-clock replay")
+	}
+	sc := load(t, "failover-accounting.yaml") // reads uses at 10s and 35s
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op, err := startLocal(ctx, sc, &Options{Logger: discard()}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.close()
+	uses := func() map[string]uint64 {
+		res, err := Run(ctx, sc, Options{Target: op.base, ManagementKey: op.mgmtKey, Upstream: op.upstream, Clean: true, ApplySettings: true, Speed: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.States) == 0 {
+			t.Fatal("no state reads")
+		}
+		m := map[string]uint64{}
+		for i, st := range res.States {
+			for _, c := range st.Connections {
+				m[fmt.Sprintf("read %d %s/%s", i, c.Provider, c.Connection)] = c.Uses
+			}
+		}
+		return m
+	}
+	first, second := uses(), uses()
+	if !maps.Equal(first, second) {
+		t.Errorf("uses read by a second run on the same target differ from the first:\nfirst:  %v\nsecond: %v", first, second)
 	}
 }

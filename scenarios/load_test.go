@@ -44,6 +44,9 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		{"no name", strings.Replace(base, "name: a scenario for loader tests\n", "", 1), `name: a scenario needs a name`},
 		{"invalid yaml", "name: [\n", `t.yaml:1: invalid YAML`},
 		{"duplicate key", base + "seed: 1\nseed: 2\n", `seed: duplicate key`},
+		// virtual time must not overflow (it read "simulated -1635191h")
+		{"traffic past 10 years", strings.Replace(base, "every: 1s", "every: 87000h", 1), `t.yaml:5:5: traffic[0].every: the last request would arrive more than 10 years after the start`},
+		{"empty file", "", `t.yaml: empty scenario`},
 		{"topology duplicate connection", strings.Replace(base, "{id: k2}", "{id: k1}", 1), `providers[0].connections[1].id: duplicate connection id "k1"`},
 	}
 	for _, c := range cases {
@@ -157,4 +160,23 @@ func FuzzLoad(f *testing.F) {
 		}
 		runScenarioForFuzz(t, sc)
 	})
+}
+
+// TestLoadReportsEachProblemOnce pins "errors name file, line and field"
+// (CONTRACTS §4) without noise: a wrong type is one error, not also the range
+// check of the zero it decoded to, and an expect whose only key is misspelt
+// gets the "did you mean", not also "checks nothing".
+func TestLoadReportsEachProblemOnce(t *testing.T) {
+	for _, c := range []struct{ name, src, want string }{
+		{"wrong type", strings.Replace(base, "count: 3", "count: three", 1), `t.yaml:5:39: traffic[0].count: want an integer, got "three"`},
+		{"wrong status type", base + "expect:\n  - {request: 1, status: ok}\n", `t.yaml:7:26: expect[0].status: want an integer, got "ok"`},
+		{"misspelt check", base + "expect:\n  - request: 1\n    stauts: 200\n", `t.yaml:8:5: expect[0].stauts: unknown key "stauts" (did you mean "status"?)`},
+		{"wrong count type, then an expect", strings.Replace(base, "count: 3", "count: 3.5", 1) + "expect:\n  - {request: 2, status: 200}\n", `t.yaml:5:39: traffic[0].count: want an integer, got "3.5"`},
+		{"misspelt state check", base + "expect:\n  - {at: 1s, breakr: {glm: OPEN}}\n", `t.yaml:7:14: expect[0].breakr: unknown key "breakr" (did you mean "breaker"?)`},
+	} {
+		_, err := Load("t.yaml", []byte(c.src), Options{})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: got\n%v\nwant exactly\n%s", c.name, err, c.want)
+		}
+	}
 }

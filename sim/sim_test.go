@@ -322,3 +322,20 @@ func TestFaultyDay(t *testing.T) {
 		t.Errorf("violations: %v", res.Violations)
 	}
 }
+
+// TestLivenessLateExpectIsNoTimer pins the "recovery is bounded" invariant
+// (docs/sim.md, Invariants): it measures the timers still running after the
+// faults end, not the run's length — a scenario that reads state a day and
+// more after a short outage, with nothing cooling, has recovered.
+func TestLivenessLateExpectIsNoTimer(t *testing.T) {
+	sc := simpleScenario(t, 1)
+	sc.Rules = []faults.Rule{{Until: 20 * time.Millisecond, Respond: &faults.Response{Status: 503}}}
+	sc.Expects = []Expect{{Kind: ExpectState, Line: 1, At: 100 * time.Hour, Breaker: map[string]model.BreakerState{"p": model.Closed}}}
+	res, err := Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || len(res.Violations) > 0 {
+		t.Fatalf("failures %v, violations %v", res.Failures, res.Violations)
+	}
+}

@@ -104,9 +104,10 @@ func runSim(args []string) int {
 		return 2
 	}
 	progress := !*asJSON && isTerminal(os.Stderr)
+	traceOut, plotOut := perFileNames(*tracePath, files), perFileNames(*plotPath, files)
 	var results []*sim.Result
 	exit := 0
-	for _, file := range files {
+	for i, file := range files {
 		sc, err := scenarios.LoadFile(file, opts)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%v\n", err)
@@ -121,7 +122,7 @@ func runSim(args []string) int {
 		var runOpts sim.Options
 		var traceFile *os.File
 		if *tracePath != "" {
-			traceFile, err = os.Create(perFile(*tracePath, file, len(files)))
+			traceFile, err = os.Create(traceOut[i])
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "breakwater sim: %v\n", err)
 				return 2
@@ -153,7 +154,7 @@ func runSim(args []string) int {
 			}
 		}
 		if runOpts.Timeline != nil {
-			if err := writePlot(perFile(*plotPath, file, len(files)), runOpts.Timeline, res); err != nil {
+			if err := writePlot(plotOut[i], runOpts.Timeline, res); err != nil {
 				fmt.Fprintf(os.Stderr, "breakwater sim: %v\n", err)
 				exit = max(exit, 2)
 			}
@@ -164,6 +165,15 @@ func runSim(args []string) int {
 		results = append(results, res)
 		if !*asJSON {
 			printResult(os.Stdout, res, *quiet)
+			if len(files) > 1 && !*quiet {
+				// derived names: say which file is whose
+				if traceOut != nil {
+					fmt.Printf("  trace written to %s\n", traceOut[i])
+				}
+				if plotOut != nil {
+					fmt.Printf("  plot written to %s\n", plotOut[i])
+				}
+			}
 		}
 	}
 	if *asJSON {
@@ -174,14 +184,32 @@ func runSim(args []string) int {
 	return exit
 }
 
-// perFile names one output per scenario when several files run.
-func perFile(out, file string, n int) string {
-	if n <= 1 {
-		return out
+// perFileNames names one output per scenario when several files run
+// (OUT-<file name>.ext). Two files with the same name (a/x.yaml, b/x.yaml, or
+// one file given twice) get OUT-x.ext, OUT-x-2.ext..., so no run overwrites
+// another's trace or plot. nil when out is "".
+func perFileNames(out string, files []string) []string {
+	if out == "" {
+		return nil
+	}
+	names := make([]string, len(files))
+	if len(files) == 1 {
+		names[0] = out
+		return names
 	}
 	ext := filepath.Ext(out)
-	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-	return strings.TrimSuffix(out, ext) + "-" + base + ext
+	stem := strings.TrimSuffix(out, ext)
+	used := map[string]bool{}
+	for i, file := range files {
+		base := stem + "-" + strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		name := base + ext
+		for k := 2; used[name]; k++ {
+			name = base + "-" + strconv.Itoa(k) + ext
+		}
+		used[name] = true
+		names[i] = name
+	}
+	return names
 }
 
 func writePlot(path string, tl *sim.Timeline, res *sim.Result) error {

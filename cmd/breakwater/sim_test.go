@@ -52,3 +52,35 @@ func TestUpstreamCommandRefusesNonLoopback(t *testing.T) {
 		t.Errorf("-catalog: exit %d", got)
 	}
 }
+
+// TestSimSameNamedFilesKeepTheirOwnTrace pins CONTRACTS §1 `sim FILE...
+// -trace OUT.jsonl -plot OUT.svg` with several files: each scenario gets its
+// own trace and plot, also when two files share a name (a/x.yaml, b/x.yaml)
+// — the second must not overwrite the first's.
+func TestSimSameNamedFilesKeepTheirOwnTrace(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join("..", "..", "scenarios", "library")
+	a, b := filepath.Join(dir, "a", "x.yaml"), filepath.Join(dir, "b", "x.yaml")
+	for f, src := range map[string]string{a: "contracts-example.yaml", b: "backoff-decay.yaml"} {
+		data, err := os.ReadFile(filepath.Join(lib, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		os.WriteFile(f, data, 0o644)
+	}
+	out := filepath.Join(dir, "out")
+	if got := runSim([]string{a, b, "-trace", out + ".jsonl", "-plot", out + ".svg", "-q"}); got != 0 {
+		t.Fatalf("exit %d", got)
+	}
+	for _, ext := range []string{".jsonl", ".svg"} {
+		first, err1 := os.ReadFile(out + "-x" + ext)
+		second, err2 := os.ReadFile(out + "-x-2" + ext)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("want one %s per file: %v, %v", ext, err1, err2)
+		}
+		if string(first) == string(second) {
+			t.Errorf("the two %s outputs are the same file's", ext)
+		}
+	}
+}

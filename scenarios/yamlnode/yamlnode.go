@@ -67,6 +67,11 @@ func (d *Decoder) Errf(n *yaml.Node, field, format string, args ...any) {
 	e := &Error{File: d.File, Field: field, Msg: fmt.Sprintf(format, args...)}
 	if n != nil {
 		e.Line, e.Col = n.Line, n.Column
+		// One problem per value: a wrong type is not reported again by
+		// the range check that reads the zero it decoded to.
+		if slices.ContainsFunc(d.errs, func(o *Error) bool { return o.Line == e.Line && o.Col == e.Col && o.Field == field }) {
+			return
+		}
 	}
 	d.errs = append(d.errs, e)
 }
@@ -102,22 +107,72 @@ func (d *Decoder) Err() error {
 func (d *Decoder) Parse(src []byte) *yaml.Node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		line := 0
-		msg := err.Error()
-		// yaml.v3 errors read "yaml: line N: ..."
-		if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
-			if n, after, ok := strings.Cut(rest, ":"); ok {
-				if v, err := strconv.Atoi(n); err == nil {
-					line, msg = v, strings.TrimSpace(after)
-				}
-			}
-		} else {
-			msg = strings.TrimPrefix(msg, "yaml: ")
-		}
+		line, msg := syntaxError(err)
+		line = problemLine(src, line, msg)
 		d.errs = append(d.errs, &Error{File: d.File, Line: line, Msg: "invalid YAML: " + msg})
 		return nil
 	}
+	if doc.Kind == 0 { // empty, or only comments
+		return nil
+	}
 	return Resolve(&doc)
+}
+
+// syntaxError splits a yaml.v3 error "yaml: line N: msg" into N and msg.
+func syntaxError(err error) (line int, msg string) {
+	msg = err.Error()
+	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
+		if n, after, ok := strings.Cut(rest, ":"); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				return v, strings.TrimSpace(after)
+			}
+		}
+	}
+	return 0, strings.TrimPrefix(msg, "yaml: ")
+}
+
+// problemLine finds the line a syntax error is on. For a parse error yaml.v3
+// reports the line BEFORE the enclosing block starts (its 0-based context
+// mark), often far above the mistake (a mis-indented key on line 5 of a list
+// that starts on line 3 reads "line 2"); it never reports a line after it.
+// The mistake is on the first line whose prefix of the document fails with
+// the same message: a binary search over whole-line prefixes from the
+// reported line on (a few parses, only on the error path).
+func problemLine(src []byte, reported int, msg string) int {
+	var ends []int // ends[k-1]: end of line k
+	for i, c := range src {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(src) {
+		ends = append(ends, len(src))
+	}
+	fails := func(k int) bool {
+		var n yaml.Node
+		err := yaml.Unmarshal(src[:ends[k-1]], &n)
+		if err == nil {
+			return false
+		}
+		_, m := syntaxError(err)
+		return m == msg
+	}
+	lo, hi := max(reported, 1), len(ends)
+	if lo > hi || !fails(hi) {
+		return reported
+	}
+	if fails(lo) {
+		return lo
+	}
+	for hi-lo > 1 { // !fails(lo), fails(hi)
+		mid := lo + (hi-lo)/2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // Resolve unwraps document and alias nodes.

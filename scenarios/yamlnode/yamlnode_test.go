@@ -35,3 +35,36 @@ func TestFindAndErrors(t *testing.T) {
 		t.Errorf("Errors: %v", Errors(err))
 	}
 }
+
+// TestParseNamesTheLineOfASyntaxError pins "errors name file, line and
+// field" (CONTRACTS §4 scenario files) for malformed YAML: the line is the
+// one with the mistake, not yaml.v3's context line (the line before the
+// enclosing block, which read "line 2" for all of these).
+func TestParseNamesTheLineOfASyntaxError(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want string
+	}{
+		{"name: x\nproviders:\n  - id: glm\n    models: [glm-5]\n   connections: [{id: k1}]\ntraffic: []\n", "f.yaml:5: invalid YAML"},
+		{"name: bad\nproviders:\n  - {id: glm, connections: [{id: k1}\ntraffic:\n  - at: 0s\n", "f.yaml:3: invalid YAML"},
+		{"name: x\nproviders:\n  - a: 1\n    b: 2\n    c: 3\n    d: 4\n  - e: 5\n     f: 6\n", "f.yaml:8: invalid YAML"},
+		{"a: [\n", "f.yaml:1: invalid YAML"},
+		{"name: x\nproviders:\n\t- id: glm\n", "f.yaml:3: invalid YAML"},
+	} {
+		d := &Decoder{File: "f.yaml"}
+		if root := d.Parse([]byte(c.src)); root != nil {
+			t.Errorf("%q parsed", c.src)
+			continue
+		}
+		if err := d.Err(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want %s...", c.src, err, c.want)
+		}
+	}
+	// An empty document (or only comments) is nil, as Parse promises.
+	for _, src := range []string{"", "# nothing\n"} {
+		d := &Decoder{File: "f.yaml"}
+		if root := d.Parse([]byte(src)); root != nil || d.Failed() {
+			t.Errorf("%q: root %v, err %v; want nil, nil", src, root, d.Err())
+		}
+	}
+}
