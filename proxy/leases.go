@@ -77,7 +77,43 @@ func newLeaseMgr(ctx context.Context, g *Gateway) *leaseMgr {
 	if err := m.load(lctx); err != nil {
 		g.log.Warn("loading active leases failed; the lease copy starts empty and refreshes on use", "err", err)
 	}
+	if lu, ok := g.store.(leaseNotifier); ok {
+		go m.follow(lu.LeaseUpdates(), g.stopPump)
+	}
 	return m
+}
+
+// leaseNotifier is a store that says when a lease changed on any replica
+// (Postgres: NOTIFY from every committed lease operation).
+type leaseNotifier interface {
+	LeaseUpdates() <-chan struct{}
+}
+
+// follow reloads the copy whenever the store says a lease changed, so a
+// lease taken on another replica is routed around by this one within a
+// notification's latency instead of up to leaseRefreshEvery. The periodic
+// refresh in current stays as the backstop.
+func (m *leaseMgr) follow(updates <-chan struct{}, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-updates:
+		}
+		for try := 0; try < 3; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			v := m.version.Load()
+			err := m.load(ctx)
+			cancel()
+			if err != nil {
+				m.g.log.Debug("reloading the lease copy failed", "err", err)
+				break
+			}
+			if m.version.Load() == v { // not superseded by a local write
+				break
+			}
+		}
+	}
 }
 
 // hashOwner is the stored form of an owner token (the store hashes the

@@ -735,6 +735,51 @@ func TestLeaseInvariantTwoGatewaysPostgres(t *testing.T) {
 	})
 }
 
+func TestLeaseOnOneReplicaExcludedByTheOtherWithoutWaitingForARefresh(t *testing.T) {
+	// SPEC "does better" 19 / §2d (leases consistent across replicas): a
+	// lease committed on replica a reaches replica b's copy through the
+	// store's NOTIFY (Postgres.LeaseUpdates), not only through the periodic
+	// refresh, so b's non-owners are routed around it at once. The periodic
+	// refresh is pushed out of the way here: only the notification can
+	// bring the lease to b.
+	url := pgtest.NewDB(t)
+	up := newFakeUp(t)
+	a := newReplica(t, up, url, leaseCfg)
+	b := newReplica(t, up, url, leaseCfg)
+	b.g.leases.lastLoad.Store(time.Now().Add(time.Hour).UnixMilli())
+	heldOnB := func(conn string) bool {
+		for _, c := range b.g.leases.snap.Load().held {
+			if c.Provider+"/"+c.Connection == conn {
+				return true
+			}
+		}
+		return false
+	}
+	l := a.acquire("ka")
+	deadline := time.Now().Add(3 * time.Second)
+	for !heldOnB(l.Connection) {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica b never learnt of the lease on %s taken on replica a", l.Connection)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := b.chat("p/m", "Authorization", "Bearer kp"); r.code != 200 || r.h.Get("X-Breakwater-Connection") == "k1" {
+		t.Fatalf("non-owner on replica b: %d %s %s", r.code, r.h.Get("X-Breakwater-Connection"), r.body)
+	}
+	// A release on a frees the connection on b the same way.
+	if r := a.lease("ka", fmt.Sprintf(`{"action":"release","owner":%q,"generation":1}`, l.Owner)); r.code != 200 {
+		t.Fatalf("release: %d %s", r.code, r.body)
+	}
+	b.g.leases.lastLoad.Store(time.Now().Add(time.Hour).UnixMilli())
+	deadline = time.Now().Add(3 * time.Second)
+	for heldOnB(l.Connection) {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica b never learnt that the lease on %s was released", l.Connection)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestLeaseStoreDownFailsClosed(t *testing.T) {
 	// SPEC §11.8: with Postgres down, acquire / renew fail closed with 503
 	// LEASE_STORE_UNAVAILABLE (never a lease decided without the arbiter).

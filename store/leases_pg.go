@@ -70,9 +70,11 @@ func (p *pgLeases) once(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 		return err
 	}
 	defer tx.Rollback()
-	// One round trip for the transaction's now() and the expiry sweep: a
-	// data-modifying WITH runs to completion whether or not it is read,
-	// and now() is the transaction's start time in both.
+	// One round trip for the transaction's now(), the expiry sweep and the
+	// NOTIFY that tells the other replicas to reload their lease copies
+	// (delivered only if the transaction commits): a data-modifying WITH
+	// runs to completion whether or not it is read, and now() is the
+	// transaction's start time in both.
 	var now time.Time
 	if err := tx.QueryRowContext(ctx, `WITH swept AS (
 		UPDATE exclusive_connection_leases
@@ -80,7 +82,7 @@ func (p *pgLeases) once(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 		WHERE id IN (SELECT id FROM exclusive_connection_leases
 		             WHERE state = 'ACTIVE' AND expires_at <= now() ORDER BY id FOR UPDATE)
 		RETURNING 1)
-		SELECT now()`, EndTTLExpired).Scan(&now); err != nil {
+		SELECT now() FROM (SELECT pg_notify($2, '')) AS n`, EndTTLExpired, leaseChannel).Scan(&now); err != nil {
 		return err
 	}
 	now = now.UTC()
@@ -89,6 +91,12 @@ func (p *pgLeases) once(ctx context.Context, fn func(tx *sql.Tx, now time.Time) 
 	}
 	return tx.Commit()
 }
+
+// leaseChannel is NOTIFYed by every committed lease operation; each
+// replica's gateway reloads its copy of the active leases on it
+// (Postgres.LeaseUpdates), so another replica's new lease is routed around
+// within a notification's latency rather than a refresh period.
+const leaseChannel = "breakwater_leases"
 
 var errUniqueRace = errors.New("lease: unique index race")
 

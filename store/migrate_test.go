@@ -160,3 +160,112 @@ func TestOpenWithMigrate(t *testing.T) {
 		}
 	}
 }
+
+func newMigratedDB(t *testing.T) (*sql.DB, *Migrator) {
+	t.Helper()
+	db, err := sql.Open("postgres", pgtest.NewEmptyDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	g, err := NewMigrator(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if err := g.Up(); err != nil {
+		t.Fatal(err)
+	}
+	return db, g
+}
+
+func TestMigrateAheadOfBinaryRefused(t *testing.T) {
+	// docs/store.md "Schema": a database migrated by a newer breakwater
+	// (version past this binary's latest) stops up and down with a
+	// *VersionError that says so, instead of golang-migrate's "file does not
+	// exist", and changes nothing.
+	db, g := newMigratedDB(t)
+	latest, _ := Latest()
+	if _, err := db.Exec(`UPDATE schema_migrations SET version = $1`, latest+5); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() error{"up": g.Up, "down": func() error { return g.Down(1) }, "down all": func() error { return g.Down(0) }} {
+		err := f()
+		var ve *VersionError
+		if !errors.As(err, &ve) || ve.Version != latest+5 || !strings.Contains(err.Error(), "newer breakwater") {
+			t.Fatalf("%s on a schema ahead of the binary: %v", name, err)
+		}
+	}
+	if v, dirty, _ := g.Version(); v != latest+5 || dirty {
+		t.Fatalf("the version must stay: %d dirty=%v", v, dirty)
+	}
+}
+
+func TestMigrateDownMoreThanAppliedChangesNothing(t *testing.T) {
+	// docs/store.md "Schema": down N with fewer than N migrations applied
+	// is a *StepsError and rolls back nothing (golang-migrate alone rolls
+	// back what it can, then fails with "limit N short"); down at version 0
+	// says there is nothing to roll back.
+	db, g := newMigratedDB(t)
+	latest, _ := Latest()
+	before := schemaDump(t, db)
+	err := g.Down(int(latest) + 2)
+	var se *StepsError
+	if !errors.As(err, &se) || se.Applied != int(latest) || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("down past version 0: %v", err)
+	}
+	if v, _, _ := g.Version(); v != latest || schemaDump(t, db) != before {
+		t.Fatalf("a refused down changed the schema (version %d)", v)
+	}
+	if err := g.Down(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Down(1); !errors.As(err, &se) || se.Applied != 0 || !strings.Contains(err.Error(), "nothing to roll back") {
+		t.Fatalf("down at version 0: %v", err)
+	}
+	if err := g.Down(0); err != nil {
+		t.Fatalf("down -all at version 0 is success: %v", err)
+	}
+}
+
+func TestMigrateForceOnlyKnownVersions(t *testing.T) {
+	// docs/store.md "Schema": force takes 0 (none applied) or a migration of
+	// this binary; any other version would leave a schema every later
+	// command refuses. force 0 records "nothing applied", so up works.
+	db, g := newMigratedDB(t)
+	latest, _ := Latest()
+	if err := g.Force(int(latest) + 1); err == nil || !strings.Contains(err.Error(), "cannot force version") {
+		t.Fatalf("force past latest: %v", err)
+	}
+	if v, _, _ := g.Version(); v != latest {
+		t.Fatalf("a refused force changed the version to %d", v)
+	}
+	if err := g.Down(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Force(0); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("force 0 must record no version: %d rows, %v", n, err)
+	}
+	if err := g.Up(); err != nil {
+		t.Fatalf("up after force 0: %v", err)
+	}
+}
+
+func TestMigrateFailureNamesTheErrorNotTheSQL(t *testing.T) {
+	// docs/store.md "Schema": a migration that fails leaves the schema dirty
+	// and says so with the fix; the message carries the database's error,
+	// not the whole migration file.
+	_, g := newMigratedDB(t)
+	if err := g.Force(0); err != nil { // lie: the tables exist
+		t.Fatal(err)
+	}
+	err := g.Up()
+	if err == nil || strings.Contains(err.Error(), "CREATE TABLE") || !strings.Contains(err.Error(), "already exists") ||
+		!strings.Contains(err.Error(), "breakwater migrate force 1") {
+		t.Fatalf("failed migration: %v", err)
+	}
+}

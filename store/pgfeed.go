@@ -31,9 +31,17 @@ func (s *Postgres) feedLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-		case _, ok := <-notify:
+		case n, ok := <-notify:
 			if !ok {
 				notify = nil
+				break
+			}
+			if n != nil && n.Channel == leaseChannel {
+				s.signalLeases()
+				continue
+			}
+			if n == nil { // reconnected: lease NOTIFYs may have been missed
+				s.signalLeases()
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,9 +73,21 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	var pruned int64
-	if err := tx.QueryRowContext(ctx, `SELECT pruned_through FROM state_feed_meta`).Scan(&pruned); err != nil {
+	// last is the feed sequence's high-water mark: it never goes below a
+	// seq this replica has read unless the feed was recreated under it
+	// (`migrate down` + `up`, a restore from a backup). Then the rows after
+	// feedSeq would never come (or be other rows): reload everything.
+	var pruned, last int64
+	if err := tx.QueryRowContext(ctx, `SELECT pruned_through, (SELECT last_value FROM state_changes_seq_seq)
+		FROM state_feed_meta`).Scan(&pruned, &last); err != nil {
 		return 0, err
+	}
+	if last < s.feedSeq {
+		s.log.Warn("store: the change feed was recreated under this replica (its sequence went back); reloading every table")
+		s.m.mu.Lock()
+		s.m.forgetVersions()
+		s.m.mu.Unlock()
+		return 0, s.resync(ctx, tx)
 	}
 	if pruned > s.feedSeq {
 		return 0, s.resync(ctx, tx)

@@ -87,10 +87,12 @@ type Postgres struct {
 	reqlog  *pgLog
 
 	updates chan struct{}
-	feedMu  sync.Mutex
-	feedSeq int64       // last change-feed seq read
-	setMu   sync.Mutex  // guards remoteSettings
-	remoteS model.Layer // saved settings from another replica, not yet taken
+	// leaseUpdates: a lease changed somewhere (NOTIFY breakwater_leases).
+	leaseUpdates chan struct{}
+	feedMu       sync.Mutex
+	feedSeq      int64       // last change-feed seq read
+	setMu        sync.Mutex  // guards remoteSettings
+	remoteS      model.Layer // saved settings from another replica, not yet taken
 
 	up            atomic.Bool
 	written       atomic.Int64
@@ -131,7 +133,7 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 		}
 	}
 	s := &Postgres{db: db, url: url, opts: o, log: o.Logger.With("component", "store"), m: newMirror(true),
-		updates: make(chan struct{}, 1), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+		updates: make(chan struct{}, 1), leaseUpdates: make(chan struct{}, 1), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.up.Store(true)
 	s.leases = &pgLeases{db: db}
 	s.reqlog = newPGLog(s, o.LogBuffer)
@@ -154,6 +156,9 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 		})
 		if err := s.listener.Listen(feedChannel); err != nil {
 			s.log.Warn("store: LISTEN failed, relying on polling", "err", redactErr(err, url))
+		}
+		if err := s.listener.Listen(leaseChannel); err != nil {
+			s.log.Warn("store: LISTEN for lease changes failed", "err", redactErr(err, url))
 		}
 		s.wg.Add(1)
 		go s.feedLoop()
@@ -179,6 +184,19 @@ func (s *Postgres) Apply(changes []model.Change) {
 func (s *Postgres) Leases() Leases { return s.leases }
 
 func (s *Postgres) Updates() <-chan struct{} { return s.updates }
+
+// LeaseUpdates signals that a replica (this one included) committed a lease
+// operation, or that the LISTEN connection came back: a copy of the active
+// leases should be reloaded (Leases().Active). Coalescing: one pending
+// signal at most.
+func (s *Postgres) LeaseUpdates() <-chan struct{} { return s.leaseUpdates }
+
+func (s *Postgres) signalLeases() {
+	select {
+	case s.leaseUpdates <- struct{}{}:
+	default:
+	}
+}
 
 func (s *Postgres) signal() {
 	select {
@@ -333,9 +351,16 @@ func (s *Postgres) Close(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			// A stop during an outage: say what is lost (the caller may
+			// report only its own flush error), never the URL.
 			n := s.m.pending()
+			s.reqlog.mu.Lock()
+			logN := len(s.reqlog.buf)
+			s.reqlog.mu.Unlock()
+			s.log.Error("store: stopping with state not written; the database did not answer before the deadline",
+				"changes", n, "requestLogRecords", logN, "err", err)
 			s.db.Close()
-			return fmt.Errorf("store: close: %d change(s) not written: %w", n, err)
+			return fmt.Errorf("store: close: %d change(s) and %d request-log record(s) not written: %w", n, logN, err)
 		case <-time.After(wait):
 		}
 	}

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,6 +147,55 @@ func TestPostgresFailOpenConvergesAfterOutage(t *testing.T) {
 	if got, want := durable(r, now), durable(e, now); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the outage:\n got %+v\nwant %+v", got, want)
 	}
+}
+
+func TestPostgresCloseDuringOutageSaysWhatIsLost(t *testing.T) {
+	// docs/store.md "Fail-open": a stop during an outage loses what could
+	// not be written, and Close says how many — in its error and in a log
+	// line (the gateway may report only its own flush error) — never the
+	// database URL.
+	url := pgtest.NewDB(t)
+	px := pgtest.NewProxy(t, url)
+	var logBuf syncBuffer
+	s := openPG(t, px.URL(url), func(o *PostgresOptions) {
+		o.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	})
+	if _, err := s.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t)
+	px.SetDown(true)
+	driveIncident(t, e, s)
+	s.LogAttempt(LogRecord{Time: time.Now(), Provider: "a", Connection: "k1", Status: 503})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := s.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "change(s) and 1 request-log record(s) not written") ||
+		strings.Contains(err.Error(), "change(s) and 0") || strings.Contains(err.Error(), "postgres://") {
+		t.Fatalf("close during an outage: %v", err)
+	}
+	if out := logBuf.String(); !strings.Contains(out, "state not written") || !strings.Contains(out, "requestLogRecords=1") ||
+		strings.Contains(out, "postgres://") {
+		t.Fatalf("close during an outage must log what is lost:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger used from goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestPostgresCorruptRowsReportedAndSkipped(t *testing.T) {

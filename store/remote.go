@@ -16,6 +16,19 @@ func (m *mirror) enqueueRemote(k key, v value, version int64) {
 	m.remote[k] = remoteValue{val: v, version: version}
 }
 
+// forgetVersions drops every database version this replica descends from
+// (and the queued remote values): the database's history restarted (the
+// feed was recreated under a running replica), so its versions no longer
+// compare with the ones remembered. The resync that follows takes every
+// stored row, merging with local changes not yet written. The caller holds
+// mu.
+func (m *mirror) forgetVersions() {
+	for _, e := range m.ents {
+		e.base, e.anc = 0, value{}
+	}
+	m.remote = map[key]remoteValue{}
+}
+
 // applyRemote folds queued remote values into the engine: a value older
 // than what this replica already descends from is dropped; an entity with
 // local changes not yet written is merged (the two are concurrent); any other

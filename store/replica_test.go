@@ -163,6 +163,59 @@ func TestReplicaCatchesUpAfterFeedPruned(t *testing.T) {
 	})
 }
 
+func TestReplicaReloadsWhenTheFeedIsRecreated(t *testing.T) {
+	// docs/store.md "Replicas": a reader that has seen seq N has seen
+	// everything before it — unless the feed was recreated under the
+	// running replicas (`migrate down` + `up`, a restore from a backup) and
+	// its sequence starts again below N. The reader notices (the sequence's
+	// high-water mark is below its position) and reloads every table
+	// instead of waiting forever for rows past N, forgetting the versions
+	// of the old history (which no longer compare with the new ones).
+	rs := newReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	now := t0
+	for i := 0; i < 3; i++ {
+		hit(t, a.e, now, "b/m1", status(503))
+		a.sync(t, now)
+		if err := a.s.Flush(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(10)
+	}
+	eventually(t, "replica b sees breaker b OPEN", func() bool {
+		b.sync(t, now)
+		return breakerState(b.e, now, "b") == model.Open
+	})
+	var seen int64
+	if err := a.s.DB().QueryRow(`SELECT max(seq) FROM state_changes`).Scan(&seen); err != nil || seen < 2 {
+		t.Fatalf("feed position %d: %v", seen, err)
+	}
+	// `breakwater migrate down -all` and `up` under the running replicas:
+	// every table, the feed and the version sequence start again.
+	g, err := NewMigrator(ctxT(t), a.s.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Down(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Up(); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if _, err := a.e.ResetBreakers(now, "b"); err != nil {
+		t.Fatal(err)
+	}
+	a.sync(t, now)
+	if err := a.s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica b sees the reset written after the feed was recreated", func() bool {
+		b.sync(t, now)
+		return breakerState(b.e, now, "b") == model.Closed
+	})
+}
+
 func TestReplicasThreeWayMergeKeepsAClear(t *testing.T) {
 	// docs/store.md "Conflicts": what only one replica changed is taken from
 	// it. A clears a cooldown while B, concurrently, only counts a use of the

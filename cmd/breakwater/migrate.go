@@ -28,6 +28,7 @@ const migrateUsage = `usage: breakwater migrate <up|down [N|-all]|version|force 
   version         print the applied version and whether it is dirty
   force VERSION   record VERSION as applied and clear the dirty flag, running
                   nothing: only after repairing a failed migration by hand
+                  (0 = no migration applied)
 
 The URL may also come from BREAKWATER_DATABASE_URL.
 `
@@ -63,6 +64,16 @@ func runMigrate(args []string) int {
 	}
 	if *dbURL == "" {
 		fmt.Fprintln(os.Stderr, "breakwater migrate: -database URL (or BREAKWATER_DATABASE_URL) is required")
+		return 2
+	}
+	if !strings.HasPrefix(*dbURL, "postgres://") && !strings.HasPrefix(*dbURL, "postgresql://") {
+		fmt.Fprintln(os.Stderr, "breakwater migrate: -database must be a postgres://user@host/db URL")
+		return 2
+	}
+	switch action, extra := pos[0], len(pos)-1; {
+	case (action == "up" || action == "version") && extra > 0,
+		action == "down" && extra > 1:
+		fmt.Fprintf(os.Stderr, "breakwater migrate: unexpected argument %q after %s\n", pos[len(pos)-1], action)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -110,6 +121,9 @@ func runMigrate(args []string) int {
 		}
 		latest, _ := store.Latest()
 		fmt.Printf("version %d (latest %d)", v, latest)
+		if v > latest {
+			fmt.Print(" AHEAD: a newer breakwater migrated this database")
+		}
 		if dirty {
 			fmt.Printf(" DIRTY: repair the schema, then run `breakwater migrate force %d -database URL`", v)
 		}
