@@ -579,7 +579,7 @@ func (c *Config) validate() []error {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
 	}
 	if u := c.Store.URL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") && u != "memory" {
-		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", u))
+		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", redactURL(u))) // never print its password
 	}
 	provs := map[string]*ProviderConfig{}
 	for i := range c.Providers {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"github.com/breakwater-gw/breakwater/store"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -135,7 +136,10 @@ func redact(body []byte, secret string) []byte {
 	if secretPattern.MatchString(s) {
 		s = secretPattern.ReplaceAllString(s, "[redacted]")
 	}
-	return []byte(s)
+	// The request log's rules too (key=value pairs named secret, bearer
+	// and basic credentials, known key shapes, long opaque tokens such as
+	// a lease owner): a client never sees what the log would hide.
+	return []byte(store.Redact(s))
 }
 
 // clientErrorBody returns an upstream error body in the shape the client API

@@ -410,8 +410,8 @@ func (g *Gateway) Close(ctx context.Context) error {
 		if e := g.store.Flush(ctx); e != nil {
 			err = e
 		}
-		if e := g.store.Close(ctx); e != nil && err == nil {
-			err = e
+		if e := g.store.Close(ctx); e != nil {
+			err = e // the store's own account: it says what could not be written
 		}
 		g.up.CloseIdle(true)
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/store"
 	"io"
 	"net/http"
 	"reflect"
@@ -355,7 +356,18 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Connections []model.ConnectionView    `json:"connections"`
 		Queues      []queueView               `json:"queues"`
 		SessionPins int                       `json:"sessionPins"`
-	}{Status: "ok", Time: now.Std(), Providers: map[string]providerHealth{}, Connections: conns, Queues: []queueView{}, SessionPins: pins}
+		Store       store.Health              `json:"store"`
+	}{Status: "ok", Time: now.Std(), Providers: map[string]providerHealth{}, Connections: conns, Queues: []queueView{}, SessionPins: pins,
+		Store: store.Health{Kind: "memory", Up: true}}
+	if sh, ok := g.store.(interface{ Health() store.Health }); ok {
+		// The state store's side (docs/store.md): a database outage is
+		// fail-open for traffic, so the gateway still answers, but the
+		// operator sees it here ("degraded") and in lastError.
+		out.Store = sh.Health()
+		if !out.Store.Up {
+			out.Status = "degraded"
+		}
+	}
 	if g.draining.Load() {
 		out.Status = "draining"
 	}

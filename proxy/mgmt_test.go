@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"github.com/breakwater-gw/breakwater/store"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -474,5 +477,49 @@ func TestShutdownTimeoutStillFlushesEverything(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.flushes == 0 || st.flushErr != nil || st.active != 0 {
 		t.Fatalf("final flush: %d calls, context error %v, %d requests still in their handler", st.flushes, st.flushErr, st.active)
+	}
+}
+
+// downStore is a state store whose database is unreachable.
+type downStore struct{ *MemoryStore }
+
+func (downStore) Health() store.Health {
+	return store.Health{Kind: "postgres", Up: false, Pending: 3, LastError: "store unavailable: connection refused"}
+}
+
+// SPEC §9 "everything in one place": a state-store outage is fail-open for
+// traffic, but GET /api/monitoring/health says so (status degraded, the
+// store's own account); a memory store reports itself up.
+func TestHealthShowsTheStore(t *testing.T) {
+	up := newFakeUp(t)
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.url())), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		st     StateStore
+		status string
+		up     bool
+	}{{NewMemoryStore(), "ok", true}, {downStore{NewMemoryStore()}, "degraded", false}} {
+		g, err := New(context.Background(), cfg, Options{Store: c.st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(g.Handler())
+		res, err := http.Get(srv.URL + "/api/monitoring/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h struct {
+			Status string       `json:"status"`
+			Store  store.Health `json:"store"`
+		}
+		json.NewDecoder(res.Body).Decode(&h)
+		res.Body.Close()
+		srv.Close()
+		g.Close(context.Background())
+		if res.StatusCode != 200 || h.Status != c.status || h.Store.Up != c.up {
+			t.Fatalf("%T: %d status %q store %+v", c.st, res.StatusCode, h.Status, h.Store)
+		}
 	}
 }

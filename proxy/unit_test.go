@@ -54,4 +54,16 @@ func TestRedact(t *testing.T) {
 			t.Errorf("redact left %q in %s", leak, out)
 		}
 	}
+	// What the request log hides, the client's copy hides too
+	// (store.Redact): a named key=value and a lease owner echoed back.
+	owner := "bwl_" + strings.Repeat("Ab3_", 10) + "xyz"
+	out = string(redact([]byte(`{"error":{"message":"bad request api_key=ck-12345678 owner `+owner+`"}}`), "other"))
+	for _, leak := range []string{"ck-12345678", owner} {
+		if strings.Contains(out, leak) {
+			t.Errorf("redact left %q in %s", leak, out)
+		}
+	}
+	if !strings.Contains(out, "bad request") {
+		t.Errorf("redact took the message itself: %s", out)
+	}
 }
