@@ -85,9 +85,12 @@ const (
 	// KindViolation: anything else — a hang, a lost request, a truncated
 	// success, an untyped error.
 	KindViolation
+	// KindAborted: the run was interrupted (Ctrl-C, SIGTERM) while the
+	// request was in flight; it is not judged.
+	KindAborted
 )
 
-var kindNames = []string{"success", "typed_error", "stream_error", "violation"}
+var kindNames = []string{"success", "typed_error", "stream_error", "violation", "aborted"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -140,6 +143,15 @@ func chatBody(model string, stream bool) []byte {
 // do sends one request and classifies its outcome. due is when the
 // request was due (latency counts from there).
 func (q *requester) do(ctx context.Context, model string, stream bool, due time.Time) Outcome {
+	res := q.send(ctx, model, stream, due)
+	if res.Kind == KindViolation && ctx.Err() != nil {
+		// The run stopped, not the gateway: what the request saw proves nothing.
+		res.Kind, res.Violation, res.Class, res.Detail = KindAborted, "", "aborted", "the run was interrupted while the request was in flight"
+	}
+	return res
+}
+
+func (q *requester) send(ctx context.Context, model string, stream bool, due time.Time) Outcome {
 	res := Outcome{Model: model, Stream: stream, Start: due}
 	rctx, cancel := context.WithTimeout(ctx, q.deadline)
 	defer cancel()

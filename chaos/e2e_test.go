@@ -83,6 +83,11 @@ func TestChaosEndToEnd(t *testing.T) {
 			t.Errorf("%s: %s (%s), want it exercised and passing", name, r.Status, r.Detail)
 		}
 	}
+	// The JSON report says when everything served again (docs/chaos.md
+	// "liveness (bound and its reasons, recovery time, ...)").
+	if l := rep.Liveness; l == nil || l.RecoveredAtMs < 0 || l.RecoveredAtMs > rep.FaultPhaseMs+l.BoundMs {
+		t.Errorf("liveness in the report: %+v, want the recovery time", rep.Liveness)
+	}
 	if rep.Requests.Finished < 50 {
 		t.Errorf("only %d requests: the load did not run", rep.Requests.Finished)
 	}
@@ -95,5 +100,56 @@ func TestChaosEndToEnd(t *testing.T) {
 	}
 	if d := rep.WallMs; d > int64(60*time.Second/time.Millisecond) {
 		t.Errorf("the run took %d ms: every loop must stop by itself", d)
+	}
+}
+
+// cancelOnWrite cancels the run at the second progress line (1 s in) of
+// a phase.
+type cancelOnWrite struct {
+	phase  string
+	cancel context.CancelFunc
+	n      int
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.phase) {
+		if c.n++; c.n == 2 {
+			c.cancel()
+		}
+	}
+	return len(p), nil
+}
+
+// TestChaosInterruptedReportsWhatRan pins the chaos command's Ctrl-C /
+// SIGTERM behaviour: a run cancelled mid-fault-phase stops at once and
+// returns a report of what ran, marked interrupted and never passing;
+// requests the stop cut short are "aborted", not violations, and the
+// whole-run checks are skipped. Without it the run returned only
+// "context canceled" (no report) and cut requests counted as lost.
+func TestChaosInterruptedReportsWhatRan(t *testing.T) {
+	cfg := exampleConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	rep, err := Run(ctx, Options{Config: cfg, Schedule: mustSchedule(t, cfg, e2eSchedule), Seed: 3, NoLeakCheck: true,
+		Progress: &cancelOnWrite{phase: "faults", cancel: cancel}})
+	if err != nil {
+		t.Fatalf("interrupted run: err = %v, want a report of what ran", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the interrupted run took %v to stop", el)
+	}
+	if rep.Interrupted == "" || rep.Passed || rep.Verdict() != "INTERRUPTED" {
+		t.Errorf("interrupted %q passed %v verdict %s, want an interrupted, not passing report", rep.Interrupted, rep.Passed, rep.Verdict())
+	}
+	if rep.Requests.Sent == 0 || rep.Requests.Sent != rep.Requests.Finished {
+		t.Errorf("requests %d sent, %d finished: want what ran, each with an outcome", rep.Requests.Sent, rep.Requests.Finished)
+	}
+	if n := rep.Requests.ByKind["violation"]; n > 0 {
+		logReport(t, rep)
+		t.Errorf("%d violations: requests cut by the stop must be aborted, not violations", n)
+	}
+	if r := statusOf(rep, "liveness"); r.Status != Skip {
+		t.Errorf("liveness %s (%s), want skip after an interrupt", r.Status, r.Detail)
 	}
 }

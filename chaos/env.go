@@ -315,6 +315,20 @@ func demoRules(cfg *proxy.Config) ([]faults.Rule, error) {
 // get one each, started here; a loopback http:// baseURL names a fault
 // upstream that is used if it answers and started here otherwise.
 func (e *env) setupUpstreams(ctx context.Context, baseRules []faults.Rule) error {
+	// Every baseURL is checked before any upstream starts.
+	for i := range e.cfg.Providers {
+		p := &e.cfg.Providers[i]
+		if strings.HasPrefix(p.BaseURL, "demo://") {
+			continue
+		}
+		pu, err := checkLoopbackURL("provider "+p.ID+" baseURL", p.BaseURL)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(pu.Path, "/"+p.ID+"/") {
+			return fmt.Errorf("provider %s: baseURL %s must start with /%s/ (http://%s/%s/v1): the fault upstream tells providers apart by the first path segment, so no fault matching provider %s could ever be answered", p.ID, p.BaseURL, p.ID, pu.Host, p.ID, p.ID)
+		}
+	}
 	byAddr := map[string]*upstream{}
 	for i := range e.cfg.Providers {
 		p := &e.cfg.Providers[i]
@@ -346,9 +360,6 @@ func (e *env) setupUpstreams(ctx context.Context, baseRules []faults.Rule) error
 					return fmt.Errorf("provider %s: %w", p.ID, err)
 				}
 				byAddr[pu.Host] = u
-			}
-			if !strings.HasPrefix(pu.Path, "/"+p.ID+"/") {
-				e.log.Warn("the fault upstream tells providers apart by the first path segment; this baseURL does not start with /"+p.ID+"/", "provider", p.ID, "baseURL", p.BaseURL)
 			}
 		}
 		u.providers = append(u.providers, p.ID)

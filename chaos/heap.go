@@ -254,7 +254,7 @@ func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 		_, vs := rec.violations(inv)
 		tr.PerRequest[inv] = vs
 	}
-	e.teardown(ctx)
+	e.teardown(context.WithoutCancel(ctx))
 	if leak != nil {
 		leak.settle()
 		tr.Leak = leak
@@ -282,6 +282,8 @@ func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 		fmt.Sprintf("%.1f MiB after the streams ended and idle connections closed, baseline %.1f MiB (bound +%.1f MiB); %.1f MiB while the gateway kept its idle upstream connections",
 			mib(drained.heap), mib(gb.heap), float64(rep.ReturnBound)/(1<<20), mib(after.heap)))
 	all, js, sse, okl := rec.latency()
-	return &Report{Mode: "heap", Gateway: "in-process", StartedAt: started, WallMs: time.Since(started).Milliseconds(),
-		Passed: Passed(res), Requests: tr.Requests, Latency: LatencyReport{all, js, sse, okl}, Invariants: res, Leak: tr.Leak, Heap: rep}, nil
+	out := &Report{Mode: "heap", Gateway: "in-process", StartedAt: started, WallMs: time.Since(started).Milliseconds(),
+		Passed: Passed(res), Requests: tr.Requests, Latency: LatencyReport{all, js, sse, okl}, Invariants: res, Leak: tr.Leak, Heap: rep}
+	markInterrupted(ctx, out)
+	return out, nil
 }

@@ -244,6 +244,35 @@ func tripCount(s *Sample, p string) int {
 	return n
 }
 
+// answeredIn counts the attempts provider p's upstream answered with one of
+// labels between fromMs and toMs (from the samples' cumulative /_stats).
+// known is false when no sample in the trace carries upstream counts (they
+// could not be read): then nothing can be said about the window.
+func answeredIn(tr *Trace, p string, labels []string, fromMs, toMs int64) (n int, known bool) {
+	count := func(s *Sample) int {
+		c := 0
+		for _, l := range labels {
+			c += s.Upstream[p][l]
+		}
+		return c
+	}
+	base, last := 0, -1
+	for k := range tr.Samples {
+		s := &tr.Samples[k]
+		if s.Upstream == nil {
+			continue
+		}
+		known = true
+		if s.AtMs <= fromMs {
+			base = count(s)
+		}
+		if s.AtMs <= toMs {
+			last = count(s)
+		}
+	}
+	return max(0, last-base), known
+}
+
 func open(state string) bool { return state == "OPEN" || state == "HALF_OPEN" }
 
 func checkBreakerOpens(tr *Trace) Result {
@@ -370,6 +399,10 @@ func check429(tr *Trace) Result {
 				notes = append(notes, fmt.Sprintf("%s on %s: skipped (%s)", w.Label, p.ID, skip))
 				continue
 			}
+			if n, known := answeredIn(tr, p.ID, w.Labels, w.StartMs, w.EndMs); known && n == 0 {
+				notes = append(notes, fmt.Sprintf("%s on %s: not exercised (the upstream answered no 429 in the window)", w.Label, p.ID))
+				continue
+			}
 			from := w.StartMs + tr.lagMs(w)
 			var prev *ProviderSample
 			n := 0
@@ -412,6 +445,10 @@ func checkSpared(tr *Trace, class WindowClass, spared func(w *Window, p *model.P
 			continue
 		}
 		p := providerOf(tr.Topo, w.Match.Provider)
+		if n, known := answeredIn(tr, p.ID, w.Labels, w.StartMs, w.EndMs); known && n == 0 {
+			notes = append(notes, fmt.Sprintf("%s: not exercised (the upstream answered no %s in the window)", w.Label, strings.Join(w.Labels, "/")))
+			continue
+		}
 		from := w.StartMs + tr.lagMs(w)
 		for _, c := range spared(w, p) {
 			skip := ""
@@ -510,14 +547,10 @@ func (tr *Trace) terminalAllowed(conn string) bool {
 	return false
 }
 
-func checkLiveness(tr *Trace) Result {
-	l := &tr.Liveness
-	if l.Skipped != "" {
-		return Result{Status: Skip, Detail: l.Skipped}
-	}
-	deadline := tr.FaultEndMs + l.BoundMs
-	recovered := int64(-1)
-	var last []string
+// Recovery is the first sample at or after the end of the faults where
+// everything served (-1 = none), and what did not serve in the last sample
+// before it (or the last sample of all when nothing recovered).
+func (tr *Trace) Recovery() (atMs int64, notServingYet []string) {
 	for k := range tr.Samples {
 		s := &tr.Samples[k]
 		if s.AtMs < tr.FaultEndMs || s.Providers == nil {
@@ -525,11 +558,20 @@ func checkLiveness(tr *Trace) Result {
 		}
 		ns := notServing(s, tr.terminalAllowed)
 		if len(ns) == 0 {
-			recovered = s.AtMs
-			break
+			return s.AtMs, notServingYet
 		}
-		last = ns
+		notServingYet = ns
 	}
+	return -1, notServingYet
+}
+
+func checkLiveness(tr *Trace) Result {
+	l := &tr.Liveness
+	if l.Skipped != "" {
+		return Result{Status: Skip, Detail: l.Skipped}
+	}
+	deadline := tr.FaultEndMs + l.BoundMs
+	recovered, last := tr.Recovery()
 	if recovered < 0 || recovered > deadline {
 		what := fmt.Sprintf("not everything served within %d ms of the end of the faults (bound from the settings)", l.BoundMs)
 		if len(last) > 0 {

@@ -273,40 +273,73 @@ func TestBreakerOpensAccountsForDedup(t *testing.T) {
 	}
 }
 
+// answering makes provider p's upstream answer label twice per 100 ms
+// from 1 s to 5 s (the windows of the traces below), then runs f.
+func answering(p, label string, f func(int64, *Sample)) func(int64, *Sample) {
+	return func(at int64, s *Sample) {
+		if at > 1000 {
+			s.Upstream[p][label] = int(min(at, 5000)-1000) / 50
+		}
+		f(at, s)
+	}
+}
+
+// TestSparedChecksNeedTheFaultAnswered pins "checks only count what a run
+// exercised" (docs/chaos.md): a 429-storm, bad-key or bad-model window
+// whose fault the upstream never answered (a -target upstream that could
+// not tell the provider apart) is skipped, not a silent pass.
+func TestSparedChecksNeedTheFaultAnswered(t *testing.T) {
+	nothing := func(int64, *Sample) {}
+	for _, c := range []struct {
+		name  string
+		src   string
+		check func(*Trace) Result
+	}{
+		{"429 storm", storm, check429},
+		{"bad key", badKey, checkBadKey},
+		{"bad model", badModel, checkBadModel},
+	} {
+		tr := newTrace(t, c.src, 6000, answering("alpha", "200", nothing))
+		if r := c.check(tr); r.Status != Skip || !strings.Contains(r.Detail, "not exercised") {
+			t.Errorf("%s, fault never answered: %+v, want skip (not exercised)", c.name, r)
+		}
+	}
+}
+
 const storm = "duration: 10s\nfaults:\n  - {at: 1s, until: 5s, match: {provider: alpha}, respond: {status: 429}}\n"
 
 func TestStorm429Check(t *testing.T) {
-	calm := newTrace(t, storm, 6000, func(at int64, s *Sample) {
+	calm := newTrace(t, storm, 6000, answering("alpha", "429", func(at int64, s *Sample) {
 		if at > 1000 && at < 5000 {
 			s.Conns["alpha/a1"] = ConnSample{Status: "cooldown", CooldownMs: 500}
 		}
-	})
+	}))
 	if r := check429(calm); r.Status != Pass {
 		t.Errorf("unmoved breaker: %+v", r)
 	}
-	opened := newTrace(t, storm, 6000, func(at int64, s *Sample) {
+	opened := newTrace(t, storm, 6000, answering("alpha", "429", func(at int64, s *Sample) {
 		if at >= 3000 {
 			s.Providers["alpha"] = ProviderSample{State: "OPEN", Failures: 12}
 		}
-	})
+	}))
 	if r := check429(opened); r.Status != Fail {
 		t.Errorf("breaker opened in a 429 storm: %+v, want fail", r)
 	}
-	counted := newTrace(t, storm, 6000, func(at int64, s *Sample) {
+	counted := newTrace(t, storm, 6000, answering("alpha", "429", func(at int64, s *Sample) {
 		if at >= 3000 {
 			s.Providers["alpha"] = ProviderSample{State: "CLOSED", Failures: int(at-3000) / 500}
 		}
-	})
+	}))
 	if r := check429(counted); r.Status != Fail {
 		t.Errorf("breaker counted 429s: %+v, want fail", r)
 	}
 	// A 503 on the same provider at the same time makes the storm's check
 	// meaningless: skipped, not failed.
-	mixed := newTrace(t, storm+"  - {at: 2s, until: 3s, match: {provider: alpha, connection: a2}, respond: {status: 503}}\n", 6000, func(at int64, s *Sample) {
+	mixed := newTrace(t, storm+"  - {at: 2s, until: 3s, match: {provider: alpha, connection: a2}, respond: {status: 503}}\n", 6000, answering("alpha", "429", func(at int64, s *Sample) {
 		if at >= 3000 {
 			s.Providers["alpha"] = ProviderSample{State: "OPEN"}
 		}
-	})
+	}))
 	if r := check429(mixed); r.Status != Skip {
 		t.Errorf("storm mixed with 503s: %+v, want skip", r)
 	}
@@ -315,30 +348,30 @@ func TestStorm429Check(t *testing.T) {
 const badKey = "duration: 10s\nfaults:\n  - {at: 1s, until: 5s, match: {provider: beta, connection: b1}, respond: {status: 503}}\n"
 
 func TestBadKeyCheck(t *testing.T) {
-	ok := newTrace(t, badKey, 6000, func(at int64, s *Sample) {
+	ok := newTrace(t, badKey, 6000, answering("beta", "503", func(at int64, s *Sample) {
 		if at > 1000 && at < 5000 {
 			s.Conns["beta/b1"] = ConnSample{Status: "cooldown", CooldownMs: 800}
 		}
-	})
+	}))
 	if r := checkBadKey(ok); r.Status != Pass {
 		t.Errorf("siblings spared: %+v", r)
 	}
-	cooled := newTrace(t, badKey, 6000, func(at int64, s *Sample) {
+	cooled := newTrace(t, badKey, 6000, answering("beta", "503", func(at int64, s *Sample) {
 		if at > 1000 && at < 5000 {
 			s.Conns["beta/b1"] = ConnSample{Status: "cooldown", CooldownMs: 800}
 		}
 		if at >= 3000 {
 			s.Conns["beta/b3"] = ConnSample{Status: "cooldown", CooldownMs: 800}
 		}
-	})
+	}))
 	if r := checkBadKey(cooled); r.Status != Fail || !strings.Contains(r.Detail, "beta/b3") {
 		t.Errorf("a sibling cooled: %+v, want fail naming beta/b3", r)
 	}
-	terminal := newTrace(t, badKey, 6000, func(at int64, s *Sample) {
+	terminal := newTrace(t, badKey, 6000, answering("beta", "503", func(at int64, s *Sample) {
 		if at >= 3000 {
 			s.Conns["beta/b2"] = ConnSample{Status: "banned"}
 		}
-	})
+	}))
 	if r := checkBadKey(terminal); r.Status != Fail {
 		t.Errorf("a sibling went terminal: %+v, want fail", r)
 	}
@@ -347,15 +380,15 @@ func TestBadKeyCheck(t *testing.T) {
 const badModel = "duration: 10s\nfaults:\n  - {at: 1s, until: 5s, match: {provider: alpha, model: m2}, respond: {use: model-not-found-404}}\n"
 
 func TestBadModelCheck(t *testing.T) {
-	ok := newTrace(t, badModel, 6000, func(at int64, s *Sample) {})
+	ok := newTrace(t, badModel, 6000, answering("alpha", "404", func(at int64, s *Sample) {}))
 	if r := checkBadModel(ok); r.Status != Pass {
 		t.Errorf("connections spared: %+v", r)
 	}
-	cooled := newTrace(t, badModel, 6000, func(at int64, s *Sample) {
+	cooled := newTrace(t, badModel, 6000, answering("alpha", "404", func(at int64, s *Sample) {
 		if at >= 2500 {
 			s.Conns["alpha/a1"] = ConnSample{Status: "cooldown", CooldownMs: 3000}
 		}
-	})
+	}))
 	if r := checkBadModel(cooled); r.Status != Fail {
 		t.Errorf("a bad model cooled its connection: %+v, want fail", r)
 	}
@@ -383,6 +416,12 @@ func TestLivenessCheck(t *testing.T) {
 	}
 	if r := checkLiveness(mk(6000, 200)); r.Status != Pass {
 		t.Errorf("recovered 1 s after the faults: %+v", r)
+	}
+	if at, _ := mk(6000, 200).Recovery(); at != 6000 {
+		t.Errorf("Recovery() = %d, want 6000", at)
+	}
+	if at, ns := mk(99999, 200).Recovery(); at != -1 || len(ns) == 0 {
+		t.Errorf("never recovered: Recovery() = %d %v, want -1 and what did not serve", at, ns)
 	}
 	if r := checkLiveness(mk(9000, 200)); r.Status != Fail {
 		t.Errorf("recovered 4 s after the faults, bound 3 s: %+v, want fail", r)

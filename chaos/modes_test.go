@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,6 +153,27 @@ func TestReportFiles(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil || back.Invariants[0].Name != "liveness" {
 				t.Errorf("the JSON report does not read back: %v", err)
 			}
+		}
+	}
+}
+
+// TestTargetBaseURLMustNameTheProvider pins docs/chaos.md "-target: its
+// providers' baseURLs must point at fault upstreams": the fault upstream
+// tells providers apart by the first path segment, so a baseURL without
+// /<provider>/ would make every provider fault silently unanswered. It is
+// refused before anything starts.
+func TestTargetBaseURLMustNameTheProvider(t *testing.T) {
+	cfg, _, err := proxy.ParseConfig("target.yaml", []byte(`
+providers:
+  - {id: alpha, baseURL: http://127.0.0.1:1/v1, models: [m1], connections: [{id: a1}]}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"http://127.0.0.1:1", ""} {
+		_, err = Run(context.Background(), Options{Config: cfg, Target: target, Duration: time.Second, NoLeakCheck: true})
+		if err == nil || !strings.Contains(err.Error(), "must start with /alpha/") {
+			t.Errorf("target %q: err = %v, want the baseURL refused", target, err)
 		}
 	}
 }

@@ -31,12 +31,9 @@ func (r *Report) WritePicture(path string) error {
 		return os.WriteFile(path, []byte(svg), 0o644)
 	}
 	var b strings.Builder
-	verdict := "PASS"
-	if !r.Passed {
-		verdict = "FAIL"
-	}
+	verdict := r.Verdict()
 	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>breakwater %s: %s</title>", r.Mode, verdict)
-	b.WriteString(`<style>body{font:13px system-ui,sans-serif;margin:20px;color:#222}table{border-collapse:collapse}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.pass{color:#2a7a2a}.fail{color:#c0392b;font-weight:bold}.skip{color:#888}pre{background:#f6f6f6;padding:8px}</style></head><body>`)
+	b.WriteString(`<style>body{font:13px system-ui,sans-serif;margin:20px;color:#222}table{border-collapse:collapse}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.pass{color:#2a7a2a}.fail,.interrupted{color:#c0392b;font-weight:bold}.skip{color:#888}pre{background:#f6f6f6;padding:8px}</style></head><body>`)
 	fmt.Fprintf(&b, "<h2>breakwater %s: <span class=%q>%s</span></h2>", r.Mode, strings.ToLower(verdict), verdict)
 	var sum strings.Builder
 	r.Summary(&sum)

@@ -137,7 +137,7 @@ type recorder struct {
 	sent     int64
 	finished int64
 	classes  map[string]int64
-	kinds    [4]int64
+	kinds    [5]int64
 	lat      Histogram
 	latJSON  Histogram
 	latSSE   Histogram
@@ -237,7 +237,9 @@ func (r *recorder) summary() Requests {
 	defer r.mu.Unlock()
 	out := Requests{Sent: r.sent, Finished: r.finished, ByKind: map[string]int64{}, ByClass: map[string]int64{}, Violations: map[string]int64{}}
 	for k, n := range r.kinds {
-		out.ByKind[Kind(k).String()] = n
+		if Kind(k) != KindAborted || n > 0 {
+			out.ByKind[Kind(k).String()] = n
+		}
 	}
 	for c, n := range r.classes {
 		out.ByClass[c] = n
@@ -245,8 +247,8 @@ func (r *recorder) summary() Requests {
 	for v, n := range r.viol {
 		out.Violations[v] = n
 	}
-	if r.finished > 0 {
-		out.ErrorRate = float64(r.finished-r.kinds[KindSuccess]) / float64(r.finished)
+	if judged := r.finished - r.kinds[KindAborted]; judged > 0 {
+		out.ErrorRate = float64(judged-r.kinds[KindSuccess]) / float64(judged)
 	}
 	return out
 }

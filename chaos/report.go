@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,9 +21,12 @@ type Report struct {
 	WallMs       int64     `json:"wallMs"`
 	FaultPhaseMs int64     `json:"faultPhaseMs,omitempty"`
 	Passed       bool      `json:"passed"`
-	Load         *load     `json:"load,omitempty"`
-	Windows      []Window  `json:"windows,omitempty"`
-	Requests     Requests  `json:"requests"`
+	// Interrupted says why the run stopped early (Ctrl-C, SIGTERM): the
+	// report covers what ran, and a run cut short never passes.
+	Interrupted string   `json:"interrupted,omitempty"`
+	Load        *load    `json:"load,omitempty"`
+	Windows     []Window `json:"windows,omitempty"`
+	Requests    Requests `json:"requests"`
 	// Skipped counts open-loop requests not sent because maxInFlight were
 	// already in flight.
 	Skipped    int64          `json:"skipped,omitempty"`
@@ -135,17 +139,36 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// markInterrupted marks a soak or heap report whose run the caller
+// cancelled: its numbers cover a cut-short run and it never passes.
+func markInterrupted(ctx context.Context, rep *Report) {
+	if ctx.Err() != nil {
+		rep.Passed = false
+		rep.Interrupted = fmt.Sprintf("stopped %.1fs into the run; the numbers below cover a cut-short run", float64(rep.WallMs)/1000)
+	}
+}
+
+// Verdict is PASS, FAIL or INTERRUPTED.
+func (r *Report) Verdict() string {
+	switch {
+	case r.Interrupted != "":
+		return "INTERRUPTED"
+	case r.Passed:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
 // Summary prints the report for people.
 func (r *Report) Summary(w io.Writer) {
-	verdict := "PASS"
-	if !r.Passed {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(w, "breakwater %s: %s", r.Mode, verdict)
+	fmt.Fprintf(w, "breakwater %s: %s", r.Mode, r.Verdict())
 	if r.Name != "" {
 		fmt.Fprintf(w, " — %s", r.Name)
 	}
 	fmt.Fprintln(w)
+	if r.Interrupted != "" {
+		fmt.Fprintf(w, "  interrupted: %s\n", r.Interrupted)
+	}
 	fmt.Fprintf(w, "  gateway %s, seed %d, wall %.1fs", r.Gateway, r.Seed, float64(r.WallMs)/1000)
 	if r.FaultPhaseMs > 0 {
 		fmt.Fprintf(w, ", fault phase %.1fs", float64(r.FaultPhaseMs)/1000)

@@ -44,10 +44,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	if err := r.faultPhase(ctx); err != nil {
-		return nil, err
+		if ctx.Err() == nil || r.gen == nil {
+			return nil, err
+		}
+		return r.interrupted(leak), nil
 	}
 	r.livenessPhase(ctx)
+	if ctx.Err() != nil {
+		return r.interrupted(leak), nil
+	}
 	r.finish(ctx)
+	if ctx.Err() != nil {
+		return r.interrupted(leak), nil
+	}
 	e.teardown(ctx)
 	closeIdle(r.q.client)
 	if leak != nil {
@@ -55,6 +64,42 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		r.tr.Leak = leak
 	}
 	return r.report(), nil
+}
+
+// interrupted ends a run the caller cancelled (Ctrl-C, SIGTERM) and
+// reports what ran: the load stops (requests in flight end as "aborted",
+// not judged), everything is torn down, and the checks that need the
+// whole run (liveness, restore) are skipped. It never passes.
+func (r *runner) interrupted(leak *Leak) *Report {
+	at := time.Since(r.t0)
+	r.gen.halt()
+	if r.monStop != nil {
+		select {
+		case <-r.monStop:
+		default:
+			close(r.monStop)
+		}
+		<-r.monDone
+	}
+	r.tr.Liveness.Skipped = "the run was interrupted"
+	r.tr.Samples = r.mon.all()
+	r.tr.Requests = r.rec.summary()
+	r.tr.PerRequest = map[string][]Violation{}
+	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
+		_, vs := r.rec.violations(inv)
+		r.tr.PerRequest[inv] = vs
+	}
+	r.closeClients()
+	r.e.teardown(context.Background())
+	closeIdle(r.q.client)
+	if leak != nil {
+		leak.settle()
+		r.tr.Leak = leak
+	}
+	rep := r.report()
+	rep.Passed = false
+	rep.Interrupted = fmt.Sprintf("stopped %.1fs into the fault phase (of %v); what ran is below, the checks that need the whole run are skipped", at.Seconds(), r.dur)
+	return rep
 }
 
 // runner holds one run's state.
@@ -266,11 +311,15 @@ func (r *runner) faultPhase(ctx context.Context) error {
 		}
 	}
 	// The fault phase is over: only the steady rules remain, everything is up.
+	// This runs even when the run was interrupted: a -target run must not
+	// leave its fault rules in upstreams it does not own.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	for _, u := range e.ups {
 		if u.srv != nil {
 			_ = u.setDown(false)
 		}
-		if err := u.put(ctx, nil); err != nil {
+		if err := u.put(cctx, nil); err != nil {
 			r.notes = append(r.notes, err.Error())
 		}
 	}
@@ -574,6 +623,13 @@ func (r *runner) finish(ctx context.Context) {
 	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
 		_, vs := r.rec.violations(inv)
 		r.tr.PerRequest[inv] = vs
+	}
+	// The report's liveness says when everything served again, or what
+	// still did not.
+	at, ns := r.tr.Recovery()
+	r.tr.Liveness.RecoveredAtMs = at
+	if at < 0 {
+		r.tr.Liveness.NotServing = ns
 	}
 }
 

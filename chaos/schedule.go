@@ -178,17 +178,42 @@ var (
 // LoadSchedule reads and checks a schedule file against the gateway's
 // topology (nil checks no names).
 func LoadSchedule(path string, topo *model.Topology) (*Schedule, error) {
+	return LoadScheduleFor(path, topo, nil)
+}
+
+// RunEnv is what the run offers a schedule. Checked with the schedule, a
+// mismatch is reported as file:line:column: field before anything starts.
+type RunEnv struct {
+	// Duration is the fault phase when the command sets it (-duration);
+	// 0 = the schedule's own.
+	Duration time.Duration
+	// Target: the gateway is not in-process (no restart).
+	Target bool
+	// Postgres: the gateway's store is Postgres (db-down needs it).
+	Postgres bool
+}
+
+// LoadScheduleFor is LoadSchedule that also checks the schedule against
+// the run (nil checks nothing about it).
+func LoadScheduleFor(path string, topo *model.Topology, env *RunEnv) (*Schedule, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseSchedule(path, src, topo)
+	return ParseScheduleFor(path, src, topo, env)
 }
 
 // ParseSchedule parses a schedule. Every problem names the file, the line
 // and the field; nothing is accepted with a problem. topo, when not nil,
 // checks every provider, connection and model the schedule names.
 func ParseSchedule(name string, src []byte, topo *model.Topology) (*Schedule, error) {
+	return ParseScheduleFor(name, src, topo, nil)
+}
+
+// ParseScheduleFor is ParseSchedule that also checks the schedule against
+// the run: its windows against the fault phase the run will have, and its
+// actions against what the run can do.
+func ParseScheduleFor(name string, src []byte, topo *model.Topology, env *RunEnv) (*Schedule, error) {
 	d := &yamlnode.Decoder{File: name}
 	root := d.Parse(src)
 	if d.Failed() {
@@ -229,7 +254,7 @@ func ParseSchedule(name string, src []byte, topo *model.Topology) (*Schedule, er
 		return nil, d.Err()
 	}
 	for i := range s.Faults {
-		checkFault(d, faultNodes[i], yamlnode.Index("faults", i), &s.Faults[i], s.Duration, topo)
+		checkFault(d, faultNodes[i], yamlnode.Index("faults", i), &s.Faults[i], s.Duration, topo, env)
 	}
 	checkOverlaps(d, s, faultNodes)
 	if topo != nil {
@@ -365,7 +390,7 @@ func decodeFault(d *yamlnode.Decoder, n *yaml.Node, field string) Fault {
 
 // checkFault checks what one item may and must have for its action, and the
 // names it uses against the topology.
-func checkFault(d *yamlnode.Decoder, n *yaml.Node, field string, f *Fault, dur time.Duration, topo *model.Topology) {
+func checkFault(d *yamlnode.Decoder, n *yaml.Node, field string, f *Fault, dur time.Duration, topo *model.Topology, env *RunEnv) {
 	has := func(key string) bool { return keyNode(n, key) != nil }
 	val := func(key string) *yaml.Node {
 		if x := valueNode(n, key); x != nil {
@@ -414,12 +439,28 @@ func checkFault(d *yamlnode.Decoder, n *yaml.Node, field string, f *Fault, dur t
 	if f.Until > 0 && f.Until <= f.At {
 		d.Errf(val("until"), yamlnode.Join(field, "until"), "the window ends (%v) before it starts (at %v)", f.Until, f.At)
 	}
+	phase := fmt.Sprintf("duration %v", dur)
+	if env != nil && env.Duration > 0 {
+		dur, phase = env.Duration, fmt.Sprintf("-duration %v", env.Duration)
+	}
 	if dur > 0 {
 		if f.At >= dur && f.Action != ActionRestart || f.At > dur {
-			d.Errf(val("at"), yamlnode.Join(field, "at"), "starts at %v, at or after the end of the fault phase (duration %v)", f.At, dur)
+			d.Errf(val("at"), yamlnode.Join(field, "at"), "starts at %v, at or after the end of the fault phase (%s)", f.At, phase)
 		}
 		if f.Until > dur {
-			d.Errf(val("until"), yamlnode.Join(field, "until"), "ends at %v, after the end of the fault phase (duration %v)", f.Until, dur)
+			key := "until"
+			if !has(key) && has("for") {
+				key = "for"
+			}
+			d.Errf(val(key), yamlnode.Join(field, key), "ends at %v, after the end of the fault phase (%s)", f.Until, phase)
+		}
+	}
+	if env != nil {
+		switch {
+		case f.Action == ActionRestart && env.Target:
+			d.Errf(val("action"), yamlnode.Join(field, "action"), "action restart needs the in-process gateway (no -target)")
+		case f.Action == ActionDBDown && !env.Postgres:
+			d.Errf(val("action"), yamlnode.Join(field, "action"), "action db-down needs a Postgres store (store.url: postgres://… on loopback) in an in-process run")
 		}
 	}
 	if topo != nil {

@@ -95,6 +95,47 @@ func TestScheduleErrors(t *testing.T) {
 	}
 }
 
+// TestScheduleErrorsForTheRun pins docs/chaos.md "a schedule error —
+// reported as file:line:column: field: problem before anything starts":
+// a -duration shorter than the schedule's windows, a restart in a -target
+// run and a db-down without Postgres are schedule errors with a position,
+// found while parsing (they were found only after the gateway and the
+// upstreams had started, as "file: faults[0] (line 3)").
+func TestScheduleErrorsForTheRun(t *testing.T) {
+	topo := traceTopo()
+	cases := []struct {
+		name, src string
+		env       RunEnv
+		want      string
+	}{
+		{"-duration shorter than a window", "duration: 20s\nfaults:\n  - {at: 1s, until: 6s, respond: {status: 503}}\n", RunEnv{Duration: 5 * time.Second},
+			`s.yaml:3:21: faults[0].until: ends at 6s, after the end of the fault phase (-duration 5s)`},
+		{"-duration before a start", "duration: 20s\nfaults:\n  - {at: 7s, for: 1s, respond: {status: 503}}\n", RunEnv{Duration: 5 * time.Second},
+			`s.yaml:3:10: faults[0].at: starts at 7s, at or after the end of the fault phase (-duration 5s)`},
+		{"for past -duration", "faults:\n  - {at: 1s, for: 9s, respond: {status: 503}}\n", RunEnv{Duration: 5 * time.Second},
+			`s.yaml:2:19: faults[0].for: ends at 10s`},
+		{"restart with -target", "faults:\n  - {at: 1s, action: restart}\n", RunEnv{Target: true},
+			`s.yaml:2:22: faults[0].action: action restart needs the in-process gateway (no -target)`},
+		{"db-down without Postgres", "faults:\n  - {at: 1s, for: 1s, action: db-down}\n", RunEnv{},
+			`s.yaml:2:31: faults[0].action: action db-down needs a Postgres store`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ParseSchedule("s.yaml", []byte(tc.src), topo); err != nil && tc.env.Duration == 0 {
+				t.Fatalf("without the run the schedule is fine, got %v", err)
+			}
+			_, err := ParseScheduleFor("s.yaml", []byte(tc.src), topo, &tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error\n  %v\nwant it to contain\n  %s", err, tc.want)
+			}
+		})
+	}
+	ok := RunEnv{Duration: 20 * time.Second, Postgres: true}
+	if _, err := ParseScheduleFor("s.yaml", []byte("faults:\n  - {at: 1s, for: 1s, action: db-down}\n  - {at: 5s, action: restart}\n"), topo, &ok); err != nil {
+		t.Errorf("an in-process Postgres run takes db-down and restart: %v", err)
+	}
+}
+
 func TestScheduleParsesEverything(t *testing.T) {
 	src := `name: all of it
 duration: 10s

@@ -328,7 +328,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 		_, vs := rec.violations(inv)
 		tr.PerRequest[inv] = vs
 	}
-	e.teardown(ctx)
+	e.teardown(context.WithoutCancel(ctx))
 	if leak != nil {
 		leak.settle()
 		tr.Leak = leak
@@ -351,6 +351,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 		rep.Gateway = o.Target
 	}
 	rep.Timeline = timeline(rec.timeline(), tr.Samples, time.Second, &tr)
+	markInterrupted(ctx, rep)
 	return rep, nil
 }
 

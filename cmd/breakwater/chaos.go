@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/chaos"
 	"github.com/breakwater-gw/breakwater/proxy"
@@ -85,6 +87,42 @@ func runChaos(args []string) int {
 		fmt.Fprintf(os.Stderr, "breakwater chaos: "+format+"\n", a...)
 		return 2
 	}
+	// Explicit values must make sense: a flag is never silently replaced
+	// by its default.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"duration", *duration}, {"timeout", *timeout}, {"sample", *sample}, {"warmup", *warmup}, {"stream-hold", *hold}} {
+		if set[d.name] && d.v <= 0 {
+			return fail("-%s: want a positive duration, got %v", d.name, d.v)
+		}
+	}
+	switch {
+	case set["streams"] && *streams < 1:
+		return fail("-streams: want at least 1, got %d", *streams)
+	case set["heap-per-stream-kb"] && *perStream < 1:
+		return fail("-heap-per-stream-kb: want at least 1, got %d", *perStream)
+	case *p95 <= 0:
+		return fail("-p95-added-ms: want a positive bound, got %v", *p95)
+	case *errRate < 0 || *errRate > 1:
+		return fail("-max-error-rate: want a fraction in [0, 1], got %v", *errRate)
+	case *schedulePath != "" && *mode != "chaos":
+		return fail("-schedule: a schedule is for -mode chaos (soak and heap inject no faults)")
+	}
+	// The outputs are checked before anything runs: a run must not end
+	// with nowhere to write its report.
+	if *reportOut != "" {
+		switch strings.ToLower(filepath.Ext(*reportOut)) {
+		case ".html", ".htm", ".svg":
+		default:
+			return fail("-report: want a .html or .svg file, got %q", *reportOut)
+		}
+	}
+	for _, out := range []struct{ flag, path string }{{"-json", *jsonOut}, {"-report", *reportOut}} {
+		if err := writablePath(out.path); err != nil {
+			return fail("%s: %v", out.flag, err)
+		}
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail("-log-level: %v", err)
@@ -127,7 +165,10 @@ func runChaos(args []string) int {
 				printConfigError(err)
 				return 2
 			}
-			s, err := chaos.LoadSchedule(*schedulePath, &topo)
+			su := cfg.Store.URL
+			env := chaos.RunEnv{Duration: *duration, Target: *target != "",
+				Postgres: *target == "" && (strings.HasPrefix(su, "postgres://") || strings.HasPrefix(su, "postgresql://"))}
+			s, err := chaos.LoadScheduleFor(*schedulePath, &topo, &env)
 			if err != nil {
 				for _, line := range strings.Split(err.Error(), "\n") {
 					fmt.Fprintln(os.Stderr, line)
@@ -170,6 +211,10 @@ func runChaos(args []string) int {
 	default:
 		return fail("-mode: want chaos, soak or heap, got %q", *mode)
 	}
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(os.Stderr, "breakwater chaos: interrupted before the run got going (%v); nothing to report\n", err)
+		return exitInterrupted
+	}
 	if err != nil {
 		if ces := proxy.ConfigErrors(err); len(ces) > 0 {
 			printConfigError(err)
@@ -178,11 +223,10 @@ func runChaos(args []string) int {
 		return fail("%v", err)
 	}
 	if *quiet {
-		verdict := "PASS"
-		if !rep.Passed {
-			verdict = "FAIL"
+		fmt.Printf("breakwater %s: %s\n", rep.Mode, rep.Verdict())
+		if rep.Interrupted != "" {
+			fmt.Printf("  interrupted: %s\n", rep.Interrupted)
 		}
-		fmt.Printf("breakwater %s: %s\n", rep.Mode, verdict)
 		for _, r := range rep.Invariants {
 			if r.Status == chaos.Fail {
 				fmt.Printf("  FAIL %s: %s\n", r.Name, r.Detail)
@@ -201,8 +245,38 @@ func runChaos(args []string) int {
 			return fail("-report: %v", err)
 		}
 	}
+	if rep.Interrupted != "" {
+		return exitInterrupted
+	}
 	if !rep.Passed {
 		return 1
 	}
 	return 0
 }
+
+// writablePath says why a report could not be written at path ("" is
+// fine: no report).
+func writablePath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("cannot write %s: %s is not a directory", path, dir)
+	}
+	return nil
+}
+
+// exitInterrupted is the exit code of a run stopped by Ctrl-C or SIGTERM
+// (128 + SIGINT, the shell's convention): it proved nothing either way.
+const exitInterrupted = 130

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestChaosCommand(t *testing.T) {
@@ -25,9 +26,27 @@ func TestChaosCommand(t *testing.T) {
 		{[]string{"-config", cfg, "-rate", "fast"}, 2},
 		{[]string{"-config", filepath.Join(dir, "missing.yaml")}, 2},
 		{[]string{}, 2},
+		// Outputs are checked before the run (docs/chaos.md: -report is
+		// .html or .svg): a bad one is bad input, not a run that cannot
+		// write its report at the end.
+		{[]string{"-config", cfg, "-duration", "2s", "-report", filepath.Join(dir, "r.png")}, 2},
+		{[]string{"-config", cfg, "-duration", "2s", "-json", filepath.Join(dir, "missing", "r.json")}, 2},
+		// Explicit nonsense is bad input, never silently the default.
+		{[]string{"-config", cfg, "-mode", "heap", "-streams", "0"}, 2},
+		{[]string{"-config", cfg, "-mode", "soak", "-p95-added-ms", "-5"}, 2},
+		{[]string{"-config", cfg, "-mode", "soak", "-max-error-rate", "2"}, 2},
+		{[]string{"-config", cfg, "-timeout", "-1s"}, 2},
+		{[]string{"-config", cfg, "-mode", "heap", "-schedule", bad}, 2},
+		// -duration shorter than the schedule's windows is a schedule error.
+		{[]string{"-config", cfg, "-duration", "5s", "-schedule", filepath.Join("..", "..", "examples", "chaos-schedule.yaml")}, 2},
 	}
 	for _, c := range cases {
-		if got := runChaos(c.args); got != c.want {
+		start := time.Now()
+		got := runChaos(c.args)
+		if got == 2 && time.Since(start) > time.Second {
+			t.Errorf("chaos %v: bad input found only after %v, want it refused before anything runs", c.args, time.Since(start))
+		}
+		if got != c.want {
 			t.Errorf("chaos %v: exit %d, want %d", c.args, got, c.want)
 		}
 	}
