@@ -82,13 +82,7 @@ func (r *runner) interrupted(leak *Leak) *Report {
 		<-r.monDone
 	}
 	r.tr.Liveness.Skipped = "the run was interrupted"
-	r.tr.Samples = r.mon.all()
-	r.tr.Requests = r.rec.summary()
-	r.tr.PerRequest = map[string][]Violation{}
-	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
-		_, vs := r.rec.violations(inv)
-		r.tr.PerRequest[inv] = vs
-	}
+	r.collect()
 	r.closeClients()
 	r.e.teardown(context.Background())
 	closeIdle(r.q.client)
@@ -617,13 +611,7 @@ func (r *runner) finish(ctx context.Context) {
 			r.tr.Persist = r.persistCheck(ctx)
 		}
 	}
-	r.tr.Samples = r.mon.all()
-	r.tr.Requests = r.rec.summary()
-	r.tr.PerRequest = map[string][]Violation{}
-	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
-		_, vs := r.rec.violations(inv)
-		r.tr.PerRequest[inv] = vs
-	}
+	r.collect()
 	// The report's liveness says when everything served again, or what
 	// still did not.
 	at, ns := r.tr.Recovery()
@@ -705,4 +693,16 @@ func goroutineTops(n int) []string {
 		}
 	}
 	return out
+}
+
+// collect puts the monitor's samples, the request summary and the
+// per-request violations into the trace (a finished or an interrupted run).
+func (r *runner) collect() {
+	r.tr.Samples = r.mon.all()
+	r.tr.Requests = r.rec.summary()
+	r.tr.PerRequest = map[string][]Violation{}
+	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
+		_, vs := r.rec.violations(inv)
+		r.tr.PerRequest[inv] = vs
+	}
 }
