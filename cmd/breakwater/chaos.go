@@ -148,7 +148,8 @@ func runChaos(args []string) int {
 		}
 	}
 	var progress io.Writer
-	if isTerminal(os.Stderr) && !*quiet {
+	// CONTRACTS §1: progress on a terminal, quiet otherwise or with -json.
+	if isTerminal(os.Stderr) && !*quiet && *jsonOut == "" {
 		progress = os.Stderr
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
