@@ -25,6 +25,10 @@ type StreamEvent struct {
 	// is the status it states (StreamErrorStatus).
 	Error       bool
 	ErrorStatus int
+	// Malformed: the data is not JSON (garbled or cut by the upstream),
+	// the output-validation case (OutcomeQuality, the synthetic 502): such
+	// an event is never passed on as a chunk.
+	Malformed bool
 }
 
 // ParseStreamEvent reads the data payload of one SSE event of the OpenAI
@@ -36,8 +40,11 @@ func ParseStreamEvent(data []byte) StreamEvent {
 	if string(data) == "[DONE]" {
 		return StreamEvent{Done: true}
 	}
-	if len(data) == 0 || data[0] != '{' {
+	if len(data) == 0 {
 		return StreamEvent{}
+	}
+	if data[0] != '{' {
+		return StreamEvent{Malformed: !json.Valid(data)}
 	}
 	if out, ok := scanChatChunk(data); ok {
 		return out
@@ -70,7 +77,9 @@ func decodeStreamEvent(data []byte) StreamEvent {
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(data, &ev) != nil {
-		return StreamEvent{}
+		// A valid document of unexpected types reads as nothing; only
+		// bytes that are not JSON are malformed.
+		return StreamEvent{Malformed: !json.Valid(data)}
 	}
 	var out StreamEvent
 	if len(ev.Error) > 0 && string(ev.Error) != "null" {

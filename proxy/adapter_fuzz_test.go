@@ -43,7 +43,7 @@ func FuzzAdapterStream(f *testing.F) {
 				if string(d) == "[DONE]" || isErrorEventT(d) {
 					continue
 				}
-				if !validEventData(d) && model.ParseStreamEvent(d) == (model.StreamEvent{}) {
+				if model.ParseStreamEvent(d).Malformed {
 					continue // a malformed native event: pipeStream's garbled-chunk path
 				}
 				var c oaChunk

@@ -137,7 +137,7 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 			continue
 		}
 		res, ok := wireRejection(err)
-		if !ok || res.outcome.Status != 400 || !looksLikeErrorJSON(res.errBody) {
+		if !ok || res.outcome.Status != 400 || clientErrorBody(res.errBody, 400, "") == nil {
 			t.Errorf("rejection: %+v", res)
 		}
 	}
@@ -314,7 +314,7 @@ func TestAdapterStreamErrors(t *testing.T) {
 	// object that would classify as an upstream 502.
 	for _, w := range []wireAdapter{&anthropicWire{}, &geminiWire{}} {
 		ev = translateStream(t, w, "data: {not json\n\n")
-		if len(ev) != 1 || model.ParseStreamEvent([]byte(ev[0])) != (model.StreamEvent{}) || validEventData([]byte(ev[0])) {
+		if len(ev) != 1 || model.ParseStreamEvent([]byte(ev[0])) != (model.StreamEvent{Malformed: true}) {
 			t.Fatalf("malformed: %v", ev)
 		}
 	}

@@ -317,7 +317,7 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 		h.Set("Retry-After", strconv.FormatInt(max(1, (st.RetryAfterMs+999)/1000), 10))
 	}
 	f := rs.lastFail
-	if f != nil && len(f.body) > 0 && looksLikeErrorJSON(f.body) {
+	if f != nil && len(f.body) > 0 {
 		if body := clientErrorBody(f.body, status, rs.provider); body != nil {
 			ct := "application/json"
 			if f.header != nil && strings.HasPrefix(f.header.Get("Content-Type"), "application/json") && bytes.Equal(body, f.body) {

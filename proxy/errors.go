@@ -153,6 +153,7 @@ func redact(body []byte, secret string) []byte {
 // classified the native body.
 func clientErrorBody(b []byte, status int, provider string) []byte {
 	var top struct {
+		Type  json.RawMessage `json:"type"` // Anthropic's envelope has one
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(b, &top) != nil || len(top.Error) == 0 {
@@ -175,10 +176,7 @@ func clientErrorBody(b []byte, status int, provider string) []byte {
 		if json.Unmarshal(top.Error, &e) != nil || e.Message == nil {
 			return nil
 		}
-		var native map[string]json.RawMessage
-		json.Unmarshal(b, &native)
-		_, foreign := native["type"] // Anthropic's envelope
-		if e.Type != nil && len(e.Code) > 0 && !foreign {
+		if e.Type != nil && len(e.Code) > 0 && len(top.Type) == 0 {
 			return b
 		}
 		out.Message = *e.Message

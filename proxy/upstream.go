@@ -638,9 +638,8 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		// One parse per event: progress for the watchdogs, the finish
 		// reason and an in-stream error all come from the model's reading.
 		ev := model.ParseStreamEvent(data)
-		if ev == (model.StreamEvent{}) && !validEventData(data) {
-			// Data that is not JSON (garbled or cut by the upstream) is
-			// never passed on as a chunk: the model's output validation
+		if ev.Malformed {
+			// Never passed on as a chunk: the model's output validation
 			// case (the synthetic 502, as in deliverJSON and the
 			// simulator's malformed-chunk): retried elsewhere before
 			// commit, the stream's error event after, never [DONE].
@@ -720,23 +719,4 @@ func writeSSEError(w io.Writer, code, msg string) {
 	w.Write([]byte("data: "))
 	w.Write(b)
 	w.Write([]byte("\n\n"))
-}
-
-// validEventData: an SSE data payload is empty, [DONE] or one JSON value.
-// Checked only for events the model read as nothing (no content, no finish,
-// no error), so a well-formed chunk costs no second scan.
-func validEventData(data []byte) bool {
-	d := bytes.TrimSpace(data)
-	return len(d) == 0 || string(d) == "[DONE]" || json.Valid(d)
-}
-
-func looksLikeErrorJSON(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
-		return false
-	}
-	var v struct {
-		Error json.RawMessage `json:"error"`
-	}
-	return json.Unmarshal(b, &v) == nil && len(v.Error) > 0
 }
