@@ -1071,7 +1071,7 @@ func EnvLayer(environ []string) (Layer, error) {
 		} else if rest, ok := strings.CutPrefix(name, settingsEnvGenericPfx); ok {
 			path = strings.ReplaceAll(rest, "__", ".")
 			next, err = SetPath(l, path, raw)
-		} else if settingsEnvOwned(name) {
+		} else if SettingsEnvOwned(name) {
 			p = append(p, &SettingsError{Field: name, Problem: ProblemUnknownVariable,
 				Suggestion: nearestSettingsName(name, names), Source: "env"})
 			continue
@@ -1100,9 +1100,10 @@ func EnvLayer(environ []string) (Layer, error) {
 	return l, nil
 }
 
-// settingsEnvOwned reports whether name is under a variable prefix the
-// settings own: an unknown variable there is a typo, not someone else's.
-func settingsEnvOwned(name string) bool {
+// SettingsEnvOwned reports whether name is under a variable prefix the
+// settings own: an unknown variable there is a typo, not someone else's
+// (EnvLayer refuses it, naming the nearest known one).
+func SettingsEnvOwned(name string) bool {
 	for _, pfx := range []string{
 		"BREAKWATER_PROVIDER_BREAKER_", "BREAKWATER_PROVIDER_COOLDOWN_", "BREAKWATER_CONNECTION_COOLDOWN_",
 		"BREAKWATER_RATE_LIMIT_", "BREAKWATER_STREAM_", "BREAKWATER_MODEL_LOCKOUT_",

@@ -186,8 +186,8 @@ func envTypoWarnings(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "BREAKWATER_") || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") {
-			continue
+		if !strings.HasPrefix(name, "BREAKWATER_") || model.SettingsEnvOwned(name) {
+			continue // the settings layer judges its own names (an error, not a warning)
 		}
 		best, bestD := "", 4 // at most 3 edits away
 		for _, k := range known {
