@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -578,7 +579,7 @@ func (c *Config) validate() []error {
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
 	}
-	if u := c.Store.URL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") && u != "memory" {
+	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
 		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", redactURL(u))) // never print its password
 	}
 	provs := map[string]*ProviderConfig{}

@@ -2,13 +2,13 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/breakwater-gw/breakwater/store"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 // apiError is the OpenAI-shaped error body {"error":{...}} (CONTRACTS §3).

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/breakwater-gw/breakwater/store"
 	"io"
 	"net/http"
 	"reflect"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
 	"github.com/gorilla/mux"
 )
 

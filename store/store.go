@@ -85,6 +85,12 @@ type Health struct {
 	LastError  string `json:"lastError,omitempty"`
 }
 
+// IsPostgresURL reports whether u names a Postgres database (the two
+// schemes lib/pq takes), the one kind of store.url besides memory.
+func IsPostgresURL(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
 // ErrStoreUnavailable means the database could not be reached. Model state
 // keeps being accepted in memory (fail-open); leases fail closed with it.
 var ErrStoreUnavailable = errors.New("store unavailable")

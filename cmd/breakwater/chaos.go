@@ -17,6 +17,7 @@ import (
 
 	"github.com/breakwater-gw/breakwater/chaos"
 	"github.com/breakwater-gw/breakwater/proxy"
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 func init() {
@@ -168,7 +169,7 @@ func runChaos(args []string) int {
 			}
 			su := cfg.Store.URL
 			env := chaos.RunEnv{Duration: *duration, Target: *target != "",
-				Postgres: *target == "" && (strings.HasPrefix(su, "postgres://") || strings.HasPrefix(su, "postgresql://"))}
+				Postgres: *target == "" && store.IsPostgresURL(su)}
 			s, err := chaos.LoadScheduleFor(*schedulePath, &topo, &env)
 			if err != nil {
 				for _, line := range strings.Split(err.Error(), "\n") {

@@ -66,7 +66,7 @@ func runMigrate(args []string) int {
 		fmt.Fprintln(os.Stderr, "breakwater migrate: -database URL (or BREAKWATER_DATABASE_URL) is required")
 		return 2
 	}
-	if !strings.HasPrefix(*dbURL, "postgres://") && !strings.HasPrefix(*dbURL, "postgresql://") {
+	if !store.IsPostgresURL(*dbURL) {
 		fmt.Fprintln(os.Stderr, "breakwater migrate: -database must be a postgres://user@host/db URL")
 		return 2
 	}
