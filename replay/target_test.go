@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/sim"
 )
 
 // TestReplayAgainstTarget pins the -target mode (CONTRACTS §4): a gateway
@@ -18,14 +20,7 @@ func TestReplayAgainstTarget(t *testing.T) {
 		t.Skip("wall-clock replay")
 	}
 	sc := load(t, "failover-one-500.yaml")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// The "operator's" gateway and upstream, on the wall clock.
-	op, err := startLocal(ctx, sc, &Options{Logger: discard()}, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.close()
+	ctx, op := operatorGateway(t, sc)
 	res, err := Run(ctx, sc, Options{Target: op.base, ManagementKey: op.mgmtKey, Upstream: op.upstream, Clean: true})
 	if err != nil {
 		t.Fatal(err)
@@ -59,13 +54,7 @@ func TestReplayTargetTwiceCountsThisRunsUses(t *testing.T) {
 		t.Skip("wall-clock replay")
 	}
 	sc := load(t, "failover-accounting.yaml") // reads uses at 10s and 35s
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	op, err := startLocal(ctx, sc, &Options{Logger: discard()}, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.close()
+	ctx, op := operatorGateway(t, sc)
 	uses := func() map[string]uint64 {
 		res, err := Run(ctx, sc, Options{Target: op.base, ManagementKey: op.mgmtKey, Upstream: op.upstream, Clean: true, ApplySettings: true, Speed: 10})
 		if err != nil {
@@ -86,4 +75,19 @@ func TestReplayTargetTwiceCountsThisRunsUses(t *testing.T) {
 	if !maps.Equal(first, second) {
 		t.Errorf("uses read by a second run on the same target differ from the first:\nfirst:  %v\nsecond: %v", first, second)
 	}
+}
+
+// operatorGateway starts the "operator's" gateway and fault upstream for
+// sc on the wall clock, for a -target replay to drive; both stop with the
+// test. ctx bounds the test's replays (a minute).
+func operatorGateway(t *testing.T, sc *sim.Scenario) (context.Context, *env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	op, err := startLocal(ctx, sc, &Options{Logger: discard()}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(op.close)
+	return ctx, op
 }
