@@ -21,6 +21,9 @@ func TestPurity(t *testing.T) {
 		"math": true, "math/bits": true, "math/rand/v2": true, "maps": true, "regexp": true,
 		"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
 		"unicode": true, "unicode/utf8": true, "unicode/utf16": true,
+		// a pure function (encoding/json.Valid, faster); its own imports
+		// are pinned by TestPurityOfJSONValid
+		"github.com/breakwater-gw/breakwater/internal/jsonvalid": true,
 	}
 	// time is allowed for its types, parsing and arithmetic only.
 	forbiddenSelectors := map[string]map[string]bool{
@@ -92,5 +95,30 @@ func TestPurity(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no model source files were checked")
+	}
+}
+
+// The validator model/ calls on every stream event is held to the same
+// rule: no I/O, clock, sync or randomness among its imports.
+func TestPurityOfJSONValid(t *testing.T) {
+	allowed := map[string]bool{"encoding/binary": true, "math/bits": true}
+	files, err := filepath.Glob("../internal/jsonvalid/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no jsonvalid sources: %v", err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); !allowed[path] {
+				t.Errorf("%s imports %q: the validator model/ calls must stay pure", name, path)
+			}
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
 
 // StreamEvent is what one SSE event means to the stream watchdogs (SPEC §6).
@@ -44,7 +46,7 @@ func ParseStreamEvent(data []byte) StreamEvent {
 		return StreamEvent{}
 	}
 	if data[0] != '{' {
-		return StreamEvent{Malformed: !json.Valid(data)}
+		return StreamEvent{Malformed: !jsonvalid.Valid(data)}
 	}
 	if out, ok := scanChatChunk(data); ok {
 		return out
@@ -79,7 +81,7 @@ func decodeStreamEvent(data []byte) StreamEvent {
 	if json.Unmarshal(data, &ev) != nil {
 		// A valid document of unexpected types reads as nothing; only
 		// bytes that are not JSON are malformed.
-		return StreamEvent{Malformed: !json.Valid(data)}
+		return StreamEvent{Malformed: !jsonvalid.Valid(data)}
 	}
 	var out StreamEvent
 	if len(ev.Error) > 0 && string(ev.Error) != "null" {

@@ -11,11 +11,22 @@ import (
 // sessionHeaders are read in order; none of them is ever forwarded upstream.
 var sessionHeaders = []string{"X-Session-Id", "X-Breakwater-Session"}
 
+// headerValue is h.Get(key) for a canonical key ("X-Session-Id"): the maps
+// net/http parses (requests and upstream responses) are keyed canonically,
+// so the lookup skips Get's canonicalization of the key, which on the
+// request path cost more than the rest of the header handling.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // sessionKey returns a digest of the request's session header, or false.
 // Session ids are never kept or logged in clear.
 func sessionKey(r *http.Request) ([32]byte, bool) {
 	for _, h := range sessionHeaders {
-		if v := r.Header.Get(h); v != "" {
+		if v := headerValue(r.Header, h); v != "" {
 			return sha256.Sum256([]byte(v)), true
 		}
 	}

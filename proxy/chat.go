@@ -56,7 +56,31 @@ type reqState struct {
 	lastIsLocal bool   // the last failure was local
 	provider    string // what served (or was tried) last
 	conn        string
+	cr          *connRuntime // the connection tried last (its metric series)
 	status      int
+
+	// hv backs the values of the response headers this request sets
+	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
+	// the header map instead of one []string allocation per header.
+	// net/http copies the map when the header is written, so nothing
+	// outlives the request. Three-index slices keep an Add from spilling
+	// into a neighbour.
+	hv [hvLen]string
+}
+
+const (
+	hvID = iota
+	hvProvider
+	hvConn
+	hvAttempts
+	hvLength
+	hvLen
+)
+
+// hvSet puts v into the header map as key's only value, backed by rs.hv[i].
+func (rs *reqState) hvSet(h http.Header, key string, i int, v string) {
+	rs.hv[i] = v
+	h[key] = rs.hv[i : i+1 : i+1]
 }
 
 // failure is the last upstream error, what the client gets when nothing
@@ -69,7 +93,7 @@ type failure struct {
 }
 
 func newRequestID(r *http.Request) string {
-	if v := r.Header.Get("X-Request-Id"); v != "" && len(v) <= 128 {
+	if v := headerValue(r.Header, "X-Request-Id"); v != "" && len(v) <= 128 {
 		return v
 	}
 	var b [12]byte
@@ -100,7 +124,7 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 //go:noinline
 func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now(), id: newRequestID(r)}
-	w.Header().Set("X-Request-Id", rs.id)
+	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
 	key, ok := g.authClient(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
@@ -140,7 +164,11 @@ func (rs *reqState) count(status int) {
 		return
 	}
 	rs.counted = true
-	rs.g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
+	if cr := rs.cr; status == http.StatusOK && cr != nil && cr.provider == rs.provider && cr.cfg.ID == rs.conn {
+		rs.g.met.forConn(cr).requestsOK.Inc()
+	} else {
+		rs.g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
+	}
 	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
 }
 
@@ -285,12 +313,12 @@ func (rs *reqState) setHeaders(h http.Header) {
 	// An answer no upstream took part in (refused before any attempt) names
 	// no provider or connection rather than sending them empty.
 	if rs.provider != "" {
-		h.Set("X-Breakwater-Provider", rs.provider)
+		rs.hvSet(h, "X-Breakwater-Provider", hvProvider, rs.provider)
 	}
 	if rs.conn != "" {
-		h.Set("X-Breakwater-Connection", rs.conn)
+		rs.hvSet(h, "X-Breakwater-Connection", hvConn, rs.conn)
 	}
-	h.Set("X-Breakwater-Attempts", strconv.Itoa(rs.flow.Attempts()))
+	rs.hvSet(h, "X-Breakwater-Attempts", hvAttempts, strconv.Itoa(rs.flow.Attempts()))
 }
 
 func (rs *reqState) clientGone() int {

@@ -707,6 +707,40 @@ providers:
 	}
 }
 
+// SPEC §11.6 firstContentMs and streamIdleMs hold for a JSON body too: an
+// upstream that sends its headers and then nothing, or part of the body and
+// then nothing, is cut as a stall (by time, not by an arriving byte) and
+// the request is served by the next connection.
+func TestJSONBodyStallFailsOver(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns+`
+  upstreamTimeouts: {firstContentMs: 80, streamIdleMs: 80}
+`)
+	for _, tc := range []struct {
+		name    string
+		partial string
+	}{{"first content", ""}, {"idle between reads", `{"id":"x","choices":[`}} {
+		up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(200)
+			w.Write([]byte(tc.partial))
+			w.(http.Flusher).Flush()
+			select { // until the gateway cuts it: only the watchdog can
+			case <-time.After(time.Minute):
+			case <-r.Context().Done():
+			}
+		})
+		up.set("glm-k2", okJSON("from k2"))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		r := g.doCtx(ctx, "POST", "/v1/chat/completions", `{"model":"glm/glm-5","messages":[]}`)
+		cancel()
+		if r.code != 200 || !strings.Contains(r.body, "from k2") || r.h.Get("X-Breakwater-Connection") != "k2" {
+			t.Fatalf("%s: a stalled JSON body must fail over: %d %v %s", tc.name, r.code, r.h, r.body)
+		}
+		g.do("POST", "/api/resilience/cooldowns", `{"all":true}`)
+	}
+}
+
 // SPEC "does better" 2: a half-open probe whose client goes away frees its
 // permit (every Begin gets exactly one Record), so the provider is never
 // locked out by a dangling probe.

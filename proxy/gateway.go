@@ -92,8 +92,11 @@ type provRuntime struct {
 }
 
 type connRuntime struct {
-	cfg  ConnectionConfig
-	auth string // "Bearer <key>", never logged
+	cfg      ConnectionConfig
+	provider string
+	auth     string   // "Bearer <key>", never logged
+	authHdr  []string // auth as a header value (shared by every request)
+	met      atomic.Pointer[connMetrics]
 }
 
 type clientKey struct {
@@ -208,9 +211,10 @@ func newProvRuntime(p ProviderConfig) *provRuntime {
 		pr.chatURL, pr.modelsURL = "", pr.wire.modelsURL()
 	}
 	for _, c := range p.Connections {
-		cr := &connRuntime{cfg: c}
+		cr := &connRuntime{cfg: c, provider: p.ID}
 		if c.APIKey != "" && pr.wire == nil { // a wire adapter sets its own credential headers
 			cr.auth = "Bearer " + c.APIKey
+			cr.authHdr = []string{cr.auth}[:1:1]
 		}
 		pr.conns[c.ID] = cr
 	}
@@ -348,7 +352,7 @@ func (g *Gateway) authManagement(r *http.Request) bool {
 }
 
 func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
+	h := headerValue(r.Header, "Authorization")
 	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 		return "", false
 	}

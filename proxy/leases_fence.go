@@ -17,7 +17,7 @@ import (
 // status) when the request was refused before any dispatch.
 func (rs *reqState) leaseDispatch() (bool, int) {
 	g := rs.g
-	owner, genText := rs.r.Header.Get(hdrLeaseOwner), rs.r.Header.Get(hdrLeaseGeneration)
+	owner, genText := headerValue(rs.r.Header, hdrLeaseOwner), headerValue(rs.r.Header, hdrLeaseGeneration)
 	if owner == "" && genText == "" {
 		return false, 0 // not managed: refreshHeld keeps it off leased connections
 	}

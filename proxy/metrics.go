@@ -22,6 +22,7 @@ type metrics struct {
 	queueRej  *prometheus.CounterVec   // admission refusals by code
 	waits     *prometheus.CounterVec   // cooldown waits by kind
 	http      *prometheus.CounterVec   // every HTTP answer of the gateway by surface and code
+	httpOK    prometheus.Counter       // http{surface="client",code="200"}, looked up once
 	inflight  prometheus.Gauge
 }
 
@@ -53,10 +54,31 @@ func newMetrics(g *Gateway) *metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
 			Help: "Client requests being served."}),
 	}
+	m.httpOK = m.http.WithLabelValues("client", "200")
 	reg.MustRegister(m.requests, m.upstream, m.latency, m.attempts, m.queueWait, m.queueRej, m.waits, m.http, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{g: g})
 	return m
+}
+
+// connMetrics are a connection's series for a served request, looked up
+// once: WithLabelValues hashes its labels under a lock on every call, and
+// the request path calls it for every request.
+type connMetrics struct {
+	requestsOK prometheus.Counter  // requests{status="200"}
+	upstreamOK prometheus.Counter  // upstream{result="200"}
+	latency    prometheus.Observer // latency
+}
+
+func (m *metrics) forConn(cr *connRuntime) *connMetrics {
+	if cm := cr.met.Load(); cm != nil {
+		return cm
+	}
+	p, c := cr.provider, cr.cfg.ID
+	cm := &connMetrics{requestsOK: m.requests.WithLabelValues(p, c, "200"), upstreamOK: m.upstream.WithLabelValues(p, c, "200"),
+		latency: m.latency.WithLabelValues(p, c)}
+	cr.met.Store(cm)
+	return cm
 }
 
 func (m *metrics) handler() http.Handler {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
 
 // chatRequest is a decoded client request: the fields the gateway reads and
@@ -70,7 +72,7 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "the body must be a JSON object"}
 	}
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		var v struct{}
 		err := json.Unmarshal(body, &v)
 		if err == nil {
@@ -130,16 +132,10 @@ func (r *chatRequest) bodyFor(upstreamModel string) []byte {
 	if upstreamModel == r.Model {
 		return r.body
 	}
-	q, _ := marshalString(upstreamModel)
-	out := make([]byte, 0, len(r.body)-(r.mEnd-r.mStart)+len(q))
+	out := make([]byte, 0, len(r.body)-(r.mEnd-r.mStart)+len(upstreamModel)+2)
 	out = append(out, r.body[:r.mStart]...)
-	out = append(out, q...)
+	out = appendJSONString(out, upstreamModel)
 	return append(out, r.body[r.mEnd:]...)
-}
-
-func marshalString(s string) (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
 }
 
 // topLevelValues sets out[i] to the range of the value of keys[i] in a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -65,5 +66,21 @@ func TestRedact(t *testing.T) {
 	}
 	if !strings.Contains(out, "bad request") {
 		t.Errorf("redact took the message itself: %s", out)
+	}
+}
+
+// headerValue skips Header.Get's canonicalization: every key the gateway
+// reads with it must already be canonical, or it would never match.
+func TestHeaderValueKeysAreCanonical(t *testing.T) {
+	keys := append([]string{"X-Request-Id", "Content-Type", "Authorization", hdrLeaseOwner, hdrLeaseGeneration}, sessionHeaders...)
+	for _, k := range keys {
+		if c := http.CanonicalHeaderKey(k); c != k {
+			t.Errorf("%q is not canonical (%q)", k, c)
+		}
+		h := http.Header{}
+		h.Set(k, "v")
+		if headerValue(h, k) != "v" {
+			t.Errorf("%q: not found after Set", k)
+		}
 	}
 }

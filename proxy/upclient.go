@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -209,7 +213,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 	// otherwise carry 4 KiB it never uses again).
 	bw := writerPool.Get().(*bufio.Writer)
 	bw.Reset(pc.c)
-	err := req.Write(bw)
+	err := writeRequest(bw, req)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -286,4 +290,86 @@ func (b *upBody) Close() error {
 		return nil
 	}
 	return b.pc.c.Close()
+}
+
+// writeRequest writes an ordinary upstream request (a known-length body,
+// no trailers or transfer codings) the way Request.Write does, without its
+// per-request allocations; anything else goes through Request.Write.
+// Header lines follow Request.Write: Host and User-Agent first, then the
+// rest sorted, values trimmed and CR/LF turned into spaces so no value can
+// split the head.
+func writeRequest(bw *bufio.Writer, req *http.Request) error {
+	body := req.Body != nil && req.Body != http.NoBody
+	if req.URL.Opaque != "" || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 ||
+		req.ContentLength < 0 || (body && req.ContentLength == 0) || len(req.Header) > 16 {
+		return req.Write(bw)
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f || c == '%' { // punycode, zones, junk: Request.Write's checks
+			return req.Write(bw)
+		}
+	}
+	bw.WriteString(req.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(req.URL.RequestURI())
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	writeHeaderValue(bw, host)
+	bw.WriteString("\r\n")
+	if ua, ok := req.Header["User-Agent"]; !ok {
+		bw.WriteString("User-Agent: Go-http-client/1.1\r\n")
+	} else if len(ua) > 0 && ua[0] != "" {
+		bw.WriteString("User-Agent: ")
+		writeHeaderValue(bw, ua[0])
+		bw.WriteString("\r\n")
+	}
+	if body || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		var n [20]byte
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(n[:0], req.ContentLength, 10))
+		bw.WriteString("\r\n")
+	}
+	var keys [16]string
+	ks := keys[:0]
+	for k := range req.Header {
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		}
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	for _, k := range ks {
+		for _, v := range req.Header[k] {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			writeHeaderValue(bw, v)
+			bw.WriteString("\r\n")
+		}
+	}
+	bw.WriteString("\r\n")
+	if !body {
+		return nil
+	}
+	n, err := io.Copy(bw, req.Body)
+	if err == nil && n != req.ContentLength {
+		err = fmt.Errorf("http: ContentLength=%d with Body length %d", req.ContentLength, n)
+	}
+	return err
+}
+
+// writeHeaderValue writes v with CR and LF as spaces, trimmed of
+// surrounding whitespace (Request.Write does the same).
+func writeHeaderValue(bw *bufio.Writer, v string) {
+	v = strings.Trim(v, " \t\r\n")
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' {
+			bw.WriteByte(' ')
+		} else {
+			bw.WriteByte(c)
+		}
+	}
 }

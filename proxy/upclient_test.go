@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -318,5 +319,52 @@ func TestUpClientIdleTimeoutDropsOldConnections(t *testing.T) {
 	}
 	if n := cc.count(); n != 2 {
 		t.Fatalf("connections = %d, want 2", n)
+	}
+}
+
+// writeRequest is Request.Write without its allocations: for every request
+// shape the gateway sends (and a few it does not), the bytes on the wire
+// must be the same, including CR/LF in a value never splitting the head.
+func TestWriteRequestMatchesRequestWrite(t *testing.T) {
+	mk := func(method, url, body string, h http.Header) func() *http.Request {
+		return func() *http.Request {
+			var r *http.Request
+			if body == "" && method == http.MethodGet {
+				r, _ = http.NewRequest(method, url, nil)
+			} else {
+				r, _ = http.NewRequest(method, url, strings.NewReader(body))
+			}
+			for k, v := range h {
+				r.Header[k] = v
+			}
+			return r
+		}
+	}
+	cases := map[string]func() *http.Request{
+		"chat": mk("POST", "http://127.0.0.1:9001/v1/chat/completions", `{"model":"m"}`, http.Header{
+			"Content-Type": {"application/json"}, "Accept": {"text/event-stream"}, "Authorization": {"Bearer k"}, "User-Agent": {"breakwater"}}),
+		"no user agent":    mk("POST", "http://h:80/v1/x?alt=sse&key=1", `{}`, http.Header{"X-Api-Key": {"k"}}),
+		"empty user agent": mk("POST", "http://h/v1/x", `{}`, http.Header{"User-Agent": {""}}),
+		"get":              mk("GET", "http://h/v1/models", "", http.Header{"Authorization": {"Bearer k"}}),
+		"empty post body":  mk("POST", "http://h/v1/x", "", nil),
+		"multi values":     mk("POST", "http://h/x", "ab", http.Header{"X-A": {"1", "2"}, "X-B": {" padded\t"}}),
+		"injection":        mk("POST", "http://h/x", "ab", http.Header{"X-A": {"v\r\nX-Evil: 1"}, "X-B": {"tail\r\n"}}),
+		"ignored headers":  mk("POST", "http://h/x", "ab", http.Header{"Host": {"other"}, "Content-Length": {"99"}}),
+	}
+	for name, newReq := range cases {
+		var want, got bytes.Buffer
+		bw := bufio.NewWriter(&want)
+		if err := newReq().Write(bw); err != nil {
+			t.Fatal(err)
+		}
+		bw.Flush()
+		bw = bufio.NewWriter(&got)
+		if err := writeRequest(bw, newReq()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		bw.Flush()
+		if got.String() != want.String() {
+			t.Errorf("%s:\n got %q\nwant %q", name, got.String(), want.String())
+		}
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -81,6 +81,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		return rs.record(a, &out)
 	}
 	conn := prov.conns[a.Connection]
+	rs.cr = conn
 	sl, execMax, refusal := rs.admit(a, conn)
 	if refusal != nil {
 		recorded = true
@@ -191,7 +192,12 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	g.unlock()
 	g.pace.feedback(model.ConnRef{Provider: a.Provider, Connection: a.Connection}, fb)
 	rs.lastV = v
-	g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
+	if cr := rs.cr; cr != nil && out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK &&
+		cr.provider == a.Provider && cr.cfg.ID == a.Connection {
+		g.met.forConn(cr).upstreamOK.Inc()
+	} else {
+		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
+	}
 	switch {
 	case out.delivered:
 	case out.local != nil:
@@ -228,8 +234,8 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if left := rs.dl.Sub(rs.g.now()); left < attemptD {
 		attemptD, cause = max(left, time.Millisecond), errDeadline
 	}
-	at := time.AfterFunc(attemptD, func() { cancel(cause) })
-	defer at.Stop()
+	clock := startAttemptClock(attemptD, cause, to.ResponseHeaderMs.Duration(), cancel)
+	defer clock.stop()
 
 	var req *http.Request
 	var err error
@@ -244,32 +250,27 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
 	}
+	// Shared value slices (hdrJSON, conn.authHdr, …): the upstream call
+	// only reads the request's header, so one copy serves every request.
 	h := req.Header
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = hdrJSON
 	if rs.req.Stream {
-		h.Set("Accept", "text/event-stream")
+		h["Accept"] = hdrSSE
 	} else {
-		h.Set("Accept", "application/json")
+		h["Accept"] = hdrJSON
 	}
-	if conn.auth != "" {
-		h.Set("Authorization", conn.auth)
+	if conn.authHdr != nil {
+		h["Authorization"] = conn.authHdr
 	}
-	h.Set("User-Agent", "breakwater")
+	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // SPEC §2b: the model put this attempt on the lane
 
-	var ht *time.Timer
-	if d := to.ResponseHeaderMs.Duration(); d > 0 {
-		ht = time.AfterFunc(d, func() { cancel(errHeaderTimeout) })
-	}
 	t0 := time.Now()
 	resp, err := rs.g.up.Do(req)
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
-	if ht != nil {
-		ht.Stop()
-	}
-	rs.g.met.latency.WithLabelValues(cand.Provider, cand.Connection).Observe(time.Since(t0).Seconds())
+	rs.g.met.forConn(conn).latency.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		return rs.failure(actx, err, false)
 	}
@@ -278,6 +279,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	resp.Request = nil
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		clock.headersIn(0) // an error body: under the whole attempt's bound only
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		if rerr != nil && len(b) == 0 && actx.Err() != nil {
 			return rs.failure(actx, rerr, true)
@@ -288,10 +290,11 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if prov.wire != nil { // error bodies above stay native; a success reads as OpenAI
 		prov.wire.wrap(resp)
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
+		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
 		return rs.pipeStream(actx, cancel, resp)
 	}
-	return rs.deliverJSON(actx, cancel, resp)
+	return rs.deliverJSON(actx, clock, resp)
 }
 
 // failure maps an error of the upstream call to the outcome the model
@@ -342,71 +345,21 @@ func transport(t model.Transport) execResult {
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: t}}
 }
 
-// progressWatch cancels an attempt when no progress arrives within the
-// budget: first content, then idle between chunks. It is driven by a timer,
-// not only by arriving chunks (SPEC "does better" 18).
-type progressWatch struct {
-	base    time.Time
-	last    atomic.Int64 // ns since base of the last progress
-	budget  atomic.Int64 // ns
-	t       *time.Timer
-	fire    func()
-	stopped atomic.Bool
-}
-
-func newProgressWatch(budget time.Duration, fire func()) *progressWatch {
-	p := &progressWatch{base: time.Now(), fire: fire}
-	p.budget.Store(int64(budget))
-	if budget > 0 {
-		p.t = time.AfterFunc(budget, p.check)
-	}
-	return p
-}
-
-func (p *progressWatch) check() {
-	if p.stopped.Load() {
-		return
-	}
-	b := time.Duration(p.budget.Load())
-	if b <= 0 {
-		return
-	}
-	idle := time.Since(p.base) - time.Duration(p.last.Load())
-	if idle >= b {
-		p.fire()
-		return
-	}
-	p.t.Reset(b - idle)
-}
-
-func (p *progressWatch) progress(budget time.Duration) {
-	p.last.Store(int64(time.Since(p.base)))
-	if old := time.Duration(p.budget.Swap(int64(budget))); budget > 0 && (old <= 0 || budget < old) {
-		// A shorter budget than the armed one: re-arm now (the common
-		// first-content → idle step); a longer one is found by check.
-		if p.t == nil {
-			p.t = time.AfterFunc(budget, p.check)
-		} else {
-			p.t.Reset(budget)
-		}
-	}
-}
-
-func (p *progressWatch) stop() {
-	p.stopped.Store(true)
-	if p.t != nil {
-		p.t.Stop()
-	}
-}
+// Header values shared by every request; never modified (three-index
+// slices, so even an Add copies).
+var (
+	hdrJSON      = []string{"application/json"}[:1:1]
+	hdrSSE       = []string{"text/event-stream"}[:1:1]
+	hdrUserAgent = []string{"breakwater"}[:1:1]
+)
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // deliverJSON reads a non-streamed answer whole (so a broken body can still
 // be retried elsewhere), then writes it to the client.
-func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response) execResult {
+func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp *http.Response) execResult {
 	to := &rs.s.UpstreamTimeouts
-	pw := newProgressWatch(to.FirstContentMs.Duration(), func() { cancel(errStall) })
-	defer pw.stop()
+	clock.headersIn(to.FirstContentMs.Duration())
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
@@ -425,7 +378,7 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 		n, err := resp.Body.Read(free)
 		if n > 0 {
 			buf.Write(free[:n]) // in place: free is buf's own spare capacity
-			pw.progress(to.StreamIdleMs.Duration())
+			clock.progress(to.StreamIdleMs.Duration())
 			if buf.Len() > maxResponseBody {
 				return transport(model.TransportReset)
 			}
@@ -437,7 +390,7 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 			return rs.failure(actx, err, true)
 		}
 	}
-	if !json.Valid(buf.Bytes()) {
+	if !jsonvalid.Valid(buf.Bytes()) {
 		// A 200 whose body is not one whole JSON document (cut short, or
 		// garbled) is never delivered as a success: the model's output
 		// validation case (the synthetic 502), retried elsewhere.
@@ -445,15 +398,21 @@ func (rs *reqState) deliverJSON(actx context.Context, cancel context.CancelCause
 	}
 	h := rs.w.Header()
 	rs.setHeaders(h)
-	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
-		ct = "application/json"
+	// The upstream's own value slices are reused where they hold exactly
+	// one value (nothing else reads or changes resp.Header now).
+	if ct := resp.Header["Content-Type"]; len(ct) == 1 && ct[0] != "" {
+		h["Content-Type"] = ct[:1:1]
+	} else if ct := resp.Header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	} else {
+		h["Content-Type"] = hdrJSON
 	}
-	h.Set("Content-Type", ct)
-	if v := resp.Header.Get("X-Request-Id"); v != "" {
+	if v := resp.Header["X-Request-Id"]; len(v) == 1 && v[0] != "" {
+		h["X-Upstream-Request-Id"] = v[:1:1]
+	} else if v := resp.Header.Get("X-Request-Id"); v != "" {
 		h.Set("X-Upstream-Request-Id", v)
 	}
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes())

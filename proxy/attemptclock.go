@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// attemptClock cancels one upstream attempt at the first of its deadlines,
+// with the cause its outcome is classified by (SPEC §11.6 phase timers):
+//
+//   - the whole attempt (attemptMs, cut by the execution bound and by the
+//     request deadline), fixed when the attempt starts;
+//   - a phase budget counted from the phase's start or its last progress:
+//     the response headers (responseHeaderMs), then, for a JSON body, the
+//     first content (firstContentMs) and the idle time between reads
+//     (streamIdleMs). A stream's phases are the stream watchdogs'
+//     (streamWatch).
+//
+// One timer per attempt rather than one per deadline: every Go timer costs
+// allocations and a timer-heap insertion, and adding one can wake an idle
+// scheduler thread. Progress only records a time; when the timer fires
+// before a phase has really run out it re-arms itself for the rest, so a
+// silent upstream is caught by time, not only when bytes arrive (SPEC
+// "does better" 18).
+type attemptClock struct {
+	t       *time.Timer
+	cancel  context.CancelCauseFunc
+	base    time.Time
+	end     time.Duration // since base: the whole attempt
+	endErr  error
+	last    atomic.Int64 // ns since base: the phase's start or its last progress
+	budget  atomic.Int64 // ns; 0 = no phase running
+	stall   atomic.Bool  // the running phase is the body's (errStall), not the headers'
+	stopped atomic.Bool
+}
+
+// startAttemptClock starts the clock of an attempt that may take end in
+// all (endErr when it runs out) and header until its response headers.
+func startAttemptClock(end time.Duration, endErr error, header time.Duration, cancel context.CancelCauseFunc) *attemptClock {
+	c := &attemptClock{cancel: cancel, base: time.Now(), end: end, endErr: endErr}
+	first := end
+	if header > 0 {
+		c.budget.Store(int64(header))
+		first = min(first, header)
+	}
+	c.t = time.AfterFunc(first, c.fire)
+	return c
+}
+
+// headersIn ends the header phase; a JSON body then runs under
+// firstContent (0 = no phase: a stream, an error body).
+func (c *attemptClock) headersIn(firstContent time.Duration) {
+	c.stall.Store(true)
+	c.progress(firstContent)
+}
+
+// progress records that the body moved and sets the budget until the
+// next progress.
+func (c *attemptClock) progress(budget time.Duration) {
+	now := time.Since(c.base)
+	c.last.Store(int64(now))
+	if old := time.Duration(c.budget.Swap(int64(budget))); budget > 0 && (old <= 0 || budget < old) {
+		// Due earlier than the timer may be armed for (the common
+		// headers → first content → idle steps shorten it): re-arm now.
+		// A later due is found by fire.
+		c.t.Reset(max(0, min(budget, c.end-now)))
+	}
+}
+
+func (c *attemptClock) fire() {
+	if c.stopped.Load() {
+		return
+	}
+	now := time.Since(c.base)
+	if now >= c.end {
+		c.cancel(c.endErr)
+		return
+	}
+	next := c.end
+	if b := time.Duration(c.budget.Load()); b > 0 {
+		due := time.Duration(c.last.Load()) + b
+		if now >= due {
+			if c.stall.Load() {
+				c.cancel(errStall)
+			} else {
+				c.cancel(errHeaderTimeout)
+			}
+			return
+		}
+		next = min(next, due)
+	}
+	c.t.Reset(next - now)
+}
+
+func (c *attemptClock) stop() {
+	c.stopped.Store(true)
+	c.t.Stop()
+}
