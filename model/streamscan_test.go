@@ -111,3 +111,44 @@ func BenchmarkParseStreamEvent(b *testing.B) {
 		}
 	})
 }
+
+// realisticChunks are the three events of a typical chat-completions stream
+// as the perfkit mock (and OpenAI) send them: the role chunk, a content
+// chunk, the final chunk with usage.
+var realisticChunks = []struct{ name, data string }{
+	{"role", `{"id":"chatcmpl-mock123","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_mock","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`},
+	{"content", `{"id":"chatcmpl-mock123","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_mock","choices":[{"index":0,"delta":{"content":"tok3 "},"logprobs":null,"finish_reason":null}]}`},
+	{"final", `{"id":"chatcmpl-mock123","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_mock","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":10,"total_tokens":34}}`},
+}
+
+// TestScanChatChunkTakesRealisticChunks pins that the scanner answers the
+// events of a typical stream, as the decoder does, without allocating.
+func TestScanChatChunkTakesRealisticChunks(t *testing.T) {
+	for _, c := range realisticChunks {
+		data := []byte(c.data)
+		got, ok := scanChatChunk(data)
+		if !ok {
+			t.Errorf("%s: the scanner handed a realistic chunk to the decoder", c.name)
+			continue
+		}
+		if want := decodeStreamEvent(data); got != want {
+			t.Errorf("%s: scanner %+v, decoder %+v", c.name, got, want)
+		}
+		if n := testing.AllocsPerRun(100, func() { scanChatChunk(data) }); n != 0 {
+			t.Errorf("%s: %v allocations per scan", c.name, n)
+		}
+	}
+}
+
+func BenchmarkScanChatChunk(b *testing.B) {
+	for _, c := range realisticChunks {
+		data := []byte(c.data)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				scanChatChunk(data)
+			}
+		})
+	}
+}

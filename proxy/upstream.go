@@ -351,6 +351,8 @@ var (
 	hdrJSON      = []string{"application/json"}[:1:1]
 	hdrSSE       = []string{"text/event-stream"}[:1:1]
 	hdrUserAgent = []string{"breakwater"}[:1:1]
+	hdrNoCache   = []string{"no-cache"}[:1:1]
+	hdrNo        = []string{"no"}[:1:1]
 )
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -543,9 +545,9 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	commit := func() bool {
 		h := w.Header()
 		rs.setHeaders(h)
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
+		h["Content-Type"] = hdrSSE
+		h["Cache-Control"] = hdrNoCache
+		h["X-Accel-Buffering"] = hdrNo
 		committed, rs.committed = true, true
 		w.WriteHeader(http.StatusOK)
 		_, err := w.Write(held)

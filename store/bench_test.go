@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,4 +191,38 @@ func BenchmarkReplicaConvergence(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max-ms")
+}
+
+// BenchmarkRequestLogWrite: the gateway-side cost of writing one request
+// log row (an ordinary served attempt) to Postgres in the log writer's
+// batches: what the request log adds to the gateway's CPU (issue 4's "the
+// request log stays off the hot path" budget). ns/op and allocs/op are per
+// row.
+func BenchmarkRequestLogWrite(b *testing.B) {
+	s := openPG(b, pgtest.NewDB(b), func(o *PostgresOptions) { o.NoSubscribe = true })
+	now := time.Now()
+	batch := make([]LogRecord, logBatchMax)
+	for i := range batch {
+		batch[i] = sanitize(LogRecord{Time: now.Add(time.Duration(i)), RequestID: fmt.Sprintf("%024x", i), Provider: "mock", Connection: "k1",
+			Model: "gpt-4o-mini", Status: 200, LatencyMs: 3, FirstByteMs: 2})
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for done := 0; done < b.N; done += len(batch) {
+		n := min(len(batch), b.N-done)
+		if err := s.reqlog.write(ctx, batch[:n]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The gateway's own share (wall time includes the server's).
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is this process's user+system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -416,3 +416,48 @@ func TestPostgresRequestLog(t *testing.T) {
 		t.Fatalf("memory log: %+v", mr)
 	}
 }
+
+// A batch of plain served attempts is copied with only the columns that
+// vary (pglog.go); read back, its rows must be exactly what a full-column
+// copy gives: the table defaults stand for the columns left out, and a
+// missing first byte stays NULL (0), in both shapes.
+func TestPostgresRequestLogPlainBatchReadsBackTheSame(t *testing.T) {
+	s := openPG(t, pgtest.NewDB(t), func(o *PostgresOptions) { o.NoSubscribe = true })
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	plain := []LogRecord{
+		{Time: base, RequestID: "p1", Provider: "mock", Connection: "k1", Model: "m", Status: 200, LatencyMs: 3, FirstByteMs: 2},
+		{Time: base.Add(time.Millisecond), RequestID: "p2", Provider: "mock", Connection: "k1", Model: "m", Status: 200, LatencyMs: 4},
+	}
+	mixed := []LogRecord{
+		{Time: base.Add(time.Second), RequestID: "f1", Provider: "mock", Connection: "k1", Model: "m", Status: 200, LatencyMs: 3, FirstByteMs: 2},
+		{Time: base.Add(time.Second + time.Millisecond), RequestID: "f2", Provider: "mock", Connection: "k1", Model: "m", Status: 503,
+			ErrorType: "response", Reason: "server_error", ErrorBody: "down"},
+	}
+	if !plainRecord(&plain[0]) || !plainRecord(&plain[1]) || plainRecord(&mixed[1]) {
+		t.Fatal("the fixture does not exercise both shapes")
+	}
+	for _, batch := range [][]LogRecord{plain, mixed} {
+		if err := s.reqlog.write(ctxT(t), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.RecentAttempts(ctxT(t), LogQuery{Provider: "mock"})
+	if err != nil || len(got) != 4 {
+		t.Fatalf("read back %d rows: %v", len(got), err)
+	}
+	byID := map[string]LogRecord{}
+	for _, r := range got {
+		byID[r.RequestID] = r
+	}
+	if p, f := byID["p1"], byID["f1"]; p.Status != 200 || p.FirstByteMs != 2 || p.LatencyMs != 3 || len(p.Headers) != 0 ||
+		p.ErrorType != "" || p.Reason != "" || p.EgressIP != "" || p.ErrorBody != "" ||
+		p.Provider != f.Provider || p.Connection != f.Connection || p.Model != f.Model || p.FirstByteMs != f.FirstByteMs || len(f.Headers) != 0 {
+		t.Fatalf("plain row %+v differs from the same row copied with every column %+v", p, f)
+	}
+	if p2 := byID["p2"]; p2.FirstByteMs != 0 || !p2.Time.Equal(plain[1].Time) {
+		t.Fatalf("plain row without a first byte: %+v", p2)
+	}
+	if f2 := byID["f2"]; f2.Reason != "server_error" || f2.ErrorBody != "down" || f2.Status != 503 {
+		t.Fatalf("failure row: %+v", f2)
+	}
+}
