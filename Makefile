@@ -33,7 +33,7 @@ fuzz:
 	done
 
 # --- proxy ---
-.PHONY: run bench-proxy
+.PHONY: run bench-proxy bench-instr
 
 ## run: the gateway on examples/demo.yaml (memory store, in-process demo upstreams)
 run:
@@ -42,6 +42,10 @@ run:
 ## bench-proxy: perfkit (../shared/perfkit) against the mock directly and through the gateway
 bench-proxy:
 	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-proxy.sh
+
+## bench-instr: instructions per request of the gateway and the no-logic floor (callgrind; repeatable on a noisy machine)
+bench-instr:
+	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-instr.sh
 
 # --- store ---
 .PHONY: test-store bench-store

@@ -178,10 +178,12 @@ func LearnedPause(h Headers, now Time) int64 {
 	if h == nil {
 		return 0
 	}
-	if strings.TrimSpace(h.Get("x-ratelimit-remaining-requests")) != "0" {
+	// getHeader: no per-call canonicalization (and allocation) of the name
+	// on the gateway's every answer.
+	if strings.TrimSpace(getHeader(h, "X-Ratelimit-Remaining-Requests", "x-ratelimit-remaining-requests")) != "0" {
 		return 0
 	}
-	ms, ok := parseResetValue(h.Get("x-ratelimit-reset-requests"), now)
+	ms, ok := parseResetValue(getHeader(h, "X-Ratelimit-Reset-Requests", "x-ratelimit-reset-requests"), now)
 	if !ok || ms <= 0 {
 		return 0
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,9 +338,15 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
+		// insertion sort: a handful of keys, and slices.Sort would move
+		// the array to the heap
+		i := len(ks)
 		ks = append(ks, k)
+		for ; i > 0 && ks[i-1] > k; i-- {
+			ks[i] = ks[i-1]
+		}
+		ks[i] = k
 	}
-	slices.Sort(ks)
 	for _, k := range ks {
 		for _, v := range req.Header[k] {
 			bw.WriteString(k)
