@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -17,18 +18,18 @@ import (
 // or another letter case than the one the decoder's struct names, duplicate
 // keys, a value of an unexpected type, deep nesting, invalid JSON), and the
 // caller then decodes. FuzzScanChatChunk holds it to that.
+//
+// It reads every event of every stream, so it is written for speed: direct
+// loops over the three object shapes it reads (chunk, choice, delta), the
+// keys providers send matched whole (before the general key reader), string
+// bodies and long integers read eight bytes at a time, the values of the
+// other keys skipped without recursion, and positions passed and returned
+// rather than kept in a struct. Every fast path answers as the general one
+// would.
 func scanChatChunk(data []byte) (StreamEvent, bool) {
-	s := scanner{b: data}
 	var out StreamEvent
-	ok := s.fields(chunkFields, func(i int) bool {
-		// Only "choices" is read here; the other names are the decoder's.
-		return i == 0 && s.choices(&out)
-	})
-	if !ok {
-		return StreamEvent{}, false
-	}
-	s.ws()
-	if s.i != len(s.b) {
+	i := scanChunk(data, skipWS(data, 0), &out)
+	if i < 0 || skipWS(data, i) != len(data) {
 		return StreamEvent{}, false
 	}
 	return out, true
@@ -42,89 +43,412 @@ var (
 	deltaFields  = []string{"content", "text", "reasoning_content", "reasoning", "tool_calls", "function_call"}
 )
 
-// choices reads the "choices" value: null or an array of choice objects.
-func (s *scanner) choices(out *StreamEvent) bool {
-	if s.null() {
-		return true
+// The members read, numbered as their names in chunkFields, choiceFields
+// and deltaFields from 1 (0 is any other key, whose value is skipped).
+const (
+	chunkChoices = 1 // 2 to 5 name other event shapes
+	chunkUsage   = 6 // "usage", skipped by skipUsage
+
+	choiceDelta  = 1
+	choiceText   = 2
+	choiceFinish = 3
+
+	deltaContent          = 1
+	deltaText             = 2
+	deltaReasoningContent = 3
+	deltaReasoning        = 4
+	deltaToolCalls        = 5
+	deltaFunctionCall     = 6
+)
+
+// The readers below take the buffer and the index of their value (white
+// space skipped) and return the index just past the value, or -1 when the
+// scanner does not answer.
+
+// scanChunk reads the top-level object: only "choices" is read here, the
+// other names are the decoder's.
+func scanChunk(b []byte, i int, out *StreamEvent) int {
+	if i >= len(b) || b[i] != '{' {
+		return -1
 	}
-	return s.array(func() bool {
-		if s.null() {
-			return true // decodes as an empty choice
-		}
-		return s.fields(choiceFields, func(i int) bool {
-			switch i {
-			case 0: // delta
-				return s.delta(out)
-			case 1: // text (legacy completions)
-				n, ok := s.optString()
-				out.UsefulBytes += n
-				return ok
-			default: // finish_reason
-				if s.null() {
-					return true
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	seen := false
+	for {
+		// The keys providers send, each matched whole with its quotes
+		// and colon; member reads any other key (and would answer the
+		// same for these).
+		i = skipWS(b, i)
+		m, v := 0, -1
+		if i+1 < len(b) {
+			switch b[i+1] {
+			case 'c':
+				if v = keyAt(b, i, `"choices`, `":`, ``); v >= 0 {
+					m = chunkChoices
+				} else {
+					v = keyAt(b, i, `"created`, `":`, ``)
 				}
-				raw, ok := s.str()
-				if !ok || hasEscapeOrHigh(raw) {
-					return false
+			case 'i':
+				v = keyAt(b, i, `"id":`, ``, ``)
+			case 'm':
+				v = keyAt(b, i, `"model":`, ``, ``)
+			case 'o':
+				if v = keyAt(b, i, `"object"`, `:`, ``); v < 0 {
+					v = keyAt(b, i, `"obfusca`, `tion":`, ``)
 				}
-				if len(raw) > 0 {
-					out.FinishReason = finishReason(raw)
+			case 's':
+				if v = keyAt(b, i, `"system_`, `fingerpr`, `int":`); v < 0 {
+					v = keyAt(b, i, `"service`, `_tier":`, ``)
 				}
-				return true
+			case 'u':
+				if v = keyAt(b, i, `"usage":`, ``, ``); v >= 0 {
+					m = chunkUsage
+				}
 			}
-		})
-	})
+		}
+		if v >= 0 {
+			v = skipWS(b, v)
+		} else {
+			m, v = member(b, i, chunkFields)
+		}
+		switch {
+		case v < 0:
+			return -1
+		case m == 0:
+			i = skipValue(b, v)
+		case m == chunkChoices && !seen:
+			seen = true
+			i = scanChoices(b, v, out)
+		case m == chunkUsage:
+			i = skipUsage(b, v)
+		default: // "choices" again, or a name of another event shape
+			return -1
+		}
+		if comma(b, i) {
+			i++
+			continue
+		}
+		var more bool
+		if i, more = scanNext(b, i, '}'); !more {
+			return i
+		}
+	}
 }
 
-// delta reads a choice's "delta" object.
-func (s *scanner) delta(out *StreamEvent) bool {
-	if s.null() {
-		return true
+// scanChoices reads the "choices" value: null or an array of choice
+// objects (a null choice decodes as an empty one).
+func scanChoices(b []byte, i int, out *StreamEvent) int {
+	if i >= len(b) {
+		return -1
 	}
-	return s.fields(deltaFields, func(i int) bool {
-		switch i {
-		case 0, 1: // content, text: model text
-			n, ok := s.optString()
-			out.UsefulBytes += n
-			return ok
-		case 2, 3: // reasoning: any string, even empty, is a reasoning frame
-			if s.null() {
-				return true
-			}
-			_, ok := s.str()
-			out.Reasoning = out.Reasoning || ok
-			return ok
-		default: // tool call frames: any value but null
-			if s.null() {
-				return true
-			}
-			out.ToolCall = true
-			return s.skip(0)
+	switch b[i] {
+	case 'n':
+		return scanLit(b, i, "null")
+	case '[':
+	default:
+		return -1
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i = skipWS(b, i); i < len(b) && b[i] == 'n' {
+			i = scanLit(b, i, "null")
+		} else {
+			i = scanChoice(b, i, out)
 		}
-	})
+		if comma(b, i) {
+			i++
+			continue
+		}
+		var more bool
+		if i, more = scanNext(b, i, ']'); !more {
+			return i
+		}
+	}
 }
 
-// fields reads an object whose keys that matter are names: member(i) reads
-// the value of names[i] (at most once), every other key's value is skipped.
-// A key that repeats one of names, or spells one in another letter case,
-// ends the scan: encoding/json's rules decide those.
-func (s *scanner) fields(names []string, member func(i int) bool) bool {
+// scanChoice reads one choice object.
+func scanChoice(b []byte, i int, out *StreamEvent) int {
+	if i >= len(b) || b[i] != '{' {
+		return -1
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
 	var seen uint
-	return s.object(func(key []byte) bool {
-		for i, n := range names {
-			if string(key) == n {
-				if seen&(1<<i) != 0 {
-					return false
+	for {
+		i = skipWS(b, i)
+		m, v := 0, -1
+		if i+1 < len(b) {
+			switch b[i+1] {
+			case 'd':
+				if v = keyAt(b, i, `"delta":`, ``, ``); v >= 0 {
+					m = choiceDelta
 				}
-				seen |= 1 << i
-				return member(i)
+			case 'f':
+				if v = keyAt(b, i, `"finish_`, `reason":`, ``); v >= 0 {
+					m = choiceFinish
+				}
+			case 'i':
+				v = keyAt(b, i, `"index":`, ``, ``)
+			case 'l':
+				v = keyAt(b, i, `"logprob`, `s":`, ``)
 			}
 		}
-		if foldsTo(key, names...) {
-			return false
+		if v >= 0 {
+			v = skipWS(b, v)
+		} else {
+			m, v = member(b, i, choiceFields)
 		}
-		return s.skip(0)
-	})
+		if v < 0 {
+			return -1
+		}
+		if m != 0 {
+			// A name read twice: encoding/json keeps the last, the
+			// scanner leaves it to the decoder.
+			if seen&(1<<m) != 0 {
+				return -1
+			}
+			seen |= 1 << m
+		}
+		switch m {
+		case 0:
+			i = skipValue(b, v)
+		case choiceDelta:
+			i = scanDelta(b, v, out)
+		case choiceText: // legacy completions
+			var n int
+			n, i = scanText(b, v)
+			out.UsefulBytes += n
+		case choiceFinish:
+			i = scanFinish(b, v, out)
+		}
+		if comma(b, i) {
+			i++
+			continue
+		}
+		var more bool
+		if i, more = scanNext(b, i, '}'); !more {
+			return i
+		}
+	}
+}
+
+// scanDelta reads a choice's "delta" value: null or an object.
+func scanDelta(b []byte, i int, out *StreamEvent) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case 'n':
+		return scanLit(b, i, "null")
+	case '{':
+	default:
+		return -1
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	var seen uint
+	for {
+		i = skipWS(b, i)
+		m, v := 0, -1
+		if i+1 < len(b) {
+			switch b[i+1] {
+			case 'c':
+				if v = keyAt(b, i, `"content`, `":`, ``); v >= 0 {
+					m = deltaContent
+				}
+			case 'r':
+				if v = keyAt(b, i, `"role":`, ``, ``); v < 0 {
+					v = keyAt(b, i, `"refusal`, `":`, ``)
+				}
+			}
+		}
+		if v >= 0 {
+			v = skipWS(b, v)
+		} else {
+			m, v = member(b, i, deltaFields)
+		}
+		if v < 0 {
+			return -1
+		}
+		if m != 0 {
+			// A name read twice: encoding/json keeps the last, the
+			// scanner leaves it to the decoder.
+			if seen&(1<<m) != 0 {
+				return -1
+			}
+			seen |= 1 << m
+		}
+		switch m {
+		case 0:
+			i = skipValue(b, v)
+		case deltaContent, deltaText: // model text
+			var n int
+			n, i = scanText(b, v)
+			out.UsefulBytes += n
+		case deltaReasoningContent, deltaReasoning:
+			// any string, even empty, is a reasoning frame
+			i = scanReasoning(b, v, out)
+		case deltaToolCalls, deltaFunctionCall:
+			// tool call frames: any value but null
+			if i = scanLit(b, v, "null"); i < 0 {
+				out.ToolCall = true
+				i = skipValue(b, v)
+			}
+		}
+		if comma(b, i) {
+			i++
+			continue
+		}
+		var more bool
+		if i, more = scanNext(b, i, '}'); !more {
+			return i
+		}
+	}
+}
+
+// scanText reads a string or null: its length once decoded (0 for null).
+func scanText(b []byte, i int) (n, end int) {
+	if i >= len(b) {
+		return 0, -1
+	}
+	switch b[i] {
+	case 'n':
+		return 0, scanLit(b, i, "null")
+	case '"':
+	default:
+		return 0, -1
+	}
+	e := plainEnd(b, i+1)
+	if e < len(b) && b[e] == '"' {
+		return e - (i + 1), e + 1
+	}
+	// An escape, a byte outside ASCII or an invalid byte.
+	if end = skipValue(b, i); end < 0 {
+		return 0, -1
+	}
+	return decodedLen(b[i+1 : end-1]), end
+}
+
+// scanReasoning reads "reasoning_content" or "reasoning": null or any
+// string.
+func scanReasoning(b []byte, i int, out *StreamEvent) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case 'n':
+		return scanLit(b, i, "null")
+	case '"':
+		if i = skipValue(b, i); i >= 0 {
+			out.Reasoning = true
+		}
+		return i
+	}
+	return -1
+}
+
+// scanFinish reads "finish_reason": null or a string without escapes or
+// bytes outside ASCII.
+func scanFinish(b []byte, i int, out *StreamEvent) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case 'n':
+		return scanLit(b, i, "null")
+	case '"':
+		e := plainEnd(b, i+1)
+		if e >= len(b) || b[e] != '"' {
+			return -1
+		}
+		if raw := b[i+1 : e]; len(raw) > 0 {
+			out.FinishReason = finishReason(raw)
+		}
+		return e + 1
+	}
+	return -1
+}
+
+// keyAt returns the index past the key k0+k1+k2 (with its quotes and
+// colon) when it is at i, else -1. The key comes in pieces of at most eight
+// bytes, which the compiler compares as one word each (a longer one takes
+// a call).
+func keyAt(b []byte, i int, k0, k1, k2 string) int {
+	n := len(k0) + len(k1) + len(k2)
+	if i < 0 || i > len(b)-n {
+		return -1
+	}
+	if string(b[i:i+len(k0)]) != k0 || string(b[i+len(k0):i+len(k0)+len(k1)]) != k1 || string(b[i+len(k0)+len(k1):i+n]) != k2 {
+		return -1
+	}
+	return i + n
+}
+
+// member reads the key at i and its colon: the number of the name in names
+// it is (from 1; 0 for another key) and the index of its value. A key
+// that spells one of names in another letter case ends the scan (-1), as
+// does one with escapes, control or non-ASCII bytes (it may decode to one
+// of names): encoding/json's rules decide those.
+func member(b []byte, i int, names []string) (m, v int) {
+	k, v := scanKey(b, i)
+	if v < 0 {
+		return 0, -1
+	}
+	for j, n := range names {
+		if string(k) == n {
+			return j + 1, v
+		}
+	}
+	if foldsTo(k, names...) {
+		return 0, -1
+	}
+	return 0, v
+}
+
+// scanKey reads an object key at i and the colon after it, and returns
+// the key and the index of the value (-1 if not an object key). Keys with
+// escapes, control or non-ASCII bytes end the scan (they may decode to a
+// field name).
+func scanKey(b []byte, i int) (k []byte, value int) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, -1
+	}
+	e := plainEnd(b, i+1)
+	if e >= len(b) || b[e] != '"' {
+		return nil, -1
+	}
+	k = b[i+1 : e]
+	if i = skipWS(b, e+1); i >= len(b) || b[i] != ':' {
+		return nil, -1
+	}
+	return k, skipWS(b, i+1)
+}
+
+// comma reports whether a comma is at i: the common case of what follows
+// a member or an element, checked before calling scanNext.
+func comma(b []byte, i int) bool { return uint(i) < uint(len(b)) && b[i] == ',' }
+
+// scanNext reads what follows a member or an element at i: white space,
+// then a comma (more is true) or close (more is false); end is past it, or
+// -1 when neither follows. (The next member or element may start with
+// white space.)
+func scanNext(b []byte, i int, close byte) (end int, more bool) {
+	if i < 0 {
+		return -1, false
+	}
+	if i = skipWS(b, i); i < len(b) && (b[i] == ',' || b[i] == close) {
+		return i + 1, b[i] == ','
+	}
+	return -1, false
 }
 
 // finishReason returns the common finish reasons without allocating.
@@ -169,130 +493,246 @@ func foldsTo(key []byte, names ...string) bool {
 	return false
 }
 
-func hasEscapeOrHigh(raw []byte) bool {
-	for _, c := range raw {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return true
-		}
-	}
-	return false
-}
-
-// scanner is a strict JSON reader over one buffer (RFC 8259, as
-// encoding/json accepts it).
-type scanner struct {
-	b []byte
-	i int
-}
-
-// maxScanDepth: deeper values go to the full decoder.
+// maxScanDepth: deeper values go to the full decoder. The depth counts
+// from the value of a skipped or tool-call key (0), one more per array or
+// object it is in.
 const maxScanDepth = 32
 
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
+// wsMask has a bit for each JSON white-space byte.
+const wsMask uint64 = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+
+// skipWS returns the index of the first byte from i on that is not JSON
+// white space.
+func skipWS(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' && wsMask>>b[i]&1 != 0 {
+		i++
+	}
+	return i
+}
+
+// scanLit returns the index past the literal w at i, or -1 if w is not at
+// i.
+func scanLit(b []byte, i int, w string) int {
+	if len(b)-i >= len(w) && string(b[i:i+len(w)]) == w {
+		return i + len(w)
+	}
+	return -1
+}
+
+// skipValue reads any value at i: strings, numbers without a sign and null
+// (the values most often skipped) here, the others by skipOther.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '"':
+	case '0' <= c && c <= '9':
+		// A number without a sign (scanNumber without the calls), the
+		// digits after a leading 1 to 9 eight at a time while they last.
+		if i++; c != '0' {
+			for ; i <= len(b)-8; i += 8 {
+				if m := nonDigits(load64(b[i:])); m != 0 {
+					i += bits.TrailingZeros64(m) >> 3
+					break
+				}
+			}
+			i = digits(b, i)
+		}
+		if i < len(b) && (b[i] == '.' || b[i]|0x20 == 'e') {
+			return scanFraction(b, i)
+		}
+		return i
+	case c == 'n':
+		return scanLit(b, i, "null")
+	default:
+		return skipOther(b, i)
+	}
+	for i++; ; {
+		for i <= len(b)-8 {
+			if m := nonText(load64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return -1
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if hex4(b[i+2:]) < 0 {
+					return -1
+				}
+				i += 6
+			default:
+				return -1
+			}
+		case c < 0x20:
+			return -1
+		default: // the last bytes, one at a time
+			i++
 		}
 	}
 }
 
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.i < len(s.b) {
-		return s.b[s.i]
+// skipOther reads a value at i that skipValue does not: an object, an
+// array, true, false, a negative number, or an invalid one.
+func skipOther(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
 	}
-	return 0
+	switch b[i] {
+	case '{', '[':
+		return skipNested(b, i, 0)
+	case 't':
+		return scanLit(b, i, "true")
+	case 'f':
+		return scanLit(b, i, "false")
+	}
+	return scanNumber(b, i)
 }
 
-// object reads an object, calling member with each key (positioned at the
-// value); member must consume the value. Keys with escapes or bytes outside
-// ASCII end the scan (they may decode to a field name).
-func (s *scanner) object(member func(key []byte) bool) bool {
-	return s.seq('{', '}', func() bool {
-		if s.peek() != '"' {
-			return false
-		}
-		key, ok := s.str()
-		if !ok || hasEscapeOrHigh(key) || s.peek() != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
-		return member(key)
-	})
-}
-
-// array reads an array, calling elem at each element, which must consume it.
-func (s *scanner) array(elem func() bool) bool { return s.seq('[', ']', elem) }
-
-// seq reads open, then items separated by commas, then close; item must
-// consume one item.
-func (s *scanner) seq(open, close byte, item func() bool) bool {
-	if s.peek() != open {
-		return false
+// skipUsage reads the "usage" value at i as skipValue does, with the
+// token counts providers send matched whole.
+func skipUsage(b []byte, i int) int {
+	if i >= len(b) || b[i] != '{' {
+		return skipValue(b, i)
 	}
-	s.i++
-	if s.peek() == close {
-		s.i++
-		return true
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
 	}
 	for {
-		s.ws()
-		if !item() {
-			return false
+		i = skipWS(b, i)
+		v := -1
+		if i+1 < len(b) {
+			switch b[i+1] {
+			case 'p':
+				v = keyAt(b, i, `"prompt_`, `tokens":`, ``)
+			case 'c':
+				v = keyAt(b, i, `"complet`, `ion_toke`, `ns":`)
+			case 't':
+				v = keyAt(b, i, `"total_t`, `okens":`, ``)
+			}
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case close:
-			s.i++
-			return true
+		if v >= 0 {
+			v = skipWS(b, v)
+		} else if _, v = scanKey(b, i); v < 0 {
+			return -1
+		}
+		// The members of "usage" are one deep.
+		if v < len(b) && (b[v] == '{' || b[v] == '[') {
+			i = skipNested(b, v, 1)
+		} else {
+			i = skipValue(b, v)
+		}
+		if comma(b, i) {
+			i++
+			continue
+		}
+		var more bool
+		if i, more = scanNext(b, i, '}'); !more {
+			return i
+		}
+	}
+}
+
+// skipNested reads the object or array at i, itself depth deep, with a
+// stack of one bit per open container (set for an object).
+func skipNested(b []byte, i, depth int) int {
+	var objects uint64
+	top, member := depth, false
+	for {
+		if member {
+			// An object member at i: its key (as scanKey reads it), its
+			// colon, then its value.
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			e := i + 1
+			for e <= len(b)-8 {
+				if m := nonPlain(load64(b[e:])); m != 0 {
+					e += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				e += 8
+			}
+			for e < len(b) && b[e] >= 0x20 && b[e] != '"' && b[e] != '\\' && b[e] < utf8.RuneSelf {
+				e++ // the last bytes (after a stop, b[e] ends it)
+			}
+			if e >= len(b) || b[e] != '"' {
+				return -1
+			}
+			if i = skipWS(b, e+1); i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			i = skipWS(b, i+1)
+		}
+		if depth > maxScanDepth || i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case '{':
+			i = skipWS(b, i+1)
+			if i < len(b) && b[i] == '}' {
+				i++
+				break
+			}
+			objects |= 1 << depth
+			depth++
+			member = true
+			continue
+		case '[':
+			i = skipWS(b, i+1)
+			if i < len(b) && b[i] == ']' {
+				i++
+				break
+			}
+			objects &^= 1 << depth
+			depth++
+			member = false
+			continue
 		default:
-			return false
+			i = skipValue(b, i)
+		}
+		// A value ended at i: close the containers it ends, up to the
+		// next member or element.
+		for {
+			if i < 0 {
+				return -1
+			}
+			if depth == top {
+				return i
+			}
+			member = objects>>(depth-1)&1 != 0
+			if i = skipWS(b, i); i >= len(b) {
+				return -1
+			}
+			if c := b[i]; c == ',' {
+				i = skipWS(b, i+1)
+				break
+			} else if member && c == '}' || !member && c == ']' {
+				i++
+				depth--
+				continue
+			}
+			return -1
 		}
 	}
 }
 
-// skip reads any value.
-func (s *scanner) skip(depth int) bool {
-	if depth > maxScanDepth {
-		return false
-	}
-	switch s.peek() {
-	case '{':
-		return s.object(func([]byte) bool { return s.skip(depth + 1) })
-	case '[':
-		return s.array(func() bool { return s.skip(depth + 1) })
-	case '"':
-		_, ok := s.str()
-		return ok
-	case 't':
-		return s.lit("true")
-	case 'f':
-		return s.lit("false")
-	case 'n':
-		return s.lit("null")
-	default:
-		return s.number()
-	}
-}
-
-func (s *scanner) lit(w string) bool {
-	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
-		return false
-	}
-	s.i += len(w)
-	return true
-}
-
-// null consumes a null literal when one is next.
-func (s *scanner) null() bool { return s.peek() == 'n' && s.lit("null") }
-
-func (s *scanner) number() bool {
-	b, i := s.b, s.i
+// scanNumber reads a number at i.
+func scanNumber(b []byte, i int) int {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
@@ -300,14 +740,22 @@ func (s *scanner) number() bool {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		i = digits(b, i)
+		i = digits(b, i+1)
 	default:
-		return false
+		return -1
 	}
+	if i < len(b) && (b[i] == '.' || b[i]|0x20 == 'e') {
+		return scanFraction(b, i)
+	}
+	return i
+}
+
+// scanFraction reads the fraction and the exponent of a number from i.
+func scanFraction(b []byte, i int) int {
 	if i < len(b) && b[i] == '.' {
 		j := digits(b, i+1)
 		if j == i+1 {
-			return false // a fraction needs a digit
+			return -1 // a fraction needs a digit
 		}
 		i = j
 	}
@@ -318,12 +766,48 @@ func (s *scanner) number() bool {
 		}
 		j := digits(b, i)
 		if j == i {
-			return false // an exponent needs a digit
+			return -1 // an exponent needs a digit
 		}
 		i = j
 	}
-	s.i = i
-	return true
+	return i
+}
+
+// Eight bytes at a time: each byte of a word (little-endian: the byte at
+// the lowest index lowest) is tested at once, the top bit of its result
+// set when the byte ends the run. A borrow or a carry only leaves a byte
+// that ends it, so the lowest set bit always marks the first such byte
+// (the bits above it may be wrong).
+const (
+	ones = 0x0101010101010101
+	tops = 0x8080808080808080
+)
+
+// load64 reads the first eight bytes of b (the compiler makes it one
+// load).
+func load64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// nonPlain marks the bytes of w that are a quote, a backslash, a control
+// byte or outside ASCII.
+func nonPlain(w uint64) uint64 {
+	// below 0x20 or from 0xa0 | quote or from 0x81 | backslash or from 0x81 | from 0x80
+	return ((w - 0x20*ones) | ((w ^ '"'*ones) - ones) | ((w ^ '\\'*ones) - ones) | w) & tops
+}
+
+// nonText marks the bytes of w that are a quote, a backslash or a control
+// byte: nonPlain without the bytes outside ASCII, which never borrow.
+func nonText(w uint64) uint64 {
+	return ((w - 0x20*ones) | ((w ^ '"'*ones) - ones) | ((w ^ '\\'*ones) - ones)) &^ w & tops
+}
+
+// nonDigits marks the bytes of w that are not ASCII digits.
+func nonDigits(w uint64) uint64 {
+	// below '0' | above '9' | from 0x80
+	return ((w - '0'*ones) | (w + (0x7f-'9')*ones) | w) & tops
 }
 
 // digits returns the index after the ASCII digits that start at i.
@@ -334,52 +818,20 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// str reads a string and returns its raw bytes between the quotes.
-func (s *scanner) str() ([]byte, bool) {
-	if s.peek() != '"' {
-		return nil, false
-	}
-	s.i++
-	start := s.i
-	b := s.b
-	for i := start; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			s.i = i + 1
-			return b[start:i], true
-		case c < 0x20:
-			return nil, false
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return nil, false
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if hex4(b[i+1:]) < 0 {
-					return nil, false
-				}
-				i += 4
-			default:
-				return nil, false
-			}
+// plainEnd returns the index of the first byte from i on that is a quote,
+// a backslash, a control byte or outside ASCII (len(b) if none): the end of
+// a string body without escapes that decodes to itself.
+func plainEnd(b []byte, i int) int {
+	for i <= len(b)-8 {
+		if m := nonPlain(load64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
+		i += 8
 	}
-	return nil, false
-}
-
-// optString reads a string or null and returns the string's length once
-// decoded (0 for null).
-func (s *scanner) optString() (int, bool) {
-	if s.null() {
-		return 0, true
+	for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' && b[i] < utf8.RuneSelf {
+		i++
 	}
-	raw, ok := s.str()
-	if !ok {
-		return 0, false
-	}
-	return decodedLen(raw), true
+	return i
 }
 
 // hex4 reads four hex digits (-1 if they are not).

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -74,11 +75,80 @@ func TestScanChatChunkDefersWhenUnsure(t *testing.T) {
 	}
 }
 
+// scanPathSeeds take the scanner down its other paths: the keys providers
+// send read by the general key reader (white space, another letter case,
+// an escape), values of every type under skipped keys and "usage", the
+// depth limit met under "usage", a skipped key and a tool call, strings
+// with escapes and bytes outside ASCII on both sides of eight-byte words.
+var scanPathSeeds = []string{
+	` {"id" : "x" , "object":"chat.completion.chunk","choices" : [ {"index":0 , "delta" : {"content" : "hi" , "role":"assistant"} , "finish_reason" : null } ] , "usage" : { "a" : [ 1 , { } , [ ] ] } } `,
+	`{"choices":[{"index":0,"delta":{"content":"tok"},"logprobs":null,"finish_reason":null}],"created":17,"model":"m","object":"o","system_fingerprint":"f","service_tier":"default","obfuscation":"xyz"}`,
+	`{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1e5,"x":-0.5E-3,"y":[true,false,null,"\u00e9"],"prompt_tokens_details":{"cached_tokens":0}}}`,
+	`{"id":"\u0041","choices":[{"delta":{"reasoning_content":"th\nink","tool_calls":[{"a":{"b":[1,2]}}]}}]}`,
+	`{"ID":"x","choices":[]}`, `{"Usage":{}}`, `{"usage":{"\u0041":1}}`, `{"usage":{"Prompt_tokens":1}}`, `{"choices":[{"Index":0,"delta":{"Role":"x"}}]}`,
+	`{"choices":[{"finish_reason":"stop","finish_reason":"length"}]}`, `{"choices":[{"delta":{"tool_calls":null,"tool_calls":[1]}}]}`,
+	`{"usage":{"prompt_tokens":1,}}`, `{"usage":{"total_tokens"1}}`, `{"usage":{"a":1 "b":2}}`, `{"usage":[1,]}`, `{"usage":null}`, `{"choices":[{"index":01}]}`, `{"choices":[{"logprobs":nullx}]}`,
+	`{"id":"abc\"def\\ghi\/jkl\b\f\n\r\t\u12aF mno pqrs tuvw xyz","choices":[]}`, `{"id":"abcdefghijklmnop\x"}`, `{"id":"abcdefghijklmnop\u12G4"}`,
+	"{\"id\":\"abcdefghijkl\x01mnop\"}", "{\"id\":\"\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7 long non-ascii\",\"choices\":[]}",
+	"{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9 na\xefve \xe4\xb8\xad\xe6\x96\x87\\u00e9\"}}]}", "{\"choices\":[{\"finish_reason\":\"st\xc3\xa9p\"}]}",
+	`{"usage":{"prompt_tokens":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}`,
+	`{"usage":{"prompt_tokens":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}`,
+	`{"usage":{"x":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}`,
+	`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+	`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+	`{"choices":[{"delta":{"tool_calls":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}]}`,
+}
+
+// TestScanChatChunkKeyPaths: the realistic events, with white space
+// around their colons and commas (so that the general key reader reads
+// every key the scanner otherwise matches whole), give the same answers.
+func TestScanChatChunkKeyPaths(t *testing.T) {
+	spaced := strings.NewReplacer(`":`, `" :`, `,"`, `, "`, `{"`, `{ "`)
+	for _, c := range realisticChunks {
+		want, ok := scanChatChunk([]byte(c.data))
+		in := spaced.Replace(c.data)
+		got, gotOK := scanChatChunk([]byte(in))
+		if !ok || !gotOK || got != want {
+			t.Errorf("%s: %s reads as %+v %v, %s as %+v %v", c.name, c.data, want, ok, in, got, gotOK)
+		}
+	}
+}
+
+// TestScanChatChunkUsageAsAnyKey: skipUsage reads "usage" exactly as
+// skipValue reads the value of any other skipped key, the depth limit
+// included.
+func TestScanChatChunkUsageAsAnyKey(t *testing.T) {
+	values := []string{`null`, `1`, `"x"`, `[]`, `{}`, `{ }`, `[1,{"a":[]}]`, `{"prompt_tokens":24,"completion_tokens":10,"total_tokens":34}`,
+		`{"prompt_tokens" : 1 , "total_tokens":2}`, `{"prompt_tokens":1,}`, `{"total_tokens"1}`, `{"total_tokens":}`, `{"a":1 "b":2}`,
+		`{"prompt_tokens":1,"prompt_tokens":2,"Prompt_tokens":3}`, `{"\u0041":1}`, `{"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0}}`}
+	for _, key := range []string{"prompt_tokens", "completion_tokens", "x"} {
+		for _, n := range []int{30, 31, 32, 33} {
+			pre, post := strings.Repeat("[", n), strings.Repeat("]", n)
+			values = append(values, `{"`+key+`":`+pre+`1`+post+`}`, `{"a":1,"`+key+`":`+pre+post+`}`,
+				`{"`+key+`":`+strings.Repeat(`{"a":`, n)+`1`+strings.Repeat("}", n)+`}`)
+		}
+	}
+	for _, v := range values {
+		usage, usageOK := scanChatChunk([]byte(`{"choices":[],"usage":` + v + `}`))
+		other, otherOK := scanChatChunk([]byte(`{"choices":[],"usagf":` + v + `}`))
+		if usage != other || usageOK != otherOK {
+			t.Errorf("usage %s: %+v %v; any other key: %+v %v", v, usage, usageOK, other, otherOK)
+		}
+	}
+}
+
 // FuzzScanChatChunk: whenever the scanner answers, it answers exactly what
 // the decoder answers (SPEC §6: the watchdogs see the same progress
 // whichever path read the event).
 func FuzzScanChatChunk(f *testing.F) {
 	for _, s := range chatChunkSeeds {
+		f.Add([]byte(s))
+	}
+	for _, c := range realisticChunks {
+		f.Add([]byte(c.data))
+	}
+	for _, s := range scanPathSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

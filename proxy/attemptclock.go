@@ -44,6 +44,9 @@ func startAttemptClock(end time.Duration, endErr error, header time.Duration, ca
 		c.budget.Store(int64(header))
 		first = min(first, header)
 	}
+	// fire re-arms c.t only after a progress call (at its first run a
+	// deadline is always due: timers never fire early), and progress runs on
+	// this goroutine after this store, publishing it through c.last.
 	c.t = time.AfterFunc(first, c.fire)
 	return c
 }
