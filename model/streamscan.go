@@ -208,13 +208,8 @@ func scanChoice(b []byte, i int, out *StreamEvent) int {
 		if v < 0 {
 			return -1
 		}
-		if m != 0 {
-			// A name read twice: encoding/json keeps the last, the
-			// scanner leaves it to the decoder.
-			if seen&(1<<m) != 0 {
-				return -1
-			}
-			seen |= 1 << m
+		if m != 0 && !firstRead(&seen, m) {
+			return -1
 		}
 		switch m {
 		case 0:
@@ -279,13 +274,8 @@ func scanDelta(b []byte, i int, out *StreamEvent) int {
 		if v < 0 {
 			return -1
 		}
-		if m != 0 {
-			// A name read twice: encoding/json keeps the last, the
-			// scanner leaves it to the decoder.
-			if seen&(1<<m) != 0 {
-				return -1
-			}
-			seen |= 1 << m
+		if m != 0 && !firstRead(&seen, m) {
+			return -1
 		}
 		switch m {
 		case 0:
@@ -436,6 +426,17 @@ func scanKey(b []byte, i int) (k []byte, value int) {
 // comma reports whether a comma is at i: the common case of what follows
 // a member or an element, checked before calling scanNext.
 func comma(b []byte, i int) bool { return uint(i) < uint(len(b)) && b[i] == ',' }
+
+// firstRead marks member m of an object read; false when it was read
+// before: encoding/json keeps a repeated name's last value, the scanner
+// leaves that to the decoder.
+func firstRead(seen *uint, m int) bool {
+	if *seen&(1<<m) != 0 {
+		return false
+	}
+	*seen |= 1 << m
+	return true
+}
 
 // scanNext reads what follows a member or an element at i: white space,
 // then a comma (more is true) or close (more is false); end is past it, or
