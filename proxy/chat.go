@@ -165,7 +165,7 @@ func (rs *reqState) count(status int) {
 	}
 	rs.counted = true
 	if cr := rs.cr; status == http.StatusOK && cr != nil && cr.provider == rs.provider && cr.cfg.ID == rs.conn {
-		rs.g.met.forConn(cr).requestsOK.Inc()
+		rs.g.met.requestsOK(cr).Inc()
 	} else {
 		rs.g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
 	}

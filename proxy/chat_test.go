@@ -810,3 +810,39 @@ func TestBrokenJSONSuccessIsNotDelivered(t *testing.T) {
 		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)
 	}
 }
+
+// The request-path series are looked up once per connection (metrics.go)
+// but still appear only when they count something: a request served by k2
+// after k1 failed adds requests{status="200"} and upstream{result="200"}
+// for k2 only, and k1 (tried, failed) gets its 503 and latency but no
+// zero-valued "200" series.
+func TestCachedSeriesAppearWhenUsed(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	up.set("glm-k1", status(503, `{"error":{"message":"down"}}`))
+	up.set("glm-k2", okJSON("two"))
+	if r := g.chat("glm/glm-5"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" {
+		t.Fatalf("got %d via %s", r.code, r.h.Get("X-Breakwater-Connection"))
+	}
+	m := g.do("GET", "/metrics", "").body
+	for _, want := range []string{
+		`breakwater_requests_total{connection="k2",provider="glm",status="200"} 1`,
+		`breakwater_upstream_attempts_total{connection="k2",provider="glm",result="200"} 1`,
+		`breakwater_upstream_attempts_total{connection="k1",provider="glm",result="503"} 1`,
+		`breakwater_upstream_latency_seconds_count{connection="k1",provider="glm"} 1`,
+		`breakwater_upstream_latency_seconds_count{connection="k2",provider="glm"} 1`,
+		`breakwater_http_responses_total{code="200",surface="client"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	for _, unwanted := range []string{
+		`breakwater_requests_total{connection="k1",provider="glm",status="200"}`,
+		`breakwater_upstream_attempts_total{connection="k1",provider="glm",result="200"}`,
+	} {
+		if strings.Contains(m, unwanted) {
+			t.Errorf("a series that counted nothing: %s", unwanted)
+		}
+	}
+}

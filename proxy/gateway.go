@@ -96,7 +96,7 @@ type connRuntime struct {
 	provider string
 	auth     string   // "Bearer <key>", never logged
 	authHdr  []string // auth as a header value (shared by every request)
-	met      atomic.Pointer[connMetrics]
+	met      connMetrics
 }
 
 type clientKey struct {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,24 +62,45 @@ func newMetrics(g *Gateway) *metrics {
 	return m
 }
 
-// connMetrics are a connection's series for a served request, looked up
-// once: WithLabelValues hashes its labels under a lock on every call, and
-// the request path calls it for every request.
+// connMetrics are a connection's series on the request path, each looked
+// up once, when first used (so no series appears before it counts
+// something): WithLabelValues hashes its labels under a lock on every
+// call, and the request path would call it three times per request.
 type connMetrics struct {
-	requestsOK prometheus.Counter  // requests{status="200"}
-	upstreamOK prometheus.Counter  // upstream{result="200"}
-	latency    prometheus.Observer // latency
+	requestsOK atomic.Pointer[counterRef]  // requests{status="200"}
+	upstreamOK atomic.Pointer[counterRef]  // upstream{result="200"}
+	latency    atomic.Pointer[observerRef] // latency
 }
 
-func (m *metrics) forConn(cr *connRuntime) *connMetrics {
-	if cm := cr.met.Load(); cm != nil {
-		return cm
+type counterRef struct{ prometheus.Counter }
+
+type observerRef struct{ prometheus.Observer }
+
+func (m *metrics) requestsOK(cr *connRuntime) prometheus.Counter {
+	return counterOf(&cr.met.requestsOK, m.requests, cr)
+}
+
+func (m *metrics) upstreamOK(cr *connRuntime) prometheus.Counter {
+	return counterOf(&cr.met.upstreamOK, m.upstream, cr)
+}
+
+func (m *metrics) latencyOf(cr *connRuntime) prometheus.Observer {
+	if r := cr.met.latency.Load(); r != nil {
+		return r.Observer
 	}
-	p, c := cr.provider, cr.cfg.ID
-	cm := &connMetrics{requestsOK: m.requests.WithLabelValues(p, c, "200"), upstreamOK: m.upstream.WithLabelValues(p, c, "200"),
-		latency: m.latency.WithLabelValues(p, c)}
-	cr.met.Store(cm)
-	return cm
+	r := &observerRef{m.latency.WithLabelValues(cr.provider, cr.cfg.ID)}
+	cr.met.latency.Store(r)
+	return r.Observer
+}
+
+// counterOf is vec's (provider, connection, "200") series, kept in p.
+func counterOf(p *atomic.Pointer[counterRef], vec *prometheus.CounterVec, cr *connRuntime) prometheus.Counter {
+	if r := p.Load(); r != nil {
+		return r.Counter
+	}
+	r := &counterRef{vec.WithLabelValues(cr.provider, cr.cfg.ID, "200")}
+	p.Store(r)
+	return r.Counter
 }
 
 func (m *metrics) handler() http.Handler {

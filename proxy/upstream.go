@@ -194,7 +194,7 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	rs.lastV = v
 	if cr := rs.cr; cr != nil && out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK &&
 		cr.provider == a.Provider && cr.cfg.ID == a.Connection {
-		g.met.forConn(cr).upstreamOK.Inc()
+		g.met.upstreamOK(cr).Inc()
 	} else {
 		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
 	}
@@ -270,7 +270,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
-	rs.g.met.forConn(conn).latency.Observe(time.Since(t0).Seconds())
+	rs.g.met.latencyOf(conn).Observe(time.Since(t0).Seconds())
 	if err != nil {
 		return rs.failure(actx, err, false)
 	}
