@@ -22,6 +22,15 @@ func headerValue(h http.Header, key string) string {
 	return ""
 }
 
+// firstValue is key's first non-empty value as a one-element slice of h's
+// own storage (what h.Get returns, without a copy), or nil.
+func firstValue(h http.Header, key string) []string {
+	if v := h[key]; len(v) > 0 && v[0] != "" {
+		return v[:1:1]
+	}
+	return nil
+}
+
 // sessionKey returns a digest of the request's session header, or false.
 // Session ids are never kept or logged in clear.
 func sessionKey(r *http.Request) ([32]byte, bool) {

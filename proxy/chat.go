@@ -164,8 +164,8 @@ func (rs *reqState) count(status int) {
 		return
 	}
 	rs.counted = true
-	if cr := rs.cr; status == http.StatusOK && cr != nil && cr.provider == rs.provider && cr.cfg.ID == rs.conn {
-		rs.g.met.requestsOK(cr).Inc()
+	if status == http.StatusOK && rs.cr.is(rs.provider, rs.conn) {
+		rs.g.met.requestsOK(rs.cr).Inc()
 	} else {
 		rs.g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
 	}

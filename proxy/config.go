@@ -717,12 +717,12 @@ func (c *Config) validate() []error {
 		}
 	}
 	for alias, target := range c.Aliases {
-		switch {
+		switch hidden := shadows(alias); {
 		case combos[alias]:
 			add(c.errAt("aliases."+alias, "alias %q has the id of a combo, which resolves first: the alias would never apply", alias))
 			continue
-		case shadows(alias) != "":
-			add(c.errAt("aliases."+alias, "alias %q is also a model of provider %q; the alias would hide it: pick another name", alias, shadows(alias)))
+		case hidden != "":
+			add(c.errAt("aliases."+alias, "alias %q is also a model of provider %q; the alias would hide it: pick another name", alias, hidden))
 			continue
 		case combos[target]:
 			continue

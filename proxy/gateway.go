@@ -99,6 +99,11 @@ type connRuntime struct {
 	met      connMetrics
 }
 
+// is reports whether cr is provider's connection conn.
+func (cr *connRuntime) is(provider, conn string) bool {
+	return cr != nil && cr.provider == provider && cr.cfg.ID == conn
+}
+
 type clientKey struct {
 	id      string
 	digest  [32]byte

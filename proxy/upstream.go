@@ -192,9 +192,8 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	g.unlock()
 	g.pace.feedback(model.ConnRef{Provider: a.Provider, Connection: a.Connection}, fb)
 	rs.lastV = v
-	if cr := rs.cr; cr != nil && out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK &&
-		cr.provider == a.Provider && cr.cfg.ID == a.Connection {
-		g.met.upstreamOK(cr).Inc()
+	if out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK && rs.cr.is(a.Provider, a.Connection) {
+		g.met.upstreamOK(rs.cr).Inc()
 	} else {
 		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
 	}
@@ -400,19 +399,16 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	}
 	h := rs.w.Header()
 	rs.setHeaders(h)
-	// The upstream's own value slices are reused where they hold exactly
-	// one value (nothing else reads or changes resp.Header now).
-	if ct := resp.Header["Content-Type"]; len(ct) == 1 && ct[0] != "" {
-		h["Content-Type"] = ct[:1:1]
-	} else if ct := resp.Header.Get("Content-Type"); ct != "" {
-		h.Set("Content-Type", ct)
+	// The upstream's first value is passed on in its own slice (nothing
+	// else reads or changes resp.Header now; maps net/http parses are keyed
+	// canonically, see headerValue).
+	if ct := firstValue(resp.Header, "Content-Type"); ct != nil {
+		h["Content-Type"] = ct
 	} else {
 		h["Content-Type"] = hdrJSON
 	}
-	if v := resp.Header["X-Request-Id"]; len(v) == 1 && v[0] != "" {
-		h["X-Upstream-Request-Id"] = v[:1:1]
-	} else if v := resp.Header.Get("X-Request-Id"); v != "" {
-		h.Set("X-Upstream-Request-Id", v)
+	if id := firstValue(resp.Header, "X-Request-Id"); id != nil {
+		h["X-Upstream-Request-Id"] = id
 	}
 	rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
 	rs.committed = true
