@@ -60,6 +60,10 @@ func runServe(args []string) int {
 		printConfigError(err)
 		return 2
 	}
+	if _, err := startHeapFloor(os.Getenv); err != nil { // heapfloor.go
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return 2
+	}
 	fromEnv := map[string]string{} // field → the variable that set it
 	if v := os.Getenv("BREAKWATER_LISTEN"); v != "" {
 		cfg.Server.Listen, fromEnv["server.listen"] = v, "BREAKWATER_LISTEN"
@@ -172,7 +176,7 @@ func shutdownResult(err error) (cut bool, failed error) {
 
 // serveEnvVars are the BREAKWATER_* variables serve reads besides the
 // resilience ones (model.EnvVars).
-var serveEnvVars = []string{"BREAKWATER_LISTEN", "BREAKWATER_MANAGEMENT_KEY", "BREAKWATER_STORE_URL", "BREAKWATER_SYSMON_BACKOFF"}
+var serveEnvVars = []string{"BREAKWATER_LISTEN", "BREAKWATER_MANAGEMENT_KEY", "BREAKWATER_STORE_URL", "BREAKWATER_SYSMON_BACKOFF", heapHeadroomEnv}
 
 // envTypoWarnings names BREAKWATER_* variables that serve does not read but
 // that are a few letters away from one it does: a mistyped override is
