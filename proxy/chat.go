@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -319,6 +320,27 @@ func (rs *reqState) setHeaders(h http.Header) {
 		rs.hvSet(h, "X-Breakwater-Connection", hvConn, rs.conn)
 	}
 	rs.hvSet(h, "X-Breakwater-Attempts", hvAttempts, strconv.Itoa(rs.flow.Attempts()))
+	h["Date"] = httpDate(time.Now())
+}
+
+// dateNow caches the Date header value of the current second. Without a
+// Date of its own net/http formats one for every response, which cost
+// about 1 % of the gateway's instructions per request (make bench-instr).
+var dateNow atomic.Pointer[dateValue]
+
+type dateValue struct {
+	sec int64
+	v   []string // shared by every response of that second: never appended to
+}
+
+func httpDate(now time.Time) []string {
+	sec := now.Unix()
+	if d := dateNow.Load(); d != nil && d.sec == sec {
+		return d.v
+	}
+	d := &dateValue{sec: sec, v: []string{now.UTC().Format(http.TimeFormat)}}
+	dateNow.Store(d)
+	return d.v
 }
 
 func (rs *reqState) clientGone() int {

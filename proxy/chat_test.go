@@ -846,3 +846,40 @@ func TestCachedSeriesAppearWhenUsed(t *testing.T) {
 		}
 	}
 }
+
+// Rule (RFC 9110 §6.6.1, and what net/http did before the cache): every
+// chat answer — JSON, stream and error — carries exactly one Date, the
+// current second in IMF-fixdate form.
+func TestChatAnswersCarryACurrentDate(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, twoConns)
+	for name, r := range map[string]resp{
+		"json":   g.chat("glm/glm-5"),
+		"stream": g.stream("glm/glm-5"),
+		"error":  g.chat("nope/none"),
+	} {
+		if len(r.h.Values("Date")) != 1 {
+			t.Fatalf("%s: Date %q, want exactly one", name, r.h.Values("Date"))
+		}
+		d, err := http.ParseTime(r.h.Get("Date"))
+		if err != nil || r.h.Get("Date") != d.UTC().Format(http.TimeFormat) {
+			t.Fatalf("%s: Date %q is not an IMF-fixdate (%v)", name, r.h.Get("Date"), err)
+		}
+		if age := time.Since(d); age < -time.Second || age > 5*time.Second {
+			t.Fatalf("%s: Date %q is %v away from now", name, r.h.Get("Date"), age)
+		}
+	}
+}
+
+// Rule: the cached Date value follows the second it was asked for.
+func TestHTTPDateFollowsTheSecond(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 100, time.UTC)
+	a := httpDate(t0)
+	if b := httpDate(t0.Add(500 * time.Millisecond)); &a[0] != &b[0] {
+		t.Errorf("same second: a new value was made")
+	}
+	c := httpDate(t0.Add(time.Second).In(time.FixedZone("X", 3600)))
+	if a[0] != "Mon, 30 Nov 2026 08:00:00 GMT" || c[0] != "Mon, 30 Nov 2026 08:00:01 GMT" {
+		t.Errorf("got %q then %q", a[0], c[0])
+	}
+}
