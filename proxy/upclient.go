@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -369,12 +368,21 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 // writeHeaderValue writes v with CR and LF as spaces, trimmed of
 // surrounding whitespace (Request.Write does the same).
 func writeHeaderValue(bw *bufio.Writer, v string) {
-	v = strings.Trim(v, " \t\r\n")
+	for len(v) > 0 && isHeaderSpace(v[0]) {
+		v = v[1:]
+	}
+	for len(v) > 0 && isHeaderSpace(v[len(v)-1]) {
+		v = v[:len(v)-1]
+	}
+	start := 0
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '\r' || c == '\n' {
+			bw.WriteString(v[start:i])
 			bw.WriteByte(' ')
-		} else {
-			bw.WriteByte(c)
+			start = i + 1
 		}
 	}
+	bw.WriteString(v[start:])
 }
+
+func isHeaderSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

@@ -348,7 +348,7 @@ func TestWriteRequestMatchesRequestWrite(t *testing.T) {
 		"get":              mk("GET", "http://h/v1/models", "", http.Header{"Authorization": {"Bearer k"}}),
 		"empty post body":  mk("POST", "http://h/v1/x", "", nil),
 		"multi values":     mk("POST", "http://h/x", "ab", http.Header{"X-A": {"1", "2"}, "X-B": {" padded\t"}}),
-		"injection":        mk("POST", "http://h/x", "ab", http.Header{"X-A": {"v\r\nX-Evil: 1"}, "X-B": {"tail\r\n"}}),
+		"injection":        mk("POST", "http://h/x", "ab", http.Header{"X-A": {"v\r\nX-Evil: 1"}, "X-B": {"tail\r\n"}, "X-C": {"\n\r a\rb\n\nc \t"}, "X-D": {"\r\n"}}),
 		"ignored headers":  mk("POST", "http://h/x", "ab", http.Header{"Host": {"other"}, "Content-Length": {"99"}}),
 	}
 	for name, newReq := range cases {
