@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -116,47 +115,6 @@ func Redact(s string) string {
 		s = r.re.ReplaceAllString(s, r.repl)
 	}
 	return s
-}
-
-// logRing is the memory store's request log: the last logRingSize records.
-type logRing struct {
-	mu   sync.Mutex
-	recs []LogRecord
-	next int
-	full bool
-}
-
-func (l *logRing) add(r LogRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.recs == nil {
-		l.recs = make([]LogRecord, logRingSize)
-	}
-	l.recs[l.next] = r
-	l.next++
-	if l.next == len(l.recs) {
-		l.next, l.full = 0, true
-	}
-}
-
-// query returns matching records newest first.
-func (l *logRing) query(q LogQuery) []LogRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	limit := clampLimit(q.Limit)
-	var out []LogRecord
-	n := l.next
-	if l.full {
-		n = len(l.recs)
-	}
-	for i := 0; i < n && len(out) < limit; i++ {
-		j := (l.next - 1 - i + len(l.recs)) % max(len(l.recs), 1)
-		r := l.recs[j]
-		if q.matches(r) {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func (q LogQuery) matches(r LogRecord) bool {
