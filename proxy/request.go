@@ -72,17 +72,23 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "the body must be a JSON object"}
 	}
-	if !jsonvalid.Valid(body) {
+	// One pass validates the body and finds the fields; a repeated key
+	// counts once, the last one.
+	var f [len(chatFields)]valueRange
+	valid := jsonvalid.Members(body, func(ks, ke, vs, ve int) {
+		for j, key := range chatFields {
+			if keyEquals(body[ks:ke], key) {
+				f[j] = valueRange{start: vs, end: ve, ok: true, src: body}
+			}
+		}
+	})
+	if !valid {
 		var v struct{}
 		err := json.Unmarshal(body, &v)
 		if err == nil {
 			err = errors.New("invalid JSON")
 		}
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_json", "the body is not valid JSON: " + err.Error()}
-	}
-	var f [len(chatFields)]valueRange
-	if !topLevelValues(body, chatFields[:], f[:]) {
-		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_json", "the body is not a valid JSON object"}
 	}
 	m, st, msgs := f[0], f[1], f[2]
 	if !m.ok || m.is("null") || m.is(`""`) {
@@ -95,8 +101,12 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	raw := body[m.start:m.end]
 	if bytes.IndexByte(raw, '\\') < 0 {
 		req.Model = string(raw[1 : len(raw)-1])
-	} else if err := json.Unmarshal(raw, &req.Model); err != nil {
-		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"model\" must be a string"}
+	} else {
+		var m string // not &req.Model: that would move all of req to the heap
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"model\" must be a string"}
+		}
+		req.Model = m
 	}
 	if st.ok {
 		switch {
@@ -138,51 +148,6 @@ func (r *chatRequest) bodyFor(upstreamModel string) []byte {
 	return append(out, r.body[r.mEnd:]...)
 }
 
-// topLevelValues sets out[i] to the range of the value of keys[i] in a
-// JSON object, matched exactly (the last one when a key repeats); false
-// when b is not an object. The input must be valid JSON.
-func topLevelValues(b []byte, keys []string, out []valueRange) bool {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
-	}
-	i++
-	for {
-		i = skipWS(b, i)
-		if i >= len(b) || b[i] == '}' {
-			return true
-		}
-		if b[i] == ',' {
-			i++
-			continue
-		}
-		if b[i] != '"' {
-			return false
-		}
-		ks := i
-		i = skipString(b, i)
-		if i < 0 {
-			return false
-		}
-		k := b[ks:i]
-		i = skipWS(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i = skipWS(b, i+1)
-		vs := i
-		i = skipValue(b, i)
-		if i < 0 {
-			return false
-		}
-		for j, key := range keys {
-			if keyEquals(k, key) {
-				out[j] = valueRange{start: vs, end: i, ok: true, src: b}
-			}
-		}
-	}
-}
-
 func keyEquals(raw []byte, key string) bool {
 	if len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key {
 		return true
@@ -192,62 +157,4 @@ func keyEquals(raw []byte, key string) bool {
 	}
 	var s string
 	return json.Unmarshal(raw, &s) == nil && s == key
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				if i < 0 {
-					return -1
-				}
-				i--
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-	}
-	return i
 }

@@ -55,7 +55,18 @@ func init() {
 
 // Valid reports whether data is a valid JSON encoding, returning exactly what
 // encoding/json.Valid(data) returns.
-func Valid(data []byte) bool {
+func Valid(data []byte) bool { return valid(data, nil) }
+
+// Members is Valid that also calls visit for every member of a top-level
+// object, in order, with the byte ranges of its key (quotes included, escapes
+// as written) and of its value. It lets a caller validate a body and find
+// its fields in one pass. Calls made before an error is found still happen,
+// so a caller must use what it saw only when Members returns true.
+func Members(data []byte, visit func(keyStart, keyEnd, valueStart, valueEnd int)) bool {
+	return valid(data, visit)
+}
+
+func valid(data []byte, visit func(keyStart, keyEnd, valueStart, valueEnd int)) bool {
 	// Bit d of the stack is 1 when the container opened at depth d (0-based)
 	// is an object. The innermost kind is cached in inObj so the common
 	// ',' / closer decisions never touch memory.
@@ -66,6 +77,8 @@ func Valid(data []byte) bool {
 	n := len(data)
 	i := 0
 	var c byte
+	// The top-level member being read, for visit: its key and value starts.
+	ks, ke, vs := -1, 0, 0
 
 	// The parser is a handful of labelled states joined by goto rather than
 	// recursive descent, so nesting costs one bit, not a stack frame, and
@@ -156,9 +169,15 @@ key: // data[i] (i < n, not a space) must open an object key.
 	if data[i] != '"' {
 		return false
 	}
+	if depth == 1 && visit != nil {
+		ks = i
+	}
 	i = skipString(data, i+1)
 	if i < 0 {
 		return false
+	}
+	if depth == 1 && ks >= 0 {
+		ke = i
 	}
 	for i < n && isSpace[data[i]] {
 		i++
@@ -167,9 +186,19 @@ key: // data[i] (i < n, not a space) must open an object key.
 		return false
 	}
 	i++
+	for i < n && isSpace[data[i]] {
+		i++
+	}
+	if depth == 1 && ks >= 0 {
+		vs = i
+	}
 	goto value
 
 end: // A value just finished at i.
+	if depth == 1 && ks >= 0 {
+		visit(ks, ke, vs, i)
+		ks = -1
+	}
 	for i < n && isSpace[data[i]] {
 		i++
 	}
