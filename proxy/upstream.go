@@ -414,6 +414,12 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes())
+	// Out to the client now: recording the outcome, the request log and
+	// the metrics come after, off the client's wait (net/http would flush
+	// only when the handler returns).
+	if f, ok := rs.w.(http.Flusher); ok {
+		f.Flush()
+	}
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
 		delivered: true, committed: true, status: resp.StatusCode}
 }
@@ -548,6 +554,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		w.WriteHeader(http.StatusOK)
 		_, err := w.Write(held)
 		held = nil
+		// The first event goes out now, not after the rest of what the
+		// upstream sent in the same read has been checked: time to first
+		// token is what a streaming client waits on. Later events are
+		// flushed once the read buffer is drained.
+		if err == nil && flusher != nil {
+			flusher.Flush()
+		}
 		return err == nil
 	}
 	fail := func(res execResult, code, msg string) execResult {
