@@ -85,6 +85,7 @@ type runtimeSettings struct {
 type provRuntime struct {
 	cfg       ProviderConfig
 	chatURL   string
+	chatReq   *http.Request // chatURL parsed once: the template newPostRequest copies
 	modelsURL string
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
@@ -214,6 +215,8 @@ func newProvRuntime(p ProviderConfig) *provRuntime {
 		egress: model.EgressBucketed(p.Type, nil)}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
 		pr.chatURL, pr.modelsURL = "", pr.wire.modelsURL()
+	} else {
+		pr.chatReq, _ = http.NewRequest(http.MethodPost, pr.chatURL, nil) // nil: execute parses per request and reports the error
 	}
 	for _, c := range p.Connections {
 		cr := &connRuntime{cfg: c, provider: p.ID}

@@ -114,7 +114,10 @@ func (s *sseReader) next(raw, data []byte) ([]byte, []byte, error) {
 			return raw, data, err
 		}
 		raw = append(raw, line...)
-		l := bytes.TrimRight(line, "\r\n")
+		l := line
+		for len(l) > 0 && (l[len(l)-1] == '\n' || l[len(l)-1] == '\r') {
+			l = l[:len(l)-1]
+		}
 		if len(l) == 0 {
 			if len(raw) == len(line) { // stray blank line between events
 				raw = raw[:0]

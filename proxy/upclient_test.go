@@ -368,3 +368,37 @@ func TestWriteRequestMatchesRequestWrite(t *testing.T) {
 		}
 	}
 }
+
+// Rule: newPostRequest builds what http.NewRequestWithContext builds for a
+// POST with a byte body, from a URL parsed once, and an attempt changing
+// its request leaves the template alone.
+func TestNewPostRequestMatchesNewRequest(t *testing.T) {
+	type ctxKey struct{}
+	ctx := context.WithValue(context.Background(), ctxKey{}, 1)
+	for _, raw := range []string{"http://127.0.0.1:9001/v1/chat/completions", "https://api.example.com:443/v1/chat/completions?x=1", "http://h:80/a%20b/chat/completions"} {
+		tmpl, err := http.NewRequest(http.MethodPost, raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []string{`{"model":"m"}`, ""} {
+			want, _ := http.NewRequestWithContext(ctx, http.MethodPost, raw, bytes.NewReader([]byte(body)))
+			got := newPostRequest(ctx, tmpl, []byte(body))
+			if got.Method != want.Method || got.URL.String() != want.URL.String() || got.Host != want.Host || got.Proto != want.Proto ||
+				got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor || got.ContentLength != want.ContentLength ||
+				got.Context() != ctx || len(got.Header) != 0 || (body == "") != (got.Body == http.NoBody) {
+				t.Fatalf("%s %q: got %+v\nwant %+v", raw, body, got, want)
+			}
+			for i, rd := range []func() (io.ReadCloser, error){func() (io.ReadCloser, error) { return got.Body, nil }, got.GetBody, got.GetBody} {
+				rc, err := rd()
+				b, _ := io.ReadAll(rc)
+				if err != nil || string(b) != body || rc.Close() != nil {
+					t.Fatalf("%s: body read %d gave %q, %v; want %q", raw, i, b, err, body)
+				}
+			}
+			got.URL.Path, got.Header["X"] = "/changed", []string{"1"}
+			if tmpl.URL.Path == "/changed" || len(tmpl.Header) != 0 {
+				t.Fatalf("the template changed: %v %v", tmpl.URL, tmpl.Header)
+			}
+		}
+	}
+}
