@@ -461,3 +461,39 @@ func TestPostgresRequestLogPlainBatchReadsBackTheSame(t *testing.T) {
 		t.Fatalf("failure row: %+v", f2)
 	}
 }
+
+// Rule (SPEC §11.9, bad input never blocks the log): a record carrying
+// invalid UTF-8 or a NUL byte — a client's X-Request-Id, an upstream's
+// error body or header — is stored with U+FFFD in their place, and the
+// records after it are written too (Postgres refuses such text, and the
+// whole batch with it).
+func TestPostgresRequestLogTakesUnstorableText(t *testing.T) {
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	m := NewMemory(MemoryOptions{})
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	bad := LogRecord{Time: base, RequestID: "id\xff\x00x", Provider: "glm", Connection: "k1", Model: "m\x00", Status: 502,
+		ErrorType: "response", Headers: map[string]string{"Retry-After": "5\xfe"}, ErrorBody: "oops\x00\xc3("}
+	good := LogRecord{Time: base.Add(time.Second), RequestID: "good", Provider: "glm", Connection: "k1", Status: 200}
+	for _, st := range []Store{s, m} {
+		st.LogAttempt(bad)
+		st.LogAttempt(good)
+	}
+	var recs []LogRecord
+	eventually(t, "both records written", func() bool {
+		var err error
+		recs, err = s.RecentAttempts(ctxT(t), LogQuery{Provider: "glm"})
+		return err == nil && len(recs) == 2
+	})
+	mem, _ := m.RecentAttempts(ctxT(t), LogQuery{})
+	want := "id\uFFFD\uFFFDx"
+	for name, rs := range map[string][]LogRecord{"postgres": recs, "memory": mem} {
+		r := rs[len(rs)-1]
+		if r.RequestID != want || r.Model != "m\uFFFD" || r.ErrorBody != "oops\uFFFD\uFFFD(" || r.Headers["retry-after"] != "5\uFFFD" {
+			t.Fatalf("%s: stored %+v", name, r)
+		}
+		if rs[0].RequestID != "good" {
+			t.Fatalf("%s: the record after the bad one: %+v", name, rs[0])
+		}
+	}
+}

@@ -63,20 +63,35 @@ func sanitize(r LogRecord) LogRecord {
 			if !slices.ContainsFunc(classificationHeaderPrefixes, func(p string) bool { return strings.HasPrefix(lk, p) }) {
 				continue
 			}
-			h[lk] = truncateUTF8(Redact(v), maxHeaderValue)
+			h[storableText(lk)] = storableText(truncateUTF8(Redact(v), maxHeaderValue))
 		}
 		r.Headers = h
 	}
 	if r.ErrorBody != "" {
 		// Redact a little more than we keep, so a key cut at the boundary is
 		// still recognised whole.
-		r.ErrorBody = truncateUTF8(Redact(truncateUTF8(r.ErrorBody, 2*maxErrorBody)), maxErrorBody)
+		r.ErrorBody = storableText(truncateUTF8(Redact(truncateUTF8(r.ErrorBody, 2*maxErrorBody)), maxErrorBody))
 	}
+	r.RequestID, r.Provider, r.Connection = storableText(r.RequestID), storableText(r.Provider), storableText(r.Connection)
+	r.Model, r.ErrorType, r.Reason = storableText(r.Model), storableText(r.ErrorType), storableText(r.Reason)
+	r.EgressIP = storableText(r.EgressIP)
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
 	r.Time = r.Time.UTC()
 	return r
+}
+
+// storableText returns s as Postgres text can hold it: valid UTF-8 with no
+// NUL byte. A client's X-Request-Id or an upstream's error body may carry
+// either; Postgres refuses the whole COPY batch for one such value, and the
+// log writer would retry that batch for ever while every later record
+// waited behind it. Both stores keep the same text.
+func storableText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 func truncateUTF8(s string, n int) string {
