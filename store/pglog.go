@@ -94,10 +94,16 @@ func (l *pgLog) flush(ctx context.Context) error {
 		if err := l.write(ctx, batch); err != nil {
 			if isUnavailable(err) {
 				l.s.noteDown(err)
-			} else {
-				l.s.log.Warn("store: writing the request log failed", "err", redactErr(err, l.s.url))
+				return err
 			}
-			return err
+			// The database refused the batch for something in it: write the
+			// records one by one, so one it refuses is dropped (and counted)
+			// instead of holding every later record back for ever.
+			l.s.log.Warn("store: writing the request log failed; writing the batch record by record", "err", redactErr(err, l.s.url))
+			var werr error
+			if n, werr = l.writeEach(ctx, batch); n == 0 {
+				return werr
+			}
 		}
 		l.mu.Lock()
 		// Records dropped meanwhile already left the front of the buffer.
@@ -109,6 +115,29 @@ func (l *pgLog) flush(ctx context.Context) error {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// writeEach writes the records of batch one at a time and returns how many
+// were dealt with from the front (written, or refused and dropped), stopping
+// at the first error that says the database is unavailable.
+func (l *pgLog) writeEach(ctx context.Context, batch []LogRecord) (int, error) {
+	for i := range batch {
+		err := l.write(ctx, batch[i:i+1])
+		if err == nil {
+			continue
+		}
+		if isUnavailable(err) {
+			l.s.noteDown(err)
+			return i, err
+		}
+		if ctx.Err() != nil {
+			return i, err
+		}
+		l.dropped.Add(1)
+		l.s.log.Warn("store: the request log refused a record; dropped", "provider", batch[i].Provider,
+			"connection", batch[i].Connection, "err", redactErr(err, l.s.url))
+	}
+	return len(batch), nil
 }
 
 // plainRecord is an ordinary served attempt: no error, reason, egress IP,

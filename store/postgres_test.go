@@ -497,3 +497,25 @@ func TestPostgresRequestLogTakesUnstorableText(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a record the database refuses is dropped and counted (LogDropped),
+// never retried for ever in front of the records after it.
+func TestPostgresRequestLogDropsARefusedRecord(t *testing.T) {
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.LogAttempt(LogRecord{Time: base, RequestID: "before", Provider: "glm", Connection: "k1", Status: 200})
+	// Past Postgres's last timestamptz (294276 AD): refused whatever its text.
+	s.LogAttempt(LogRecord{Time: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), RequestID: "refused", Provider: "glm", Connection: "k1", Status: 200})
+	s.LogAttempt(LogRecord{Time: base.Add(time.Second), RequestID: "after", Provider: "glm", Connection: "k1", Status: 200})
+	var recs []LogRecord
+	eventually(t, "the records around the refused one written", func() bool {
+		var err error
+		recs, err = s.RecentAttempts(ctxT(t), LogQuery{Provider: "glm", Until: base.Add(time.Hour)})
+		return err == nil && len(recs) == 2
+	})
+	if recs[0].RequestID != "after" || recs[1].RequestID != "before" {
+		t.Fatalf("written: %+v", recs)
+	}
+	eventually(t, "the refused record counted", func() bool { h := s.Health(); return h.LogDropped == 1 && h.Pending == 0 })
+}

@@ -80,7 +80,8 @@ type Health struct {
 	// RemoteApplied counts entities taken from other replicas.
 	RemoteApplied int64 `json:"remoteApplied"`
 	// LogDropped counts request-log records dropped because the buffer was
-	// full (the database was down for long).
+	// full (the database was down for long), or because the database refused
+	// them (each such record is logged as a warning).
 	LogDropped int64  `json:"logDropped"`
 	LastError  string `json:"lastError,omitempty"`
 }
