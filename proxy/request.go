@@ -102,11 +102,11 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		req.Model = string(raw[1 : len(raw)-1])
 	} else {
-		var m string // not &req.Model: that would move all of req to the heap
-		if err := json.Unmarshal(raw, &m); err != nil {
+		var name string // not &req.Model: that would move all of req to the heap
+		if err := json.Unmarshal(raw, &name); err != nil {
 			return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "field \"model\" must be a string"}
 		}
-		req.Model = m
+		req.Model = name
 	}
 	if st.ok {
 		switch {
