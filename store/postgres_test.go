@@ -519,3 +519,36 @@ func TestPostgresRequestLogDropsARefusedRecord(t *testing.T) {
 	}
 	eventually(t, "the refused record counted", func() bool { h := s.Health(); return h.LogDropped == 1 && h.Pending == 0 })
 }
+
+// Rule: the request log's COPY encoding (appendCopyRow) brings every text
+// column back exactly, whatever it holds: COPY's own separators and escape
+// (tab, newline, carriage return, backslash), quotes, "\N" as text, and
+// non-ASCII; in a plain batch and in a full one.
+func TestPostgresRequestLogCopyEscapesRoundTrip(t *testing.T) {
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 123456000, time.UTC)
+	tricky := "a\tb\nc\rd\\e\\Nf\"g'h é 日本"
+	plain := LogRecord{Time: base, RequestID: tricky, Provider: "p\\N", Connection: "c\t1", Model: "m\n", Status: 200, LatencyMs: 7, FirstByteMs: 3}
+	full := LogRecord{Time: base.Add(time.Second), RequestID: "r2", Provider: "p\\N", Connection: "c\t1", Status: 429,
+		ErrorType: "response", Reason: "rate\\limit", EgressIP: "::1", Headers: map[string]string{"Retry-After": tricky},
+		ErrorBody: `{"error":"` + tricky + `"}`}
+	s.LogAttempt(plain)
+	var got []LogRecord
+	eventually(t, "the plain batch written", func() bool {
+		var err error
+		got, err = s.RecentAttempts(ctxT(t), LogQuery{Provider: "p\\N"})
+		return err == nil && len(got) == 1
+	})
+	s.LogAttempt(full)
+	eventually(t, "the full batch written", func() bool {
+		var err error
+		got, err = s.RecentAttempts(ctxT(t), LogQuery{Provider: "p\\N", Connection: "c\t1"})
+		return err == nil && len(got) == 2
+	})
+	for i, want := range []LogRecord{sanitize(full), sanitize(plain)} {
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("record %d:\n got %#v\nwant %#v", i, got[i], want)
+		}
+	}
+}
