@@ -447,13 +447,7 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
-	rs.w.Write(buf.Bytes())
-	// Out to the client now: recording the outcome, the request log and
-	// the metrics come after, off the client's wait (net/http would flush
-	// only when the handler returns).
-	if f, ok := rs.w.(http.Flusher); ok {
-		f.Flush()
-	}
+	rs.w.Write(buf.Bytes()) // flushed by attempt once the outcome is recorded and counted
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
 		delivered: true, committed: true, status: resp.StatusCode}
 }
