@@ -20,12 +20,14 @@ const heapHeadroomEnv = "BREAKWATER_HEAP_HEADROOM_MB"
 // metrics, the memory store's request log), so under load it ran a cycle
 // every few hundred requests, each marking the whole live heap again.
 // Counted with `make bench-instr` (JSON, instructions per request): 136k
-// with no floor, 131k with 8 MiB, 128k with 16 MiB. Steady RSS at c50 and
-// r5000 was 29–33 MB with 8 MiB and 38–42 MB with 16 (perfkit load), and
-// the budget is 50 MB, so 8 it is (docs/gateway.md, "Measuring"). A big
-// live heap (many held streams) is left to GOGC=100 as before: the
-// headroom is a floor, never a ceiling. GOMEMLIMIT still bounds everything.
-const defaultHeapHeadroomMB = 8
+// with no floor, 132.5k with 4 MiB, 128k with 8 MiB. But the floor lets
+// that much more garbage wait between cycles, and with 500 held streams
+// RSS per stream was 53–55 KiB with no floor or 4 MiB and 61 KiB with
+// 8 MiB, against a 64 KiB budget; steady RSS at c50 is 31 MB with 4 MiB.
+// So 4 (docs/gateway.md, "Measuring"). A big live heap (many held streams)
+// is left to GOGC=100 as before: the headroom is a floor, never a ceiling.
+// GOMEMLIMIT still bounds everything.
+const defaultHeapHeadroomMB = 4
 
 // runtimeHeapMinimum is the Go runtime's smallest GC goal at GOGC=100; the
 // runtime scales it with GOGC, so a large percent on a small heap would
