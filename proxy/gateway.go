@@ -84,8 +84,8 @@ type runtimeSettings struct {
 
 type provRuntime struct {
 	cfg       ProviderConfig
-	chatURL   string
-	chatReq   *http.Request // chatURL parsed once: the template newPostRequest copies
+	chatReq   *http.Request // the chat URL parsed once: the template newPostRequest copies
+	chatErr   error         // why the chat URL did not parse (every attempt reports it)
 	modelsURL string
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
@@ -211,12 +211,12 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 
 func newProvRuntime(p ProviderConfig) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
-	pr := &provRuntime{cfg: p, chatURL: base + "/chat/completions", modelsURL: base + "/models", conns: map[string]*connRuntime{},
+	pr := &provRuntime{cfg: p, modelsURL: base + "/models", conns: map[string]*connRuntime{},
 		egress: model.EgressBucketed(p.Type, nil)}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
-		pr.chatURL, pr.modelsURL = "", pr.wire.modelsURL()
+		pr.modelsURL = pr.wire.modelsURL()
 	} else {
-		pr.chatReq, _ = http.NewRequest(http.MethodPost, pr.chatURL, nil) // nil: execute parses per request and reports the error
+		pr.chatReq, pr.chatErr = http.NewRequest(http.MethodPost, base+"/chat/completions", nil)
 	}
 	for _, c := range p.Connections {
 		cr := &connRuntime{cfg: c, provider: p.ID}

@@ -240,10 +240,8 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	var err error
 	if prov.wire != nil { // native wire format (proxy/adapter.go)
 		req, err = prov.wire.newRequest(actx, &rs.req, cand.Model, conn.cfg.APIKey)
-	} else if prov.chatReq != nil {
+	} else if err = prov.chatErr; err == nil {
 		req = newPostRequest(actx, prov.chatReq, rs.req.bodyFor(cand.Model))
-	} else {
-		req, err = http.NewRequestWithContext(actx, http.MethodPost, prov.chatURL, bytes.NewReader(rs.req.bodyFor(cand.Model)))
 	}
 	if err != nil {
 		if res, ok := wireRejection(err); ok {
