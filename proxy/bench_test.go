@@ -11,7 +11,8 @@ import (
 )
 
 // BenchmarkGateway measures one client request through the gateway to an
-// in-process upstream (JSON and SSE), end to end over loopback HTTP.
+// in-process upstream (JSON and SSE), end to end over loopback HTTP, served
+// by Serve as `breakwater serve` serves it.
 func BenchmarkGateway(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		name := "json"
@@ -37,8 +38,8 @@ func BenchmarkGateway(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close(context.Background())
-			srv := httptest.NewServer(g.Handler())
-			defer srv.Close()
+			addr := serveLoopback(b, g) // the production server: fast path included
+			defer g.srv.Close()
 			body := `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
 			if stream {
 				body = `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
@@ -48,7 +49,7 @@ func BenchmarkGateway(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					res, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+					res, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
 					if err != nil {
 						b.Fatal(err)
 					}

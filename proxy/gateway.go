@@ -69,7 +69,7 @@ type Gateway struct {
 	client    *http.Client
 
 	handler  http.Handler
-	srv      *http.Server
+	srv      *h1Server
 	draining atomic.Bool
 	active   atomic.Int64 // chat requests in their handler (Shutdown waits for them)
 	stopPump chan struct{}
@@ -205,6 +205,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.up = newUpClient(g.client, g.dialUpstream)
 	g.met = newMetrics(g)
 	g.handler = g.routes()
+	g.srv = newH1Server(g.handler, g.log, 30*time.Second, 120*time.Second)
 	go g.pump()
 	return g, nil
 }
@@ -370,8 +371,6 @@ func bearer(r *http.Request) (string, bool) {
 
 // Serve serves the gateway on l until Shutdown.
 func (g *Gateway) Serve(l net.Listener) error {
-	g.srv = &http.Server{Handler: g.handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 	err := g.srv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -399,13 +398,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	var err error
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
-	if g.srv != nil {
-		if e := g.srv.Shutdown(ctx); e != nil {
-			err = fmt.Errorf("%w: %w", ErrDrainCut, e)
-			g.srv.Close() // closes every connection: the handlers see it and return
-			for g.active.Load() > 0 && fctx.Err() == nil {
-				time.Sleep(5 * time.Millisecond)
-			}
+	if e := g.srv.Shutdown(ctx); e != nil {
+		err = fmt.Errorf("%w: %w", ErrDrainCut, e)
+		g.srv.Close() // closes every connection: the handlers see it and return
+		for g.active.Load() > 0 && fctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	return errors.Join(err, g.Close(fctx))

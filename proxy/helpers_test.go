@@ -219,8 +219,29 @@ type gw struct {
 	t     *testing.T
 	admin string // management key from the ADMIN= env, for the helpers
 	g     *Gateway
-	srv   *httptest.Server
+	srv   *gwServer
 	up    *fakeUp
+}
+
+// gwServer is a gateway served as `breakwater serve` serves it (Serve: the
+// fast path for chat, net/http for the rest) on a loopback port.
+type gwServer struct {
+	URL string
+	g   *Gateway
+}
+
+func (s *gwServer) Close() { s.g.srv.Close() }
+
+func serveGW(t *testing.T, g *Gateway) *gwServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	s := &gwServer{URL: "http://" + l.Addr().String(), g: g}
+	t.Cleanup(s.Close)
+	return s
 }
 
 // newGW starts a gateway from YAML; {{UP}} is the fake upstream's base URL.
@@ -239,7 +260,7 @@ func newGW(t *testing.T, up *fakeUp, cfgYAML string, env ...string) *gw {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	srv := httptest.NewServer(g.Handler())
+	srv := serveGW(t, g)
 	t.Cleanup(func() {
 		srv.Close()
 		g.Close(context.Background())

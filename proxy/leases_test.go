@@ -477,7 +477,7 @@ func TestLeaseSecretsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gg.Close(context.Background())
-	g := &gw{t: t, g: gg, srv: httptestServer(t, gg), up: up}
+	g := &gw{t: t, g: gg, srv: serveGW(t, gg), up: up}
 	a := g.acquire("ka")
 	g.managedChat("ka", "p/m", a.Owner, 1)
 	g.managedChat("ka", "p/m", a.Owner, 1)
@@ -516,7 +516,7 @@ func TestLeaseInvariantMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { gg.Close(context.Background()) })
-		return &gw{t: t, g: gg, srv: httptestServer(t, gg), up: up}
+		return &gw{t: t, g: gg, srv: serveGW(t, gg), up: up}
 	}
 	leaseRace(t, mk(), mk(), func() map[string]int { return activeByConn(t, st.Leases()) })
 }

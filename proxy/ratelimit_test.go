@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -27,8 +26,7 @@ func newGWStore(t *testing.T, up *fakeUp, cfgYAML string, st StateStore, env ...
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	srv := httptest.NewServer(g.Handler())
-	out := &gw{t: t, g: g, srv: srv, up: up}
+	out := &gw{t: t, g: g, srv: serveGW(t, g), up: up}
 	t.Cleanup(func() { out.close() })
 	return out
 }

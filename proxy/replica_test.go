@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +31,7 @@ func newReplica(t *testing.T, up *fakeUp, url, cfgYAML string) *gw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.Handler())
+	srv := serveGW(t, g)
 	t.Cleanup(func() {
 		srv.Close()
 		g.Close(context.Background())

@@ -74,7 +74,7 @@ func newSpendWallGW(t *testing.T, wall faults.SpendWallOptions, limitReset bool)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	srv := httptest.NewServer(g.Handler())
+	srv := serveGW(t, g)
 	t.Cleanup(func() {
 		srv.Close()
 		g.Close(context.Background())

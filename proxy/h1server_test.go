@@ -1,0 +1,467 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// seen is what a handler observed of one request.
+type seen struct {
+	Method, Path, RawQuery, Host, Proto, RequestURI string
+	Header                                          http.Header
+	ContentLength                                   int64
+	Body                                            string
+	Close                                           bool
+	FastPath                                        bool
+}
+
+// captureHandler records each request and answers with its body echoed and a
+// few headers, the way the chat handler writes (explicit Content-Length).
+type captureHandler struct {
+	mu   sync.Mutex
+	reqs []seen
+}
+
+func (h *captureHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	_, fast := w.(*h1Response)
+	h.mu.Lock()
+	h.reqs = append(h.reqs, seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, r.Proto, r.RequestURI,
+		r.Header.Clone(), r.ContentLength, string(b), r.Close, fast})
+	h.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.Header()["X-Odd"] = []string{"a\r\nInjected: yes"}
+	w.Write(b)
+}
+
+func (h *captureHandler) last(t *testing.T) seen {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.reqs) == 0 {
+		t.Fatal("the handler saw no request")
+	}
+	return h.reqs[len(h.reqs)-1]
+}
+
+func startH1(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return l.Addr().String()
+}
+
+func startStd(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := &http.Server{Handler: h}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return l.Addr().String()
+}
+
+// exchange writes raw to addr and reads responses until the server closes
+// or n responses arrived; it returns them normalised (no Date) as text.
+func exchange(t *testing.T, addr, raw string, n int) []string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []string
+	for i := 0; i < n; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Header.Del("Date")
+		var keys []string
+		for k := range resp.Header {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		s := fmt.Sprintf("%d close=%v", resp.StatusCode, resp.Close)
+		for _, k := range keys {
+			s += fmt.Sprintf("\n%s: %q", k, resp.Header[k])
+		}
+		out = append(out, s+"\n\n"+string(b))
+	}
+	return out
+}
+
+func chatReq(headers, body string) string {
+	return "POST /v1/chat/completions HTTP/1.1\r\nHost: gw.local:8080\r\n" + headers +
+		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
+}
+
+// TestFastPathSeesWhatNetHTTPSees: the handler gets the same request from
+// the fast path as from net/http — method, path, Host, canonical header
+// keys, duplicate fields, body, Connection: close — and the client gets the
+// same response (response splitting in a header value defused the same way).
+func TestFastPathSeesWhatNetHTTPSees(t *testing.T) {
+	cases := map[string]string{
+		"plain":         chatReq("Authorization: Bearer k\r\nContent-Type: application/json\r\n", `{"model":"m"}`),
+		"lower-case":    chatReq("authorization: Bearer k\r\ncontent-type: application/json\r\nx-session-id: s1\r\nx-weird_name: v\r\n", `{}`),
+		"duplicates":    chatReq("Accept: a\r\naccept: b\r\nX-A: 1\r\nX-a: 2\r\n", `{}`),
+		"spaces":        chatReq("X-Pad:   padded value \t\r\nX-Empty:\r\n", `{"a":1}`),
+		"close":         chatReq("Connection: close\r\n", `{}`),
+		"keep-alive":    chatReq("Connection: Keep-Alive\r\n", `{}`),
+		"empty body":    chatReq("", ``),
+		"obs-text":      chatReq("X-Latin: caf\xe9\r\n", `{}`),
+		"long key name": chatReq("X-"+strings.Repeat("very-long-", 8)+"name: v\r\n", `{}`),
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			fastH, stdH := &captureHandler{}, &captureHandler{}
+			fastOut := exchange(t, startH1(t, fastH), raw, 1)
+			stdOut := exchange(t, startStd(t, stdH), raw, 1)
+			if !reflect.DeepEqual(fastOut, stdOut) {
+				t.Errorf("responses differ:\nfast path: %q\nnet/http:  %q", fastOut, stdOut)
+			}
+			got, want := fastH.last(t), stdH.last(t)
+			if !got.FastPath {
+				t.Fatalf("the fast path did not take %q", raw)
+			}
+			got.FastPath = false
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the handler saw\n%+v\nfrom the fast path, and\n%+v\nfrom net/http", got, want)
+			}
+		})
+	}
+}
+
+// TestFastPathHandsOverTheRest: every request outside the fast path's shape
+// is net/http's, on the same connection, with the bytes already read, and
+// gets exactly net/http's answer (malformed heads included).
+func TestFastPathHandsOverTheRest(t *testing.T) {
+	cases := map[string]string{
+		"other path":      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+		"query":           "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+		"chunked":         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+		"expect":          "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+		"http/1.0":        "POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+		"no host":         "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+		"two hosts":       "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n{}",
+		"bad host":        "POST /v1/chat/completions HTTP/1.1\r\nHost: a b\r\nContent-Length: 2\r\n\r\n{}",
+		"no length":       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n",
+		"two lengths":     "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+		"bad length":      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}",
+		"space in name":   "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nBad Name: v\r\nContent-Length: 2\r\n\r\n{}",
+		"space at colon":  "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-A : v\r\nContent-Length: 2\r\n\r\n{}",
+		"folded":          "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-A: v\r\n  more\r\nContent-Length: 2\r\n\r\n{}",
+		"ctl in value":    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\nContent-Length: 2\r\n\r\n{}",
+		"bare LF":         "POST /v1/chat/completions HTTP/1.1\nHost: x\nContent-Length: 2\n\n{}",
+		"upgrade":         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}",
+		"pragma":          "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nPragma: no-cache\r\nContent-Length: 2\r\n\r\n{}",
+		"huge head":       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 6000) + "\r\nContent-Length: 2\r\n\r\n{}",
+		"lower-case verb": "post /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+		"garbage":         "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			fastH, stdH := &captureHandler{}, &captureHandler{}
+			fastOut := exchange(t, startH1(t, fastH), raw, 1)
+			stdOut := exchange(t, startStd(t, stdH), raw, 1)
+			if !reflect.DeepEqual(fastOut, stdOut) {
+				t.Errorf("responses differ:\nfast path: %q\nnet/http:  %q", fastOut, stdOut)
+			}
+			for _, r := range fastH.reqs {
+				if r.FastPath {
+					t.Errorf("the fast path took %q", raw)
+				}
+			}
+		})
+	}
+}
+
+// TestFastPathKeepsAlive: pipelined requests, a fast-path request followed
+// by one for net/http on the same connection, and an unread body that is
+// skipped to keep the connection.
+func TestFastPathKeepsAlive(t *testing.T) {
+	h := &captureHandler{}
+	addr := startH1(t, h)
+	raw := chatReq("", `{"n":1}`) + chatReq("", `{"n":2}`) + "GET /other HTTP/1.1\r\nHost: x\r\n\r\n" + chatReq("", `{"n":3}`)
+	out := exchange(t, addr, raw, 4)
+	if len(out) != 4 {
+		t.Fatalf("got %d responses to 4 pipelined requests: %q", len(out), out)
+	}
+	var fast []bool
+	for _, r := range h.reqs {
+		fast = append(fast, r.FastPath)
+	}
+	if !reflect.DeepEqual(fast, []bool{true, true, false, false}) {
+		t.Errorf("fast path per request = %v, want the two chats before the hand-over", fast)
+	}
+	if h.reqs[1].Body != `{"n":2}` || h.reqs[3].Body != `{"n":3}` {
+		t.Errorf("bodies %q, %q", h.reqs[1].Body, h.reqs[3].Body)
+	}
+
+	// A handler that does not read the body: the rest is skipped, the next
+	// request on the connection is read from the right place.
+	skip := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	})
+	addr = startH1(t, skip)
+	out = exchange(t, addr, chatReq("", strings.Repeat("x", 10000))+chatReq("", "{}"), 2)
+	if len(out) != 2 || strings.Contains(out[0], "close=true") {
+		t.Errorf("unread body: %q", out)
+	}
+}
+
+// TestFastPathResponses: how the fast path frames what a handler writes —
+// chunked when no length is set (each flush reaching the client), a
+// Content-Length of 0 for a handler that writes nothing, no body for a 204,
+// and a short body ends the connection instead of leaving the client waiting.
+func TestFastPathResponses(t *testing.T) {
+	flushed := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("X-Case") {
+		case "stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: 1\n\n"))
+			w.(http.Flusher).Flush()
+			<-flushed
+			w.Write([]byte("data: 2\n\n"))
+		case "nothing":
+		case "204":
+			w.WriteHeader(http.StatusNoContent)
+			if _, err := w.Write([]byte("x")); !errors.Is(err, http.ErrBodyNotAllowed) {
+				panic(fmt.Sprint("write on a 204:", err))
+			}
+		case "short":
+			w.Header().Set("Content-Length", "10")
+			w.Write([]byte("abc"))
+		case "teapot":
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusTeapot)
+			w.Write([]byte("tea"))
+		}
+	})
+	addr := startH1(t, mux)
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, chatReq("X-Case: stream\r\n", "{}"))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+		t.Errorf("stream framing %v, want chunked", resp.TransferEncoding)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "data: 1\n" {
+		t.Fatalf("first event before the handler went on: %q, %v", line, err)
+	}
+	close(flushed)
+
+	out := exchange(t, addr, chatReq("X-Case: nothing\r\n", "{}")+chatReq("X-Case: 204\r\n", "{}")+chatReq("X-Case: teapot\r\n", "{}"), 3)
+	want := []string{
+		"200 close=false\nContent-Length: [\"0\"]\n\n",
+		"204 close=false\n\n",
+		"418 close=false\nContent-Type: [\"text/plain\"]\n\ntea",
+	}
+	if !reflect.DeepEqual(out, want) {
+		t.Errorf("got %q, want %q", out, want)
+	}
+	out = exchange(t, addr, chatReq("X-Case: short\r\n", "{}")+chatReq("X-Case: nothing\r\n", "{}"), 2)
+	if len(out) != 1 || !strings.HasSuffix(out[0], "\n\nabc") {
+		t.Errorf("a response shorter than its Content-Length must end the connection; got %q", out)
+	}
+}
+
+// TestFastPathNoticesClientGone: a client that closes its connection while
+// its request runs cancels the request's context (as net/http does), and a
+// slow request whose client stays keeps its connection for the next one.
+func TestFastPathNoticesClientGone(t *testing.T) {
+	cause := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // as net/http, the watch starts once the body is read
+		switch r.Header.Get("X-Case") {
+		case "wait":
+			select {
+			case <-r.Context().Done():
+				cause <- context.Cause(r.Context())
+			case <-time.After(10 * time.Second):
+				cause <- errors.New("the request context was never cancelled")
+			}
+		case "slow":
+			time.Sleep(3 * clientWatchDelay)
+			w.Header().Set("Content-Length", "4")
+			w.Write([]byte("slow"))
+		default:
+			w.Header().Set("Content-Length", "4")
+			w.Write([]byte("fast"))
+		}
+	})
+	addr := startH1(t, h)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, chatReq("X-Case: wait\r\n", "{}"))
+	time.Sleep(2 * clientWatchDelay)
+	c.Close()
+	if err := <-cause; !errors.Is(err, errClientGone) {
+		t.Errorf("cause %v, want %v", err, errClientGone)
+	}
+
+	out := exchange(t, addr, chatReq("X-Case: slow\r\n", "{}")+chatReq("", "{}"), 2)
+	if len(out) != 2 || !strings.HasSuffix(out[0], "slow") || !strings.HasSuffix(out[1], "fast") {
+		t.Errorf("after a watched request the connection must still serve: %q", out)
+	}
+}
+
+// TestFastPathShutdown: Shutdown lets an in-flight fast-path request finish,
+// closes idle connections, and Serve returns.
+func TestFastPathShutdown(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Case") == "hold" {
+			close(started)
+			<-release
+		}
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	})
+	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	addr := l.Addr().String()
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(idle, chatReq("", "{}"))
+	ibr := bufio.NewReader(idle)
+	if resp, err := http.ReadResponse(ibr, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busy.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(busy, chatReq("X-Case: hold\r\n", "{}"))
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	if _, err := ibr.ReadByte(); err == nil {
+		t.Error("the idle connection was not closed by Shutdown")
+	}
+	close(release)
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatalf("the in-flight request was cut: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "ok" || !resp.Close {
+		t.Errorf("in-flight answer %q close=%v, want ok with Connection: close", b, resp.Close)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve returned %v", err)
+	}
+}
+
+// TestCanonicalKey: the fast path's key canonicalisation is textproto's for
+// every token.
+func TestCanonicalKey(t *testing.T) {
+	for _, k := range []string{"content-type", "CONTENT-TYPE", "x-session-id", "X-SESSION-ID", "a", "-a-", "x_y-z",
+		"www-authenticate", "x-" + strings.Repeat("ab", 40), "Accept", "h2c-x", "1-a"} {
+		if got, want := canonicalKey([]byte(k)), http.CanonicalHeaderKey(k); got != want {
+			t.Errorf("canonicalKey(%q) = %q, want %q", k, got, want)
+		}
+	}
+}
+
+// FuzzFastHead: whatever head the fast path takes, net/http's own parser
+// reads the same request from it (method, path, Host, Content-Length,
+// header fields, Connection: close); the fast path never panics.
+func FuzzFastHead(f *testing.F) {
+	f.Add([]byte(chatReq("Authorization: Bearer k\r\nconnection: close\r\n", "{}")))
+	f.Add([]byte(chatReq("X-A: 1\r\nx-a: 2\r\nHOST: y\r\n", "")))
+	f.Add([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: [::1]:80\r\nContent-Length: 007\r\n\r\n"))
+	f.Add([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nX-A:\t\xff\r\n\r\n{}"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		end, st := scanHead(raw)
+		if st != headComplete {
+			return
+		}
+		var h fastHead
+		if !parseFastHead(raw[:end], &h) {
+			return
+		}
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+		if err != nil {
+			t.Fatalf("the fast path took a head net/http refuses (%v): %q", err, raw[:end])
+		}
+		if req.Host != h.host {
+			t.Errorf("host %q, net/http %q", h.host, req.Host)
+		}
+		if req.Method != http.MethodPost || req.URL.Path != chatPath || req.URL.RawQuery != "" || req.ProtoMinor != 1 {
+			t.Errorf("request line %s %s HTTP/1.%d", req.Method, req.URL, req.ProtoMinor)
+		}
+		if req.ContentLength != h.contentLength || req.Close != h.close {
+			t.Errorf("length %d close %v, net/http %d %v", h.contentLength, h.close, req.ContentLength, req.Close)
+		}
+		if !reflect.DeepEqual(map[string][]string(req.Header), map[string][]string(h.header)) {
+			t.Errorf("header %q, net/http %q", h.header, req.Header)
+		}
+	})
+}
