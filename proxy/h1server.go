@@ -463,7 +463,6 @@ func (w *clientWatch) stop(c *h1Conn) bool {
 	return !gone
 }
 
-
 // h1Body is a fast-path request body: exactly Content-Length bytes.
 type h1Body struct {
 	c         *h1Conn
