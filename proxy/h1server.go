@@ -424,8 +424,10 @@ func (w *clientWatch) run(c *h1Conn) {
 	w.state = watchReading
 	w.done = make(chan struct{})
 	cancel, done := w.cancel, w.done
+	// The head's deadline is not the request's. Cleared under the lock:
+	// stop sets a past deadline after it, never before.
+	c.nc.SetReadDeadline(time.Time{})
 	w.mu.Unlock()
-	c.nc.SetReadDeadline(time.Time{}) // the head's deadline is not the request's
 	_, err := c.br.Peek(1)
 	w.mu.Lock()
 	if err != nil && !w.stopped {
