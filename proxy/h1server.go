@@ -348,7 +348,7 @@ func (c *h1Conn) serveOne(r *http.Request, h fastHead) (keep bool) {
 	if c.bw == nil {
 		c.bw = getWriter(c.nc)
 	}
-	if c.body.remaining.Load() > 0 && c.br.Buffered() < int(min(c.body.remaining.Load(), 4096)) {
+	if c.body.remaining.Load() > int64(c.br.Buffered()) {
 		// The body is still arriving: no deadline for it (net/http's
 		// ReadTimeout is not set either).
 		c.nc.SetReadDeadline(time.Time{})

@@ -465,3 +465,37 @@ func FuzzFastHead(f *testing.F) {
 		}
 	})
 }
+
+// TestFastPathBodyHasNoHeadDeadline: the header timeout bounds the head
+// only; a large body that arrives slowly is read whole (net/http sets no
+// body deadline either).
+func TestFastPathBodyHasNoHeadDeadline(t *testing.T) {
+	h := &captureHandler{}
+	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 200*time.Millisecond, 5*time.Second)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	defer s.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	body := strings.Repeat("b", 20000)
+	raw := chatReq("", body)
+	cut := len(raw) - len(body) + 6000 // the head and more than a buffer of the body
+	io.WriteString(c, raw[:cut])
+	time.Sleep(500 * time.Millisecond) // past the header timeout
+	io.WriteString(c, raw[cut:])
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) != len(body) || !h.last(t).FastPath {
+		t.Errorf("read %d of %d body bytes (fast path %v)", len(b), len(body), h.last(t).FastPath)
+	}
+}
