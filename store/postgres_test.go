@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -550,5 +551,41 @@ func TestPostgresRequestLogCopyEscapesRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got[i], want) {
 			t.Errorf("record %d:\n got %#v\nwant %#v", i, got[i], want)
 		}
+	}
+}
+
+// Rule: every record logged is written exactly once while the log writer
+// runs concurrently with the loggers (flush reuses its batch slice and moves
+// what arrived during a write to the front of the buffer).
+func TestPostgresRequestLogConcurrentFlushWritesEachOnce(t *testing.T) {
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const writers, each = 4, 3000 // past logBatchMax many times: the writer is kicked while they log
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				s.LogAttempt(LogRecord{Time: base.Add(time.Duration(i) * time.Millisecond), RequestID: fmt.Sprintf("w%d-%d", w, i),
+					Provider: "glm", Connection: "k1", Status: 200})
+			}
+		}()
+	}
+	wg.Wait()
+	q := LogQuery{Provider: "glm", Since: base.Add(-time.Hour), Until: base.Add(time.Hour), Limit: 100000}
+	var recs []LogRecord
+	eventually(t, "every record written", func() bool {
+		var err error
+		recs, err = s.RecentAttempts(ctxT(t), q)
+		return err == nil && len(recs) >= writers*each && s.Health().Pending == 0
+	})
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[r.RequestID]++
+	}
+	if len(recs) != writers*each || len(seen) != writers*each {
+		t.Fatalf("%d rows, %d distinct request ids; want %d of each", len(recs), len(seen), writers*each)
 	}
 }
