@@ -123,6 +123,22 @@ func exchange(t *testing.T, addr, raw string, n int) []string {
 	return out
 }
 
+// dialSend opens a connection to addr (closed with the test), writes raw
+// and returns a reader of what comes back.
+func dialSend(t *testing.T, addr, raw string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	return c, bufio.NewReader(c)
+}
+
 func chatReq(headers, body string) string {
 	return "POST /v1/chat/completions HTTP/1.1\r\nHost: gw.local:8080\r\n" + headers +
 		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
@@ -275,14 +291,7 @@ func TestFastPathResponses(t *testing.T) {
 	})
 	addr := startH1(t, mux)
 
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, chatReq("X-Case: stream\r\n", "{}"))
-	br := bufio.NewReader(c)
+	_, br := dialSend(t, addr, chatReq("X-Case: stream\r\n", "{}"))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -375,27 +384,14 @@ func TestFastPathShutdown(t *testing.T) {
 	go func() { served <- s.Serve(l) }()
 	addr := l.Addr().String()
 
-	idle, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	idle.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(idle, chatReq("", "{}"))
-	ibr := bufio.NewReader(idle)
+	_, ibr := dialSend(t, addr, chatReq("", "{}"))
 	if resp, err := http.ReadResponse(ibr, nil); err != nil {
 		t.Fatal(err)
 	} else {
 		io.Copy(io.Discard, resp.Body)
 	}
 
-	busy, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	busy.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(busy, chatReq("X-Case: hold\r\n", "{}"))
+	_, bbr := dialSend(t, addr, chatReq("X-Case: hold\r\n", "{}"))
 	<-started
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
@@ -403,7 +399,7 @@ func TestFastPathShutdown(t *testing.T) {
 		t.Error("the idle connection was not closed by Shutdown")
 	}
 	close(release)
-	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	resp, err := http.ReadResponse(bbr, nil)
 	if err != nil {
 		t.Fatalf("the in-flight request was cut: %v", err)
 	}

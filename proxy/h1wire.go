@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net/http"
@@ -319,10 +320,7 @@ func (w *h1Response) WriteHeader(code int) {
 	bw.WriteString("\r\n")
 }
 
-func writeStatusLine(bw interface {
-	WriteString(string) (int, error)
-	Write([]byte) (int, error)
-}, code int) {
+func writeStatusLine(bw *bufio.Writer, code int) {
 	var n [3]byte
 	bw.WriteString("HTTP/1.1 ")
 	bw.Write(strconv.AppendInt(n[:0], int64(code), 10))
@@ -335,10 +333,7 @@ func writeStatusLine(bw interface {
 	bw.WriteString("\r\n")
 }
 
-func writeFields(bw interface {
-	WriteString(string) (int, error)
-	Write([]byte) (int, error)
-}, h http.Header) {
+func writeFields(bw *bufio.Writer, h http.Header) {
 	for k, vs := range h {
 		if !validFieldName(k) {
 			continue // net/http drops these too
@@ -346,30 +341,10 @@ func writeFields(bw interface {
 		for _, v := range vs {
 			bw.WriteString(k)
 			bw.WriteString(": ")
-			writeFieldValue(bw, v)
+			writeHeaderValue(bw, v) // CR/LF to spaces, trimmed: no response splitting by a value
 			bw.WriteString("\r\n")
 		}
 	}
-}
-
-// writeFieldValue writes v with CR and LF as spaces, trimmed (net/http's
-// response headers do the same: no response splitting by a value).
-func writeFieldValue(bw interface{ WriteString(string) (int, error) }, v string) {
-	for len(v) > 0 && isHeaderSpace(v[0]) {
-		v = v[1:]
-	}
-	for len(v) > 0 && isHeaderSpace(v[len(v)-1]) {
-		v = v[:len(v)-1]
-	}
-	start := 0
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c == '\r' || c == '\n' {
-			bw.WriteString(v[start:i])
-			bw.WriteString(" ")
-			start = i + 1
-		}
-	}
-	bw.WriteString(v[start:])
 }
 
 func (w *h1Response) Write(p []byte) (int, error) {
