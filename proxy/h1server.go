@@ -42,8 +42,9 @@ type h1Server struct {
 	log        *slog.Logger
 
 	closing atomic.Bool
+	fbOnce  sync.Once // starts the net/http side on the first Serve
 	mu      sync.Mutex
-	ln      net.Listener
+	lns     map[net.Listener]struct{}
 	conns   map[*h1Conn]struct{}
 	done    chan struct{} // closed when conns becomes empty while closing
 }
@@ -61,33 +62,38 @@ const chatPath = "/v1/chat/completions"
 var errClientGone = errors.New("client closed the connection")
 
 func newH1Server(h http.Handler, log *slog.Logger, readHeader, idle time.Duration) *h1Server {
-	s := &h1Server{handler: h, readHeader: readHeader, idle: idle, log: log, conns: map[*h1Conn]struct{}{}}
+	s := &h1Server{handler: h, readHeader: readHeader, idle: idle, log: log,
+		lns: map[net.Listener]struct{}{}, conns: map[*h1Conn]struct{}{},
+		handoff: &connListener{ch: make(chan net.Conn), done: make(chan struct{})}}
 	s.fallback = &http.Server{Handler: h, ReadHeaderTimeout: readHeader, IdleTimeout: idle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	return s
 }
 
-// Serve accepts connections on l until Shutdown or Close.
+// Serve accepts connections on l until Shutdown or Close; like
+// http.Server.Serve it may run on several listeners at once.
 func (s *h1Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
 		return http.ErrServerClosed
 	}
-	s.ln = l
-	s.handoff = &connListener{ch: make(chan net.Conn), done: make(chan struct{}), addr: l.Addr()}
+	s.lns[l] = struct{}{}
+	s.fbOnce.Do(func() {
+		s.handoff.addr = l.Addr()
+		go s.fallback.Serve(s.handoff)
+	})
 	s.mu.Unlock()
-	fbDone := make(chan struct{})
-	go func() {
-		defer close(fbDone)
-		_ = s.fallback.Serve(s.handoff)
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, l)
+		s.mu.Unlock()
 	}()
 	var delay time.Duration
 	for {
 		nc, err := l.Accept()
 		if err != nil {
 			if s.closing.Load() {
-				<-fbDone
 				return http.ErrServerClosed
 			}
 			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
@@ -97,8 +103,6 @@ func (s *h1Server) Serve(l net.Listener) error {
 				time.Sleep(delay)
 				continue
 			}
-			s.handoff.Close()
-			<-fbDone
 			return err
 		}
 		delay = 0
@@ -157,10 +161,10 @@ func (s *h1Server) beginClose(all bool) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closing.Store(true)
-	if s.ln != nil {
-		s.ln.Close()
-		s.handoff.Close()
+	for l := range s.lns {
+		l.Close()
 	}
+	s.handoff.Close()
 	for c := range s.conns {
 		if all || c.idle.Load() {
 			c.nc.Close()

@@ -495,3 +495,39 @@ func TestFastPathBodyHasNoHeadDeadline(t *testing.T) {
 		t.Errorf("read %d of %d body bytes (fast path %v)", len(b), len(body), h.last(t).FastPath)
 	}
 }
+
+// TestFastPathServesSeveralListeners: like http.Server, one server can
+// Serve several listeners (both paths on each); Shutdown ends every Serve.
+func TestFastPathServesSeveralListeners(t *testing.T) {
+	h := &captureHandler{}
+	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+	served := make(chan error, 2)
+	var addrs []string
+	for i := 0; i < 2; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, l.Addr().String())
+		go func() { served <- s.Serve(l) }()
+	}
+	for _, a := range addrs {
+		out := exchange(t, a, chatReq("", "{}")+"GET /x HTTP/1.1\r\nHost: h\r\n\r\n", 2)
+		if len(out) != 2 {
+			t.Fatalf("%s answered %q", a, out)
+		}
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-served:
+			if !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("Serve returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a Serve did not return after Shutdown")
+		}
+	}
+}
