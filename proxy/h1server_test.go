@@ -62,28 +62,27 @@ func (h *captureHandler) last(t *testing.T) seen {
 	return h.reqs[len(h.reqs)-1]
 }
 
-func startH1(t *testing.T, h http.Handler) string {
+// listenLoopback runs serve on a fresh loopback listener and stop at the
+// test's end; it returns the address.
+func listenLoopback(t *testing.T, serve func(net.Listener) error, stop func() error) string {
 	t.Helper()
-	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(l)
-	t.Cleanup(func() { s.Close() })
+	go serve(l)
+	t.Cleanup(func() { stop() })
 	return l.Addr().String()
 }
 
+func startH1(t *testing.T, h http.Handler) string {
+	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+	return listenLoopback(t, s.Serve, s.Close)
+}
+
 func startStd(t *testing.T, h http.Handler) string {
-	t.Helper()
 	s := &http.Server{Handler: h}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(l)
-	t.Cleanup(func() { s.Close() })
-	return l.Addr().String()
+	return listenLoopback(t, s.Serve, s.Close)
 }
 
 // exchange writes raw to addr and reads responses until the server closes
@@ -139,6 +138,20 @@ func dialSend(t *testing.T, addr, raw string) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
+// sameAnswers sends raw to the listener and to a plain net/http server,
+// each with its own capturing handler, and fails the test when the two
+// answers differ.
+func sameAnswers(t *testing.T, raw string) (fast, std *captureHandler) {
+	t.Helper()
+	fast, std = &captureHandler{}, &captureHandler{}
+	fastOut := exchange(t, startH1(t, fast), raw, 1)
+	stdOut := exchange(t, startStd(t, std), raw, 1)
+	if !reflect.DeepEqual(fastOut, stdOut) {
+		t.Errorf("responses differ:\nfast path: %q\nnet/http:  %q", fastOut, stdOut)
+	}
+	return fast, std
+}
+
 func chatReq(headers, body string) string {
 	return "POST /v1/chat/completions HTTP/1.1\r\nHost: gw.local:8080\r\n" + headers +
 		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
@@ -162,12 +175,7 @@ func TestFastPathSeesWhatNetHTTPSees(t *testing.T) {
 	}
 	for name, raw := range cases {
 		t.Run(name, func(t *testing.T) {
-			fastH, stdH := &captureHandler{}, &captureHandler{}
-			fastOut := exchange(t, startH1(t, fastH), raw, 1)
-			stdOut := exchange(t, startStd(t, stdH), raw, 1)
-			if !reflect.DeepEqual(fastOut, stdOut) {
-				t.Errorf("responses differ:\nfast path: %q\nnet/http:  %q", fastOut, stdOut)
-			}
+			fastH, stdH := sameAnswers(t, raw)
 			got, want := fastH.last(t), stdH.last(t)
 			if !got.FastPath {
 				t.Fatalf("the fast path did not take %q", raw)
@@ -209,12 +217,7 @@ func TestFastPathHandsOverTheRest(t *testing.T) {
 	}
 	for name, raw := range cases {
 		t.Run(name, func(t *testing.T) {
-			fastH, stdH := &captureHandler{}, &captureHandler{}
-			fastOut := exchange(t, startH1(t, fastH), raw, 1)
-			stdOut := exchange(t, startStd(t, stdH), raw, 1)
-			if !reflect.DeepEqual(fastOut, stdOut) {
-				t.Errorf("responses differ:\nfast path: %q\nnet/http:  %q", fastOut, stdOut)
-			}
+			fastH, _ := sameAnswers(t, raw)
 			for _, r := range fastH.reqs {
 				if r.FastPath {
 					t.Errorf("the fast path took %q", raw)
@@ -468,13 +471,8 @@ func FuzzFastHead(f *testing.F) {
 func TestFastPathBodyHasNoHeadDeadline(t *testing.T) {
 	h := &captureHandler{}
 	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 200*time.Millisecond, 5*time.Second)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(l)
-	defer s.Close()
-	c, err := net.Dial("tcp", l.Addr().String())
+	addr := listenLoopback(t, s.Serve, s.Close)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
