@@ -61,13 +61,13 @@ func BenchmarkHeldStreams(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// TestHeldStreamStack pins that a held stream's request goroutine fits a
-// 16 KiB stack (memory per held stream, docs/gateway.md "Measuring"): a
-// held stream keeps that and net/http's background reader (2 KiB); a deeper
-// call under the stream would double it to 32 KiB for as long as the stream
-// is held. It runs in a child process with debug.SetMaxStack(16 KiB) and
+// TestHeldStreamStack pins that a held stream's connection goroutine fits
+// an 8 KiB stack (memory per held stream, docs/gateway.md "Measuring"): a
+// held stream keeps that and the client watch's goroutine (2 KiB); a deeper
+// call under the stream would double it to 16 KiB for as long as the stream
+// is held. It runs in a child process with debug.SetMaxStack(8 KiB) and
 // goroutines starting small (GODEBUG=adaptivestackstart=0): a goroutine
-// that outgrows 16 KiB while streams are opened, held and finished crashes
+// that outgrows 8 KiB while streams are opened, held and finished crashes
 // the child with its stack, which names the call path that got deeper.
 func TestHeldStreamStack(t *testing.T) {
 	if opt := frameChangingBuild(); opt != "" {
@@ -75,11 +75,11 @@ func TestHeldStreamStack(t *testing.T) {
 	}
 	if os.Getenv("BREAKWATER_HELD_STACK_CHILD") == "1" {
 		h := newHeldGateway(t)
-		defer debug.SetMaxStack(debug.SetMaxStack(16 << 10))
+		defer debug.SetMaxStack(debug.SetMaxStack(8 << 10))
 		m := h.measure(t, 100, "")
 		fmt.Printf("held-stream stacks: %.1f KiB per stream\n", m.stack)
-		if m.stack > 21 {
-			t.Fatalf("goroutine stacks per held stream: %.1f KiB, want ≤ 21 (a 16 KiB request stack)", m.stack)
+		if m.stack > 12 {
+			t.Fatalf("goroutine stacks per held stream: %.1f KiB, want ≤ 12 (an 8 KiB connection stack)", m.stack)
 		}
 		return
 	}
@@ -90,7 +90,7 @@ func TestHeldStreamStack(t *testing.T) {
 		if len(out) > 6000 {
 			out = out[:6000]
 		}
-		t.Fatalf("held streams in a child process with a 16 KiB stack limit: %v\n%s", err, out)
+		t.Fatalf("held streams in a child process with an 8 KiB stack limit: %v\n%s", err, out)
 	}
 	if _, line, ok := bytes.Cut(out, []byte("held-stream stacks: ")); ok {
 		line, _, _ = bytes.Cut(line, []byte("\n"))
