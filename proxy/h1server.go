@@ -188,9 +188,10 @@ type h1Conn struct {
 	bw     *bufio.Writer
 	idle   atomic.Bool // waiting for a request: Shutdown may close it
 
-	body  h1Body
-	resp  h1Response
-	watch clientWatch
+	body   h1Body
+	resp   h1Response
+	watch  clientWatch
+	cancel context.CancelCauseFunc // the current request's, until serveOne takes it
 }
 
 var (
@@ -342,7 +343,7 @@ func (c *h1Conn) newRequest(h *fastHead) *http.Request {
 		base.Body = http.NoBody
 	}
 	r := base.WithContext(ctx)
-	c.watch.cancel = cancel
+	c.cancel = cancel
 	return r
 }
 
@@ -359,10 +360,10 @@ func (c *h1Conn) serveOne(r *http.Request, h fastHead) (keep bool) {
 	}
 	w := &c.resp
 	*w = h1Response{c: c, header: make(http.Header, 8), closeAfter: h.close}
-	c.watch.arm(c)
+	cancel := c.cancel
+	c.cancel = nil
+	c.watch.arm(c, cancel)
 	defer func() {
-		cancel := c.watch.cancel
-		c.watch.cancel = nil
 		if !c.watch.stop(c) {
 			w.closeAfter = true
 		}
@@ -406,9 +407,9 @@ const (
 	watchReading
 )
 
-func (w *clientWatch) arm(c *h1Conn) {
+func (w *clientWatch) arm(c *h1Conn, cancel context.CancelCauseFunc) {
 	w.mu.Lock()
-	w.state, w.stopped, w.gone = watchArmed, false, false
+	w.state, w.stopped, w.gone, w.cancel = watchArmed, false, false, cancel
 	if w.timer == nil {
 		w.timer = time.AfterFunc(clientWatchDelay, func() { w.run(c) })
 	} else {
@@ -447,6 +448,7 @@ func (w *clientWatch) run(c *h1Conn) {
 // away (or the watch had to be cut off the connection) and it must close.
 func (w *clientWatch) stop(c *h1Conn) bool {
 	w.mu.Lock()
+	w.cancel = nil // a running watch holds its own copy
 	switch w.state {
 	case watchArmed:
 		w.timer.Stop()
