@@ -222,7 +222,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 	}
 	var resp *http.Response
 	for {
-		r, err := http.ReadResponse(pc.br, req)
+		r, err := readResponse(pc.br, req)
 		if err != nil {
 			return fail(err)
 		}
