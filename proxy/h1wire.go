@@ -73,27 +73,9 @@ func parseFastHead(head []byte, h *fastHead) bool {
 		end := bytes.IndexByte(rest, '\n')
 		line := rest[:end-1]
 		rest = rest[end+1:]
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return false // also a folded line (it starts with a space)
-		}
-		name := line[:colon]
-		for _, c := range name {
-			if !isTokenChar(c) {
-				return false
-			}
-		}
-		v := line[colon+1:]
-		for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-			v = v[1:]
-		}
-		for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-			v = v[:len(v)-1]
-		}
-		for _, c := range v {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return false
-			}
+		name, v, ok := splitField(line)
+		if !ok {
+			return false
 		}
 		key := canonicalKey(name)
 		switch key {
@@ -129,6 +111,36 @@ func parseFastHead(head []byte, h *fastHead) bool {
 		vals = vals[1:]
 	}
 	return hasLength && h.host != ""
+}
+
+// splitField splits a header field line (without its CRLF) into a name of
+// token characters and a value trimmed of spaces and tabs, holding no
+// control character but tab; false for anything else, a folded line (it
+// starts with a space) and a stray LF included.
+func splitField(line []byte) (name, value []byte, ok bool) {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return nil, nil, false
+	}
+	name = line[:colon]
+	for _, c := range name {
+		if !isTokenChar(c) {
+			return nil, nil, false
+		}
+	}
+	v := line[colon+1:]
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return nil, nil, false
+		}
+	}
+	return name, v, true
 }
 
 func parseLength(v []byte) (int64, bool) {

@@ -68,27 +68,9 @@ func readResponseFast(br *bufio.Reader, req *http.Request) (*http.Response, bool
 	for len(rest) > 0 {
 		l, r, _ := bytes.Cut(rest, []byte("\r\n"))
 		rest = r
-		colon := bytes.IndexByte(l, ':')
-		if colon <= 0 || bytes.IndexByte(l, '\n') >= 0 {
-			return nil, false // also a folded or bare-LF line
-		}
-		name := l[:colon]
-		for _, c := range name {
-			if !isTokenChar(c) {
-				return nil, false
-			}
-		}
-		v := l[colon+1:]
-		for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-			v = v[1:]
-		}
-		for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-			v = v[:len(v)-1]
-		}
-		for _, c := range v {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return nil, false
-			}
+		name, v, ok := splitField(l) // a bare LF is a control character: refused
+		if !ok {
+			return nil, false
 		}
 		key := canonicalKey(name)
 		switch key {
