@@ -194,11 +194,6 @@ type h1Conn struct {
 	cancel context.CancelCauseFunc // the current request's, until serveOne takes it
 }
 
-var (
-	h1ReaderPool sync.Pool
-	h1WriterPool sync.Pool
-)
-
 func (c *h1Conn) serve() {
 	handedOff := false
 	defer func() {
@@ -211,7 +206,8 @@ func (c *h1Conn) serve() {
 		c.release()
 		c.s.forget(c)
 	}()
-	c.br = getReader(c.nc)
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(c.nc)
 	first := true
 	for {
 		c.idle.Store(true)
@@ -248,32 +244,14 @@ func (c *h1Conn) serve() {
 func (c *h1Conn) release() {
 	if c.br != nil {
 		c.br.Reset(nil)
-		h1ReaderPool.Put(c.br)
+		readerPool.Put(c.br)
 		c.br = nil
 	}
 	if c.bw != nil {
 		c.bw.Reset(nil)
-		h1WriterPool.Put(c.bw)
+		writerPool.Put(c.bw)
 		c.bw = nil
 	}
-}
-
-func getReader(r io.Reader) *bufio.Reader {
-	if v := h1ReaderPool.Get(); v != nil {
-		br := v.(*bufio.Reader)
-		br.Reset(r)
-		return br
-	}
-	return bufio.NewReaderSize(r, 4096)
-}
-
-func getWriter(w io.Writer) *bufio.Writer {
-	if v := h1WriterPool.Get(); v != nil {
-		bw := v.(*bufio.Writer)
-		bw.Reset(w)
-		return bw
-	}
-	return bufio.NewWriterSize(w, 4096)
 }
 
 // handOff gives the connection and what was read of it to net/http.
@@ -351,7 +329,8 @@ func (c *h1Conn) newRequest(h *fastHead) *http.Request {
 // connection must close.
 func (c *h1Conn) serveOne(r *http.Request, h fastHead) (keep bool) {
 	if c.bw == nil {
-		c.bw = getWriter(c.nc)
+		c.bw = writerPool.Get().(*bufio.Writer) // upclient's pool: the same 4 KiB writers
+		c.bw.Reset(c.nc)
 	}
 	if c.body.remaining.Load() > int64(c.br.Buffered()) {
 		// The body is still arriving: no deadline for it (net/http's

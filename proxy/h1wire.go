@@ -102,13 +102,7 @@ func parseFastHead(head []byte, h *fastHead) bool {
 				return false
 			}
 		}
-		if old, ok := h.header[key]; ok {
-			h.header[key] = append(old, string(v))
-			continue
-		}
-		vals[0] = string(v)
-		h.header[key] = vals[:1:1]
-		vals = vals[1:]
+		vals = addField(h.header, vals, key, v)
 	}
 	return hasLength && h.host != ""
 }
@@ -141,6 +135,19 @@ func splitField(line []byte) (name, value []byte, ok bool) {
 		}
 	}
 	return name, v, true
+}
+
+// addField adds value v under key to h, taking a first value's slice from
+// vals (one block for the whole head, as textproto does) and returning
+// what is left of it.
+func addField(h http.Header, vals []string, key string, v []byte) []string {
+	if old, ok := h[key]; ok {
+		h[key] = append(old, string(v))
+		return vals
+	}
+	vals[0] = string(v)
+	h[key] = vals[:1:1]
+	return vals[1:]
 }
 
 func parseLength(v []byte) (int64, bool) {

@@ -21,16 +21,17 @@ import (
 // upstream connection's own buffer, so it costs no system call.
 type sseReader struct {
 	src  io.Reader
-	r    *bufio.Reader // from sseBufs; nil while waiting
+	r    *bufio.Reader // from readerPool; nil while waiting
 	pre  []byte        // bytes of the small read not yet in r
 	err  error         // the small read's error, after pre
 	head [64]byte
 }
 
 // 4 KiB holds any ordinary event; a longer line is assembled by next, so
-// the buffer size bounds memory per stream, not event size.
+// the buffer size bounds memory per stream, not event size. The listener
+// (h1server.go) reads client connections through the same pooled readers.
 var (
-	sseBufs    = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 	sseReaders = sync.Pool{New: func() any { return new(sseReader) }}
 )
 
@@ -53,7 +54,7 @@ func (s *sseReader) release() {
 func (s *sseReader) drop() {
 	if s.r != nil {
 		s.r.Reset(nil)
-		sseBufs.Put(s.r)
+		readerPool.Put(s.r)
 		s.r = nil
 	}
 }
@@ -86,7 +87,7 @@ func (s *sseReader) readSlice() ([]byte, error) {
 		if len(s.pre) == 0 && s.err != nil {
 			return nil, s.err
 		}
-		s.r = sseBufs.Get().(*bufio.Reader)
+		s.r = readerPool.Get().(*bufio.Reader)
 		s.r.Reset((*sseFeed)(s))
 	}
 	return s.r.ReadSlice('\n')

@@ -102,13 +102,7 @@ func readResponseFast(br *bufio.Reader, req *http.Request) (*http.Response, bool
 		case "Trailer", "Pragma":
 			return nil, false
 		}
-		if old, ok := h[key]; ok {
-			h[key] = append(old, string(v))
-			continue
-		}
-		vals[0] = string(v)
-		h[key] = vals[:1:1]
-		vals = vals[1:]
+		vals = addField(h, vals, key, v)
 	}
 	if chunked == sawLength {
 		return nil, false // neither (read until close) or both: net/http's call
