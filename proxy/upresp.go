@@ -6,7 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httputil"
+	"net/textproto"
 )
 
 // readResponse reads an upstream response head from br. The common shape —
@@ -121,7 +121,7 @@ func readResponseFast(br *bufio.Reader, req *http.Request) (*http.Response, bool
 	case chunked:
 		delete(h, "Content-Length")
 		resp.TransferEncoding = []string{"chunked"}
-		resp.Body = &chunkedBody{br: br, r: httputil.NewChunkedReader(br)}
+		resp.Body = &chunkedBody{br: br}
 	case length == 0:
 		resp.Body = http.NoBody
 	default:
@@ -156,42 +156,177 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 
 func (b *lengthBody) Close() error { return nil }
 
-// chunkedBody is a chunked response body; at its end it reads the (empty)
+// chunkedBody decodes a chunked response body (RFC 9112 §7.1) from the
+// connection's buffer. It accepts and rejects what net/http's decoder does
+// (the same line rules, size limits and non-data guard), with one
+// difference that matters to a streaming proxy: once a Read has bytes for
+// its caller it returns them rather than read the connection again. net/http's
+// decoder reads on to finish a chunk its buffer cut in two, so with a small
+// buffer and a fast upstream an SSE event already received waited for the
+// events behind it (docs/gateway.md, "Measuring"). At its end it reads the
 // trailer section, so the next response starts where it should.
 type chunkedBody struct {
-	br  *bufio.Reader
-	r   io.Reader
-	eof bool
+	br     *bufio.Reader
+	left   uint64 // data bytes left in the current chunk
+	crlf   bool   // the chunk's data is read, its closing CRLF is not
+	excess int64  // framing bytes beyond a fair share (net/http's guard against 1-byte chunks)
+	err    error  // sticky; io.EOF after the trailer section
 }
 
-var errTrailer = errors.New("malformed chunked trailer from upstream")
+var (
+	errTrailer      = errors.New("malformed chunked trailer from upstream")
+	errChunkLine    = errors.New("malformed chunk size line from upstream")
+	errChunkEnd     = errors.New("malformed chunked encoding from upstream")
+	errChunkNonData = errors.New("chunked encoding from upstream contains too much non-data")
+)
 
-// maxTrailerLines bounds the trailer fields skipped at a chunked body's end.
-const maxTrailerLines = 64
+// maxChunkLine is net/http's limit on a chunk size line.
+const maxChunkLine = 4096
 
-func (b *chunkedBody) Read(p []byte) (int, error) {
-	if b.eof {
-		return 0, io.EOF
-	}
-	n, err := b.r.Read(p)
-	if err == io.EOF {
-		// The trailer section: fields (skipped; nothing here reads
-		// Response.Trailer) up to the empty line.
-		for i := 0; ; i++ {
-			line, lerr := b.br.ReadSlice('\n')
-			if lerr != nil {
-				return n, io.ErrUnexpectedEOF
-			}
-			if string(line) == "\r\n" {
+func (b *chunkedBody) Read(p []byte) (n int, err error) {
+	for b.err == nil {
+		if b.crlf {
+			if n > 0 && b.br.Buffered() < 2 {
 				break
 			}
-			if i == maxTrailerLines {
-				return n, errTrailer
+			var end [2]byte
+			if _, err := io.ReadFull(b.br, end[:]); err != nil {
+				b.err = io.ErrUnexpectedEOF
+				break
 			}
+			if end != [2]byte{'\r', '\n'} {
+				b.err = errChunkEnd
+				break
+			}
+			b.crlf = false
 		}
-		b.eof = true
+		if b.left == 0 {
+			if n > 0 && !b.lineBuffered() {
+				break // never wait for the next chunk with bytes in hand
+			}
+			b.beginChunk()
+			continue
+		}
+		if len(p) == n || (n > 0 && b.br.Buffered() == 0) {
+			break // the difference from net/http: return what is here
+		}
+		q := p[n:]
+		if uint64(len(q)) > b.left {
+			q = q[:b.left]
+		}
+		k, rerr := b.br.Read(q)
+		n += k
+		b.left -= uint64(k)
+		switch {
+		case rerr == io.EOF:
+			b.err = io.ErrUnexpectedEOF
+		case rerr != nil:
+			b.err = rerr
+		case b.left == 0:
+			b.crlf = true
+		}
 	}
-	return n, err
+	return n, b.err
+}
+
+// lineBuffered says whether a whole chunk size line is in the buffer.
+func (b *chunkedBody) lineBuffered() bool {
+	buf, _ := b.br.Peek(b.br.Buffered())
+	return bytes.IndexByte(buf, '\n') >= 0
+}
+
+// beginChunk reads a chunk size line; the last chunk's is followed by the
+// trailer section.
+func (b *chunkedBody) beginChunk() {
+	line, err := b.br.ReadSlice('\n')
+	switch {
+	case err == io.EOF:
+		b.err = io.ErrUnexpectedEOF
+		return
+	case err != nil:
+		b.err = err // bufio.ErrBufferFull: a line longer than the buffer
+		return
+	}
+	// CRLF only: no bare LF, no other CR (RFC 9112 errata 7633, as net/http).
+	if i := bytes.IndexByte(line, '\r'); i < 0 || i != len(line)-2 || len(line)-2 >= maxChunkLine {
+		b.err = errChunkLine
+		return
+	}
+	line = line[:len(line)-2]
+	b.excess += int64(len(line)) + 2
+	line = bytes.TrimRight(line, " \t")
+	line, _, _ = bytes.Cut(line, []byte(";")) // a chunk extension is ignored (spaces before it are not)
+	size, ok := parseChunkSize(line)
+	if !ok {
+		b.err = errChunkLine
+		return
+	}
+	// As net/http: framing may not outweigh data by more than 16 KiB.
+	b.excess = max(b.excess-16-2*int64(size), 0)
+	if b.excess > 16<<10 {
+		b.err = errChunkNonData
+		return
+	}
+	if size > 0 {
+		b.left = size
+		return
+	}
+	// The trailer section, judged as net/http judges it (its fields are
+	// dropped: nothing here reads Response.Trailer): nearly always just
+	// the empty line; else header fields that end within the buffer.
+	end, _ := b.br.Peek(2)
+	switch {
+	case string(end) == "\r\n":
+		b.br.Discard(2)
+	case len(end) < 2:
+		b.err = io.ErrUnexpectedEOF
+		return
+	case !trailerEndBuffered(b.br):
+		b.err = errTrailer
+		return
+	default:
+		if _, err := textproto.NewReader(b.br).ReadMIMEHeader(); err != nil {
+			b.err = errTrailer
+			return
+		}
+	}
+	b.err = io.EOF
+}
+
+// trailerEndBuffered says whether the blank line ending a trailer section
+// comes within the read buffer (net/http's bound on a trailer's size).
+func trailerEndBuffered(br *bufio.Reader) bool {
+	for n := 4; ; n++ {
+		buf, err := br.Peek(n)
+		if bytes.HasSuffix(buf, []byte("\r\n\r\n")) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// parseChunkSize reads 1 to 16 hex digits.
+func parseChunkSize(v []byte) (uint64, bool) {
+	if len(v) == 0 || len(v) > 16 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range v {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | uint64(c)
+	}
+	return n, true
 }
 
 func (b *chunkedBody) Close() error { return nil }

@@ -142,3 +142,126 @@ func FuzzReadResponse(f *testing.F) {
 		sameRead(t, raw)
 	})
 }
+
+// onceReader gives its bytes in one Read; any later Read is a test failure
+// (it would have blocked on a live connection).
+type onceReader struct {
+	t    *testing.T
+	data []byte
+	used bool
+}
+
+func (r *onceReader) Read(p []byte) (int, error) {
+	if r.used {
+		r.t.Error("the decoder read the connection again with bytes in hand")
+		return 0, errors.New("would block")
+	}
+	r.used = true
+	return copy(p, r.data), nil
+}
+
+// TestChunkedBodyReturnsWhatIsHere pins why chunkedBody exists: with one
+// whole chunk and part of the next in the buffer, a Read returns them
+// without reading the connection again (net/http's decoder reads on to
+// finish the cut chunk, so an SSE event already received waited for the
+// next one).
+func TestChunkedBodyReturnsWhatIsHere(t *testing.T) {
+	src := &onceReader{t: t, data: []byte("5\r\nhello\r\n5\r\nwo")}
+	b := &chunkedBody{br: bufio.NewReaderSize(src, 64)}
+	p := make([]byte, 64)
+	n, err := b.Read(p)
+	if err != nil || string(p[:n]) != "hellowo" {
+		t.Fatalf("Read = %q, %v; want \"hellowo\", nil", p[:n], err)
+	}
+	// A chunk's closing CRLF or the next size line not yet here: the same.
+	for _, raw := range []string{"3\r\nabc", "3\r\nabc\r", "3\r\nabc\r\n", "3\r\nabc\r\n1"} {
+		src := &onceReader{t: t, data: []byte(raw)}
+		b := &chunkedBody{br: bufio.NewReaderSize(src, 64)}
+		if n, err := b.Read(p); err != nil || string(p[:n]) != "abc" {
+			t.Errorf("%q: Read = %q, %v; want \"abc\", nil", raw, p[:n], err)
+		}
+	}
+}
+
+// segReader gives at most seg bytes per Read (first bytes in its first), as
+// a connection does.
+type segReader struct {
+	data       []byte
+	first, seg int
+}
+
+func (r *segReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	seg := r.seg
+	if r.first > 0 {
+		seg, r.first = r.first, 0
+	}
+	n := copy(p[:min(len(p), seg)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// readAllBy reads r to its end with Read sizes taken in turn from sizes.
+func readAllBy(r io.Reader, sizes []byte) ([]byte, error) {
+	var out []byte
+	for i := 0; ; i++ {
+		p := make([]byte, 1+int(sizes[i%len(sizes)]))
+		n, err := r.Read(p)
+		out = append(out, p[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if i > 1<<20 {
+			return out, errors.New("no progress")
+		}
+	}
+}
+
+// FuzzChunkedBody: for any chunked body, delivered in any segments and read
+// with any Read sizes, chunkedBody gives what net/http gives for the same
+// response: the same bytes, an error exactly when net/http has one, and the
+// same remainder for the next response.
+func FuzzChunkedBody(f *testing.F) {
+	f.Add([]byte("5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\nNEXT"), uint8(3), []byte{0, 7, 255})
+	f.Add([]byte("f1\r\n"+strings.Repeat("d", 0xf1)+"\r\n0\r\n\r\n"), uint8(100), []byte{63})
+	f.Add([]byte("5 \r\nhello\r\n5 ;e\r\nworld\r\n0\r\n\r\n"), uint8(1), []byte{1, 2})
+	f.Add([]byte("5\nhello\r\n0\r\n\r\n"), uint8(9), []byte{4})
+	f.Fuzz(func(t *testing.T, body []byte, seg uint8, sizes []byte) {
+		if len(sizes) == 0 {
+			sizes = []byte{255}
+		}
+		head := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		raw := append([]byte(head), body...)
+		req := &http.Request{Method: http.MethodPost}
+		read := func(own bool) (data, rest []byte, err error) {
+			br := bufio.NewReaderSize(&segReader{data: raw, first: len(head), seg: 1 + int(seg)}, 4096)
+			var resp *http.Response
+			if own {
+				resp, err = readResponse(br, req)
+			} else {
+				resp, err = http.ReadResponse(br, req)
+			}
+			if err != nil {
+				t.Fatalf("own %v: the head did not read: %v", own, err)
+			}
+			if _, ok := resp.Body.(*chunkedBody); own && !ok {
+				t.Fatalf("readResponse did not take its own path: %T", resp.Body)
+			}
+			data, err = readAllBy(resp.Body, sizes)
+			if err == nil {
+				rest, _ = io.ReadAll(br)
+			}
+			return data, rest, err
+		}
+		od, or, oe := read(true)
+		sd, sr, se := read(false)
+		if (oe == nil) != (se == nil) || (oe == nil && (!bytes.Equal(od, sd) || !bytes.Equal(or, sr))) {
+			t.Fatalf("chunkedBody: %q, rest %q, %v\nnet/http:    %q, rest %q, %v\nbody %q", od, or, oe, sd, sr, se, body)
+		}
+	})
+}
