@@ -538,3 +538,73 @@ func TestFastPathServesSeveralListeners(t *testing.T) {
 		}
 	}
 }
+
+// writeLog records every write of the connections a loggedListener accepts.
+type writeLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+type loggedConn struct {
+	net.Conn
+	log *writeLog
+}
+
+func (c loggedConn) Write(p []byte) (int, error) {
+	c.log.mu.Lock()
+	c.log.writes = append(c.log.writes, string(p))
+	c.log.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+type loggedListener struct {
+	net.Listener
+	log *writeLog
+}
+
+func (l loggedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return loggedConn{c, l.log}, nil
+}
+
+// TestFastPathEndBodyOneWrite: a stream's last events and its terminating
+// chunk leave in one write when the handler ends the body before its flush
+// (the gateway does at a delivered stream's end), so the client reads the
+// end of its stream in one wake-up; nothing is written after it, and a
+// write after the end fails.
+func TestFastPathEndBodyOneWrite(t *testing.T) {
+	late := make(chan error, 1)
+	s := newH1Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("data: 1\n\n"))
+		w.(http.Flusher).Flush()
+		w.Write([]byte("data: [DONE]\n\n"))
+		w.(bodyEnder).endBody()
+		w.(http.Flusher).Flush()
+		_, err := w.Write([]byte("data: late\n\n"))
+		late <- err
+	}), slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+	log := &writeLog{}
+	addr := listenLoopback(t, func(l net.Listener) error { return s.Serve(loggedListener{l, log}) }, s.Close)
+
+	_, br := dialSend(t, addr, chatReq("", "{}"))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "data: 1\n\ndata: [DONE]\n\n" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	if err := <-late; !errors.Is(err, errBodyEnded) {
+		t.Errorf("a write after endBody: %v, want errBodyEnded", err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if n := len(log.writes); n != 2 || log.writes[1] != "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n" {
+		t.Errorf("writes %q, want the head with the first event, then the last event and the terminating chunk in one", log.writes)
+	}
+}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -281,6 +282,7 @@ type h1Response struct {
 	cl          int64 // the declared Content-Length, -1 when none
 	written     int64
 	closeAfter  bool
+	ended       bool // endBody wrote the terminating chunk
 }
 
 func (w *h1Response) Header() http.Header { return w.header }
@@ -373,6 +375,9 @@ func (w *h1Response) Write(p []byte) (int, error) {
 	if w.noBody {
 		return 0, http.ErrBodyNotAllowed
 	}
+	if w.ended {
+		return 0, errBodyEnded
+	}
 	if w.cl >= 0 && w.written+int64(len(p)) > w.cl {
 		return 0, http.ErrContentLength
 	}
@@ -402,6 +407,26 @@ func (w *h1Response) Flush() {
 	w.c.bw.Flush()
 }
 
+// bodyEnder is a response writer that can end its body before the handler
+// returns: the fast path's h1Response (and statusRecorder over it).
+type bodyEnder interface{ endBody() }
+
+var errBodyEnded = errors.New("proxy: write after the response body was ended")
+
+// endBody puts a chunked body's terminating chunk into the write buffer, so
+// the next flush sends it in the same write as the last events: a streaming
+// client then reads the end of its stream in one wake-up instead of two
+// (docs/gateway.md, "Measuring"). Later writes fail.
+func (w *h1Response) endBody() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.chunked && !w.ended {
+		w.c.bw.WriteString("0\r\n\r\n")
+	}
+	w.ended = true
+}
+
 // finish ends the response; an error means the connection cannot be reused.
 func (w *h1Response) finish() error {
 	if !w.wroteHeader {
@@ -410,7 +435,7 @@ func (w *h1Response) finish() error {
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.chunked {
+	if w.chunked && !w.ended {
 		w.c.bw.WriteString("0\r\n\r\n")
 	}
 	if err := w.c.bw.Flush(); err != nil {

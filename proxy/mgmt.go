@@ -179,6 +179,12 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
+func (s *statusRecorder) endBody() {
+	if e, ok := s.ResponseWriter.(bodyEnder); ok {
+		e.endBody()
+	}
+}
+
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) code() int {

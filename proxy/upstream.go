@@ -128,6 +128,9 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		sl.release()
 		released = true
 		rs.count(status)
+		if e, ok := rs.w.(bodyEnder); ok {
+			e.endBody() // a stream's last chunk in the same write as its [DONE]
+		}
 		if f, ok := rs.w.(http.Flusher); ok {
 			f.Flush()
 		}
@@ -617,11 +620,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 						return gone
 					}
 				}
-				rs.count(http.StatusOK) // before the last bytes leave: a scrape after the stream counts it
-				if flusher != nil {
-					flusher.Flush()
-				}
-				return delivered
+				return delivered // attempt flushes the end once the outcome is recorded and counted
 			}
 			if err == io.EOF && !sawEvent && !committed {
 				err = io.ErrUnexpectedEOF
@@ -677,11 +676,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				} else if _, err := w.Write(raw); err != nil {
 					return gone
 				}
-				rs.count(http.StatusOK) // before the last bytes leave: a scrape after the stream counts it
-				if flusher != nil {
-					flusher.Flush()
-				}
-				return delivered
+				return delivered // attempt flushes the end once the outcome is recorded and counted
 			}
 		}
 		if !committed {
