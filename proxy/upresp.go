@@ -191,7 +191,10 @@ func (b *chunkedBody) Read(p []byte) (n int, err error) {
 			}
 			var end [2]byte
 			if _, err := io.ReadFull(b.br, end[:]); err != nil {
-				b.err = io.ErrUnexpectedEOF
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				b.err = err // a reset or a deadline stays what it is (the executor's outcome kind)
 				break
 			}
 			if end != [2]byte{'\r', '\n'} {

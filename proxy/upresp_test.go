@@ -265,3 +265,39 @@ func FuzzChunkedBody(f *testing.F) {
 		}
 	})
 }
+
+// errReader gives data, then fails with err.
+type errReader struct {
+	data []byte
+	err  error
+}
+
+func (r *errReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// TestChunkedBodyKeepsReadErrors: a connection error inside a chunked body
+// (a reset, the deadline a cancellation sets) reaches the executor as that
+// error, wherever in the framing it happens, since the outcome kind is read
+// from it; only a clean end of input becomes io.ErrUnexpectedEOF.
+func TestChunkedBodyKeepsReadErrors(t *testing.T) {
+	reset := errors.New("connection reset by peer")
+	for _, raw := range []string{"3\r\nab", "3\r\nabc", "3\r\nabc\r", "3\r\nabc\r\n", "3\r\nabc\r\n5"} {
+		for _, end := range []error{reset, io.EOF} {
+			b := &chunkedBody{br: bufio.NewReaderSize(&errReader{data: []byte(raw), err: end}, 64)}
+			_, err := readAllBy(b, []byte{63})
+			want := end
+			if end == io.EOF {
+				want = io.ErrUnexpectedEOF
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("%q then %v: got %v, want %v", raw, end, err, want)
+			}
+		}
+	}
+}
