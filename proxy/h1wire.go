@@ -130,12 +130,21 @@ func splitField(line []byte) (name, value []byte, ok bool) {
 	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
 		v = v[:len(v)-1]
 	}
-	for _, c := range v {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return nil, nil, false
-		}
+	if hasCTL(v) {
+		return nil, nil, false
 	}
 	return name, v, true
+}
+
+// hasCTL says whether b holds a control character other than tab (what a
+// field value or a reason phrase may not hold).
+func hasCTL(b []byte) bool {
+	for _, c := range b {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // addField adds value v under key to h, taking a first value's slice from
@@ -435,9 +444,7 @@ func (w *h1Response) finish() error {
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.chunked && !w.ended {
-		w.c.bw.WriteString("0\r\n\r\n")
-	}
+	w.endBody()
 	if err := w.c.bw.Flush(); err != nil {
 		return err
 	}

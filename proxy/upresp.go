@@ -56,10 +56,8 @@ func readResponseFast(br *bufio.Reader, req *http.Request) (*http.Response, bool
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil, false
 	}
-	for _, c := range line[13:] {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return nil, false
-		}
+	if hasCTL(line[13:]) {
+		return nil, false
 	}
 	lines := bytes.Count(rest, []byte{'\n'})
 	h := make(http.Header, lines)
@@ -118,8 +116,7 @@ func readResponseFast(br *bufio.Reader, req *http.Request) (*http.Response, bool
 		Request:       req,
 	}
 	switch {
-	case chunked:
-		delete(h, "Content-Length")
+	case chunked: // never with a Content-Length: both were refused above
 		resp.TransferEncoding = []string{"chunked"}
 		resp.Body = &chunkedBody{br: br}
 	case length == 0:

@@ -184,15 +184,19 @@ func TestChunkedBodyReturnsWhatIsHere(t *testing.T) {
 }
 
 // segReader gives at most seg bytes per Read (first bytes in its first), as
-// a connection does.
+// a connection does, then fails with err (io.EOF when nil).
 type segReader struct {
 	data       []byte
 	first, seg int
+	err        error
 }
 
 func (r *segReader) Read(p []byte) (int, error) {
 	if len(r.data) == 0 {
-		return 0, io.EOF
+		if r.err == nil {
+			return 0, io.EOF
+		}
+		return 0, r.err
 	}
 	seg := r.seg
 	if r.first > 0 {
@@ -266,21 +270,6 @@ func FuzzChunkedBody(f *testing.F) {
 	})
 }
 
-// errReader gives data, then fails with err.
-type errReader struct {
-	data []byte
-	err  error
-}
-
-func (r *errReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, r.err
-	}
-	n := copy(p, r.data)
-	r.data = r.data[n:]
-	return n, nil
-}
-
 // TestChunkedBodyKeepsReadErrors: a connection error inside a chunked body
 // (a reset, the deadline a cancellation sets) reaches the executor as that
 // error, wherever in the framing it happens, since the outcome kind is read
@@ -289,7 +278,7 @@ func TestChunkedBodyKeepsReadErrors(t *testing.T) {
 	reset := errors.New("connection reset by peer")
 	for _, raw := range []string{"3\r\nab", "3\r\nabc", "3\r\nabc\r", "3\r\nabc\r\n", "3\r\nabc\r\n5"} {
 		for _, end := range []error{reset, io.EOF} {
-			b := &chunkedBody{br: bufio.NewReaderSize(&errReader{data: []byte(raw), err: end}, 64)}
+			b := &chunkedBody{br: bufio.NewReaderSize(&segReader{data: []byte(raw), seg: len(raw), err: end}, 64)}
 			_, err := readAllBy(b, []byte{63})
 			want := end
 			if end == io.EOF {
