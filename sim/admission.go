@@ -415,14 +415,14 @@ func (s *sim) quotaShare(id int32) bool {
 }
 
 func (s *sim) traceQueue(id int32, q *queued, what string, ms int64) {
-	s.tr.rec("queue")
-	s.tr.str("code", kCode, what)
+	s.tr.rec()
+	s.tr.str("code", what)
 	s.scratch = append(append(append(s.scratch[:0], q.a.Provider...), '/'), q.a.Connection...)
-	s.tr.bytes("conn", kConn, s.scratch)
+	s.tr.bytes("conn", s.scratch)
 	s.tr.ev("queue")
-	s.tr.str("model", kModel, q.a.Model)
-	s.tr.int("ms", kMs, ms)
-	s.tr.int("req", kReq, int64(s.reqs[id].id))
+	s.tr.str("model", q.a.Model)
+	s.tr.int("ms", ms)
+	s.tr.int("req", int64(s.reqs[id].id))
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 }

@@ -24,8 +24,8 @@
 // latency, engine) with derived seeds, so adding a fault rule does not
 // perturb traffic. Events at one instant run in a fixed order: operator
 // actions, then request arrivals and upstream events (in scheduling order),
-// then the expects of that instant. The trace hash is computed over a
-// compact canonical encoding of every decision, whether or not JSON lines
-// are written, and is identical for the same file, seed and settings on any
-// machine.
+// then the expects of that instant. The trace hash is the SHA-256 of the
+// canonical JSON lines (computed whether or not they are written, so it is
+// what sha256sum of a -trace file gives) and is identical for the same file,
+// seed and settings on any machine.
 package sim

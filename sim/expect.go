@@ -106,10 +106,10 @@ func (s *sim) expectState(i int) {
 		}
 	}
 	s.drain()
-	s.tr.rec("expect")
+	s.tr.rec()
 	s.tr.ev("expect")
-	s.tr.int("line", kLine, int64(e.Line))
-	s.tr.bool("ok", kOK, len(s.res.Failures) == n0)
+	s.tr.int("line", int64(e.Line))
+	s.tr.bool("ok", len(s.res.Failures) == n0)
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 }

@@ -409,10 +409,10 @@ func (s *sim) arrive(item int) {
 	}
 	s.res.Requests++
 
-	s.tr.rec("arrive")
+	s.tr.rec()
 	s.tr.ev("arrive")
-	s.tr.str("model", kModel, t.Model)
-	s.tr.int("req", kReq, int64(r.id))
+	s.tr.str("model", t.Model)
+	s.tr.int("req", int64(r.id))
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 
@@ -461,10 +461,10 @@ func (s *sim) step(id int32) {
 		s.limitReset(id, st.LastConnection) // spendwall.go
 	case model.StepWait:
 		r.wakeGen++
-		s.tr.rec("wait")
+		s.tr.rec()
 		s.tr.ev("wait")
-		s.tr.int("ms", kMs, st.WaitMs)
-		s.tr.int("req", kReq, int64(r.id))
+		s.tr.int("ms", st.WaitMs)
+		s.tr.int("req", int64(r.id))
 		s.tr.end(s.off(s.now))
 		s.tr.close()
 		at := s.now.Add(st.WaitMs)
@@ -559,21 +559,21 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	}
 	x.committed = r.stream && !tl.success && tl.firstByte >= 0 && s.now.Add(tl.firstByte) <= endAt
 
-	s.tr.rec("begin")
-	s.tr.int("att", kAtt, x.seq)
+	s.tr.rec()
+	s.tr.int("att", x.seq)
 	s.scratch = append(append(append(s.scratch[:0], a.Provider...), '/'), a.Connection...)
-	s.tr.bytes("conn", kConn, s.scratch)
+	s.tr.bytes("conn", s.scratch)
 	s.tr.ev("begin")
-	s.tr.str("model", kModel, a.Model)
+	s.tr.str("model", a.Model)
 	if a.Probe() {
-		s.tr.bool("probe", kProbe, true)
+		s.tr.bool("probe", true)
 	}
-	s.tr.int("req", kReq, int64(r.id))
+	s.tr.int("req", int64(r.id))
 	if rule >= 0 {
-		s.tr.int("rule", kRule, int64(rule))
+		s.tr.int("rule", int64(rule))
 	}
 	if a.SlowLane {
-		s.tr.bool("slow", kSlow, true) // the spend-wall lane header (SPEC §2b)
+		s.tr.bool("slow", true) // the spend-wall lane header (SPEC §2b)
 	}
 	s.tr.end(s.off(s.now))
 	s.tr.close()
@@ -591,20 +591,20 @@ func (s *sim) attemptEnd(at int32) {
 		s.checkRecord(pre, x, &v)
 	}
 	s.afterAttempt(id, &x.a, &x.out, &v) // admission.go: limiter feedback, gate slot
-	s.tr.rec("record")
-	s.tr.int("att", kAtt, x.seq)
+	s.tr.rec()
+	s.tr.int("att", x.seq)
 	if x.committed {
-		s.tr.bool("committed", kCommitted, true)
+		s.tr.bool("committed", true)
 	}
 	s.scratch = append(append(append(s.scratch[:0], x.a.Provider...), '/'), x.a.Connection...)
-	s.tr.bytes("conn", kConn, s.scratch)
+	s.tr.bytes("conn", s.scratch)
 	s.tr.ev("record")
-	s.tr.str("next", kNext, v.Next.String())
-	s.tr.str("outcome", kOutcome, outcomeLabel(&x.out))
+	s.tr.str("next", v.Next.String())
+	s.tr.str("outcome", outcomeLabel(&x.out))
 	if v.Reason != model.ReasonNone {
-		s.tr.str("reason", kReason, v.Reason.String())
+		s.tr.str("reason", v.Reason.String())
 	}
-	s.tr.int("req", kReq, int64(r.id))
+	s.tr.int("req", int64(r.id))
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 
@@ -645,22 +645,22 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 	if r.hasLast {
 		s.scratch = append(append(append(s.scratch, r.lastConn.Provider...), '/'), r.lastConn.Connection...)
 	}
-	s.tr.rec("done")
+	s.tr.rec()
 	attempts := r.flow.Attempts()
-	s.tr.int("attempts", kAttempts, int64(attempts))
+	s.tr.int("attempts", int64(attempts))
 	if code != "" {
-		s.tr.str("code", kCode, code)
+		s.tr.str("code", code)
 	}
 	s.tr.ev("done")
-	s.tr.int("req", kReq, int64(r.id))
-	s.tr.str("result", kResult, result.String())
+	s.tr.int("req", int64(r.id))
+	s.tr.str("result", result.String())
 	if retryMs > 0 {
-		s.tr.int("retry", kRetry, retryMs)
+		s.tr.int("retry", retryMs)
 	}
 	if len(s.scratch) > 0 {
-		s.tr.bytes("served", kServed, s.scratch)
+		s.tr.bytes("served", s.scratch)
 	}
-	s.tr.int("status", kStatus, int64(status))
+	s.tr.int("status", int64(status))
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 
@@ -704,7 +704,7 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 }
 
 func (s *sim) traceSelect(r *request, sel *model.Selection) {
-	s.tr.rec("select")
+	s.tr.rec()
 	b := s.scratch[:0]
 	for i, c := range sel.Candidates {
 		if i > 0 {
@@ -712,7 +712,7 @@ func (s *sim) traceSelect(r *request, sel *model.Selection) {
 		}
 		b = append(append(append(b, c.Provider...), '/'), c.Connection...)
 	}
-	s.tr.bytes("cand", kCand, b)
+	s.tr.bytes("cand", b)
 	s.tr.ev("select")
 	b = b[:0]
 	for i, x := range sel.Excluded {
@@ -730,10 +730,10 @@ func (s *sim) traceSelect(r *request, sel *model.Selection) {
 		}
 	}
 	if len(b) > 0 {
-		s.tr.bytes("excl", kExcl, b)
+		s.tr.bytes("excl", b)
 	}
 	s.scratch = b
-	s.tr.int("req", kReq, int64(r.id))
+	s.tr.int("req", int64(r.id))
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 }
@@ -746,14 +746,14 @@ func (s *sim) change(c *model.Change) {
 		return // implied by the begin record
 	case model.ChangeBreaker:
 		s.mirror.breaker(c)
-		s.tr.rec("breaker")
+		s.tr.rec()
 		s.tr.ev("breaker")
-		s.tr.int("fails", kFails, int64(c.Breaker.FailureCount))
-		s.tr.str("prov", kProv, c.Provider)
-		s.tr.str("state", kState, c.Breaker.State.String())
+		s.tr.int("fails", int64(c.Breaker.FailureCount))
+		s.tr.str("prov", c.Provider)
+		s.tr.str("state", c.Breaker.State.String())
 		s.tr.end(s.off(c.At))
 		if c.Transition.Changed() {
-			s.tr.str("why", kWhy, c.Transition.Reason)
+			s.tr.str("why", c.Transition.Reason)
 		}
 		s.tr.close()
 		if s.opts.Timeline != nil {
@@ -762,17 +762,17 @@ func (s *sim) change(c *model.Change) {
 	case model.ChangeConnection:
 		s.mirror.conn(c)
 		s.scratch = append(append(append(s.scratch[:0], c.Provider...), '/'), c.Connection...)
-		s.tr.rec("conn")
-		s.tr.bytes("conn", kConn, s.scratch)
+		s.tr.rec()
+		s.tr.bytes("conn", s.scratch)
 		if c.Conn.LastErrorType != model.ReasonNone {
-			s.tr.str("err", kErr, c.Conn.LastErrorType.String())
+			s.tr.str("err", c.Conn.LastErrorType.String())
 		}
 		s.tr.ev("conn")
-		s.tr.int("level", kLevel, int64(c.Conn.BackoffLevel))
-		s.tr.str("status", kStatus, c.Conn.Status.String())
+		s.tr.int("level", int64(c.Conn.BackoffLevel))
+		s.tr.str("status", c.Conn.Status.String())
 		s.tr.end(s.off(c.At))
 		if c.Conn.RateLimitedUntil > c.At {
-			s.tr.int("until", kUntil, s.off(c.Conn.RateLimitedUntil))
+			s.tr.int("until", s.off(c.Conn.RateLimitedUntil))
 		}
 		s.tr.close()
 		if s.opts.Timeline != nil {
@@ -784,19 +784,19 @@ func (s *sim) change(c *model.Change) {
 		if c.Kind == model.ChangeLockoutRemoved {
 			ev = "lockout_removed"
 		}
-		s.tr.rec(ev)
-		s.tr.bytes("conn", kConn, s.scratch)
+		s.tr.rec()
+		s.tr.bytes("conn", s.scratch)
 		s.tr.ev(ev)
 		if c.Kind == model.ChangeLockout {
-			s.tr.int("fails", kFails, int64(c.Lockout.FailureCount))
+			s.tr.int("fails", int64(c.Lockout.FailureCount))
 		}
-		s.tr.str("key", kKey, c.Lockout.Key.String())
+		s.tr.str("key", c.Lockout.Key.String())
 		if c.Kind == model.ChangeLockout && c.Lockout.Reason != model.ReasonNone {
-			s.tr.str("reason", kReason, c.Lockout.Reason.String())
+			s.tr.str("reason", c.Lockout.Reason.String())
 		}
 		s.tr.end(s.off(c.At))
 		if c.Kind == model.ChangeLockout {
-			s.tr.int("until", kUntil, s.off(c.Lockout.Until))
+			s.tr.int("until", s.off(c.Lockout.Until))
 		}
 		s.tr.close()
 		if s.opts.Timeline != nil {
@@ -807,13 +807,13 @@ func (s *sim) change(c *model.Change) {
 			s.opts.Timeline.lockout(c.Provider+"/"+c.Connection, c.Lockout.Key.String(), s.off(c.At), s.off(until))
 		}
 	case model.ChangeWindow:
-		s.tr.rec("window")
+		s.tr.rec()
 		s.tr.ev("window")
-		s.tr.int("fails", kFails, int64(len(c.Window.Failures)))
-		s.tr.str("prov", kProv, c.Provider)
+		s.tr.int("fails", int64(len(c.Window.Failures)))
+		s.tr.str("prov", c.Provider)
 		s.tr.end(s.off(c.At))
 		if c.Window.CoolUntil > c.At {
-			s.tr.int("until", kUntil, s.off(c.Window.CoolUntil))
+			s.tr.int("until", s.off(c.Window.CoolUntil))
 		}
 		s.tr.close()
 	case model.ChangePin, model.ChangePinRemoved:
@@ -823,23 +823,23 @@ func (s *sim) change(c *model.Change) {
 			ev = "pin_removed"
 		}
 		s.scratch = append(append(append(s.scratch[:0], c.Pin.Provider...), '/'), c.Pin.Connection...)
-		s.tr.rec(ev)
-		s.tr.bytes("conn", kConn, s.scratch)
+		s.tr.rec()
+		s.tr.bytes("conn", s.scratch)
 		s.tr.ev(ev)
 		s.tr.end(s.off(c.At))
 		if c.Kind == model.ChangePin {
-			s.tr.int("until", kUntil, s.off(c.Pin.ExpiresAt))
+			s.tr.int("until", s.off(c.Pin.ExpiresAt))
 		}
 		s.tr.close()
 	case model.ChangeCursor:
-		s.tr.rec("cursor")
+		s.tr.rec()
 		if c.Combo != "" {
-			s.tr.str("combo", kCombo, c.Combo)
+			s.tr.str("combo", c.Combo)
 		}
-		s.tr.int("cursor", kCursor, int64(c.Cursor))
+		s.tr.int("cursor", int64(c.Cursor))
 		s.tr.ev("cursor")
 		if c.Provider != "" {
-			s.tr.str("prov", kProv, c.Provider)
+			s.tr.str("prov", c.Provider)
 		}
 		s.tr.end(s.off(c.At))
 		s.tr.close()
@@ -889,15 +889,15 @@ func (s *sim) action(i int) {
 			s.tm = timersOf(&s.set)
 		}
 	}
-	s.tr.rec("action")
-	s.tr.str("action", kAction, a.Kind.String())
+	s.tr.rec()
+	s.tr.str("action", a.Kind.String())
 	s.tr.ev("action")
-	s.tr.int("line", kLine, int64(a.Line))
+	s.tr.int("line", int64(a.Line))
 	if err != nil {
-		s.tr.bool("ok", kOK, false)
+		s.tr.bool("ok", false)
 	}
 	if a.Provider != "" {
-		s.tr.str("prov", kProv, a.Provider)
+		s.tr.str("prov", a.Provider)
 	}
 	s.tr.end(s.off(s.now))
 	s.tr.close()

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/xml"
 	"io"
 	"os"
@@ -195,6 +197,26 @@ func TestDeterminism(t *testing.T) {
 	r3, _ := Run(&sc2, Options{})
 	if r3.TraceSHA256 == r1.TraceSHA256 {
 		t.Error("another seed gave the same trace")
+	}
+}
+
+// TestTraceHashIsTheFileHash (CONTRACTS §4): the printed trace SHA-256 is
+// the SHA-256 of the trace lines a -trace file holds, so a user can check a
+// written trace with sha256sum.
+func TestTraceHashIsTheFileHash(t *testing.T) {
+	sc := faultyDay(t, 0)
+	sc.Traffic = []Traffic{{Model: "c", Count: 3000, Every: 20 * time.Millisecond, Poisson: true}}
+	var file bytes.Buffer
+	res, err := Run(sc, Options{Trace: &file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(file.Bytes())
+	if got := hex.EncodeToString(sum[:]); got != res.TraceSHA256 {
+		t.Errorf("trace sha256 %s, but the written trace hashes to %s", res.TraceSHA256, got)
+	}
+	if lines := bytes.Count(file.Bytes(), []byte("\n")); uint64(lines) != res.TraceLines || lines < 3000 {
+		t.Errorf("%d lines written, %d records counted", lines, res.TraceLines)
 	}
 }
 

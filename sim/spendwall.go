@@ -32,12 +32,12 @@ func (s *sim) limitReset(id int32, ref model.ConnRef) {
 			res.NextAvailableAt = s.now.Add(ans.NextAvailableIn.Milliseconds())
 		}
 	}
-	s.tr.rec("limit_reset")
+	s.tr.rec()
 	s.scratch = append(append(append(s.scratch[:0], ref.Provider...), '/'), ref.Connection...)
-	s.tr.bytes("conn", kConn, s.scratch)
+	s.tr.bytes("conn", s.scratch)
 	s.tr.ev("limit_reset")
-	s.tr.int("req", kReq, int64(r.id))
-	s.tr.str("result", kResult, res.Outcome.String())
+	s.tr.int("req", int64(r.id))
+	s.tr.str("result", res.Outcome.String())
 	s.tr.end(s.off(s.now))
 	s.tr.close()
 	_, st := r.flow.LimitResetDone(s.now, s.eng, res)

@@ -249,7 +249,7 @@ func printResult(w io.Writer, res *sim.Result, quiet bool) {
 		res.Simulated, res.Wall.Round(time.Microsecond), ratio(res.Compression), res.Requests, res.Upstream, res.Expects)
 	// Over the canonical binary encoding of the records (docs/sim.md), so
 	// it is the same with or without -trace; not the JSONL file's bytes.
-	fmt.Fprintf(w, "  trace sha256 %s (%d records, canonical encoding)\n", res.TraceSHA256, res.TraceLines)
+	fmt.Fprintf(w, "  trace sha256 %s (%d records)\n", res.TraceSHA256, res.TraceLines)
 	codes := make([]int, 0, len(res.Statuses))
 	for c := range res.Statuses {
 		codes = append(codes, c)
