@@ -556,8 +556,6 @@ func (c *Config) errAt(field, format string, args ...any) error {
 	return &ConfigError{File: c.File, Line: c.line(field), Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
-var knownTypes = []string{"openai", "anthropic", "gemini", "local", "glm", "agentrouter", "opencode"}
-
 // validate checks what the YAML decoder cannot: required values, references
 // and enumerations.
 func (c *Config) validate() []error {
@@ -596,8 +594,8 @@ func (c *Config) validate() []error {
 		if p.Type == "" {
 			p.Type = "openai"
 		}
-		if !slices.Contains(knownTypes, p.Type) {
-			add(c.errAt(f+".type", "unknown provider type %q%s", p.Type, suggest(p.Type, knownTypes)))
+		if !slices.Contains(model.ProviderTypes, p.Type) {
+			add(c.errAt(f+".type", "unknown provider type %q%s", p.Type, suggest(p.Type, model.ProviderTypes)))
 		}
 		if p.Profile == "" {
 			p.Profile = "apikey"

@@ -37,6 +37,8 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		{"settings unknown key", base + "settings:\n  waitForCooldwn: {enabled: false}\n", `t.yaml:7:3: settings.waitForCooldwn: unknown key "waitForCooldwn" (did you mean "waitForCooldown"?)`},
 		{"settings wrong type", base + "settings:\n  providerBreaker: {apikey: {failureThreshold: lots}}\n", `t.yaml:7:48: settings.providerBreaker.apikey.failureThreshold: want an integer`},
 		{"unknown model", strings.Replace(base, "model: glm/glm-5", "model: glm/glm-9", 1), `traffic[0].model: model_not_found`},
+		// SPEC §11.2: the type selects the built-in rules; an unknown one would run without them.
+		{"unknown provider type", strings.Replace(base, "type: glm,", "type: locl,", 1), `t.yaml:3:21: providers[0].type: unknown provider type "locl" (did you mean "local"?)`},
 		{"bad strategy", base + "combos:\n  - {id: c, strategy: prority, targets: [glm/glm-5]}\n", `unknown strategy "prority" (did you mean "priority"?)`},
 		{"combo target model", base + "combos:\n  - {id: c, targets: [glm/glm-9]}\n", `combos[0].targets[0].model: provider "glm" does not list model "glm-9"`},
 		{"unknown action", base + "actions:\n  - {at: 1s, action: reset-breakers}\n", `unknown action "reset-breakers" (did you mean "reset-breaker"?)`},
