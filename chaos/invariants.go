@@ -341,6 +341,10 @@ func checkBreakerOpens(tr *Trace) Result {
 			checked++
 		case reached < 0:
 			res = append(res, fmt.Sprintf("%s: not exercised (fewer than %d trip failures answered in the window)", w.Label, threshold))
+		case w.StartMs+dedup > w.EndMs:
+			// The breaker counts one failure per dedup window: this fault
+			// window ended before threshold failures could count.
+			res = append(res, fmt.Sprintf("%s: not exercised (with the breaker's failure dedup, %d failures need %d ms of failures; the window lasted %d ms)", w.Label, threshold, dedup, w.EndMs-w.StartMs))
 		default:
 			deadline := max(reached, w.StartMs+dedup) + lag
 			if openAt >= 0 && openAt <= deadline {

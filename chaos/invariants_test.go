@@ -271,6 +271,16 @@ func TestBreakerOpensAccountsForDedup(t *testing.T) {
 	if r := checkBreakerOpens(tr); r.Status != Pass {
 		t.Fatalf("with dedup: %+v, want pass", r)
 	}
+	// SPEC §11.6's default dedup (5 s per connection): 5 counted failures on
+	// 2 connections need 10 s, longer than the 4 s window, so the breaker
+	// cannot open from it: not exercised, not a violation.
+	tr.Settings.ProviderBreaker.Dedup.ConnectionMs = 5000
+	for at := range tr.Samples {
+		tr.Samples[at].Providers["alpha"] = ProviderSample{State: "DEGRADED"}
+	}
+	if r := checkBreakerOpens(tr); r.Status != Skip || !strings.Contains(r.Detail, "not exercised") {
+		t.Fatalf("window shorter than the dedup needs: %+v, want skip (not exercised)", r)
+	}
 }
 
 // answering makes provider p's upstream answer label twice per 100 ms
