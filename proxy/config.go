@@ -917,10 +917,7 @@ func baseURLProblem(s string) string {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https"):
-		if err == nil {
-			s = redactURL(s)
-		}
-		return fmt.Sprintf("want an http:// or https:// URL, got %q", s)
+		return fmt.Sprintf("want an http:// or https:// URL, got %q", redactURL(s))
 	case u.Host == "":
 		return fmt.Sprintf("want an http:// or https:// URL with a host, got %q", redactURL(s))
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
@@ -934,8 +931,8 @@ func baseURLProblem(s string) string {
 // management API shows and in error messages.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil {
-		return s
+	if err != nil || u.Opaque != "" { // "u:pw@h:bad" parses as scheme "u" with an opaque part
+		return redactRawURL(s)
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
@@ -945,6 +942,33 @@ func redactURL(s string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// redactRawURL hides the password and query of a string url.Parse refused
+// ("http://u:secret@host:bad/v1"): the same parts redactURL hides, found by
+// position, since such a string is still quoted in error messages.
+func redactRawURL(s string) string {
+	rest, frag, hasFrag := strings.Cut(s, "#")
+	if base, _, ok := strings.Cut(rest, "?"); ok {
+		rest = base + "?xxxxx"
+	}
+	auth := rest
+	if _, after, ok := strings.Cut(rest, "://"); ok {
+		auth = after
+	}
+	start := len(rest) - len(auth)
+	if end := strings.IndexAny(auth, "/?"); end >= 0 {
+		auth = auth[:end]
+	}
+	if at := strings.LastIndex(auth, "@"); at >= 0 {
+		if colon := strings.Index(auth[:at], ":"); colon >= 0 {
+			rest = rest[:start+colon+1] + "xxxxx" + rest[start+at:]
+		}
+	}
+	if hasFrag {
+		rest += "#" + frag
+	}
+	return rest
 }
 
 // isLoopback reports whether a listen address only accepts local clients.

@@ -69,6 +69,34 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestRedactURLNeverShowsASecret: a URL's password and query values stay
+// out of error messages and the management API, also when the URL does not
+// parse (the config error quotes it).
+func TestRedactURLNeverShowsASecret(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://u:pw-SECRET@host/v1", "https://u:xxxxx@host/v1"},
+		{"https://host/v1?key=pw-SECRET", "https://host/v1?key=xxxxx"},
+		{"http://u:pw-SECRET@127.0.0.1:bad/v1", "http://u:xxxxx@127.0.0.1:bad/v1"},
+		{"mysql://u:pw-SECRET@h:bad/db", "mysql://u:xxxxx@h:bad/db"},
+		{"http://h:bad/v1?key=pw-SECRET#x", "http://h:bad/v1?xxxxx#x"},
+		{"u:pw-SECRET@h:bad", "u:xxxxx@h:bad"},
+		{"http://h:bad/a@b:c", "http://h:bad/a@b:c"}, // an @ in the path is not userinfo
+	} {
+		if got := redactURL(c.in); got != c.want || strings.Contains(got, "SECRET") {
+			t.Errorf("redactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for _, src := range []string{
+		"providers: [{id: p, baseURL: \"http://u:pw-SECRET@127.0.0.1:bad/v1\", models: [m], connections: [{id: c1}]}]\n",
+		"store: {url: \"mysql://u:pw-SECRET@h:bad/db\"}\n",
+	} {
+		_, _, err := ParseConfig("t.yaml", []byte(src), nil)
+		if err == nil || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: error %v, want one without the password", src, err)
+		}
+	}
+}
+
 // headerValue skips Header.Get's canonicalization: every key the gateway
 // reads with it must already be canonical, or it would never match.
 func TestHeaderValueKeysAreCanonical(t *testing.T) {
