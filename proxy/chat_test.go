@@ -478,6 +478,30 @@ func TestPostCommitFailureSendsErrorEvent(t *testing.T) {
 	}
 }
 
+// CONTRACTS §3, docs/gateway.md "Headers": an upstream error event after
+// the stream was committed reaches the client as the stream's last event,
+// redacted like every other copy of an upstream error (it may quote the
+// connection's key).
+func TestPostCommitUpstreamErrorEventRedacted(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: sk-secretkey123456}]}
+`+testBase)
+	up.set("sk-secretkey123456", sse(streamOpt{chunks: 4, errAfter: 2,
+		errEvent: `{"error":{"code":503,"message":"upstream overloaded for key sk-secretkey123456 (Bearer sk-secretkey123456)"}}`}))
+	r := g.stream("p/m")
+	if r.code != 200 || !strings.Contains(r.body, "tok1") || !strings.Contains(r.body, "upstream overloaded") {
+		t.Fatalf("want the committed stream with its error event: %d\n%s", r.code, r.body)
+	}
+	if strings.Contains(r.body, "secretkey123456") {
+		t.Fatalf("the connection's key reached the client:\n%s", r.body)
+	}
+	if strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("a failed stream must not end with [DONE]:\n%s", r.body)
+	}
+}
+
 // SPEC "does better" 15, §6: an error event or a stall before the first
 // byte reached the client is retried elsewhere.
 func TestPreCommitStreamFailuresFallBack(t *testing.T) {

@@ -294,7 +294,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
-		return rs.pipeStream(actx, cancel, resp)
+		return rs.pipeStream(actx, cancel, resp, conn.cfg.APIKey)
 	}
 	return rs.deliverJSON(actx, clock, resp)
 }
@@ -558,7 +558,7 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // gate; server.streamCommit: first-event turns it off), so an error or a
 // stall before that is retried elsewhere; after commit a failure ends the
 // stream with an explicit SSE error event, never a truncated success.
-func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response) execResult {
+func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, secret string) execResult {
 	sw := newStreamWatch(rs.g, rs.s, cancel)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
@@ -652,7 +652,9 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if !committed {
 				return execResult{outcome: o, errBody: append([]byte(nil), data...), header: http.Header{"Content-Type": {"application/json"}}}
 			}
-			w.Write(raw)
+			// Redacted like every other copy of an upstream error a
+			// client or a log sees: it may quote the credential.
+			w.Write(redact(raw, secret))
 			if flusher != nil {
 				flusher.Flush()
 			}
