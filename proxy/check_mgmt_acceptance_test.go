@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Outside-in acceptance checks of the management API (CONTRACTS §3, SPEC
@@ -53,6 +59,7 @@ func TestCheckMgmtBodyMustBeAnObject(t *testing.T) {
 		{"DELETE", "/api/resilience/model-cooldowns", `7`, "a number"},
 		{"PUT", "/api/providers/glm", `null`, "null"},
 		{"POST", "/api/rate-limits", `[{"connectionId":"glm/k1","enabled":true}]`, "an array"},
+		{"PATCH", "/api/resilience", `null`, "null"},
 	} {
 		r := admin(g, c.m, c.p, c.body)
 		if r.code != 400 || !strings.Contains(r.body, "want a JSON object, got "+c.kind) {
@@ -278,5 +285,32 @@ func TestCheckMgmtConfigClientKeyIsNotTheManagementKey(t *testing.T) {
 	}
 	if _, _, err := ParseConfig("test.yaml", []byte(strings.Replace(y, "key: mSECRET", "key: cSECRET", 1)), nil); err != nil {
 		t.Fatalf("distinct keys: %v", err)
+	}
+}
+
+// CONTRACTS §3: an oversized management body is a 413, also when the client
+// asked "Expect: 100-continue" (curl does for large bodies). The limit is
+// checked on the declared length before a 100 Continue: the client got a 100,
+// sent its body and then found the connection reset.
+func TestCheckMgmtOversizedBodyWithExpectIs413(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "PATCH /api/resilience HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 17<<20)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || !strings.Contains(string(body), "request_too_large") {
+		t.Fatalf("got %d %s, want 413 request_too_large before any 100 Continue", resp.StatusCode, body)
+	}
+	if s := admin(g, "GET", "/api/resilience", ""); s.code != 200 {
+		t.Fatalf("after the refusal: %d %s", s.code, s.body)
 	}
 }

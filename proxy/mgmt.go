@@ -207,13 +207,32 @@ func (g *Gateway) mgmt(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// readManagementBody reads a management body under maxManagementBody. A
+// declared length over it is refused before anything is read, so a client
+// that sent "Expect: 100-continue" gets its 413 instead of a 100 and then a
+// reset connection.
+func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	tooLarge := func() ([]byte, bool) {
+		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
+		return nil, false
+	}
+	if r.ContentLength > maxManagementBody {
+		w.Header().Set("Connection", "close") // the unread body stays on the connection
+		return tooLarge()
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
+	if err != nil {
+		return tooLarge()
+	}
+	return b, true
+}
+
 // decodeBody decodes a JSON management body strictly: unknown fields,
 // trailing data and wrong types are 400s naming the problem. An empty body
 // decodes to the zero value when allowEmpty.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
+	b, ok := readManagementBody(w, r)
+	if !ok {
 		return false
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
@@ -444,13 +463,19 @@ func (g *Gateway) handleGetSettings(w http.ResponseWriter, r *http.Request) {
 // deletes a saved key so the file/env value applies again), resolves it with
 // the file and env layers and only then persists and applies it.
 func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
+	b, ok := readManagementBody(w, r)
+	if !ok {
 		return
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON merge patch is required")
+		return
+	}
+	// A merge patch of null would change nothing and say 200; like every
+	// other management body it must be an object (the settings parser
+	// refuses arrays and scalars itself).
+	if jsonValueKind(b) == "null" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got null")
 		return
 	}
 	patch, err := model.ParseLayerJSON(b)
