@@ -172,15 +172,19 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		e.Select(now, &req, sel)
 	}
 	budgetLeft := f.deadline.Sub(now)
+	// A wait only serves the attempt after it: with the attempt budget
+	// spent the client gets its answer (and Retry-After) now, not after a
+	// wait that cannot end in an attempt.
+	canAttempt := f.attempts < e.settings.RequestBudget.MaxAttempts
 	var waitMs int64
 	var ok bool
 	if f.Route.IsCombo() {
 		w := &e.settings.ComboCooldownWait
-		waitMs, ok = WaitDecision(now, sel, w.Enabled, int64(w.MaxWaitMs), f.waits, w.MaxAttempts,
+		waitMs, ok = WaitDecision(now, sel, w.Enabled && canAttempt, int64(w.MaxWaitMs), f.waits, w.MaxAttempts,
 			min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
 	} else {
 		w := &e.settings.WaitForCooldown
-		waitMs, ok = WaitDecision(now, sel, w.Enabled, int64(w.MaxRetryWaitSec)*1000, f.waits, w.MaxRetries,
+		waitMs, ok = WaitDecision(now, sel, w.Enabled && canAttempt, int64(w.MaxRetryWaitSec)*1000, f.waits, w.MaxRetries,
 			min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
 	}
 	if ok {

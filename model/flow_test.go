@@ -108,6 +108,20 @@ func TestFlowWaitsForShortCooldown(t *testing.T) {
 	}
 }
 
+func TestFlowNoWaitWithTheAttemptBudgetSpent(t *testing.T) {
+	// SPEC §4b, §11.4: a wait is for the attempt after it. With
+	// requestBudget.maxAttempts spent, both connections cooling for 20 s
+	// answer the last upstream 429 with Retry-After at once; the flow
+	// slept 20 s and then answered 503 request_budget_exhausted without one.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 2)), func(s *Settings) { s.RequestBudget.MaxAttempts = 2 })
+	st, trail, end := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
+		return withHeader(429, "retry-after", "20"), false
+	})
+	if len(trail) != 2 || st.Status != 429 || st.Result != ResultUpstream || st.RetryAfterMs < 19000 || end != at(20) {
+		t.Fatalf("%+v %v end %d", st, trail, end-t0)
+	}
+}
+
 func TestFlowNeverWaitsOnQuota(t *testing.T) {
 	// SPEC §4b: never wait on quota_exhausted.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
