@@ -107,11 +107,20 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if len(sel.Excluded) == 0 {
 		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
 	}
-	var timers, transient, circuit, locks, others, leased, unfit int
+	var timers, transient, circuit, locks, others, leased, unfit, noEnd int
 	var leaseEnd int64 // ms until the first lease_held exclusion ends (0 = unknown)
+	var knownEnd int64 // ms until the first timer that is not auth / not-found ends
 	for _, x := range sel.Excluded {
 		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel {
 			unfit++
+		}
+		if x.Reason == ExclConnectionCooldown && (x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound) {
+			// SPEC §4b: a connection cooling after an auth or not-found
+			// error is a skip, not a time to come back at. (A model
+			// lockout keeps its time: 429 model_cooldown, §11.4.)
+			noEnd++
+		} else if x.Reason.Timer() && x.RemainingMs > 0 && (knownEnd == 0 || x.RemainingMs < knownEnd) {
+			knownEnd = x.RemainingMs
 		}
 		switch {
 		case x.Reason == ExclLeaseHeld:
@@ -144,6 +153,9 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if sel.Earliest > 0 {
 		retry = sel.Earliest.Sub(now)
 	}
+	if noEnd > 0 {
+		retry = knownEnd // Retry-After only when an exclusion has a known end
+	}
 	n := len(sel.Excluded)
 	if unfit == n {
 		// Nothing eligible and no timer involved: the client key may use
@@ -171,6 +183,9 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		case timers == 0:
 			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
 				Message: fmt.Sprintf("no connection of %s can serve %s (terminal or not allowed)", r.Provider, r.Model)}
+		case noEnd == timers && others == 0:
+			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
+				Message: fmt.Sprintf("every connection of %s is cooling down after an authentication or not-found error", r.Provider)}
 		case locks == timers && others == 0:
 			return &Error{Code: CodeModelCooldown, Provider: r.Provider, Model: model, RetryAfterMs: retry,
 				Message: fmt.Sprintf("all credentials for model %s are cooling down", r.Model)}
@@ -190,7 +205,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		// when it does not, the answer is a 429 with the earliest expiry.
 		return &Error{Code: CodeRateLimit, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
 			Message: "all targets are cooling down"}
-	case others == 0:
+	case others == 0 && noEnd == 0:
 		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
 			Message: "all targets are cooling down"}
 	}

@@ -187,6 +187,32 @@ func TestUnavailableAnswers(t *testing.T) {
 			t.Fatalf("%+v", err)
 		}
 	})
+	t.Run("auth cooldowns → 503 ALL_TARGETS_SKIPPED, Retry-After only from a timer with a known end", func(t *testing.T) {
+		// SPEC §4b: auth_error / not_found → ALL_TARGETS_SKIPPED, no
+		// Retry-After for them (the 401 ladder's 5 min is not a time the
+		// request will succeed at).
+		e := mustEngine(t, tp, nil)
+		hit(t, e, at(0), "b", "k1", "m1", status(401))
+		r := route(t, e, "b/m1")
+		err := Unavailable(at(sec(1)), &r, selectAt(t, e, at(sec(1)), "b/m1"))
+		if err.Code != CodeAllTargetsSkipped || err.Code.HTTPStatus() != 503 || err.RetryAfterSeconds() != 0 {
+			t.Fatalf("single model: %+v", err)
+		}
+		hit(t, e, at(0), "a", "k1", "m1", status(401))
+		r = route(t, e, "c")
+		err = Unavailable(at(sec(1)), &r, selectAt(t, e, at(sec(1)), "c"))
+		if err.Code != CodeAllTargetsSkipped || err.RetryAfterSeconds() != 0 || len(err.Excluded) != 2 {
+			t.Fatalf("combo, both auth: %+v", err)
+		}
+		e = mustEngine(t, tp, nil)
+		hit(t, e, at(0), "a", "k1", "m1", status(503))
+		hit(t, e, at(0), "a", "k1", "m1", status(503))
+		hit(t, e, at(0), "b", "k1", "m1", status(401))
+		err = Unavailable(at(sec(1)), &r, selectAt(t, e, at(sec(1)), "c"))
+		if err.Code != CodeAllTargetsSkipped || err.RetryAfterSeconds() != 14 {
+			t.Fatalf("combo, breaker + auth: %+v (want the breaker's 14 s, not the auth cooldown's)", err)
+		}
+	})
 	t.Run("combo, breaker + quota cooldown → 503 all_targets_cooling_down with diagnostics", func(t *testing.T) {
 		e := mustEngine(t, tp, nil)
 		hit(t, e, at(0), "a", "k1", "m1", status(503))
