@@ -54,6 +54,14 @@ func TestReplayTargetTwiceCountsThisRunsUses(t *testing.T) {
 		t.Skip("wall-clock replay")
 	}
 	sc := load(t, "failover-accounting.yaml") // reads uses at 10s and 35s
+	// The file sends a request every second and k1's cooldowns (3 s, 6 s)
+	// end on those very instants: on the wall clock each such request lands
+	// a moment before or after the cooldown's end, so two runs could differ
+	// by a use of k1 for no fault of the counting this test pins. 1.1 s
+	// apart, no request is within 100 ms (10 ms of wall time) of an end.
+	for i := range sc.Traffic {
+		sc.Traffic[i].Every = 1100 * time.Millisecond
+	}
 	ctx, op := operatorGateway(t, sc)
 	uses := func() map[string]uint64 {
 		res, err := Run(ctx, sc, Options{Target: op.base, ManagementKey: op.mgmtKey, Upstream: op.upstream, Clean: true, ApplySettings: true, Speed: 10})
