@@ -314,3 +314,28 @@ func TestCheckMgmtOversizedBodyWithExpectIs413(t *testing.T) {
 		t.Fatalf("after the refusal: %d %s", s.code, s.body)
 	}
 }
+
+// SPEC §11.1: fields named *Ms take an integer or a Go duration everywhere,
+// so PUT /api/providers takes "10s" where the config file does; a bad or
+// negative value is a 400 naming the problem, and changes nothing.
+func TestCheckMgmtProviderMillisTakeDurations(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	r := admin(g, "PUT", "/api/providers/glm", `{"connections":[{"id":"k1","rateLimitOverrides":{"maxWaitMs":"10s","minTimeMs":250}}]}`)
+	if r.code != 200 {
+		t.Fatalf("duration string: %d %s", r.code, r.body)
+	}
+	list := admin(g, "GET", "/api/providers", "")
+	if !strings.Contains(list.body, `"maxWaitMs":10000`) || !strings.Contains(list.body, `"minTimeMs":250`) {
+		t.Fatalf("the overrides did not apply as milliseconds: %s", list.body)
+	}
+	for _, bad := range []string{`"10 parsecs"`, `"500us"`, `-5`, `"-1s"`, `true`} {
+		r := admin(g, "PUT", "/api/providers/glm", `{"connections":[{"id":"k1","rateLimitOverrides":{"maxWaitMs":`+bad+`}}]}`)
+		if r.code != 400 || r.errCode() != "invalid_request" {
+			t.Errorf("maxWaitMs %s: %d %s, want 400", bad, r.code, r.body)
+		}
+	}
+	if after := admin(g, "GET", "/api/providers", ""); after.body != list.body {
+		t.Fatalf("a refused PUT changed the provider:\nbefore %s\nafter  %s", list.body, after.body)
+	}
+}

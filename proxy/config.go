@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +138,21 @@ type Millis int64
 
 // Duration converts to a time.Duration.
 func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }
+
+// UnmarshalJSON accepts what the config file accepts (PUT /api/providers
+// takes the same fields): an integer or a Go duration string that is a
+// whole number of milliseconds, never negative. null leaves m unchanged.
+func (m *Millis) UnmarshalJSON(b []byte) error {
+	var v model.Millis
+	if err := v.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("must not be negative, got %s", bytes.TrimSpace(b))
+	}
+	*m = Millis(v)
+	return nil
+}
 
 // ConfigError is one problem in a config file: where and what.
 type ConfigError struct {
@@ -512,6 +528,9 @@ func parseMillis(s string) (int64, error) {
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("must not be negative, got %q", s)
+	}
+	if d%time.Millisecond != 0 { // as in the resilience section: never a silent truncation
+		return 0, fmt.Errorf("duration %q is not a whole number of milliseconds", s)
 	}
 	return d.Milliseconds(), nil
 }

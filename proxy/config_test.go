@@ -33,6 +33,8 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{"providers:\n  - {id: p, baseURL: 'http://x/v1', strategy: fastest, connections: [{id: c}]}\n", []string{"providers[0].strategy", "unknown strategy"}},
 		{"server: [1]\n", []string{"test.yaml:1", "server", "want a mapping"}},
 		{"a: [\n", []string{"invalid YAML"}},
+		// SPEC §11.1: a *Ms value is a whole number of milliseconds, as in the resilience section; 500us became 0 (the default).
+		{"server:\n  shutdownTimeoutMs: 500us\n", []string{"test.yaml:2", "server.shutdownTimeoutMs", "not a whole number of milliseconds"}},
 	}
 	for _, c := range cases {
 		_, _, err := ParseConfig("test.yaml", []byte(c.yaml), nil)
