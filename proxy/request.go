@@ -65,19 +65,23 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // them, and as bodyFor splices "model": encoding/json's case-insensitive
 // field matching would route {"model":"a","Model":"b"} to b while the
 // upstream is sent a, and take "Stream": true for a stream the upstream
-// never starts. A repeated key counts once, the last one (as encoding/json
-// decodes it).
+// never starts. For the same reason a repeated "model", "stream" or
+// "messages" is refused: the gateway would route on one copy while an
+// upstream that reads the first key acts on the other.
 func parseChatRequest(body []byte) (chatRequest, error) {
 	b := bytes.TrimSpace(body)
 	if len(b) == 0 || b[0] != '{' {
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", "the body must be a JSON object"}
 	}
-	// One pass validates the body and finds the fields; a repeated key
-	// counts once, the last one.
+	// One pass validates the body and finds the fields.
 	var f [len(chatFields)]valueRange
+	dup := -1
 	valid := jsonvalid.Members(body, func(ks, ke, vs, ve int) {
 		for j, key := range chatFields {
 			if keyEquals(body[ks:ke], key) {
+				if f[j].ok {
+					dup = j
+				}
 				f[j] = valueRange{start: vs, end: ve, ok: true, src: body}
 			}
 		}
@@ -89,6 +93,9 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 			err = errors.New("invalid JSON")
 		}
 		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_json", "the body is not valid JSON: " + err.Error()}
+	}
+	if dup >= 0 {
+		return chatRequest{}, &errBadRequest{http.StatusBadRequest, "invalid_request", fmt.Sprintf("field %q appears more than once", chatFields[dup])}
 	}
 	m, st, msgs := f[0], f[1], f[2]
 	if !m.ok || m.is("null") || m.is(`""`) {

@@ -33,13 +33,17 @@ func TestTopLevelValueAndBodyFor(t *testing.T) {
 	if got := r.bodyFor("combo"); &got[0] != &r.body[0] {
 		t.Fatal("same model should forward the original bytes")
 	}
-	// duplicate keys: the last one wins, as encoding/json decodes it
-	r, err = parseChatRequest([]byte(`{"model":"a","model":"b"}`))
-	if err != nil || r.Model != "b" {
-		t.Fatalf("dup: %+v %v", r, err)
+	// A repeated key the gateway reads is refused: it would route on the
+	// last copy while an upstream reading the first acted on the other
+	// (the upstream was sent {"model":"nope","model":"m1"}).
+	for _, dup := range []string{`{"model":"a","model":"b"}`, `{"model":"a","stream":false,"stream":true}`, `{"model":"a","messages":[],"messages":[]}`} {
+		if _, err := parseChatRequest([]byte(dup)); err == nil || !strings.Contains(err.Error(), "appears more than once") {
+			t.Errorf("parseChatRequest(%s): %v, want a repeated-field error", dup, err)
+		}
 	}
-	if string(r.bodyFor("z")) != `{"model":"a","model":"z"}` {
-		t.Fatalf("dup bodyFor = %s", r.bodyFor("z"))
+	// Other keys may repeat: the gateway does not read them.
+	if r, err := parseChatRequest([]byte(`{"model":"a","user":"x","user":"y"}`)); err != nil || r.Model != "a" {
+		t.Fatalf("a repeated key the gateway does not read: %+v %v", r, err)
 	}
 	for _, bad := range []string{``, `[]`, `{"model":1}`, `{"model":""}`, `{}`, `{"model":"x","stream":"yes"}`, `{"model":"x"`, `{"model":"x"} trailing`} {
 		if _, err := parseChatRequest([]byte(bad)); err == nil {
