@@ -63,11 +63,13 @@ func TestCheckClientBodyKeysAreExact(t *testing.T) {
 	if n := up.total() - before; n != 0 {
 		t.Fatalf("bad bodies reached the upstream %d times", n)
 	}
-	// Escapes in the model id are decoded; duplicate keys: the last one.
+	// Escapes in the model id are decoded; a repeated model is refused (the
+	// upstream would be sent both copies), before any upstream call.
 	if r := post(`{"model":"glm\/glm-5","messages":[]}`); r.code != 200 || r.h.Get("X-Breakwater-Provider") != "glm" {
 		t.Fatalf(`escaped model: %d %s`, r.code, r.body)
 	}
-	if r := post(`{"model":"oa/gpt-5","model":"glm/glm-5","messages":[]}`); r.code != 200 || r.h.Get("X-Breakwater-Provider") != "glm" {
+	before = up.total()
+	if r := post(`{"model":"oa/gpt-5","model":"glm/glm-5","messages":[]}`); r.code != 400 || !strings.Contains(r.body, `field \"model\" appears more than once`) || up.total() != before {
 		t.Fatalf(`duplicate model: %d %s`, r.code, r.body)
 	}
 }
