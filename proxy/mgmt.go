@@ -593,11 +593,21 @@ func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// handleGetLockouts lists model lockouts; ?provider= narrows the list like
+// GET /api/resilience/cooldowns does (an unknown provider is a 404 there too).
 func (g *Gateway) handleGetLockouts(w http.ResponseWriter, r *http.Request) {
+	prov := r.URL.Query().Get("provider")
+	if prov != "" && !g.knownProvider(prov) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+		return
+	}
 	now := g.modelNow()
 	g.lock()
 	l := g.eng.Lockouts(now)
 	g.unlock()
+	if prov != "" {
+		l = slices.DeleteFunc(l, func(v model.LockoutView) bool { return v.Provider != prov })
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"lockouts": l})
 }
 

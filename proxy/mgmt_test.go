@@ -263,6 +263,14 @@ providers:
 	if r.code != 200 || !strings.Contains(r.body, `"model":"m1"`) {
 		t.Fatalf("lockouts: %s", r.body)
 	}
+	// ?provider= narrows the list, and an unknown provider is a 404, as on
+	// GET /api/resilience/cooldowns.
+	if r := admin(g, "GET", "/api/resilience/model-cooldowns?provider=loc", ""); r.code != 200 || !strings.Contains(r.body, `"model":"m1"`) {
+		t.Fatalf("lockouts of loc: %d %s", r.code, r.body)
+	}
+	if r := admin(g, "GET", "/api/resilience/model-cooldowns?provider=nope", ""); r.code != 404 || r.errCode() != "not_found" {
+		t.Fatalf("lockouts of an unknown provider: %d %s", r.code, r.body)
+	}
 	if r := g.chat("loc/m1"); r.code != 429 || r.errCode() != "model_cooldown" {
 		t.Fatalf("a locked model: %d %s", r.code, r.body)
 	}
