@@ -39,6 +39,9 @@ type Config struct {
 	File string `yaml:"-"`
 	// lines maps a dotted field path to its line in File, for messages.
 	lines map[string]int
+	// fromEnv maps a field set by a BREAKWATER_* variable to that variable:
+	// its problems name the variable, not a line of the file.
+	fromEnv map[string]string
 }
 
 // ServerConfig is the `server:` section.
@@ -216,11 +219,86 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 		d.decode(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
 	}
 	cfg.lines = d.lines
+	cfg.applyEnvOverrides(env)
 	d.errs = append(d.errs, cfg.validate()...)
+	if len(d.errs) == 0 {
+		// Settings resolved from the file and the environment, as New
+		// resolves them (the saved layer comes from the store): a bad
+		// value is reported with the other problems, before serve opens
+		// (and migrates) a database.
+		d.errs = append(d.errs, cfg.checkSettings(environ)...)
+	}
 	if len(d.errs) > 0 {
 		return nil, d.warnings, errors.Join(d.errs...)
 	}
 	return cfg, d.warnings, nil
+}
+
+// serverEnv are the BREAKWATER_* variables that override server and store
+// fields of the file (docs/config.md).
+var serverEnv = []struct{ name, field string }{
+	{"BREAKWATER_LISTEN", "server.listen"},
+	{"BREAKWATER_MANAGEMENT_KEY", "server.managementKey"},
+	{"BREAKWATER_STORE_URL", "store.url"},
+}
+
+// applyEnvOverrides sets the fields of serverEnv from the environment
+// before validation, so an overriding value is checked like a file value.
+func (c *Config) applyEnvOverrides(env map[string]string) {
+	for _, v := range serverEnv {
+		val := env[v.name]
+		if val == "" {
+			continue
+		}
+		switch v.field {
+		case "server.listen":
+			c.Server.Listen = val
+		case "server.managementKey":
+			c.Server.ManagementKey = val
+		case "store.url":
+			c.Store.URL = val
+		}
+		if c.fromEnv == nil {
+			c.fromEnv = map[string]string{}
+		}
+		c.fromEnv[v.field] = v.name
+	}
+}
+
+// checkSettings resolves the file and env settings layers and checks the
+// rules New enforces on the listen address.
+func (c *Config) checkSettings(environ []string) []error {
+	var errs []error
+	if err := c.accessProblem(); err != nil {
+		errs = append(errs, err)
+	}
+	lower, err := c.SettingsLayers(environ)
+	if err == nil {
+		_, _, err = model.Resolve(lower...)
+	}
+	if err != nil {
+		errs = append(errs, c.settingsError(err))
+	}
+	return errs
+}
+
+// accessProblem enforces who may reach the gateway: an open gateway (no
+// clientKeys) and an open management API only on a loopback address.
+func (c *Config) accessProblem() error {
+	if isLoopback(c.Server.Listen) {
+		return nil
+	}
+	if len(c.ClientKeys) == 0 {
+		return c.errAt("server.listen", "refusing to run an open gateway on %s: no clientKeys are configured, so anyone who can reach this address could use your upstream credentials; add clientKeys or listen on a loopback address (127.0.0.1:PORT)", c.Server.Listen)
+	}
+	if c.Server.ManagementKey == "" {
+		from := ""
+		if name := c.fromEnv["server.listen"]; name != "" {
+			from = ", from " + name
+		}
+		return c.errAt("server.managementKey", "is required when listening on a non-loopback address (%s%s)", c.Server.Listen, from)
+	}
+	return nil
 }
 
 // nodeDecoder decodes a yaml.Node tree into Go values strictly: every
@@ -572,7 +650,12 @@ func (c *Config) line(path string) int {
 }
 
 func (c *Config) errAt(field, format string, args ...any) error {
-	return &ConfigError{File: c.File, Line: c.line(field), Field: field, Problem: fmt.Sprintf(format, args...)}
+	problem := fmt.Sprintf(format, args...)
+	if name := c.fromEnv[field]; name != "" {
+		// Not on the file's line: say where the value came from.
+		return &ConfigError{File: c.File, Field: field, Problem: problem + " (the value comes from " + name + ")"}
+	}
+	return &ConfigError{File: c.File, Line: c.line(field), Field: field, Problem: problem}
 }
 
 // validate checks what the YAML decoder cannot: required values, references
@@ -891,7 +974,10 @@ func (c *Config) settingsError(err error) error {
 	}
 	var out []error
 	for _, se := range ses {
-		if se.Source == "file" {
+		// No source: a rule between values that no layer set together
+		// (emergencyFallback.enabled without its target); the file's
+		// resilience section is where to fix it.
+		if se.Source == "file" || se.Source == "" {
 			field := "resilience"
 			if se.Field != "" {
 				field += "." + se.Field

@@ -58,11 +58,9 @@ resilience:
     maxWaitMs: 5s
     maxWaitMz: 3
 `
-	cfg, _, err := ParseConfig("cfg.yaml", []byte(y), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(context.Background(), cfg, Options{})
+	// ParseConfig resolves the settings too: serve reports them with the
+	// file's other problems, before it opens (and migrates) a database.
+	_, _, err := ParseConfig("cfg.yaml", []byte(y), nil)
 	if err == nil {
 		t.Fatal("want an error for the unknown resilience key")
 	}
@@ -70,6 +68,24 @@ resilience:
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not contain %q", err, w)
 		}
+	}
+	good := strings.Replace(y, "    maxWaitMz: 3\n", "", 1)
+	bad := []string{"BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH=lots"}
+	if _, _, err := ParseConfig("cfg.yaml", []byte(good), bad); err == nil || !strings.Contains(err.Error(), "BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH") {
+		t.Fatalf("bad env at parse: %v", err)
+	}
+	cfg, _, err := ParseConfig("cfg.yaml", []byte(good), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), cfg, Options{Environ: bad}); err == nil || !strings.Contains(err.Error(), "BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH") {
+		t.Fatalf("bad env at New: %v", err)
+	}
+	// A rule between values no layer set together names the file's
+	// resilience section (it had no file, line or prefix).
+	y = good + "  emergencyFallback: {enabled: true}\n"
+	if _, _, err := ParseConfig("cfg.yaml", []byte(y), nil); err == nil || !strings.Contains(err.Error(), "cfg.yaml:6: resilience.emergencyFallback") {
+		t.Fatalf("cross-field rule: %v", err)
 	}
 }
 
@@ -114,18 +130,28 @@ resilience:
 
 func TestOpenGatewayOnlyOnLoopback(t *testing.T) {
 	y := "server: {listen: '0.0.0.0:8080', managementKey: k}\nproviders:\n  - {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n"
-	cfg, _, err := ParseConfig("t.yaml", []byte(y), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(context.Background(), cfg, Options{})
-	if err == nil || !strings.Contains(err.Error(), "refusing to run an open gateway") || !strings.Contains(err.Error(), "clientKeys") {
+	_, _, err := ParseConfig("t.yaml", []byte(y), nil)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:1: server.listen: refusing to run an open gateway") || !strings.Contains(err.Error(), "clientKeys") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 	y = "server: {listen: '0.0.0.0:8080'}\nclientKeys: [{id: a, key: k}]\nproviders:\n  - {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n"
-	cfg, _, _ = ParseConfig("t.yaml", []byte(y), nil)
-	if _, err = New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "managementKey") {
+	if _, _, err = ParseConfig("t.yaml", []byte(y), nil); err == nil || !strings.Contains(err.Error(), "managementKey") {
 		t.Fatalf("want managementKey required, got %v", err)
+	}
+	// The override is checked like a file value and names its variable.
+	loop := strings.Replace(y, "0.0.0.0:8080", "127.0.0.1:8080", 1)
+	if _, _, err = ParseConfig("t.yaml", []byte(loop), []string{"BREAKWATER_LISTEN=0.0.0.0:9"}); err == nil ||
+		!strings.Contains(err.Error(), "managementKey") || !strings.Contains(err.Error(), "BREAKWATER_LISTEN") {
+		t.Fatalf("want the env override refused, got %v", err)
+	}
+	// A Config changed in code is checked by New.
+	cfg, _, err := ParseConfig("t.yaml", []byte(loop), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Server.Listen = "0.0.0.0:8080"
+	if _, err = New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "managementKey") {
+		t.Fatalf("New: want managementKey required, got %v", err)
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "0.0.0.0:1": false, ":8080": false, "10.0.0.1:1": false} {
 		if isLoopback(addr) != want {

@@ -124,14 +124,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Store == nil {
 		opts.Store = NewMemoryStore()
 	}
-	loopback := isLoopback(cfg.Server.Listen)
-	if len(cfg.ClientKeys) == 0 && !loopback {
-		return nil, &ConfigError{File: cfg.File, Line: cfg.line("server.listen"), Field: "server.listen",
-			Problem: fmt.Sprintf("refusing to run an open gateway on %s: no clientKeys are configured, so anyone who can reach this address could use your upstream credentials; add clientKeys or listen on a loopback address (127.0.0.1:PORT)", cfg.Server.Listen)}
-	}
-	if cfg.Server.ManagementKey == "" && !loopback {
-		return nil, &ConfigError{File: cfg.File, Line: cfg.line("server.managementKey"), Field: "server.managementKey",
-			Problem: fmt.Sprintf("is required when listening on a non-loopback address (%s)", cfg.Server.Listen)}
+	if err := cfg.accessProblem(); err != nil { // also checked by ParseConfig; a Config built in code gets it here
+		return nil, err
 	}
 	topo, err := cfg.Topology()
 	if err != nil {

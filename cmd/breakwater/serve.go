@@ -64,16 +64,6 @@ func runServe(args []string) int {
 		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
 		return 2
 	}
-	fromEnv := map[string]string{} // field → the variable that set it
-	if v := os.Getenv("BREAKWATER_LISTEN"); v != "" {
-		cfg.Server.Listen, fromEnv["server.listen"] = v, "BREAKWATER_LISTEN"
-	}
-	if v := os.Getenv("BREAKWATER_MANAGEMENT_KEY"); v != "" {
-		cfg.Server.ManagementKey, fromEnv["server.managementKey"] = v, "BREAKWATER_MANAGEMENT_KEY"
-	}
-	if v := os.Getenv("BREAKWATER_STORE_URL"); v != "" {
-		cfg.Store.URL, fromEnv["store.url"] = v, "BREAKWATER_STORE_URL"
-	}
 
 	ctx := context.Background()
 	stopDemo, err := startDemo(cfg, log)
@@ -91,12 +81,6 @@ func runServe(args []string) int {
 	g, err := proxy.New(ctx, cfg, proxy.Options{Logger: log, Store: st, Environ: environ})
 	if err != nil {
 		_ = st.Close(ctx)
-		// A value that came from the environment is not on the file's line.
-		for _, ce := range proxy.ConfigErrors(err) {
-			if name := fromEnv[ce.Field]; name != "" {
-				ce.Problem += " (the value comes from " + name + ")"
-			}
-		}
 		printConfigError(err)
 		return 2
 	}

@@ -97,7 +97,7 @@ func TestServeWarnsAboutMistypedEnvOverrides(t *testing.T) {
 
 // docs/config.md: BREAKWATER_LISTEN overrides server.listen. An error about
 // the overriding value pointed at the file's line only, where the operator
-// found a loopback address; it now names the variable.
+// found a loopback address; it now names the variable instead of a line.
 func TestServeErrorNamesTheEnvOverride(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "gw.yaml")
@@ -110,7 +110,7 @@ func TestServeErrorNamesTheEnvOverride(t *testing.T) {
 	w.Close()
 	os.Stderr = old
 	out, _ := io.ReadAll(r)
-	if code != 2 || !strings.Contains(string(out), "gw.yaml:2: server.listen") || !strings.Contains(string(out), "(the value comes from BREAKWATER_LISTEN)") {
+	if code != 2 || !strings.Contains(string(out), "gw.yaml: server.listen") || !strings.Contains(string(out), "(the value comes from BREAKWATER_LISTEN)") {
 		t.Fatalf("exit %d, stderr:\n%s", code, out)
 	}
 }
