@@ -34,10 +34,19 @@ func runServe(args []string) int {
 		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_STORE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	extra, err := parseInterspersed(fs, args) // flags before or after, like the other commands
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(extra) > 0 {
+		fmt.Fprintf(os.Stderr, "breakwater serve: unexpected argument %q (the config file is given with -config FILE)\n", extra[0])
 		return 2
 	}
 	if *configPath == "" {
+		fmt.Fprintln(os.Stderr, "breakwater serve: -config FILE is required")
 		fs.Usage()
 		return 2
 	}

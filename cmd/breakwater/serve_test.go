@@ -114,3 +114,48 @@ func TestServeErrorNamesTheEnvOverride(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, out)
 	}
 }
+
+// CONTRACTS §1: serve reads flags before or after other arguments like the
+// other commands, refuses a stray argument with a message (it printed only
+// the usage, or ignored it), and -h is not an error.
+func TestServeArgumentErrors(t *testing.T) {
+	stderr := func(args ...string) (int, string) {
+		r, w, _ := os.Pipe()
+		old := os.Stderr
+		os.Stderr = w
+		code := runServe(args)
+		w.Close()
+		os.Stderr = old
+		out, _ := io.ReadAll(r)
+		return code, string(out)
+	}
+	f := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(f, []byte("server: {listen: 127.0.0.1:0}\n"), 0o644)
+	for _, args := range [][]string{{"extra", "-config", f}, {"-config", f, "extra"}, {f}} {
+		if code, out := stderr(args...); code != 2 || !strings.Contains(out, `unexpected argument`) {
+			t.Errorf("serve %q: exit %d, stderr %q; want 2 naming the argument", args, code, out)
+		}
+	}
+	if code, out := stderr(); code != 2 || !strings.Contains(out, "-config FILE is required") {
+		t.Errorf("serve without -config: exit %d, stderr %q", code, out)
+	}
+	if code, _ := stderr("-h"); code != 0 {
+		t.Errorf("serve -h: exit %d, want 0", code)
+	}
+}
+
+// CONTRACTS §1: upstream refuses what it would otherwise ignore.
+func TestUpstreamArgumentErrors(t *testing.T) {
+	for _, args := range [][]string{{"extra", "-listen", "127.0.0.1:0"}, {"-listen", "127.0.0.1:0", "-speed", "0"}, {"-listen", "127.0.0.1:0", "-speed", "-1"}} {
+		r, w, _ := os.Pipe()
+		old := os.Stderr
+		os.Stderr = w
+		code := runUpstream(args)
+		w.Close()
+		os.Stderr = old
+		out, _ := io.ReadAll(r)
+		if code != 2 || len(out) == 0 {
+			t.Errorf("upstream %q: exit %d, stderr %q; want 2 with a message", args, code, out)
+		}
+	}
+}

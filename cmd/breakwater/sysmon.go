@@ -35,7 +35,12 @@ const sysmonSetting = "schedtrace=2147483647"
 // their own, or the re-exec failed. The process keeps its PID, arguments and
 // open files.
 func withSysmonBackoff() {
-	if os.Getenv(sysmonEnv) == "off" {
+	on, err := sysmonWanted(os.Getenv(sysmonEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "breakwater serve: %v\n", err)
+		os.Exit(2)
+	}
+	if !on {
 		return
 	}
 	env, ok := sysmonEnviron(os.Environ())
@@ -74,4 +79,17 @@ func sysmonEnviron(environ []string) ([]string, bool) {
 		godebug += ","
 	}
 	return append(out, "GODEBUG="+godebug+sysmonSetting), true
+}
+
+// sysmonWanted reads BREAKWATER_SYSMON_BACKOFF like the other boolean
+// variables: unset, on/true/1 keep the backoff, off/false/0 turn it off,
+// anything else is an error naming the variable.
+func sysmonWanted(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: want on or off (true/1, false/0), got %q", sysmonEnv, v)
 }

@@ -136,3 +136,19 @@ func startAndReadGodebug(t *testing.T, cmd *exec.Cmd) string {
 	}
 	return ""
 }
+
+// BREAKWATER_SYSMON_BACKOFF takes the booleans the other variables take; any
+// other value is an error naming the variable (false and 0 kept the backoff
+// on, "maybe" passed without a word).
+func TestSysmonWanted(t *testing.T) {
+	for v, want := range map[string]bool{"": true, "on": true, "TRUE": true, "1": true, "off": false, "False": false, "0": false, " off ": false} {
+		if got, err := sysmonWanted(v); err != nil || got != want {
+			t.Errorf("sysmonWanted(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"maybe", "no", "2"} {
+		if _, err := sysmonWanted(v); err == nil || !strings.Contains(err.Error(), sysmonEnv) {
+			t.Errorf("sysmonWanted(%q): %v, want an error naming %s", v, err, sysmonEnv)
+		}
+	}
+}
