@@ -42,6 +42,9 @@ type Config struct {
 	// fromEnv maps a field set by a BREAKWATER_* variable to that variable:
 	// its problems name the variable, not a line of the file.
 	fromEnv map[string]string
+	// envRefs are the variables the file names in ${...}: the operator's
+	// own, even under a BREAKWATER_ prefix the settings use.
+	envRefs map[string]bool
 }
 
 // ServerConfig is the `server:` section.
@@ -219,6 +222,7 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 		d.decode(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
 	}
 	cfg.lines = d.lines
+	cfg.envRefs = d.refs
 	cfg.applyEnvOverrides(env)
 	d.errs = append(d.errs, cfg.validate()...)
 	if len(d.errs) == 0 {
@@ -310,6 +314,7 @@ type nodeDecoder struct {
 	lines    map[string]int
 	errs     []error
 	warnings []string
+	refs     map[string]bool // variables named by ${...}
 }
 
 func (d *nodeDecoder) fail(n *yaml.Node, field, format string, args ...any) {
@@ -352,6 +357,10 @@ func (d *nodeDecoder) expand(n *yaml.Node, field, s string) string {
 			d.fail(n, field, "empty variable name in %q", s)
 			return s
 		}
+		if d.refs == nil {
+			d.refs = map[string]bool{}
+		}
+		d.refs[name] = true
 		v, ok := d.env[name]
 		switch {
 		case ok && v != "":
@@ -958,6 +967,14 @@ func orDefault(s, def string) string {
 // Problems in the file layer name the file and line.
 func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
 	lower := []model.NamedLayer{{Name: "file", Tree: c.Resilience}}
+	if len(c.envRefs) > 0 {
+		// A variable the file expands (${BREAKWATER_STREAM_URL}) is not a
+		// mistyped setting: only the settings' own names stay.
+		environ = slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+			name, _, _ := strings.Cut(kv, "=")
+			return c.envRefs[name] && !settingsVar(name)
+		})
+	}
 	envL, err := model.EnvLayer(environ)
 	if err != nil {
 		return nil, err
@@ -1088,3 +1105,17 @@ func isLoopback(listen string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// ReferencesEnv reports whether the config file expands the variable name
+// (${name}), which makes it the operator's variable, not a mistyped setting.
+func (c *Config) ReferencesEnv(name string) bool { return c != nil && c.envRefs[name] }
+
+// settingsVar reports whether name is a settings variable (a named one or
+// the generic BREAKWATER_SETTINGS__ form).
+var settingsVar = func() func(string) bool {
+	names := map[string]bool{}
+	for _, v := range model.EnvVars() {
+		names[v.Name] = true
+	}
+	return func(name string) bool { return names[name] || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") }
+}()

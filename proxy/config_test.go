@@ -172,3 +172,32 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// docs/config.md: an unknown variable under a settings prefix is a typo and
+// an error, unless the file expands it: BREAKWATER_STREAM_URL named in
+// ${...} is the operator's variable (serve refused to start with it).
+func TestExpandedVariableIsNotAMistypedSetting(t *testing.T) {
+	y := "providers:\n  - {id: p, baseURL: '${BREAKWATER_STREAM_URL}', connections: [{id: c}]}\n"
+	env := []string{"BREAKWATER_STREAM_URL=http://127.0.0.1:9/v1"}
+	cfg, _, err := ParseConfig("t.yaml", []byte(y), env)
+	if err != nil {
+		t.Fatalf("a variable the file expands: %v", err)
+	}
+	if cfg.Providers[0].BaseURL != "http://127.0.0.1:9/v1" || !cfg.ReferencesEnv("BREAKWATER_STREAM_URL") {
+		t.Fatalf("expansion: %+v", cfg.Providers[0])
+	}
+	if _, err := New(context.Background(), cfg, Options{Environ: env}); err != nil {
+		t.Fatalf("New with the same environment: %v", err)
+	}
+	// Not named by the file: still the typo error naming the variable.
+	y = "providers:\n  - {id: p, baseURL: 'http://127.0.0.1:9/v1', connections: [{id: c}]}\n"
+	if _, _, err := ParseConfig("t.yaml", []byte(y), env); err == nil || !strings.Contains(err.Error(), "BREAKWATER_STREAM_URL") {
+		t.Fatalf("an unknown settings variable the file does not use: %v", err)
+	}
+	// A real setting named in ${...} is still a setting.
+	y = "providers:\n  - {id: p, baseURL: 'http://127.0.0.1:9/v1', connections: [{id: c}]}\nresilience: {requestQueue: {maxWaitMs: '${BREAKWATER_RATE_LIMIT_MAX_WAIT_MS}'}}\n"
+	if _, _, err := ParseConfig("t.yaml", []byte(y), []string{"BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=lots"}); err == nil {
+		t.Fatal("a bad value of a settings variable must stay an error")
+	}
+}
+

@@ -62,7 +62,7 @@ func runServe(args []string) int {
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	for _, w := range envTypoWarnings(environ) {
+	for _, w := range envTypoWarnings(environ, cfg.ReferencesEnv) {
 		log.Warn(w)
 	}
 	if err != nil {
@@ -175,7 +175,7 @@ var serveEnvVars = []string{"BREAKWATER_LISTEN", "BREAKWATER_MANAGEMENT_KEY", "B
 // that are a few letters away from one it does: a mistyped override is
 // otherwise ignored without a word (README: BREAKWATER_* overrides). Other
 // BREAKWATER_ names are left alone: operators use them for ${ENV} expansion.
-func envTypoWarnings(environ []string) []string {
+func envTypoWarnings(environ []string, referenced func(string) bool) []string {
 	known := append([]string(nil), serveEnvVars...)
 	for _, v := range model.EnvVars() {
 		known = append(known, v.Name)
@@ -183,8 +183,8 @@ func envTypoWarnings(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "BREAKWATER_") || model.SettingsEnvOwned(name) {
-			continue // the settings layer judges its own names (an error, not a warning)
+		if !strings.HasPrefix(name, "BREAKWATER_") || model.SettingsEnvOwned(name) || referenced(name) {
+			continue // the settings layer judges its own names (an error, not a warning); the file uses the ones it expands
 		}
 		best, bestD := "", 4 // at most 3 edits away
 		for _, k := range known {

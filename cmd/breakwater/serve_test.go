@@ -85,7 +85,9 @@ func TestServeWarnsAboutMistypedEnvOverrides(t *testing.T) {
 		// nearest name, so no second report here
 		"BREAKWATER_RATE_LIMIT_MAX_WAITMS=5",
 		"HOME=/root",
-	})
+		// close to a known name, but the file expands it: the operator's own
+		"BREAKWATER_LISTEN_2=127.0.0.1:2",
+	}, func(name string) bool { return name == "BREAKWATER_LISTEN_2" })
 	want := []string{
 		"environment variable BREAKWATER_PROVIDER_BREAKR_API_KEY_FAILURE_THRESHOLD is not used (did you mean BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD?)",
 		"environment variable BREAKWATER_MANAGMENT_KEY is not used (did you mean BREAKWATER_MANAGEMENT_KEY?)",
