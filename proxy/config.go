@@ -690,6 +690,8 @@ func (c *Config) validate() []error {
 	}
 	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
 		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", redactURL(u))) // never print its password
+	} else if problem := postgresURLProblem(u); problem != "" {
+		add(c.errAt("store.url", "%s, got %q", problem, redactURL(u)))
 	}
 	provs := map[string]*ProviderConfig{}
 	for i := range c.Providers {
@@ -1056,6 +1058,9 @@ func redactURL(s string) string {
 	if err != nil || u.Opaque != "" { // "u:pw@h:bad" parses as scheme "u" with an opaque part
 		return redactRawURL(s)
 	}
+	if u.User == nil && u.RawQuery == "" {
+		return s // nothing to hide: shown as written ("postgres://" stays so)
+	}
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k := range q {
@@ -1119,3 +1124,22 @@ var settingsVar = func() func(string) bool {
 	}
 	return func(name string) bool { return names[name] || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") }
 }()
+
+// postgresURLProblem says what is wrong with a postgres:// store URL ("" when
+// nothing is). One with neither a host nor a database (postgres:// and
+// nothing else, as when the ${...} in it were unset) would fall back to
+// libpq's defaults and migrate whatever database the OS user reaches there.
+func postgresURLProblem(s string) string {
+	if !store.IsPostgresURL(s) {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "not a valid URL"
+	}
+	if u.Hostname() == "" && strings.Trim(u.Path, "/") == "" && u.Query().Get("host") == "" && u.Query().Get("dbname") == "" {
+		return "names neither a host nor a database (postgres://user@host:5432/dbname)"
+	}
+	return ""
+}
+

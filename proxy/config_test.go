@@ -34,6 +34,8 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{"server: [1]\n", []string{"test.yaml:1", "server", "want a mapping"}},
 		{"a: [\n", []string{"invalid YAML"}},
 		// SPEC §11.1: a *Ms value is a whole number of milliseconds, as in the resilience section; 500us became 0 (the default).
+		{"store: {url: 'postgres://'}\n", []string{"test.yaml:1", "store.url", "neither a host nor a database"}},
+		{"store: {url: 'postgres://u:secret@/'}\n", []string{"test.yaml:1", "store.url", "neither a host nor a database", "u:xxxxx@"}},
 		{"server:\n  shutdownTimeoutMs: 500us\n", []string{"test.yaml:2", "server.shutdownTimeoutMs", "not a whole number of milliseconds"}},
 	}
 	for _, c := range cases {
