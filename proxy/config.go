@@ -1142,4 +1142,3 @@ func postgresURLProblem(s string) string {
 	}
 	return ""
 }
-

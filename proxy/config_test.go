@@ -202,4 +202,3 @@ func TestExpandedVariableIsNotAMistypedSetting(t *testing.T) {
 		t.Fatal("a bad value of a settings variable must stay an error")
 	}
 }
-
