@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -214,8 +215,14 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 	}
 	d := &nodeDecoder{file: file, env: env, lines: map[string]int{}}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		return nil, nil, &ConfigError{File: file, Problem: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err != io.EOF && !(err == nil && len(next.Content) == 0) {
+		// Everything after a "---" would be ignored, unknown keys and all.
+		return nil, nil, &ConfigError{File: file, Line: next.Line, Problem: "the file holds more than one YAML document (---): put the whole config in one"}
 	}
 	cfg := &Config{File: file}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
@@ -223,6 +230,9 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 	}
 	cfg.lines = d.lines
 	cfg.envRefs = d.refs
+	if len(cfg.Providers) == 0 {
+		d.warnings = append(d.warnings, fmt.Sprintf("%s: no providers are configured: every chat request will be answered 404", file))
+	}
 	cfg.applyEnvOverrides(env)
 	d.errs = append(d.errs, cfg.validate()...)
 	if len(d.errs) == 0 {
@@ -375,6 +385,57 @@ func (d *nodeDecoder) expand(n *yaml.Node, field, s string) string {
 	return b.String()
 }
 
+// merged returns a mapping with its YAML merge keys applied
+// ({<<: *common, id: k2}): the mapping's own keys first, then each merged
+// mapping's keys it does not have (an earlier source wins, as the YAML merge
+// spec says). Anything else is returned as it is.
+func (d *nodeDecoder) merged(n *yaml.Node, path string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return n
+	}
+	var sources []*yaml.Node
+	own := make([]*yaml.Node, 0, len(n.Content))
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Value != "<<" || (k.Tag != "!!merge" && k.Style != 0) {
+			own = append(own, k, v)
+			continue
+		}
+		items := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			items = v.Content
+		}
+		for _, it := range items {
+			for it.Kind == yaml.AliasNode && it.Alias != nil {
+				it = it.Alias
+			}
+			if it.Kind != yaml.MappingNode {
+				d.fail(k, joinField(path, "<<"), "a merge key takes a mapping or a list of mappings (an anchor like *common), got %s", nodeKind(it))
+				continue
+			}
+			sources = append(sources, d.merged(it, path))
+		}
+	}
+	if sources == nil && len(own) == len(n.Content) {
+		return n
+	}
+	has := map[string]bool{}
+	for i := 0; i < len(own); i += 2 {
+		has[own[i].Value] = true
+	}
+	out := *n
+	out.Content = own
+	for _, src := range sources {
+		for i := 0; i+1 < len(src.Content); i += 2 {
+			if key := src.Content[i].Value; !has[key] {
+				has[key] = true
+				out.Content = append(out.Content, src.Content[i], src.Content[i+1])
+			}
+		}
+	}
+	return &out
+}
+
 func joinField(path, key string) string {
 	if path == "" {
 		return key
@@ -392,6 +453,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
+	n = d.merged(n, path)
 	if path != "" {
 		if _, seen := d.lines[path]; !seen {
 			d.lines[path] = n.Line
@@ -456,6 +518,9 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			key := k.Value
 			fp := joinField(path, key)
 			fi, ok := idx[key]
+			if !ok && path == "" && strings.HasPrefix(key, "x-") {
+				continue // a top-level x- key holds YAML anchors for merge keys (as in Compose files)
+			}
 			if !ok {
 				if s := nearest(key, names); s != "" {
 					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
@@ -542,6 +607,7 @@ func (d *nodeDecoder) tree(n *yaml.Node, path string) any {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
+	n = d.merged(n, path)
 	if path != "" {
 		if _, seen := d.lines[path]; !seen {
 			d.lines[path] = n.Line

@@ -34,6 +34,8 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{"server: [1]\n", []string{"test.yaml:1", "server", "want a mapping"}},
 		{"a: [\n", []string{"invalid YAML"}},
 		// SPEC §11.1: a *Ms value is a whole number of milliseconds, as in the resilience section; 500us became 0 (the default).
+		{"server: {listen: '127.0.0.1:9'}\n---\nbogus: 1\n", []string{"test.yaml:2", "more than one YAML document"}},
+		{"providers:\n  - &p {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n  - {<<: *p, id: q, bogus: 1}\n", []string{"test.yaml:3", "providers[1].bogus", "unknown key"}},
 		{"store: {url: 'postgres://'}\n", []string{"test.yaml:1", "store.url", "neither a host nor a database"}},
 		{"store: {url: 'postgres://u:secret@/'}\n", []string{"test.yaml:1", "store.url", "neither a host nor a database", "u:xxxxx@"}},
 		{"server:\n  shutdownTimeoutMs: 500us\n", []string{"test.yaml:2", "server.shutdownTimeoutMs", "not a whole number of milliseconds"}},
@@ -202,3 +204,36 @@ func TestExpandedVariableIsNotAMistypedSetting(t *testing.T) {
 		t.Fatal("a bad value of a settings variable must stay an error")
 	}
 }
+
+// YAML merge keys share settings between entries ({<<: *common, id: c2}):
+// the entry's own keys win, and a top-level x- key may hold the anchor, as
+// in Compose files. `<<` was an unknown key (did you mean "id"?).
+func TestConfigMergeKeys(t *testing.T) {
+	y := `x-conn: &conn {maxConcurrent: 2, apiKey: shared}
+providers:
+  - id: p
+    baseURL: http://x/v1
+    models: [m]
+    connections:
+      - {<<: *conn, id: c1}
+      - {<<: [*conn], id: c2, maxConcurrent: 5}
+`
+	cfg, warnings, err := ParseConfig("t.yaml", []byte(y), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := cfg.Providers[0].Connections
+	if len(cs) != 2 || cs[0].ID != "c1" || cs[0].MaxConcurrent != 2 || cs[0].APIKey != "shared" || cs[1].MaxConcurrent != 5 || cs[1].APIKey != "shared" {
+		t.Fatalf("merged connections: %+v", cs)
+	}
+	if len(warnings) != 0 {
+		t.Fatalf("warnings: %v", warnings)
+	}
+	if _, _, err := ParseConfig("t.yaml", []byte("providers:\n  - {<<: 5, id: p}\n"), nil); err == nil || !strings.Contains(err.Error(), "merge key takes a mapping") {
+		t.Fatalf("a merge of a scalar: %v", err)
+	}
+	if _, w, _ := ParseConfig("t.yaml", []byte("server: {listen: '127.0.0.1:9'}\n"), nil); len(w) != 1 || !strings.Contains(w[0], "no providers") {
+		t.Fatalf("a config without providers should warn: %v", w)
+	}
+}
+
