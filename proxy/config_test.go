@@ -236,4 +236,3 @@ providers:
 		t.Fatalf("a config without providers should warn: %v", w)
 	}
 }
-
