@@ -870,6 +870,15 @@ func parseSettingBool(v any) (bool, error) {
 		case "false", "0", "off":
 			return false, nil
 		}
+	case json.Number:
+		// 1 and 0 unquoted (YAML, JSON, BREAKWATER_SETTINGS__…=1), as the
+		// named variables and quoted strings take them.
+		switch x {
+		case "1":
+			return true, nil
+		case "0":
+			return false, nil
+		}
 	}
 	return false, fmt.Errorf("want true or false, got %s", describeSettingValue(v))
 }

@@ -863,6 +863,8 @@ func TestEnvLayer(t *testing.T) {
 		"BREAKWATER_SESSION_AFFINITY_TTL_MS=1h",
 		"BREAKWATER_SETTINGS__emergencyFallback__target=openai/gpt-5",
 		"BREAKWATER_SETTINGS__bannedSignals=[\"Suspended\"]",
+		"BREAKWATER_SETTINGS__waitForCooldown__enabled=0",
+		"BREAKWATER_SETTINGS__streamStallCooldown__enabled=1",
 		"BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH=99",   // repeated: the first wins, as with os.Getenv
 		"BREAKWATER_MODEL_LOCKOUT_BASE_COOLDOWN_MS=", // empty = unset
 	}
@@ -891,6 +893,7 @@ func TestEnvLayer(t *testing.T) {
 		{"SPEC §3: an empty variable is unset", s.ModelLockout.BaseCooldownMs == 120000},
 		{"SPEC §2c: BREAKWATER_SESSION_AFFINITY_TTL_MS", s.SessionAffinityTTLMs == 3_600_000},
 		{"SPEC §11.1: generic BREAKWATER_SETTINGS__ form", s.EmergencyFallback.Target == "openai/gpt-5" && slices.Equal(s.BannedSignals, []string{"suspended"})},
+		{"README: env booleans take 1/0 in the generic form too", !s.WaitForCooldown.Enabled && s.StreamStallCooldown.Enabled},
 		{"SPEC §11.1: Sources credits env", src["requestQueue.maxWaitMs"] == "env" && src["requestQueue.maxQueueDepth"] == "env"},
 	}
 	for _, c := range checks {
