@@ -37,6 +37,8 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		{"settings unknown key", base + "settings:\n  waitForCooldwn: {enabled: false}\n", `t.yaml:7:3: settings.waitForCooldwn: unknown key "waitForCooldwn" (did you mean "waitForCooldown"?)`},
 		{"settings wrong type", base + "settings:\n  providerBreaker: {apikey: {failureThreshold: lots}}\n", `t.yaml:7:48: settings.providerBreaker.apikey.failureThreshold: want an integer`},
 		{"unknown model", strings.Replace(base, "model: glm/glm-5", "model: glm/glm-9", 1), `traffic[0].model: model_not_found`},
+		{"settings not a mapping", base + "settings: 5\n", `t.yaml:6:11: settings: settings must be an object, got 5`},
+		{"count out of range", strings.Replace(base, "count: 3", "count: 1000000000000", 1), `traffic[0].count: 1000000000000 is out of range`},
 		// SPEC §11.2: the type selects the built-in rules; an unknown one would run without them.
 		{"unknown provider type", strings.Replace(base, "type: glm,", "type: locl,", 1), `t.yaml:3:21: providers[0].type: unknown provider type "locl" (did you mean "local"?)`},
 		{"bad strategy", base + "combos:\n  - {id: c, strategy: prority, targets: [glm/glm-5]}\n", `unknown strategy "prority" (did you mean "priority"?)`},

@@ -204,6 +204,9 @@ func Join(field, key string) string {
 	if field == "" {
 		return key
 	}
+	if key == "" {
+		return field // the whole value ("settings", not "settings.")
+	}
 	return field + "." + key
 }
 
@@ -311,8 +314,12 @@ func (d *Decoder) Int(n *yaml.Node, field string) int {
 		return 0
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
-	if err != nil || v > math.MaxInt32 || v < math.MinInt32 {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		d.Errf(n, field, "want an integer, got %q", s)
+		return 0
+	}
+	if err != nil || v > math.MaxInt32 || v < math.MinInt32 {
+		d.Errf(n, field, "%s is out of range", s)
 		return 0
 	}
 	return int(v)
