@@ -74,14 +74,26 @@ func (e *Engine) resolve(name string, aliases bool) (Route, error) {
 	for _, c := range e.topo.Combos {
 		cands = append(cands, c.ID)
 	}
+	for a := range e.topo.Aliases {
+		cands = append(cands, a)
+	}
 	for _, p := range e.topo.Providers {
 		for _, m := range p.Models {
 			cands = append(cands, p.ID+"/"+m)
 		}
 	}
 	sort.Strings(cands)
+	near, best := "", max(2, len(name)/3)+1
+	for _, c := range cands {
+		if d := EditDistance(name, c); d < best {
+			near, best = c, d
+		}
+	}
 	if len(cands) > 12 {
 		cands = append(cands[:12], "...")
+	}
+	if near != "" {
+		return Route{}, &Error{Code: CodeModelNotFound, Message: fmt.Sprintf("unknown model %q (did you mean %q?); try one of %v", name, near, cands)}
 	}
 	return Route{}, &Error{Code: CodeModelNotFound, Message: fmt.Sprintf("unknown model %q; try one of %v", name, cands)}
 }

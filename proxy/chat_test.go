@@ -55,8 +55,11 @@ func TestJSONPassThroughAndHeaders(t *testing.T) {
 			t.Errorf("%s: %d %s conn %s", model, r.code, r.body, r.h.Get("X-Breakwater-Connection"))
 		}
 	}
-	if r := g.chat("nope/none"); r.code != 404 || r.errCode() != "model_not_found" {
-		t.Fatalf("unknown model: %d %s", r.code, r.body)
+	if r := g.chat("nope/none"); r.code != 404 || r.errCode() != "model_not_found" || !strings.Contains(r.body, "fast") {
+		t.Fatalf("unknown model (the candidates name the aliases too): %d %s", r.code, r.body)
+	}
+	if r := g.chat("codng"); r.code != 404 || !strings.Contains(r.body, `did you mean \"coding\"`) {
+		t.Fatalf("a near miss names the nearest route: %d %s", r.code, r.body)
 	}
 	if r := g.do("GET", "/v1/models", ""); r.code != 200 || !strings.Contains(r.body, `"glm/glm-5"`) || !strings.Contains(r.body, `"coding"`) {
 		t.Fatalf("models: %d %s", r.code, r.body)
