@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,7 +48,9 @@ type wireAdapter interface {
 	modelsURL() string
 	// wrap replaces a 2xx response's body with a translator to the OpenAI
 	// format: SSE when the upstream answered text/event-stream, else JSON.
-	wrap(resp *http.Response)
+	// model is the upstream model asked for: the answer's model when the
+	// upstream names none.
+	wrap(resp *http.Response, model string)
 }
 
 // newWireAdapter returns the adapter of a provider type, nil for the
@@ -505,9 +508,20 @@ type chunkWriter struct {
 	id, model string
 	created   int64
 	prefix    []byte // `data: {"id":…,"choices":[{"index":`
+	// fallbackModel is the model asked for, for an upstream that names none.
+	fallbackModel string
 }
 
+// init starts the chunks of one answer; an upstream that gives no id or
+// model gets an id of its own and the model asked for, so no two answers
+// share an id.
 func (c *chunkWriter) init(id, model string) {
+	if id == "" {
+		id = newCompletionID()
+	}
+	if model == "" {
+		model = c.fallbackModel
+	}
 	c.id, c.model = id, model
 	if c.created == 0 {
 		c.created = time.Now().Unix()
@@ -524,7 +538,7 @@ func (c *chunkWriter) init(id, model string) {
 // text appends a content (or reasoning) delta for choice index.
 func (c *chunkWriter) text(dst []byte, index int, s string, reasoning bool) []byte {
 	if c.prefix == nil {
-		c.init("chatcmpl-breakwater", "")
+		c.init("", "")
 	}
 	dst = append(dst, c.prefix...)
 	dst = strconv.AppendInt(dst, int64(index), 10)
@@ -540,7 +554,7 @@ func (c *chunkWriter) text(dst []byte, index int, s string, reasoning bool) []by
 // chunk appends a general chunk (role, tool calls, finish, usage).
 func (c *chunkWriter) chunk(dst []byte, ch oaChunkChoice, usage *oaUsage) []byte {
 	if c.prefix == nil {
-		c.init("chatcmpl-breakwater", "")
+		c.init("", "")
 	}
 	b, _ := json.Marshal(oaChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
 		Choices: []oaChunkChoice{ch}, Usage: usage})
@@ -576,3 +590,9 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 func strPtr(s string) *string { return &s }
+
+// newCompletionID is a chat completion id for an answer whose upstream gave
+// none (OpenAI's shape: "chatcmpl-" and an opaque suffix).
+func newCompletionID() string {
+	return fmt.Sprintf("chatcmpl-bw%016x%08x", rand.Uint64(), rand.Uint32())
+}

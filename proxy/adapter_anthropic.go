@@ -303,19 +303,20 @@ func anthropicFinish(r string) string {
 	return "stop" // end_turn, stop_sequence, pause_turn
 }
 
-func (a *anthropicWire) wrap(resp *http.Response) {
+func (a *anthropicWire) wrap(resp *http.Response, model string) {
 	resp.ContentLength = -1
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		st := &anStream{}
+		st.cw.fallbackModel = model
 		resp.Body = newSSETranslator(resp.Body, st.event, nil)
 		return
 	}
 	created := time.Now().Unix()
-	resp.Body = &jsonTranslator{src: resp.Body, translate: func(b []byte) ([]byte, error) { return anthropicJSON(b, created) }}
+	resp.Body = &jsonTranslator{src: resp.Body, translate: func(b []byte) ([]byte, error) { return anthropicJSON(b, created, model) }}
 }
 
 // anthropicJSON translates a Messages response into a chat.completion.
-func anthropicJSON(native []byte, created int64) ([]byte, error) {
+func anthropicJSON(native []byte, created int64, model string) ([]byte, error) {
 	var r anResponse
 	if err := json.Unmarshal(native, &r); err != nil {
 		return nil, err
@@ -346,6 +347,12 @@ func anthropicJSON(native []byte, created int64) ([]byte, error) {
 	}
 	msg.ReasoningContent = reasoning.String()
 	p := r.Usage.prompt()
+	if r.ID == "" {
+		r.ID = newCompletionID()
+	}
+	if r.Model == "" {
+		r.Model = model
+	}
 	return json.Marshal(oaCompletion{ID: r.ID, Object: "chat.completion", Created: created, Model: r.Model,
 		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason)}},
 		Usage:   &oaUsage{PromptTokens: p, CompletionTokens: r.Usage.OutputTokens, TotalTokens: p + r.Usage.OutputTokens}})

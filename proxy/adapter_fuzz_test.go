@@ -27,7 +27,7 @@ func FuzzAdapterStream(f *testing.F) {
 		for _, w := range []wireAdapter{&anthropicWire{}, &geminiWire{}} {
 			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
 				Body: io.NopCloser(bytes.NewReader(native))}
-			w.wrap(resp)
+			w.wrap(resp, "m")
 			out, err := io.ReadAll(resp.Body)
 			if err != nil {
 				t.Fatalf("%T: %v", w, err)
@@ -70,7 +70,7 @@ func FuzzAdapterJSON(f *testing.F) {
 		for _, w := range []wireAdapter{&anthropicWire{}, &geminiWire{}} {
 			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
 				Body: io.NopCloser(bytes.NewReader(native))}
-			w.wrap(resp)
+			w.wrap(resp, "m")
 			out, err := io.ReadAll(resp.Body)
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +148,7 @@ func BenchmarkAdapter(b *testing.B) {
 		b.SetBytes(int64(len(native)))
 		for b.Loop() {
 			resp := &http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(native))}
-			w.wrap(resp)
+			w.wrap(resp, "m")
 			for {
 				if _, err := resp.Body.Read(buf); err != nil {
 					break
@@ -168,7 +168,7 @@ func BenchmarkAdapter(b *testing.B) {
 		native := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum dol ", 64) + `"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":7}}`)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := anthropicJSON(native, 1); err != nil {
+			if _, err := anthropicJSON(native, 1, "m"); err != nil {
 				b.Fatal(err)
 			}
 		}

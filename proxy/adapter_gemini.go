@@ -340,20 +340,21 @@ func geminiFinish(r string, toolCalls bool) string {
 	return "stop" // STOP, OTHER, MALFORMED_FUNCTION_CALL, ...
 }
 
-func (g *geminiWire) wrap(resp *http.Response) {
+func (g *geminiWire) wrap(resp *http.Response, model string) {
 	resp.ContentLength = -1
 	created := time.Now().Unix()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		st := &gmStream{}
 		st.cw.created = created
+		st.cw.fallbackModel = model
 		resp.Body = newSSETranslator(resp.Body, st.event, st.end)
 		return
 	}
-	resp.Body = &jsonTranslator{src: resp.Body, translate: func(b []byte) ([]byte, error) { return geminiJSON(b, created) }}
+	resp.Body = &jsonTranslator{src: resp.Body, translate: func(b []byte) ([]byte, error) { return geminiJSON(b, created, model) }}
 }
 
 // geminiJSON translates a GenerateContentResponse into a chat.completion.
-func geminiJSON(native []byte, created int64) ([]byte, error) {
+func geminiJSON(native []byte, created int64, model string) ([]byte, error) {
 	var r gmResponse
 	if err := json.Unmarshal(native, &r); err != nil {
 		return nil, err
@@ -363,7 +364,10 @@ func geminiJSON(native []byte, created int64) ([]byte, error) {
 	}
 	out := oaCompletion{ID: r.ResponseID, Object: "chat.completion", Created: created, Model: r.ModelVersion, Usage: r.usage()}
 	if out.ID == "" {
-		out.ID = "chatcmpl-breakwater"
+		out.ID = newCompletionID()
+	}
+	if out.Model == "" {
+		out.Model = model
 	}
 	if len(r.Candidates) == 0 {
 		if r.PromptFeedback == nil || r.PromptFeedback.BlockReason == "" {
@@ -436,11 +440,7 @@ func (s *gmStream) event(dst, data []byte) []byte {
 	}
 	if !s.started {
 		s.started = true
-		id := ev.ResponseID
-		if id == "" {
-			id = "chatcmpl-breakwater"
-		}
-		s.cw.init(id, ev.ModelVersion)
+		s.cw.init(ev.ResponseID, ev.ModelVersion)
 		dst = s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{Role: "assistant", Content: strPtr("")}}, nil)
 	}
 	if len(ev.Candidates) == 0 && ev.PromptFeedback != nil && ev.PromptFeedback.BlockReason != "" {

@@ -166,13 +166,13 @@ func TestAdapterFinishReasons(t *testing.T) {
 
 func TestAnthropicResponseTranslation(t *testing.T) {
 	native := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"Hello"},{"type":"tool_use","id":"tu1","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`
-	out, err := anthropicJSON([]byte(native), 42)
+	out, err := anthropicJSON([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jsonEq(t, "completion", out, `{"id":"msg_1","object":"chat.completion","created":42,"model":"claude-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":"hmm","tool_calls":[{"id":"tu1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":15,"completion_tokens":7,"total_tokens":22}}`)
 	for _, bad := range []string{`{"type":"error","error":{"type":"overloaded_error"}}`, `[]`, `{"type":"message","content":7}`} {
-		if _, err := anthropicJSON([]byte(bad), 0); err == nil {
+		if _, err := anthropicJSON([]byte(bad), 0, "m"); err == nil {
 			t.Errorf("%s: want an error", bad)
 		}
 	}
@@ -180,17 +180,28 @@ func TestAnthropicResponseTranslation(t *testing.T) {
 
 func TestGeminiResponseTranslation(t *testing.T) {
 	native := `{"candidates":[{"content":{"role":"model","parts":[{"text":"plan","thought":true},{"text":"Hi "},{"text":"there"},{"functionCall":{"name":"f","args":{"q":"x"}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"thoughtsTokenCount":2,"totalTokenCount":9},"modelVersion":"gemini-x","responseId":"r1"}`
-	out, err := geminiJSON([]byte(native), 42)
+	out, err := geminiJSON([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jsonEq(t, "completion", out, `{"id":"r1","object":"chat.completion","created":42,"model":"gemini-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there","reasoning_content":"plan","tool_calls":[{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"q\":\"x\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":6,"total_tokens":9}}`)
-	blocked, err := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1)
+	// No responseId / modelVersion: an id of its own (never one shared by
+	// every such answer) and the model asked for.
+	blocked, err := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonEq(t, "blocked", blocked, `{"id":"chatcmpl-breakwater","object":"chat.completion","created":1,"model":"","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}`)
-	if _, err := geminiJSON([]byte(`{"candidates":[]}`), 0); err == nil {
+	var b1 struct{ ID string }
+	json.Unmarshal(blocked, &b1)
+	if !strings.HasPrefix(b1.ID, "chatcmpl-") || len(b1.ID) < 20 {
+		t.Fatalf("fallback id %q", b1.ID)
+	}
+	jsonEq(t, "blocked", blocked, `{"id":"`+b1.ID+`","object":"chat.completion","created":1,"model":"gemini-asked","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}`)
+	again, _ := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
+	if bytes.Equal(again, blocked) {
+		t.Fatal("two answers without a responseId got the same id")
+	}
+	if _, err := geminiJSON([]byte(`{"candidates":[]}`), 0, "m"); err == nil {
 		t.Error("an answer without candidates is not a completion")
 	}
 }
@@ -200,7 +211,7 @@ func TestGeminiResponseTranslation(t *testing.T) {
 func translateStream(t testing.TB, w wireAdapter, native string) []string {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
 		Body: io.NopCloser(strings.NewReader(native))}
-	w.wrap(resp)
+	w.wrap(resp, "m")
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("translate: %v", err)
@@ -354,7 +365,7 @@ func TestAdapterJSONUntranslatable(t *testing.T) {
 	for _, w := range []wireAdapter{&anthropicWire{}, &geminiWire{}} {
 		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: io.NopCloser(strings.NewReader(`{"unexpected":true}`))}
-		w.wrap(resp)
+		w.wrap(resp, "m")
 		b, _ := io.ReadAll(resp.Body)
 		if json.Valid(b) {
 			t.Fatalf("%T: untranslatable answer must not be valid JSON: %s", w, b)

@@ -290,7 +290,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 	}
 	if prov.wire != nil { // error bodies above stay native; a success reads as OpenAI
-		prov.wire.wrap(resp)
+		prov.wire.wrap(resp, cand.Model)
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
