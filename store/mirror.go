@@ -70,6 +70,10 @@ type entry struct {
 	base  int64 // database version this value descends from (0: none seen)
 	anc   value // the stored value at version base: the common ancestor for merge3
 	dirty bool
+	// flushing: a flush took this entity's local value and has not finished;
+	// until it has, that value is a local change a remote one must merge
+	// with (dirty alone no longer says so).
+	flushing bool
 }
 
 type mirror struct {
@@ -257,7 +261,7 @@ func (m *mirror) takeDirty() []entry {
 	out := make([]entry, len(m.dirty))
 	for i, e := range m.dirty {
 		out[i] = entry{key: e.key, val: e.val.clone(), base: e.base, anc: e.anc.clone()}
-		e.dirty = false
+		e.dirty, e.flushing = false, true
 	}
 	clear(m.dirty)
 	m.dirty = m.dirty[:0]
@@ -269,6 +273,7 @@ func (m *mirror) takeDirty() []entry {
 func (m *mirror) requeue(batch []entry) {
 	for i := range batch {
 		if e, ok := m.ents[batch[i].key]; ok {
+			e.flushing = false
 			m.markDirty(e)
 		}
 	}

@@ -105,6 +105,11 @@ type Postgres struct {
 	closed   atomic.Bool
 	kick     chan struct{}
 	listener *pq.Listener
+
+	// beforeWrite runs in Flush between taking the dirty entities and
+	// writing them (nil outside tests): a test puts another replica's value
+	// into that window.
+	beforeWrite func()
 }
 
 var _ Store = (*Postgres)(nil)
@@ -287,6 +292,9 @@ func (s *Postgres) Flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	if s.beforeWrite != nil {
+		s.beforeWrite()
+	}
 	res, err := s.writeBatch(ctx, batch)
 	if err != nil {
 		s.m.mu.Lock()
@@ -306,6 +314,9 @@ func (s *Postgres) Flush(ctx context.Context) error {
 	s.m.mu.Lock()
 	for i := range batch {
 		e, ok := s.m.ents[batch[i].key]
+		if ok {
+			e.flushing = false
+		}
 		if !ok || e.base > res.version {
 			continue // a newer value from another replica is already here
 		}

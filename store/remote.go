@@ -60,7 +60,9 @@ func (m *mirror) applyRemote(e *model.Engine, now model.Time) (int, error) {
 		switch {
 		case ok && r.merge:
 			v = merge3(k.kind, r.anc, ent.val, r.val)
-		case ok && ent.dirty:
+		case ok && (ent.dirty || ent.flushing):
+			// Local changes not yet written, or being written by a flush
+			// that has not finished: concurrent with the remote value.
 			v = merge3(k.kind, ent.anc, ent.val, r.val)
 		}
 		if !ok {

@@ -125,6 +125,60 @@ func TestReplicasConcurrentChangesMerge(t *testing.T) {
 	}
 }
 
+// TestReplicasRemoteValueDuringAFlushMerges pins docs/store.md "Conflicts"
+// for a remote value that arrives while this replica's own flush of the same
+// entity is under way: the flush has taken the local value (no longer
+// "dirty"), so the remote value replaced it unmerged; the flush's merged
+// row then came back with the local value as its ancestor and the remote
+// cooldown won over the local ban, on this replica only (seen once in an
+// outside check with two replicas: A kept k3 in cooldown while B and the
+// database had it banned).
+func TestReplicasRemoteValueDuringAFlushMerges(t *testing.T) {
+	rs := newReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	now := t0
+	// a bans g/k1; b only cools it and writes first.
+	hit(t, a.e, now, "g/m1", model.Outcome{Kind: model.OutcomeResponse, Status: 403, Body: "account has been deactivated"})
+	a.s.Apply(a.e.Changes())
+	hit(t, b.e, now, "g/m1", model.Outcome{Kind: model.OutcomeResponse, Status: 429, Headers: model.HeaderMap{"retry-after": "120"}})
+	b.s.Apply(b.e.Changes())
+	if err := b.s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// a's flush has taken its ban when b's cooldown reaches a's engine.
+	a.s.beforeWrite = func() {
+		eventually(t, "a hears b's cooldown", func() bool {
+			a.s.m.mu.Lock()
+			defer a.s.m.mu.Unlock()
+			return len(a.s.m.remote) > 0
+		})
+		if _, err := a.s.ApplyRemote(a.e, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	a.s.beforeWrite = nil
+	// The flush queued its merged row for a's engine: one sync applies it.
+	a.sync(t, now)
+	if st := connState(a.e, now, "g", "k1"); st.Status != model.StatusBanned {
+		t.Fatalf("replica a after its merging flush: g/k1 %+v, want banned", st)
+	}
+	for _, r := range rs {
+		eventually(t, "both replicas have g/k1 banned", func() bool {
+			r.sync(t, now)
+			return connState(r.e, now, "g", "k1").Status == model.StatusBanned
+		})
+	}
+	// and it stays so once every queued value is applied.
+	time.Sleep(200 * time.Millisecond)
+	a.sync(t, now)
+	if st := connState(a.e, now, "g", "k1"); st.Status != model.StatusBanned {
+		t.Fatalf("replica a: g/k1 %+v, want banned", st)
+	}
+}
+
 // equalConns compares the connection records, ignoring use counters (each
 // replica counts its own attempts).
 func equalConns(a, b model.State) bool {
