@@ -69,7 +69,9 @@ func drawSettingsTree(t *rapid.T, n *settingsNode, wild bool, label string, dept
 		if rapid.Bool().Draw(t, label+"/sampled") {
 			return rapid.SampledFrom([]string{"", " ", "x", " Quota Exceeded ", "额度不足", "openai/gpt-5", "İSTANBUL", "\xff\xfe"}).Draw(t, label)
 		}
-		return rapid.String().Draw(t, label)
+		// Any text but NUL, which a setting refuses (the Postgres store's
+		// jsonb cannot keep it): TestSettingsRefuseNUL pins that.
+		return rapid.String().Filter(func(s string) bool { return !strings.Contains(s, "\x00") }).Draw(t, label)
 	case schemaScope:
 		scopes := []string{"model", "provider", "connection", "", "exact", "family"}
 		return rapid.SampledFrom(scopes).Draw(t, label)
@@ -421,3 +423,18 @@ func FuzzMillisJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestSettingsRefuseNUL: a NUL in a settings string or key is bad input from
+// every source (the memory store took it, Postgres's jsonb refused it).
+func TestSettingsRefuseNUL(t *testing.T) {
+	for _, doc := range []string{`{"bannedSignals":["ok\u0000"]}`, `{"emergencyFallback":{"target":"a\u0000b"}}`, `{"providerErrorRules":{"g\u0000":[]}}`} {
+		l, err := ParseLayerJSON([]byte(doc))
+		if err == nil {
+			_, _, err = Resolve(NamedLayer{Name: "patch", Tree: l})
+		}
+		if err == nil || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("%s: %v, want an error naming the NUL", doc, err)
+		}
+	}
+}
+

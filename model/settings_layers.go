@@ -547,7 +547,15 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 	}
 	num := func(s string) (any, error) { return json.Number(s), nil }
 	switch x := v.(type) {
-	case nil, bool, string:
+	case string:
+		if strings.IndexByte(x, 0) >= 0 {
+			// No setting has a use for one, and the Postgres store
+			// cannot keep it (jsonb refuses \u0000): bad input, not a
+			// failed save.
+			return nil, &SettingsError{Field: path, Problem: "must not contain a NUL character (\\u0000)"}
+		}
+		return x, nil
+	case nil, bool:
 		return x, nil
 	case json.Number:
 		return x, nil
@@ -630,6 +638,9 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 func canonSettingsObject(x map[string]any, path string, depth int) (any, error) {
 	out := make(map[string]any, len(x))
 	for _, k := range sortedSettingKeys(x) {
+		if strings.IndexByte(k, 0) >= 0 {
+			return nil, &SettingsError{Field: path, Problem: "a key must not contain a NUL character (\\u0000)"}
+		}
 		c, err := canonSettingsValue(x[k], joinSettingsPath(path, k), depth+1)
 		if err != nil {
 			return nil, err

@@ -339,3 +339,21 @@ func TestCheckMgmtProviderMillisTakeDurations(t *testing.T) {
 		t.Fatalf("a refused PUT changed the provider:\nbefore %s\nafter  %s", list.body, after.body)
 	}
 }
+
+// CONTRACTS §3: bad input is a 4xx. A NUL in a settings string was accepted
+// by the memory store and refused by Postgres's jsonb, which answered 503
+// store_unavailable ("saving the settings failed") for the client's input.
+func TestCheckMgmtSettingsRefuseNUL(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	before := admin(g, "GET", "/api/resilience", "")
+	for _, body := range []string{`{"bannedSignals":["ok\u0000"]}`, `{"providerErrorRules":{"gl\u0000m":[]}}`} {
+		r := admin(g, "PATCH", "/api/resilience", body)
+		if r.code != 400 || !strings.Contains(r.body, "NUL") {
+			t.Errorf("PATCH %s: %d %s, want 400 naming the NUL", body, r.code, r.body)
+		}
+	}
+	if after := admin(g, "GET", "/api/resilience", ""); after.body != before.body {
+		t.Fatal("a refused PATCH changed the settings")
+	}
+}
