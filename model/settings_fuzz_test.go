@@ -437,4 +437,3 @@ func TestSettingsRefuseNUL(t *testing.T) {
 		}
 	}
 }
-
