@@ -189,13 +189,20 @@ func (g *Migrator) Version() (uint, bool, error) {
 // dirty flag. Only ever an explicit operator command. version is 0 (no
 // migration applied) or a migration of this binary; anything else would
 // leave a version that every later command refuses.
+//
+// A database a newer breakwater migrated (a version past this binary's
+// latest) is refused like every other command refuses it: forcing it back
+// would record a schema this binary did not build.
 func (g *Migrator) Force(version int) error {
-	if version == 0 || version == -1 {
-		return g.wrap(g.m.Force(-1)) // golang-migrate's "nothing applied"
-	}
 	known, err := versions()
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
+	}
+	if cur, _, err := g.m.Version(); err == nil && cur > known[len(known)-1] {
+		return &VersionError{Version: cur, Latest: known[len(known)-1]}
+	}
+	if version == 0 || version == -1 {
+		return g.wrap(g.m.Force(-1)) // golang-migrate's "nothing applied"
 	}
 	if version < 0 || !slices.Contains(known, uint(version)) {
 		return fmt.Errorf("migrations: cannot force version %d: this binary's migrations are %s (0 = none applied)",

@@ -189,7 +189,8 @@ func TestMigrateAheadOfBinaryRefused(t *testing.T) {
 	if _, err := db.Exec(`UPDATE schema_migrations SET version = $1`, latest+5); err != nil {
 		t.Fatal(err)
 	}
-	for name, f := range map[string]func() error{"up": g.Up, "down": func() error { return g.Down(1) }, "down all": func() error { return g.Down(0) }} {
+	for name, f := range map[string]func() error{"up": g.Up, "down": func() error { return g.Down(1) }, "down all": func() error { return g.Down(0) },
+		"force": func() error { return g.Force(int(latest)) }, "force 0": func() error { return g.Force(0) }} {
 		err := f()
 		var ve *VersionError
 		if !errors.As(err, &ve) || ve.Version != latest+5 || !strings.Contains(err.Error(), "newer breakwater") {
