@@ -33,7 +33,8 @@ type reqState struct {
 	s       *model.Settings
 	req     chatRequest
 	key     *clientKey
-	id      string
+	id      string // echoed to the client as X-Request-Id, as it sent it
+	logID   string // id as logs and the request log keep it: a client's own id redacted
 	start   time.Time
 	dl      time.Time // the flow's whole-request deadline (requestBudget.deadlineMs)
 	flow    model.Flow
@@ -93,13 +94,23 @@ type failure struct {
 	verdict model.Verdict
 }
 
-func newRequestID(r *http.Request) string {
+// newRequestID returns the request's id (the client's X-Request-Id when it
+// sent a usable one) and the form logs keep: a client may put anything in
+// its id, a key included, so what is logged and stored has anything shaped
+// like a key (sk-…, key_…, Bearer …) redacted. Not the request log's
+// broader rules: they take any long opaque token, a UUID included, and an
+// operator looks requests up by the id the client sent.
+func newRequestID(r *http.Request) (id, logID string) {
 	if v := headerValue(r.Header, "X-Request-Id"); v != "" && len(v) <= 128 {
-		return v
+		if secretPattern.MatchString(v) {
+			return v, secretPattern.ReplaceAllString(v, "[redacted]")
+		}
+		return v, v
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	id = hex.EncodeToString(b[:])
+	return id, id
 }
 
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +135,8 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 //
 //go:noinline
 func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
-	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now(), id: newRequestID(r)}
+	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now()}
+	rs.id, rs.logID = newRequestID(r)
 	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
 	key, ok := g.authClient(r)
 	if !ok {
@@ -182,7 +194,7 @@ func (rs *reqState) finish(status int) {
 		lvl = slog.LevelInfo
 	}
 	if g.log.Enabled(rs.ctx, lvl) {
-		g.log.LogAttrs(context.Background(), lvl, "chat request", slog.String("request_id", rs.id),
+		g.log.LogAttrs(context.Background(), lvl, "chat request", slog.String("request_id", rs.logID),
 			slog.String("model", rs.req.Model), slog.String("provider", rs.provider), slog.String("connection", rs.conn),
 			slog.Int("status", status), slog.Int("attempts", rs.flow.Attempts()), slog.Int("waits", rs.flow.Waits()),
 			slog.Bool("stream", rs.req.Stream), slog.Duration("duration", g.now().Sub(rs.start)))
@@ -415,7 +427,7 @@ func (rs *reqState) explain(st *model.Step) {
 			fmt.Fprintf(&excl, "[%dms]", x.RemainingMs)
 		}
 	}
-	attrs := []slog.Attr{slog.String("request_id", rs.id), slog.String("model", rs.req.Model), slog.String("step", st.Kind.String()),
+	attrs := []slog.Attr{slog.String("request_id", rs.logID), slog.String("model", rs.req.Model), slog.String("step", st.Kind.String()),
 		slog.String("candidates", cands.String()), slog.String("excluded", excl.String()), slog.Int("attempts", rs.flow.Attempts())}
 	switch st.Kind {
 	case model.StepAttempt:

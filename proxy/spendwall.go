@@ -99,7 +99,7 @@ func (rs *reqState) limitReset(st *model.Step) (bool, int) {
 	}
 	if g.log.Enabled(rs.ctx, slog.LevelInfo) {
 		// Never the credential or the organisation id: the connection names it.
-		g.log.LogAttrs(context.Background(), slog.LevelInfo, "spend wall limit reset", slog.String("request_id", rs.id),
+		g.log.LogAttrs(context.Background(), slog.LevelInfo, "spend wall limit reset", slog.String("request_id", rs.logID),
 			slog.String("provider", ref.Provider), slog.String("connection", ref.Connection), slog.String("result", res.Outcome.String()))
 	}
 	if rs.ctx.Err() != nil {

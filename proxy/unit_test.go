@@ -116,3 +116,26 @@ func TestHeaderValueKeysAreCanonical(t *testing.T) {
 		}
 	}
 }
+
+// The client's X-Request-Id is echoed as sent, but logs and the request log
+// keep it with anything shaped like a key redacted (a client that put its
+// key there had it stored verbatim); an ordinary id, a UUID included, is
+// kept as is so an operator can look the request up by it.
+func TestRequestIDLoggedRedacted(t *testing.T) {
+	for in, wantLog := range map[string]string{
+		"sk-live-SECRETSECRETXYZ":              "[redacted]",
+		"550e8400-e29b-41d4-a716-446655440000": "550e8400-e29b-41d4-a716-446655440000",
+		"req-123":                              "req-123",
+	} {
+		r, _ := http.NewRequest("POST", "/v1/chat/completions", nil)
+		r.Header.Set("X-Request-Id", in)
+		id, logID := newRequestID(r)
+		if id != in || logID != wantLog {
+			t.Errorf("%q: id %q log %q, want %q and %q", in, id, logID, in, wantLog)
+		}
+	}
+	r, _ := http.NewRequest("POST", "/v1/chat/completions", nil)
+	if id, logID := newRequestID(r); len(id) != 24 || logID != id {
+		t.Errorf("a generated id: %q %q", id, logID)
+	}
+}
