@@ -2,13 +2,18 @@ package proxy
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 // Outside-in acceptance checks of the management API (CONTRACTS §3, SPEC
@@ -355,5 +360,53 @@ func TestCheckMgmtSettingsRefuseNUL(t *testing.T) {
 	}
 	if after := admin(g, "GET", "/api/resilience", ""); after.body != before.body {
 		t.Fatal("a refused PATCH changed the settings")
+	}
+}
+
+// GET /api/request-log: connection takes "provider/connection" like the rest
+// of the management API (it matched only the bare id, and glm/k1 silently
+// found nothing), and a parameter given twice is a 400 (only the first was
+// used).
+func TestCheckMgmtRequestLogFilters(t *testing.T) {
+	up := newFakeUp(t)
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(mgmtConfig, "{{UP}}", up.url())), []string{"ADMIN=s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{}), Environ: []string{"ADMIN=s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveGW(t, g)
+	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
+	gg := &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
+	up.set("glm-k1", okJSON("hi"))
+	if r := gg.chat("glm/glm-5"); r.code != 200 {
+		t.Fatalf("chat: %d %s", r.code, r.body)
+	}
+	count := func(q string) int {
+		var v struct{ Records []json.RawMessage }
+		eventually(t, "the request log has the attempt", func() bool {
+			r := admin(gg, "GET", "/api/request-log?"+q, "")
+			if r.code != 200 || json.Unmarshal([]byte(r.body), &v) != nil {
+				t.Fatalf("%s: %d %s", q, r.code, r.body)
+			}
+			return len(v.Records) > 0 || q == "connection=glm/k2"
+		})
+		return len(v.Records)
+	}
+	if n := count("connection=k1"); n != 1 {
+		t.Fatalf("connection=k1: %d records", n)
+	}
+	if n := count("connection=glm/k1"); n != 1 {
+		t.Fatalf("connection=glm/k1: %d records, want the same as connection=k1", n)
+	}
+	if n := count("connection=glm/k2"); n != 0 {
+		t.Fatalf("connection=glm/k2: %d records", n)
+	}
+	for _, q := range []string{"provider=glm&provider=oai", "connection=glm/k1&provider=oai"} {
+		if r := admin(gg, "GET", "/api/request-log?"+q, ""); r.code != 400 {
+			t.Errorf("%s: %d %s, want 400", q, r.code, r.body)
+		}
 	}
 }

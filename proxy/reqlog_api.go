@@ -40,11 +40,26 @@ var reqLogParams = []string{"since", "until", "provider", "connection", "limit",
 // export half an incident without noticing.
 func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	for k := range q {
+	for k, vs := range q {
 		if !slices.Contains(reqLogParams, k) {
 			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("unknown query parameter %q (known: %s)", k, strings.Join(reqLogParams, ", ")))
 			return
 		}
+		if len(vs) > 1 {
+			// Only one would be used: say so rather than filter on the first.
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("query parameter %q is given %d times; it takes one value", k, len(vs)))
+			return
+		}
+	}
+	// connection takes the bare id or, like the rest of the management
+	// API, "provider/connection" (which also sets provider).
+	provider, connection := q.Get("provider"), q.Get("connection")
+	if p, c, ok := strings.Cut(connection, "/"); ok {
+		if provider != "" && provider != p {
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connection %q is not of provider %q", connection, provider))
+			return
+		}
+		provider, connection = p, c
 	}
 	now := g.now()
 	since, err := parseLogTime(q.Get("since"), now.Add(-time.Hour), now)
@@ -86,7 +101,7 @@ func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recs, err := rd.RecentAttempts(r.Context(), store.LogQuery{Since: since, Until: until,
-		Provider: q.Get("provider"), Connection: q.Get("connection"), Limit: asked})
+		Provider: provider, Connection: connection, Limit: asked})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "request_log_unavailable", "reading the request log failed: the store is unavailable")
 		g.log.Warn("reading the request log failed", "err", err)
