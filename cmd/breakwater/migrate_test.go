@@ -7,16 +7,20 @@ import (
 	"testing"
 )
 
-func runMigrateStderr(args ...string) (int, string) {
+// runStderr runs a command's entry point and returns its exit code and
+// what it wrote to stderr.
+func runStderr(run func([]string) int, args ...string) (int, string) {
 	r, w, _ := os.Pipe()
 	old := os.Stderr
 	os.Stderr = w
-	code := runMigrate(args)
+	code := run(args)
 	w.Close()
 	os.Stderr = old
 	out, _ := io.ReadAll(r)
 	return code, string(out)
 }
+
+func runMigrateStderr(args ...string) (int, string) { return runStderr(runMigrate, args...) }
 
 func TestMigrateRefusesBadURLAndArguments(t *testing.T) {
 	// CONTRACTS §1 `breakwater migrate`: a -database that is not a

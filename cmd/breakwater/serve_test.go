@@ -105,14 +105,8 @@ func TestServeErrorNamesTheEnvOverride(t *testing.T) {
 	f := filepath.Join(dir, "gw.yaml")
 	os.WriteFile(f, []byte("server:\n  listen: 127.0.0.1:0\nproviders:\n  - {id: p, baseURL: 'http://127.0.0.1:1/v1', connections: [{id: c}]}\n"), 0o644)
 	t.Setenv("BREAKWATER_LISTEN", "0.0.0.0:0")
-	r, w, _ := os.Pipe()
-	old := os.Stderr
-	os.Stderr = w
-	code := runServe([]string{"-config", f, "-log-level", "error"})
-	w.Close()
-	os.Stderr = old
-	out, _ := io.ReadAll(r)
-	if code != 2 || !strings.Contains(string(out), "gw.yaml: server.listen") || !strings.Contains(string(out), "(the value comes from BREAKWATER_LISTEN)") {
+	code, out := runStderr(runServe, "-config", f, "-log-level", "error")
+	if code != 2 || !strings.Contains(out, "gw.yaml: server.listen") || !strings.Contains(out, "(the value comes from BREAKWATER_LISTEN)") {
 		t.Fatalf("exit %d, stderr:\n%s", code, out)
 	}
 }
@@ -121,16 +115,7 @@ func TestServeErrorNamesTheEnvOverride(t *testing.T) {
 // other commands, refuses a stray argument with a message (it printed only
 // the usage, or ignored it), and -h is not an error.
 func TestServeArgumentErrors(t *testing.T) {
-	stderr := func(args ...string) (int, string) {
-		r, w, _ := os.Pipe()
-		old := os.Stderr
-		os.Stderr = w
-		code := runServe(args)
-		w.Close()
-		os.Stderr = old
-		out, _ := io.ReadAll(r)
-		return code, string(out)
-	}
+	stderr := func(args ...string) (int, string) { return runStderr(runServe, args...) }
 	f := filepath.Join(t.TempDir(), "gw.yaml")
 	os.WriteFile(f, []byte("server: {listen: 127.0.0.1:0}\n"), 0o644)
 	for _, args := range [][]string{{"extra", "-config", f}, {"-config", f, "extra"}, {f}} {
@@ -149,14 +134,7 @@ func TestServeArgumentErrors(t *testing.T) {
 // CONTRACTS §1: upstream refuses what it would otherwise ignore.
 func TestUpstreamArgumentErrors(t *testing.T) {
 	for _, args := range [][]string{{"extra", "-listen", "127.0.0.1:0"}, {"-listen", "127.0.0.1:0", "-speed", "0"}, {"-listen", "127.0.0.1:0", "-speed", "-1"}} {
-		r, w, _ := os.Pipe()
-		old := os.Stderr
-		os.Stderr = w
-		code := runUpstream(args)
-		w.Close()
-		os.Stderr = old
-		out, _ := io.ReadAll(r)
-		if code != 2 || len(out) == 0 {
+		if code, out := runStderr(runUpstream, args...); code != 2 || len(out) == 0 {
 			t.Errorf("upstream %q: exit %d, stderr %q; want 2 with a message", args, code, out)
 		}
 	}
