@@ -107,20 +107,36 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if len(sel.Excluded) == 0 {
 		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
 	}
-	var timers, transient, circuit, locks, others, leased, unfit, noEnd int
-	var leaseEnd int64 // ms until the first lease_held exclusion ends (0 = unknown)
-	var knownEnd int64 // ms until the first timer that is not auth / not-found ends
+	var timers, transient, circuit, locks, others, leased, unfit int
+	// SPEC §4b: an exclusion after an auth or not-found error is a skip,
+	// not a time to come back at. For a single-model route that holds for a
+	// cooling connection only: a model lockout keeps its time (429
+	// model_cooldown, §11.4). For a combo it holds for lockouts too.
+	var noEndConn, noEndLock, nonTransient int
+	var leaseEnd int64                      // ms until the first lease_held exclusion ends (0 = unknown)
+	var knownEndSingle, knownEndCombo int64 // ms until the first timer with an end to come back at
+	earliest := func(cur *int64, ms int64) {
+		if ms > 0 && (*cur == 0 || ms < *cur) {
+			*cur = ms
+		}
+	}
 	for _, x := range sel.Excluded {
 		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel {
 			unfit++
 		}
-		if x.Reason == ExclConnectionCooldown && (x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound) {
-			// SPEC §4b: a connection cooling after an auth or not-found
-			// error is a skip, not a time to come back at. (A model
-			// lockout keeps its time: 429 model_cooldown, §11.4.)
-			noEnd++
-		} else if x.Reason.Timer() && x.RemainingMs > 0 && (knownEnd == 0 || x.RemainingMs < knownEnd) {
-			knownEnd = x.RemainingMs
+		noEnd := x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound
+		switch {
+		case x.Reason == ExclConnectionCooldown && noEnd:
+			noEndConn++
+		case x.Reason == ExclModelLockout && noEnd:
+			noEndLock++
+			earliest(&knownEndSingle, x.RemainingMs)
+		case x.Reason.Timer():
+			earliest(&knownEndSingle, x.RemainingMs)
+			earliest(&knownEndCombo, x.RemainingMs)
+		}
+		if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && !x.LockReason.Transient() {
+			nonTransient++
 		}
 		switch {
 		case x.Reason == ExclLeaseHeld:
@@ -153,8 +169,11 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if sel.Earliest > 0 {
 		retry = sel.Earliest.Sub(now)
 	}
-	if noEnd > 0 {
-		retry = knownEnd // Retry-After only when an exclusion has a known end
+	if !r.IsCombo() && noEndConn > 0 {
+		retry = knownEndSingle // Retry-After only when an exclusion has a known end
+	}
+	if r.IsCombo() && noEndConn+noEndLock > 0 {
+		retry = knownEndCombo
 	}
 	n := len(sel.Excluded)
 	if unfit == n {
@@ -183,13 +202,15 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		case timers == 0:
 			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
 				Message: fmt.Sprintf("no connection of %s can serve %s (terminal or not allowed)", r.Provider, r.Model)}
-		case noEnd == timers && others == 0:
+		case noEndConn == timers && others == 0:
 			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
 				Message: fmt.Sprintf("every connection of %s is cooling down after an authentication or not-found error", r.Provider)}
 		case locks == timers && others == 0:
 			return &Error{Code: CodeModelCooldown, Provider: r.Provider, Model: model, RetryAfterMs: retry,
 				Message: fmt.Sprintf("all credentials for model %s are cooling down", r.Model)}
-		case transient == timers:
+		case others == 0:
+			// §11.4: every connection cooling (a quota reset included),
+			// no wait allowed: 429 with the first end.
 			return &Error{Code: CodeRateLimit, Provider: r.Provider, Model: model, RetryAfterMs: retry,
 				Message: fmt.Sprintf("all connections of %s are cooling down", r.Provider)}
 		}
@@ -200,12 +221,24 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	case timers == 0:
 		return &Error{Code: CodeAllTargetsSkipped, Model: model,
 			Message: "all targets were skipped by pre-dispatch filters"}
+	case r.weighted:
+		// A weighted pool that lost every target with a resilience timer
+		// among the exclusions (SPEC §4b, REFERENCE M12).
+		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+			Message: "all targets are cooling down"}
 	case transient == timers:
 		// Short transient timers only: the caller may wait (comboCooldownWait);
 		// when it does not, the answer is a 429 with the earliest expiry.
 		return &Error{Code: CodeRateLimit, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
 			Message: "all targets are cooling down"}
-	case others == 0 && noEnd == 0:
+	case nonTransient == timers:
+		// quota_exhausted / auth_error / not_found only (SPEC §4b):
+		// skipped, with Retry-After only when one of them has a known end
+		// (a quota reset). Beside a breaker or provider cooldown, the
+		// answer is the cooling one below, with the timers' first end.
+		return &Error{Code: CodeAllTargetsSkipped, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+			Message: "all targets were skipped: quota exhausted, authentication or not-found errors"}
+	case others == 0:
 		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
 			Message: "all targets are cooling down"}
 	}

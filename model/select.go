@@ -15,6 +15,7 @@ type Route struct {
 	Model    string `json:"model"`
 	combo    int32
 	provider int32
+	weighted bool // a weighted combo (its all-excluded answer, SPEC §4b)
 }
 
 // IsCombo reports whether the route is a combo.
@@ -33,7 +34,7 @@ func (e *Engine) resolve(name string, aliases bool) (Route, error) {
 		return Route{}, &Error{Code: CodeInvalidModel, Message: "model is required"}
 	}
 	if i, ok := e.comboIdx[name]; ok {
-		return Route{Name: name, Combo: name, combo: int32(i), provider: -1}, nil
+		return Route{Name: name, Combo: name, combo: int32(i), provider: -1, weighted: e.topo.Combos[i].Strategy == Weighted}, nil
 	}
 	if aliases {
 		if target, ok := e.topo.Aliases[name]; ok {

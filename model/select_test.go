@@ -209,8 +209,8 @@ func TestUnavailableAnswers(t *testing.T) {
 		hit(t, e, at(0), "a", "k1", "m1", status(503))
 		hit(t, e, at(0), "b", "k1", "m1", status(401))
 		err = Unavailable(at(sec(1)), &r, selectAt(t, e, at(sec(1)), "c"))
-		if err.Code != CodeAllTargetsSkipped || err.RetryAfterSeconds() != 14 {
-			t.Fatalf("combo, breaker + auth: %+v (want the breaker's 14 s, not the auth cooldown's)", err)
+		if err.Code != CodeAllTargetsCooling || err.RetryAfterSeconds() != 14 {
+			t.Fatalf("combo, breaker + auth: %+v (want cooling with the breaker's 14 s, not the auth cooldown's)", err)
 		}
 	})
 	t.Run("combo, breaker + quota cooldown → 503 all_targets_cooling_down with diagnostics", func(t *testing.T) {

@@ -42,6 +42,7 @@ var conformance = []struct {
 	{"lease-held-routed-around.yaml", 4, "SPEC §2d traffic without a lease is routed around leased connections (lease_held)"},
 	{"spendwall-slot-busy.yaml", 4, "SPEC §2b slow lane: slot_busy waits and retries the same connection, nothing cools"},
 	{"spendwall-limit-reset.yaml", 16, "SPEC §2b session limit reset first, memoised; then the lane"},
+	{"all-excluded-answers.yaml", 4, "SPEC §4b / §11.4 the typed answers when every target is excluded, by route and reason"},
 }
 
 // TestConformanceSimVsGateway pins CONTRACTS §4 ("the same decisions"): for
