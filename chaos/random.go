@@ -96,16 +96,19 @@ func RandomSchedule(topo *model.Topology, d time.Duration, seed uint64) *Schedul
 			p := pick(all)
 			add("timeout on "+p.ID, faults.Match{Provider: p.ID}, faults.Response{Fault: faults.Timeout}, nil)
 		},
-		func() { // broken streams now and then
-			// (malformed-chunk and no-done are left out until the gateway
-			// handles them: docs/chaos.md "Findings", examples/chaos-findings.yaml)
+		func() { // broken streams now and then (malformed-chunk and no-done
+			// were the findings of docs/chaos.md, since handled)
 			p := pick(all)
 			var r faults.Response
-			switch rng.IntN(2) {
+			switch rng.IntN(4) {
 			case 0:
 				r = faults.Response{Fault: faults.Cut, Stream: faults.Stream{StallAfter: 2}}
-			default:
+			case 1:
 				r = faults.Response{Fault: faults.Stall, Stream: faults.Stream{StallAfter: 1}}
+			case 2:
+				r = faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{StallAfter: 2}}
+			default:
+				r = faults.Response{Fault: faults.NoDone}
 			}
 			add(fmt.Sprintf("%s on %s p=0.3", r.Fault, p.ID), faults.Match{Provider: p.ID}, r, func(rl *faults.Rule) { rl.Probability = 0.3 })
 		},
