@@ -296,7 +296,15 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 // neutral for upstream health, the flow moves on, and if nothing else serves
 // the client gets err (SPEC §5, §11.4).
 func (f *Flow) RecordLocal(now Time, e *Engine, a *Attempt, err *Error) (Verdict, *Step) {
-	v, ans := f.Record(now, e, a, Outcome{Kind: OutcomeLocalQueue}, false)
+	return f.RecordLocalCut(now, e, a, err, false)
+}
+
+// RecordLocalCut is RecordLocal for an attempt the gateway cut itself after
+// it reached the upstream (the execution bound, AttemptBound's
+// CutExecution); committed says whether the client had bytes of the answer,
+// which then ends with the bound's stream error.
+func (f *Flow) RecordLocalCut(now Time, e *Engine, a *Attempt, err *Error, committed bool) (Verdict, *Step) {
+	v, ans := f.Record(now, e, a, Outcome{Kind: OutcomeLocalQueue}, committed)
 	f.local = err
 	if ans != nil && err != nil && ans.Result == ResultUpstream && ans.Err == nil {
 		f.answer = Step{Kind: StepAnswer, Result: ResultRejected, Err: err, RetryAfterMs: err.RetryAfterMs,

@@ -227,14 +227,15 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	actx, cancel := context.WithCancelCause(rs.ctx)
 	defer cancel(nil)
 
-	// The whole attempt: attemptMs, cut by the request deadline and by the
-	// execution bound (raised to the header timeout when that is longer).
-	attemptD, cause := to.AttemptMs.Duration(), errAttemptTimeout
-	if exec := max(execMax, to.ResponseHeaderMs.Duration()); exec < attemptD {
-		attemptD, cause = exec, errExecTimeout
-	}
-	if left := rs.dl.Sub(rs.g.now()); left < attemptD {
-		attemptD, cause = max(left, time.Millisecond), errDeadline
+	// The whole attempt: the model's bound (attemptMs, the execution bound,
+	// the request's deadline), the same rule the simulator times by.
+	boundMs, cut := model.AttemptBound(rs.s, execMax.Milliseconds(), rs.dl.Sub(rs.g.now()).Milliseconds())
+	attemptD, cause := time.Duration(boundMs)*time.Millisecond, errAttemptTimeout
+	switch cut {
+	case model.CutExecution:
+		cause = errExecTimeout
+	case model.CutDeadline:
+		cause = errDeadline
 	}
 	clock := startAttemptClock(attemptD, cause, to.ResponseHeaderMs.Duration(), cancel)
 	defer clock.stop()
@@ -347,8 +348,7 @@ func (rs *reqState) failure(actx context.Context, err error, afterHeaders bool) 
 	case errThroughput:
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeThroughput}}
 	case errExecTimeout:
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue},
-			local: &model.Error{Code: model.CodeExecutionTimeout, Message: "the upstream attempt reached the execution bound (requestQueue.executionMaxWaitMs)"}}
+		return execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: model.ExecutionTimeout()}
 	case errDeadline:
 		// Our own whole-request deadline cut the attempt: neutral for the
 		// upstream's health.

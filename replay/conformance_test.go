@@ -42,6 +42,9 @@ var conformance = []struct {
 	{"lease-held-routed-around.yaml", 4, "SPEC §2d traffic without a lease is routed around leased connections (lease_held)"},
 	{"spendwall-slot-busy.yaml", 4, "SPEC §2b slow lane: slot_busy waits and retries the same connection, nothing cools"},
 	{"spendwall-limit-reset.yaml", 16, "SPEC §2b session limit reset first, memoised; then the lane"},
+	{"execution-bound.yaml", 2, "SPEC §5 / §11.4 the execution bound cuts a stream: RATE_LIMIT_EXECUTION_TIMEOUT, neutral for health"},
+	{"failover-stream-cut.yaml", 2, "SPEC §6 a cut answer fails over before commit (a buffered client's whole answer, a stream's first chunks)"},
+	{"failover-stall.yaml", 4, "SPEC §6 a stall before content is retried once on the same account, then fails over, never cooling it"},
 	{"all-excluded-answers.yaml", 4, "SPEC §4b / §11.4 the typed answers when every target is excluded, by route and reason"},
 }
 

@@ -141,6 +141,7 @@ type attempt struct {
 	out       model.Outcome
 	committed bool
 	abort     abort
+	execCut   bool // cut by the execution bound (model.AttemptBound): recorded as the gateway's own error
 }
 
 // compiled is a response prepared once: lower-case headers and the body.
@@ -528,7 +529,7 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	if resp.Jitter > 0 {
 		lat += s.latency.Int64N(resp.Jitter.Milliseconds() + 1)
 	}
-	tl := attemptTimeline(resp, lat, &s.tm)
+	tl := attemptTimeline(resp, lat, &s.tm, r.stream)
 	end := tl.endMs
 	x.out = model.Outcome{Kind: tl.kind, Transport: tl.transport}
 	if tl.kind == model.OutcomeResponse {
@@ -540,10 +541,17 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 			x.out.Body = cp.body
 		}
 	}
-	if end > s.tm.attempt {
-		end = s.tm.attempt
-		x.out = model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportAttemptTimeout}
+	// The model's attempt bound, as the proxy times it; the deadline's cut
+	// is the flow's deadline event below.
+	_, execMax := s.set.QueueBudgets(model.ConnOverrides{})
+	if bound, cut := model.AttemptBound(&s.set, execMax, never); end > bound {
+		end = bound
 		tl.success = false
+		if cut == model.CutExecution {
+			x.out, x.execCut = model.Outcome{Kind: model.OutcomeLocalQueue}, true
+		} else {
+			x.out = model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportAttemptTimeout}
+		}
 	}
 	endAt := s.now.Add(end)
 	if r.giveUpAt > 0 && endAt > r.giveUpAt {
@@ -585,7 +593,13 @@ func (s *sim) attemptEnd(at int32) {
 	id := x.req
 	r := &s.reqs[id]
 	pre := s.mirror.provider(x.a.Provider)
-	v, ans := r.flow.Record(s.now, s.eng, &x.a, x.out, x.committed)
+	var v model.Verdict
+	var ans *model.Step
+	if x.execCut && x.abort == abortNone {
+		v, ans = r.flow.RecordLocalCut(s.now, s.eng, &x.a, model.ExecutionTimeout(), x.committed)
+	} else {
+		v, ans = r.flow.Record(s.now, s.eng, &x.a, x.out, x.committed)
+	}
 	s.drain()
 	if !s.opts.NoInvariants {
 		s.checkRecord(pre, x, &v)

@@ -40,13 +40,15 @@ const never = int64(1) << 60
 // (model.Watchdog: content stall and throughput) are fed every chunk and
 // ticked at their deadline, exactly as the proxy's timer does — sim decides
 // nothing about stalls itself.
-func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers) timeline {
+func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream bool) timeline {
 	tl := timeline{firstByte: -1}
 	hdr := tm.header
 	switch {
 	case r.Fault == faults.Timeout:
 		tl.endMs, tl.kind, tl.transport = hdr, model.OutcomeTransport, model.TransportHeaderTimeout
 		return tl
+	case !stream && r.OK() && r.Fault != faults.Reset:
+		return jsonTimeline(r, latencyMs, hdr)
 	case !r.OK() || r.Fault == faults.Reset:
 		if latencyMs >= hdr {
 			tl.endMs, tl.kind, tl.transport = hdr, model.OutcomeTransport, model.TransportHeaderTimeout
@@ -152,5 +154,37 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers) timeline {
 		return tl
 	}
 	tl.endMs, tl.kind, tl.success = end, model.OutcomeResponse, true
+	return tl
+}
+
+// jsonTimeline is a 2xx answer to a non-streaming request: the gateway
+// forwards stream:false, and the upstream (breakwater upstream, like a real
+// one) generates the whole answer before its headers — latency, any stall,
+// then the chunks' generation time — and sends the body at once, so only
+// responseHeaderMs judges the wait. A cut body is a reset mid-body, a
+// malformed one the output validation case.
+func jsonTimeline(r *faults.Response, latencyMs, hdr int64) timeline {
+	tl := timeline{firstByte: -1}
+	ready := latencyMs + int64(r.Chunks()-1)*durMs(r.ChunkInterval())
+	if r.Fault == faults.Stall {
+		if r.Stream.StallFor == 0 {
+			ready = never
+		} else {
+			ready += durMs(r.Stream.StallFor)
+		}
+	}
+	if ready >= hdr {
+		tl.endMs, tl.kind, tl.transport = hdr, model.OutcomeTransport, model.TransportHeaderTimeout
+		return tl
+	}
+	tl.endMs, tl.firstByte = ready, ready
+	switch r.Fault {
+	case faults.Cut:
+		tl.kind, tl.transport = model.OutcomeTransport, model.TransportReset
+	case faults.MalformedChunk:
+		tl.kind = model.OutcomeQuality
+	default:
+		tl.kind, tl.success = model.OutcomeResponse, true
+	}
 	return tl
 }
