@@ -212,11 +212,14 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	}
 	if f.hasLast {
 		// Attempts were made: the client gets the last upstream error.
+		st := upstreamStatus(&f.last)
 		retry := f.last.ClientRetryAfterMs
-		if retry == 0 && unavail != nil {
+		if retry == 0 && unavail != nil && (st == 429 || st == 503) {
+			// When to come back belongs to a "come back later" answer
+			// (CONTRACTS §3); a 404 that locked the model gets none.
 			retry = unavail.RetryAfterMs
 		}
-		return f.finish(Step{Kind: StepAnswer, Status: upstreamStatus(&f.last), Result: ResultUpstream, RetryAfterMs: retry})
+		return f.finish(Step{Kind: StepAnswer, Status: st, Result: ResultUpstream, RetryAfterMs: retry})
 	}
 	if unavail == nil {
 		// Candidates exist but every one belongs to a skipped target.

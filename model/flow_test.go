@@ -184,6 +184,19 @@ func TestFlowEmergencyFallback(t *testing.T) {
 	}
 }
 
+func TestFlowNoRetryAfterOnAPassedThrough404(t *testing.T) {
+	// CONTRACTS §3 / SPEC §4b: Retry-After goes with 429 and 503. A local
+	// provider's 404 locks the model (SPEC §11.2); the client gets the 404,
+	// without the lockout's time as Retry-After.
+	p := oneProvider("l", ProfileLocal, 1)
+	p.Type = "local"
+	e := mustEngine(t, topo(p), nil)
+	st, trail, _ := drive(t, e, at(0), "l/m1", func(*Attempt, int) (Outcome, bool) { return status(404), false })
+	if st.Status != 404 || st.Result != ResultUpstream || st.RetryAfterMs != 0 || len(trail) != 1 {
+		t.Fatalf("%+v %v", st, trail)
+	}
+}
+
 func TestFlowTypedAnswerWithoutAttempts(t *testing.T) {
 	// SPEC §11.4: nothing dispatchable → the model's typed answer.
 	e := mustEngine(t, topo(oneProvider("a", ProfileLocal, 1)), nil)
