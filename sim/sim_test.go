@@ -104,7 +104,7 @@ func TestAttemptTimeline(t *testing.T) {
 	tp.StreamRecovery.ThroughputWatchdog = model.ThroughputWatchdog{Enabled: true, WarmupMs: 1000, WindowMs: 1000, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1}
 	tmTP := timersOf(&tp)
 	ms := time.Millisecond
-	cases := []struct {
+	type tlCase struct {
 		name  string
 		r     faults.Response
 		lat   int64
@@ -113,7 +113,8 @@ func TestAttemptTimeline(t *testing.T) {
 		tr    model.Transport
 		first int64
 		tm    *timers
-	}{
+	}
+	cases := []tlCase{
 		{"ok", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 100 * ms}}, 50, 250, model.OutcomeResponse, 0, 50, &tm},
 		{"error", faults.Response{Status: 503}, 70, 70, model.OutcomeResponse, 0, -1, &tm},
 		{"slow error", faults.Response{Status: 503}, 20000, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1, &tm},
@@ -142,26 +143,19 @@ func TestAttemptTimeline(t *testing.T) {
 	// upstream generates the whole answer before its headers, so only
 	// responseHeaderMs judges the wait (docs/sim.md), as breakwater upstream
 	// serves it.
-	json := []struct {
-		name string
-		r    faults.Response
-		lat  int64
-		end  int64
-		kind model.OutcomeKind
-		tr   model.Transport
-	}{
-		{"ok", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 100 * ms}}, 50, 250, model.OutcomeResponse, 0},
-		{"generation past the header timeout", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 6 * time.Second}}, 0, 10000, model.OutcomeTransport, model.TransportHeaderTimeout},
-		{"cut", faults.Response{Fault: faults.Cut, Stream: faults.Stream{Chunks: 8, Interval: 100 * ms, StallAfter: 3}}, 0, 700, model.OutcomeTransport, model.TransportReset},
-		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2}}, 0, 30, model.OutcomeQuality, 0},
-		{"stall forever", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 10000, model.OutcomeTransport, model.TransportHeaderTimeout},
-		{"short stall", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2, StallFor: time.Second}}, 0, 1030, model.OutcomeResponse, 0},
-		{"an error is not generated", faults.Response{Status: 503, Stream: faults.Stream{Chunks: 3, Interval: time.Second}}, 70, 70, model.OutcomeResponse, 0},
+	json := []tlCase{
+		{"ok", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 100 * ms}}, 50, 250, model.OutcomeResponse, 0, 250, &tm},
+		{"generation past the header timeout", faults.Response{Stream: faults.Stream{Chunks: 3, Interval: 6 * time.Second}}, 0, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1, &tm},
+		{"cut", faults.Response{Fault: faults.Cut, Stream: faults.Stream{Chunks: 8, Interval: 100 * ms, StallAfter: 3}}, 0, 700, model.OutcomeTransport, model.TransportReset, 700, &tm},
+		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2}}, 0, 30, model.OutcomeQuality, 0, 30, &tm},
+		{"stall forever", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 10000, model.OutcomeTransport, model.TransportHeaderTimeout, -1, &tm},
+		{"short stall", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2, StallFor: time.Second}}, 0, 1030, model.OutcomeResponse, 0, 1030, &tm},
+		{"an error is not generated", faults.Response{Status: 503, Stream: faults.Stream{Chunks: 3, Interval: time.Second}}, 70, 70, model.OutcomeResponse, 0, -1, &tm},
 	}
 	for _, c := range json {
-		tl := attemptTimeline(&c.r, c.lat, &tm, false)
-		if tl.endMs != c.end || tl.kind != c.kind || tl.transport != c.tr {
-			t.Errorf("non-streaming %s: end %d kind %s transport %s; want %d %s %s", c.name, tl.endMs, tl.kind, tl.transport, c.end, c.kind, c.tr)
+		tl := attemptTimeline(&c.r, c.lat, c.tm, false)
+		if tl.endMs != c.end || tl.kind != c.kind || tl.transport != c.tr || tl.firstByte != c.first {
+			t.Errorf("non-streaming %s: end %d kind %s transport %s first %d; want %d %s %s %d", c.name, tl.endMs, tl.kind, tl.transport, tl.firstByte, c.end, c.kind, c.tr, c.first)
 		}
 	}
 }
