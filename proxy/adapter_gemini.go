@@ -424,6 +424,7 @@ type gmStream struct {
 	cw       chunkWriter
 	started  bool
 	finished bool
+	usage    bool // the usage went out, with the first candidate's finish
 	calls    int
 	toolsBy  map[int]bool // candidate index → called a function
 	ev       gmResponse
@@ -467,7 +468,14 @@ func (s *gmStream) event(dst, data []byte) []byte {
 		}
 		if c.FinishReason != "" {
 			s.finished = true
-			dst = s.cw.finish(dst, c.Index, geminiFinish(c.FinishReason, s.toolsBy[c.Index]), ev.usage())
+			// The usage covers the whole answer: once, not once per
+			// candidate (a client adding it up would count it twice).
+			var u *oaUsage
+			if !s.usage {
+				u = ev.usage()
+				s.usage = u != nil
+			}
+			dst = s.cw.finish(dst, c.Index, geminiFinish(c.FinishReason, s.toolsBy[c.Index]), u)
 		}
 	}
 	return dst

@@ -357,6 +357,13 @@ func TestGeminiStreamTranslation(t *testing.T) {
 	if finish != "tool_calls" || !strings.Contains(strings.Join(ev, ""), `"id":"call_0"`) {
 		t.Fatalf("function call stream: %v", ev)
 	}
+	// two candidates (n: 2) finishing in one event: the answer's usage goes
+	// out once, not once per candidate's finish
+	ev = translateStream(t, &geminiWire{}, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"STOP\",\"index\":0},"+
+		"{\"content\":{\"parts\":[{\"text\":\"b\"}]},\"finishReason\":\"STOP\",\"index\":1}],\"usageMetadata\":{\"promptTokenCount\":2,\"candidatesTokenCount\":4,\"totalTokenCount\":6}}\n\n")
+	if n := strings.Count(strings.Join(ev, ""), `"usage"`); n != 1 {
+		t.Fatalf("usage sent %d times for one answer: %v", n, ev)
+	}
 }
 
 // A non-streamed 2xx the adapter cannot read is served as non-JSON bytes,
