@@ -180,7 +180,13 @@ func (rs *reqState) count(status int) {
 	if status == http.StatusOK && rs.cr.is(rs.provider, rs.conn) {
 		rs.g.met.requestsOK(rs.cr).Inc()
 	} else {
-		rs.g.met.requests.WithLabelValues(rs.provider, rs.conn, statusLabel(status)).Inc()
+		prov := rs.provider
+		if prov == "" {
+			// Answered before any connection was chosen (a typed refusal):
+			// a single-model request still counts under its provider.
+			prov = rs.flow.Route.Provider
+		}
+		rs.g.met.requests.WithLabelValues(prov, rs.conn, statusLabel(status)).Inc()
 	}
 	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
 }

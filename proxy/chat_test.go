@@ -195,6 +195,11 @@ providers:
 	if r.code != 503 || r.errCode() != "provider_circuit_open" || r.h.Get("Retry-After") == "" {
 		t.Fatalf("open: %d %v %s", r.code, r.h, r.body)
 	}
+	// The refusal counts under the route's provider (it was under empty
+	// labels, though the error body names the provider).
+	if m := g.do("GET", "/metrics", "").body; !strings.Contains(m, `breakwater_requests_total{connection="",provider="loc",status="503"} 1`) {
+		t.Fatalf("the refusal is not counted under its provider:\n%s", grepLines(m, "breakwater_requests_total"))
+	}
 	// the reset endpoint closes it
 	if r := g.do("POST", "/api/resilience/reset", `{"provider":"loc"}`); r.code != 200 {
 		t.Fatalf("reset: %d %s", r.code, r.body)
@@ -909,4 +914,15 @@ func TestHTTPDateFollowsTheSecond(t *testing.T) {
 	if a[0] != "Mon, 30 Nov 2026 08:00:00 GMT" || c[0] != "Mon, 30 Nov 2026 08:00:01 GMT" {
 		t.Errorf("got %q then %q", a[0], c[0])
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
