@@ -510,6 +510,31 @@ providers:
 	}
 }
 
+// SPEC §3 output validation after commit: a stream of reasoning only ends
+// with the empty-answer error event. The finish chunk the upstream sent
+// before [DONE] is not passed on first: the client was told the turn ended
+// normally ("stop", with usage) and then got the error.
+func TestReasoningOnlyStreamEndsWithTheErrorNotAFinish(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
+`+testBase)
+	up.set("c", sse(streamOpt{reasoning: 2, chunks: 0}))
+	r := g.stream("p/m")
+	if r.code != 200 || !strings.Contains(r.body, "reasoning_content") || !strings.Contains(r.body, "empty_response") {
+		t.Fatalf("want the reasoning, then the empty-answer error: %d\n%s", r.code, r.body)
+	}
+	if strings.Contains(r.body, `"finish_reason":"stop"`) || strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("a finish or [DONE] before the error:\n%s", r.body)
+	}
+	// An ordinary stream still gets its finish and [DONE].
+	up.set("c", sse(streamOpt{reasoning: 1, chunks: 2}))
+	if r := g.stream("p/m"); !strings.Contains(r.body, `"finish_reason":"stop"`) || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("an ordinary stream lost its end:\n%s", r.body)
+	}
+}
+
 // SPEC "does better" 15, §6: an error event or a stall before the first
 // byte reached the client is retried elsewhere.
 func TestPreCommitStreamFailuresFallBack(t *testing.T) {

@@ -565,7 +565,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	defer rd.release()
 	w := rs.w
 	flusher, _ := w.(http.Flusher)
-	var raw, data, held []byte
+	var raw, data, held, finishHeld []byte
 	committed, sawEvent, terminal := false, false, false
 	finish := ""
 	eager := rs.g.cfg.Server.StreamCommit == "first-event"
@@ -689,8 +689,23 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if !commit() {
 				return gone
 			}
-		} else if _, err := w.Write(raw); err != nil {
-			return gone
+		} else if ev.FinishReason != "" && !sw.producedOutput() && !model.LegitimateEmpty(ev.FinishReason) {
+			// A finish after reasoning only: if [DONE] follows, the
+			// stream ends with the empty-answer error instead, and the
+			// client must not have been told the turn ended normally
+			// first. Held until something else comes.
+			finishHeld = append(finishHeld[:0], raw...)
+			continue
+		} else {
+			if len(finishHeld) > 0 {
+				if _, err := w.Write(finishHeld); err != nil {
+					return gone
+				}
+				finishHeld = finishHeld[:0]
+			}
+			if _, err := w.Write(raw); err != nil {
+				return gone
+			}
 		}
 		if flusher != nil && rd.buffered() == 0 {
 			flusher.Flush()
