@@ -140,6 +140,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
 	key, ok := g.authClient(r)
 	if !ok {
+		rs.setHeaders(w.Header()) // X-Breakwater-Attempts: 0, like every chat answer
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
 		return nil
 	}
@@ -153,6 +154,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 		rs.req, err = parseChatRequest(body)
 	}
 	if err != nil {
+		rs.setHeaders(w.Header())
 		var be *errBadRequest
 		if errors.As(err, &be) {
 			writeError(w, be.status, be.code, be.msg)

@@ -627,8 +627,8 @@ providers:
 	if r := g.chat("p/m"); r.code != 401 || r.errCode() != "invalid_api_key" {
 		t.Fatalf("no key: %d %s", r.code, r.body)
 	}
-	if r := g.chat("p/m", "Authorization", "Bearer wrong"); r.code != 401 {
-		t.Fatalf("wrong key: %d", r.code)
+	if r := g.chat("p/m", "Authorization", "Bearer wrong"); r.code != 401 || r.h.Get("X-Breakwater-Attempts") != "0" || r.h.Get("X-Request-Id") == "" {
+		t.Fatalf("wrong key: %d %v (X-Breakwater-Attempts: 0 as on every chat answer)", r.code, r.h)
 	}
 	if r := g.chat("p/m", "Authorization", "Bearer secret-a"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "b" {
 		t.Fatalf("team-a is limited to p/b: %d %v", r.code, r.h)

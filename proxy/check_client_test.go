@@ -30,8 +30,8 @@ func TestCheckClientBodyKeysAreExact(t *testing.T) {
 	if r.code != 200 || r.h.Get("X-Breakwater-Provider") != "glm" {
 		t.Fatalf(`{"model":"glm/glm-5","Model":"oa/gpt-5"}: %d provider %q %s; want glm (the exact key)`, r.code, r.h.Get("X-Breakwater-Provider"), r.body)
 	}
-	if r := post(`{"MODEL":"glm/glm-5","messages":[]}`); r.code != 400 || r.errCode() != "invalid_model" {
-		t.Fatalf(`{"MODEL":...}: %d %s; want 400 invalid_model (field "model" is required)`, r.code, r.body)
+	if r := post(`{"MODEL":"glm/glm-5","messages":[]}`); r.code != 400 || r.errCode() != "invalid_model" || r.h.Get("X-Breakwater-Attempts") != "0" {
+		t.Fatalf(`{"MODEL":...}: %d %v %s; want 400 invalid_model (field "model" is required), X-Breakwater-Attempts: 0 as on every chat answer`, r.code, r.h, r.body)
 	}
 	// "Stream": true is not a stream request: the answer is JSON.
 	r = post(`{"model":"glm/glm-5","Stream":true,"messages":[]}`)
