@@ -250,10 +250,23 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 
 // serverEnv are the BREAKWATER_* variables that override server and store
 // fields of the file (docs/config.md).
-var serverEnv = []struct{ name, field string }{
-	{"BREAKWATER_LISTEN", "server.listen"},
-	{"BREAKWATER_MANAGEMENT_KEY", "server.managementKey"},
-	{"BREAKWATER_STORE_URL", "store.url"},
+var serverEnv = []struct {
+	name, field string
+	at          func(*Config) *string
+}{
+	{"BREAKWATER_LISTEN", "server.listen", func(c *Config) *string { return &c.Server.Listen }},
+	{"BREAKWATER_MANAGEMENT_KEY", "server.managementKey", func(c *Config) *string { return &c.Server.ManagementKey }},
+	{"BREAKWATER_STORE_URL", "store.url", func(c *Config) *string { return &c.Store.URL }},
+}
+
+// ServerEnvVars names the BREAKWATER_* variables that override the file's
+// server and store fields (for serve's typo warning).
+func ServerEnvVars() []string {
+	out := make([]string, len(serverEnv))
+	for i, v := range serverEnv {
+		out[i] = v.name
+	}
+	return out
 }
 
 // applyEnvOverrides sets the fields of serverEnv from the environment
@@ -264,14 +277,7 @@ func (c *Config) applyEnvOverrides(env map[string]string) {
 		if val == "" {
 			continue
 		}
-		switch v.field {
-		case "server.listen":
-			c.Server.Listen = val
-		case "server.managementKey":
-			c.Server.ManagementKey = val
-		case "store.url":
-			c.Store.URL = val
-		}
+		*v.at(c) = val
 		if c.fromEnv == nil {
 			c.fromEnv = map[string]string{}
 		}

@@ -34,16 +34,8 @@ func runServe(args []string) int {
 		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_STORE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
 		fs.PrintDefaults()
 	}
-	extra, err := parseInterspersed(fs, args) // flags before or after, like the other commands
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(extra) > 0 {
-		fmt.Fprintf(os.Stderr, "breakwater serve: unexpected argument %q (the config file is given with -config FILE)\n", extra[0])
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, "the config file is given with -config FILE"); !ok {
+		return code
 	}
 	if *configPath == "" {
 		fmt.Fprintln(os.Stderr, "breakwater serve: -config FILE is required")
@@ -169,7 +161,7 @@ func shutdownResult(err error) (cut bool, failed error) {
 
 // serveEnvVars are the BREAKWATER_* variables serve reads besides the
 // resilience ones (model.EnvVars).
-var serveEnvVars = []string{"BREAKWATER_LISTEN", "BREAKWATER_MANAGEMENT_KEY", "BREAKWATER_STORE_URL", "BREAKWATER_SYSMON_BACKOFF", heapHeadroomEnv}
+var serveEnvVars = append(proxy.ServerEnvVars(), sysmonEnv, heapHeadroomEnv)
 
 // envTypoWarnings names BREAKWATER_* variables that serve does not read but
 // that are a few letters away from one it does: a mistyped override is
