@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,11 +71,8 @@ func runChaos(args []string) int {
 	noLeak := fs.Bool("no-leak-check", false, "skip the goroutine and file-descriptor leak checks")
 	quiet := fs.Bool("q", false, "print only the verdict and failures")
 	logLevel := fs.String("log-level", "error", "gateway log level (in-process): debug, info, warn, error")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, "the gateway config is given with -config FILE, the schedule with -schedule FILE"); !ok {
+		return code
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

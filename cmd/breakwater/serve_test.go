@@ -131,6 +131,14 @@ func TestServeArgumentErrors(t *testing.T) {
 	}
 }
 
+// CONTRACTS §1: chaos, like serve and upstream, takes no positional
+// argument and refuses one instead of ignoring it.
+func TestChaosRefusesAStrayArgument(t *testing.T) {
+	if code, out := runStderr(runChaos, "examples/chaos.yaml"); code != 2 || !strings.Contains(out, `unexpected argument "examples/chaos.yaml"`) {
+		t.Errorf("chaos FILE: exit %d, stderr %q; want 2 naming the argument", code, out)
+	}
+}
+
 // CONTRACTS §1: upstream refuses what it would otherwise ignore.
 func TestUpstreamArgumentErrors(t *testing.T) {
 	for _, args := range [][]string{{"extra", "-listen", "127.0.0.1:0"}, {"-listen", "127.0.0.1:0", "-speed", "0"}, {"-listen", "127.0.0.1:0", "-speed", "-1"}} {

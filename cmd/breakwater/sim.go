@@ -26,8 +26,6 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// parseInterspersed parses flags that may come before or after the
-// positional arguments.
 // scenarioFlags are the flags sim and replay share: -seed and -set.
 type scenarioFlags struct {
 	seed *string
@@ -55,6 +53,8 @@ func (f *scenarioFlags) options(cmd string) (scenarios.Options, bool) {
 	return opts, true
 }
 
+// parseInterspersed parses flags that may come before or after the
+// positional arguments.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
@@ -71,6 +71,24 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlagsOnly parses the flags of a command that takes no positional
+// argument: a stray one is refused with a message naming it and hint, never
+// ignored. code is the exit code when ok is false (0 for -h).
+func parseFlagsOnly(fs *flag.FlagSet, args []string, hint string) (code int, ok bool) {
+	extra, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if len(extra) > 0 {
+		fmt.Fprintf(os.Stderr, "breakwater %s: unexpected argument %q (%s)\n", fs.Name(), extra[0], hint)
+		return 2, false
+	}
+	return 0, true
 }
 
 func runSim(args []string) int {

@@ -38,16 +38,8 @@ GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section
 	maxHold := fs.Duration("max-hold", 2*time.Minute, "longest a timeout or an endless stall holds a connection")
 	catalog := fs.Bool("catalog", false, "print the fault catalog and exit")
 	verbose := fs.Bool("v", false, "log every attempt")
-	extra, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(extra) > 0 {
-		fmt.Fprintf(os.Stderr, "breakwater upstream: unexpected argument %q (a fault file is given with -faults FILE)\n", extra[0])
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, "a fault file is given with -faults FILE"); !ok {
+		return code
 	}
 	if *speed <= 0 || math.IsInf(*speed, 0) || math.IsNaN(*speed) {
 		fmt.Fprintf(os.Stderr, "breakwater upstream: -speed: want a positive number, got %v\n", *speed)
