@@ -9,7 +9,7 @@ const (
 	CutAttempt AttemptCut = iota
 	// CutExecution: requestQueue.executionMaxWaitMs, the gateway's own
 	// safety bound (SPEC §5): RATE_LIMIT_EXECUTION_TIMEOUT, neutral for
-	// upstream health (§11.4). Record it with Flow.RecordLocal(...,
+	// upstream health (§11.4). Record it with Flow.RecordLocalCut(...,
 	// ExecutionTimeout(), committed).
 	CutExecution
 	// CutDeadline: requestBudget.deadlineMs; the request's budget is spent

@@ -84,12 +84,7 @@ func (e *Engine) resolve(name string, aliases bool) (Route, error) {
 		}
 	}
 	sort.Strings(cands)
-	near, best := "", max(2, len(name)/3)+1
-	for _, c := range cands {
-		if d := EditDistance(name, c); d < best {
-			near, best = c, d
-		}
-	}
+	near := nearestName(name, cands)
 	if len(cands) > 12 {
 		cands = append(cands[:12], "...")
 	}

@@ -770,7 +770,7 @@ func joinSettingsPath(path, key string) string {
 
 func unknownSettingsKey(field, key string, n *settingsNode) *SettingsError {
 	names := n.fieldNames()
-	return &SettingsError{Field: field, Problem: ProblemUnknownKey, Suggestion: nearestSettingsName(key, names), Known: names}
+	return &SettingsError{Field: field, Problem: ProblemUnknownKey, Suggestion: nearestName(key, names), Known: names}
 }
 
 // ---------------------------------------------------------------------------
@@ -941,9 +941,10 @@ func walkSettingsLeaves(v any, n *settingsNode, path string, emptyMaps bool, fn 
 // ---------------------------------------------------------------------------
 // Nearest names
 
-// nearestSettingsName returns the candidate closest to name (Levenshtein,
-// case-insensitive), or "" when none is close enough to be a likely typo.
-func nearestSettingsName(name string, candidates []string) string {
+// nearestName returns the candidate closest to name (Levenshtein,
+// case-insensitive), or "" when none is close enough to be a likely typo:
+// settings keys and variables, and the model names of an unknown-model 404.
+func nearestName(name string, candidates []string) string {
 	best, bestD := "", -1
 	ln := strings.ToLower(name)
 	for _, c := range candidates {
@@ -1093,7 +1094,7 @@ func EnvLayer(environ []string) (Layer, error) {
 			next, err = SetPath(l, path, raw)
 		} else if SettingsEnvOwned(name) {
 			p = append(p, &SettingsError{Field: name, Problem: ProblemUnknownVariable,
-				Suggestion: nearestSettingsName(name, names), Source: "env"})
+				Suggestion: nearestName(name, names), Source: "env"})
 			continue
 		} else {
 			continue
