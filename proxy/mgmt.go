@@ -529,12 +529,20 @@ func (g *Gateway) checkFallbackTarget(patch model.Layer, s model.Settings) error
 	return &model.SettingsError{Field: "emergencyFallback.target", Problem: problem, Source: "patch"}
 }
 
-func (g *Gateway) knownProvider(id string) bool { return g.provider(id) != nil }
+// providerParam reads the optional ?provider= filter of a list; an unknown
+// provider is answered 404 (ok false).
+func (g *Gateway) providerParam(w http.ResponseWriter, r *http.Request) (prov string, ok bool) {
+	prov = r.URL.Query().Get("provider")
+	if prov != "" && g.provider(prov) == nil {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+		return "", false
+	}
+	return prov, true
+}
 
 func (g *Gateway) handleGetCooldowns(w http.ResponseWriter, r *http.Request) {
-	prov := r.URL.Query().Get("provider")
-	if prov != "" && !g.knownProvider(prov) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+	prov, ok := g.providerParam(w, r)
+	if !ok {
 		return
 	}
 	now := g.modelNow()
@@ -596,9 +604,8 @@ func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
 // handleGetLockouts lists model lockouts; ?provider= narrows the list like
 // GET /api/resilience/cooldowns does (an unknown provider is a 404 there too).
 func (g *Gateway) handleGetLockouts(w http.ResponseWriter, r *http.Request) {
-	prov := r.URL.Query().Get("provider")
-	if prov != "" && !g.knownProvider(prov) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+	prov, ok := g.providerParam(w, r)
+	if !ok {
 		return
 	}
 	now := g.modelNow()

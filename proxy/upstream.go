@@ -139,12 +139,12 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 }
 
 // admit paces the attempt and takes its slot (SPEC §5, §4 quota-share):
-// the slot, the execution bound and, when refused, why. Out of line, so its
-// locals are not under the upstream call (stack per held stream,
-// docs/gateway.md "Measuring").
+// the slot, the execution bound in ms (for model.AttemptBound) and, when
+// refused, why. Out of line, so its locals are not under the upstream call
+// (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, time.Duration, *model.Error) {
+func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *model.Error) {
 	g := rs.g
 	ov := conn.cfg.RateLimitOverrides
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
@@ -168,7 +168,7 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, time.Dura
 	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
 		g.met.queueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
 	}
-	return sl, time.Duration(execMax) * time.Millisecond, refusal
+	return sl, execMax, refusal
 }
 
 // record reports an attempt's outcome to the flow and keeps what the client
@@ -222,14 +222,14 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 
 // execute makes one upstream call under the phase timers and, on success,
 // delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMax time.Duration) execResult {
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) execResult {
 	to := &rs.s.UpstreamTimeouts
 	actx, cancel := context.WithCancelCause(rs.ctx)
 	defer cancel(nil)
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
 	// the request's deadline), the same rule the simulator times by.
-	boundMs, cut := model.AttemptBound(rs.s, execMax.Milliseconds(), rs.dl.Sub(rs.g.now()).Milliseconds())
+	boundMs, cut := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(rs.g.now()).Milliseconds())
 	attemptD, cause := time.Duration(boundMs)*time.Millisecond, errAttemptTimeout
 	switch cut {
 	case model.CutExecution:
