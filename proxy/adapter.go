@@ -516,13 +516,7 @@ type chunkWriter struct {
 // model gets an id of its own and the model asked for, so no two answers
 // share an id.
 func (c *chunkWriter) init(id, model string) {
-	if id == "" {
-		id = newCompletionID()
-	}
-	if model == "" {
-		model = c.fallbackModel
-	}
-	c.id, c.model = id, model
+	c.id, c.model = answerIdentity(id, model, c.fallbackModel)
 	if c.created == 0 {
 		c.created = time.Now().Unix()
 	}
@@ -590,6 +584,19 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 func strPtr(s string) *string { return &s }
+
+// answerIdentity is an adapted answer's id and model: the upstream's, else
+// an id of its own (never one shared by every such answer) and the model
+// asked for.
+func answerIdentity(id, model, asked string) (string, string) {
+	if id == "" {
+		id = newCompletionID()
+	}
+	if model == "" {
+		model = asked
+	}
+	return id, model
+}
 
 // newCompletionID is a chat completion id for an answer whose upstream gave
 // none (OpenAI's shape: "chatcmpl-" and an opaque suffix).

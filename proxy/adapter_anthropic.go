@@ -347,12 +347,7 @@ func anthropicJSON(native []byte, created int64, model string) ([]byte, error) {
 	}
 	msg.ReasoningContent = reasoning.String()
 	p := r.Usage.prompt()
-	if r.ID == "" {
-		r.ID = newCompletionID()
-	}
-	if r.Model == "" {
-		r.Model = model
-	}
+	r.ID, r.Model = answerIdentity(r.ID, r.Model, model)
 	return json.Marshal(oaCompletion{ID: r.ID, Object: "chat.completion", Created: created, Model: r.Model,
 		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason)}},
 		Usage:   &oaUsage{PromptTokens: p, CompletionTokens: r.Usage.OutputTokens, TotalTokens: p + r.Usage.OutputTokens}})

@@ -362,13 +362,8 @@ func geminiJSON(native []byte, created int64, model string) ([]byte, error) {
 	if len(r.Error) > 0 && string(r.Error) != "null" {
 		return nil, fmt.Errorf("an error object in a 2xx answer")
 	}
-	out := oaCompletion{ID: r.ResponseID, Object: "chat.completion", Created: created, Model: r.ModelVersion, Usage: r.usage()}
-	if out.ID == "" {
-		out.ID = newCompletionID()
-	}
-	if out.Model == "" {
-		out.Model = model
-	}
+	out := oaCompletion{Object: "chat.completion", Created: created, Usage: r.usage()}
+	out.ID, out.Model = answerIdentity(r.ResponseID, r.ModelVersion, model)
 	if len(r.Candidates) == 0 {
 		if r.PromptFeedback == nil || r.PromptFeedback.BlockReason == "" {
 			return nil, fmt.Errorf("no candidates")
