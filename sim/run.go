@@ -543,11 +543,10 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	}
 	// The model's attempt bound, as the proxy times it; the deadline's cut
 	// is the flow's deadline event below.
-	_, execMax := s.set.QueueBudgets(model.ConnOverrides{})
-	if bound, cut := model.AttemptBound(&s.set, execMax, never); end > bound {
-		end = bound
+	if end > s.tm.bound {
+		end = s.tm.bound
 		tl.success = false
-		if cut == model.CutExecution {
+		if s.tm.cut == model.CutExecution {
 			x.out, x.execCut = model.Outcome{Kind: model.OutcomeLocalQueue}, true
 		} else {
 			x.out = model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportAttemptTimeout}

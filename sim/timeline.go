@@ -16,15 +16,22 @@ type timeline struct {
 	success   bool
 }
 
-// timers are the shell's per-attempt timers (SPEC §11.6).
+// timers are the shell's per-attempt timers (SPEC §11.6), taken once per
+// settings change.
 type timers struct {
-	header, attempt int64
-	set             *model.Settings // for the model's stream watchdogs
+	header int64
+	// bound is how long an attempt may run (model.AttemptBound without the
+	// deadline, which the flow's deadline event cuts) and cut which bound
+	// that is.
+	bound int64
+	cut   model.AttemptCut
+	set   *model.Settings // for the model's stream watchdogs
 }
 
 func timersOf(s *model.Settings) timers {
-	u := &s.UpstreamTimeouts
-	return timers{header: int64(u.ResponseHeaderMs), attempt: int64(u.AttemptMs), set: s}
+	_, execMax := s.QueueBudgets(model.ConnOverrides{})
+	bound, cut := model.AttemptBound(s, execMax, never)
+	return timers{header: int64(s.UpstreamTimeouts.ResponseHeaderMs), bound: bound, cut: cut, set: s}
 }
 
 func durMs(d interface{ Milliseconds() int64 }) int64 { return d.Milliseconds() }
