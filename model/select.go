@@ -84,7 +84,7 @@ func (e *Engine) resolve(name string, aliases bool) (Route, error) {
 		}
 	}
 	sort.Strings(cands)
-	near := nearestName(name, cands)
+	near := NearestName(name, cands)
 	if len(cands) > 12 {
 		cands = append(cands[:12], "...")
 	}

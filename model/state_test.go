@@ -241,3 +241,23 @@ func TestErrorsOf(t *testing.T) {
 		t.Fatal("no match must be nil")
 	}
 }
+
+// TestNearestName pins the one "did you mean" rule every input shares: a
+// near miss within max(2, len/3) edits, case-insensitive, ties to the first
+// name in byte order, containment as one edit only for names of three letters
+// or more (a one-letter typo must not "contain" half the candidates).
+func TestNearestName(t *testing.T) {
+	known := []string{"maxWaitMs", "maxQueueDepth", "executionMaxWaitMs", "gpt-4o", "gpt-4o-mini"}
+	for in, want := range map[string]string{
+		"maxWaitMS":  "maxWaitMs",     // case only
+		"maxWaitM":   "maxWaitMs",     // one edit
+		"QueueDepth": "maxQueueDepth", // contained
+		"gpt-4":      "gpt-4o",        // tie broken by order: gpt-4o < gpt-4o-mini
+		"m":          "",              // too short to be contained; too far otherwise
+		"zzzzzzzz":   "",
+	} {
+		if got := NearestName(in, known); got != want {
+			t.Errorf("NearestName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

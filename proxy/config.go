@@ -528,7 +528,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				continue // a top-level x- key holds YAML anchors for merge keys (as in Compose files)
 			}
 			if !ok {
-				if s := nearest(key, names); s != "" {
+				if s := model.NearestName(key, names); s != "" {
 					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
 				} else {
 					d.fail(k, fp, "unknown key %q (known keys: %s)", key, strings.Join(names, ", "))
@@ -692,27 +692,6 @@ func parseMillis(s string) (int64, error) {
 		return 0, fmt.Errorf("duration %q is not a whole number of milliseconds", s)
 	}
 	return d.Milliseconds(), nil
-}
-
-// nearest returns the candidate closest to name (case-insensitive edit
-// distance) when it is close enough to be a likely typo.
-func nearest(name string, candidates []string) string {
-	best, bestD := "", -1
-	ln := strings.ToLower(name)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		dist := model.EditDistance(ln, lc)
-		if ln != "" && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
-			dist = min(dist, 1)
-		}
-		if bestD < 0 || dist < bestD {
-			best, bestD = c, dist
-		}
-	}
-	if bestD < 0 || bestD > max(2, len(name)/3) {
-		return ""
-	}
-	return best
 }
 
 // line returns the line of a field path (0 when unknown).
@@ -977,7 +956,7 @@ func (c *Config) validate() []error {
 }
 
 func suggest(name string, known []string) string {
-	if s := nearest(name, known); s != "" {
+	if s := model.NearestName(name, known); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return fmt.Sprintf(" (known: %s)", strings.Join(known, ", "))

@@ -519,23 +519,8 @@ func FindKey(n *yaml.Node, path string) *yaml.Node {
 	return Find(n, path)
 }
 
-// Nearest returns the candidate closest to name (edit distance, case
-// insensitive), or "" when none is close enough to be a likely typo.
+// Nearest is model.NearestName, the one "did you mean" rule, for the file
+// decoders that reach it through this package.
 func Nearest(name string, candidates []string) string {
-	best, bestD := "", -1
-	ln := strings.ToLower(name)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		dist := model.EditDistance(ln, lc)
-		if ln != "" && len(ln) >= 3 && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
-			dist = min(dist, 1)
-		}
-		if bestD < 0 || dist < bestD || (dist == bestD && c < best) {
-			best, bestD = c, dist
-		}
-	}
-	if bestD < 0 || bestD > max(2, len([]rune(name))/3) {
-		return ""
-	}
-	return best
+	return model.NearestName(name, candidates)
 }
