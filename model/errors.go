@@ -23,6 +23,9 @@ const (
 	CodeBudgetExhausted       Code = "request_budget_exhausted"
 	CodeModelNotFound         Code = "model_not_found"
 	CodeInvalidModel          Code = "invalid_model"
+	// CodeUnsupportedByProviderType: no target's provider type can express
+	// the request (a native wire format lacks a field it uses).
+	CodeUnsupportedByProviderType Code = "unsupported_by_provider_type"
 	// CodeClientClosed is logged and counted when the client went away
 	// (499, nginx's client-closed-request); nobody is there to read it.
 	CodeClientClosed Code = "client_closed_request"
@@ -37,7 +40,7 @@ func (c Code) HTTPStatus() int {
 		return 404
 	case CodeExecutionTimeout:
 		return 504
-	case CodeInvalidModel:
+	case CodeInvalidModel, CodeUnsupportedByProviderType:
 		return 400
 	case CodeClientClosed:
 		return 499

@@ -34,6 +34,8 @@ type Flow struct {
 	waitedMs        int64
 	tried           []ConnRef
 	skipTargets     []int
+	unfit           []int  // targets whose provider type cannot express the request (RecordUnsupported); kept across waits
+	unsupported     *Error // the first of those refusals: the answer when no upstream answered
 	retriedSame     bool
 	emergency       bool
 	last            Verdict
@@ -107,9 +109,9 @@ func (e *Engine) StartFlow(now Time, route Route, session string, allowed []Conn
 // Reset starts f anew like StartFlow but keeps its buffers, so a shell that
 // pools flows makes no allocation per request.
 func (f *Flow) Reset(e *Engine, now Time, route Route, session string, allowed []ConnRef) {
-	tried, skip := f.tried[:0], f.skipTargets[:0]
+	tried, skip, unfit := f.tried[:0], f.skipTargets[:0], f.unfit[:0]
 	*f = e.StartFlow(now, route, session, allowed)
-	f.tried, f.skipTargets = tried, skip
+	f.tried, f.skipTargets, f.unfit = tried, skip, unfit
 }
 
 // Deadline is the instant the whole-request budget ends; no attempt may run
@@ -140,7 +142,9 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 		}
 		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
 		e.Select(now, &req, sel)
-		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool { return !slices.Contains(f.skipTargets, c.Target) })
+		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool {
+			return !slices.Contains(f.skipTargets, c.Target) && !slices.Contains(f.unfit, c.Target)
+		})
 		if ci < 0 {
 			return f.noCandidate(now, e, sel)
 		}
@@ -170,6 +174,11 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		// on the full picture.
 		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
 		e.Select(now, &req, sel)
+	}
+	if len(f.unfit) > 0 {
+		// A target that cannot express the request is no candidate: what
+		// is left is judged (wait, answer) as if it were not in the route.
+		sel.Candidates = slices.DeleteFunc(sel.Candidates, func(c Candidate) bool { return slices.Contains(f.unfit, c.Target) })
 	}
 	budgetLeft := f.deadline.Sub(now)
 	// A wait only serves the attempt after it: with the attempt budget
@@ -202,6 +211,7 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 			f.Route = r
 			f.tried = f.tried[:0]
 			f.skipTargets = f.skipTargets[:0]
+			f.unfit = f.unfit[:0] // target numbers of the old route
 			return f.Next(now, e, sel)
 		}
 	}
@@ -220,6 +230,10 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 			retry = unavail.RetryAfterMs
 		}
 		return f.finish(Step{Kind: StepAnswer, Status: st, Result: ResultUpstream, RetryAfterMs: retry})
+	}
+	if f.unsupported != nil && (unavail == nil || unavail.Code == CodeNoExecutableTargets) {
+		// No upstream answered and what is left cannot express the request.
+		return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.unsupported})
 	}
 	if unavail == nil {
 		// Candidates exist but every one belongs to a skipped target.
@@ -315,6 +329,28 @@ func (f *Flow) RecordLocalCut(now Time, e *Engine, a *Attempt, err *Error, commi
 		return v, &f.answer
 	}
 	return v, ans
+}
+
+// RecordUnsupported reports an attempt the shell found its provider type
+// cannot express (a native wire format lacks a field the request uses),
+// before any upstream call. It is no attempt and says nothing of upstream
+// health: the attempt is released neutrally and uncounted, and the flow
+// moves to the next target, which may be of a type that can (a combo of an
+// anthropic and an openai target serves a logprobs request). If nothing
+// serves, the client gets the last upstream error when there was one, else
+// err (400 unsupported_by_provider_type). Call Next after it.
+func (f *Flow) RecordUnsupported(now Time, e *Engine, a *Attempt, err *Error) {
+	last, hasLast, local, lastConn := f.last, f.hasLast, f.local, f.lastConn
+	e.Record(now, a, Outcome{Kind: OutcomeLocalQueue}) // frees the in-flight count and any probe permit
+	f.last, f.hasLast, f.local, f.lastConn = last, hasLast, local, lastConn
+	if !hasLast {
+		f.lastConn = ConnRef{a.Provider, a.Connection}
+	}
+	f.attempts--
+	f.unfit = append(f.unfit, a.Target)
+	if f.unsupported == nil {
+		f.unsupported = err
+	}
 }
 
 // targetOf is the combo target index an attempt ran for.

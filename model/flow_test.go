@@ -227,3 +227,71 @@ func TestFlowDeadlineCutIsBudgetExhausted(t *testing.T) {
 		t.Fatalf("%+v", ans)
 	}
 }
+
+// driveUnfit is drive for a shell whose wire adapter cannot express the
+// request for the providers in unfit: those attempts are reported with
+// RecordUnsupported and never reach respond.
+func driveUnfit(t *testing.T, e *Engine, now Time, name string, unfit map[string]bool, respond func(a *Attempt) Outcome) (Step, []string, int) {
+	t.Helper()
+	f := e.StartFlow(now, route(t, e, name), "", nil)
+	var sel Selection
+	var trail []string
+	for i := 0; i < 100; i++ {
+		st := f.Next(now, e, &sel)
+		switch st.Kind {
+		case StepAnswer:
+			return st, trail, f.Attempts()
+		case StepWait:
+			trail = append(trail, "wait")
+			now = now.Add(st.WaitMs)
+		case StepAttempt:
+			if unfit[st.Attempt.Provider] {
+				trail = append(trail, "unfit:"+st.Attempt.Provider)
+				f.RecordUnsupported(now, e, &st.Attempt, &Error{Code: CodeUnsupportedByProviderType, Provider: st.Attempt.Provider, Message: "cannot express"})
+				continue
+			}
+			trail = append(trail, st.Attempt.Provider+"/"+st.Attempt.Connection)
+			now = now.Add(10)
+			if _, ans := f.Record(now, e, &st.Attempt, respond(&st.Attempt), false); ans != nil {
+				return *ans, trail, f.Attempts()
+			}
+		}
+	}
+	t.Fatal("flow did not end")
+	return Step{}, nil, 0
+}
+
+func TestFlowUnsupportedTargetIsSkipped(t *testing.T) {
+	// A combo target whose provider type cannot express the request is
+	// passed over (not an attempt, neutral for health); the next target
+	// serves it. With no target able to, the client gets 400
+	// unsupported_by_provider_type; with a real upstream failure on the way,
+	// that failure (not a 400 blaming the request).
+	a := oneProvider("an", ProfileAPIKey, 2)
+	b := oneProvider("oa", ProfileAPIKey, 1)
+	tp := topo(a, b)
+	tp.Combos = []ComboConfig{
+		{ID: "an-first", Targets: []ComboTarget{{Provider: "an", Model: "m1"}, {Provider: "oa", Model: "m1"}}},
+		{ID: "oa-first", Targets: []ComboTarget{{Provider: "oa", Model: "m1"}, {Provider: "an", Model: "m1"}}},
+	}
+	e := mustEngine(t, tp, func(s *Settings) { s.ComboCooldownWait.Enabled = false })
+	unfit := map[string]bool{"an": true}
+
+	st, trail, attempts := driveUnfit(t, e, at(0), "an-first", unfit, func(*Attempt) Outcome { return status(200) })
+	if st.Status != 200 || attempts != 1 || len(trail) != 2 || trail[0] != "unfit:an" || trail[1] != "oa/k1" {
+		t.Fatalf("served by the next target: %+v %v attempts %d", st, trail, attempts)
+	}
+	if c := connOf(e, "an", "k1"); c.Status != StatusActive || c.BackoffLevel != 0 || breakerOf(e, "an").FailureCount != 0 {
+		t.Fatalf("an unsupported target is no health signal: %+v", c)
+	}
+
+	st, trail, _ = driveUnfit(t, e, at(100), "oa-first", unfit, func(*Attempt) Outcome { return status(503) })
+	if st.Result != ResultUpstream || st.Status != 503 || st.Err != nil || trail[len(trail)-1] != "unfit:an" {
+		t.Fatalf("the upstream's 503 is the answer, not the 400: %+v %v", st, trail)
+	}
+
+	st, trail, attempts = driveUnfit(t, e, at(200), "an/m1", unfit, func(*Attempt) Outcome { return status(200) })
+	if st.Err == nil || st.Err.Code != CodeUnsupportedByProviderType || st.Status != 400 || attempts != 0 || len(trail) != 1 {
+		t.Fatalf("one unsupported target, no other: 400 after one refusal (not one per connection): %+v %v", st, trail)
+	}
+}

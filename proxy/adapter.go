@@ -37,10 +37,11 @@ import (
 // The openai-compatible types have no adapter (provRuntime.wire == nil):
 // the hot path only pays one nil check.
 type wireAdapter interface {
-	// newRequest builds the upstream request for one attempt at
+	// encode gives the upstream URL and native body of one attempt at
 	// upstreamModel. A request the native format cannot express returns a
-	// *wireError (the client gets a 400; the upstream is not called).
-	newRequest(ctx context.Context, req *chatRequest, upstreamModel, apiKey string) (*http.Request, error)
+	// *wireError: the target is passed over (model.Flow.RecordUnsupported)
+	// before admission, and the upstream is not called.
+	encode(req *chatRequest, upstreamModel string) (url string, body []byte, err error)
 	// setAuth sets the connection's credential headers (also used by the
 	// connection test).
 	setAuth(h http.Header, apiKey string)
@@ -76,20 +77,15 @@ func (e *wireError) Error() string {
 	return "provider type " + e.typ + " (wire adapter) cannot express this request: " + e.msg
 }
 
-// wireRejection turns a wireError into the outcome of an attempt that never
-// reached the upstream: a request-scoped 400 (SPEC §11.3 "400 invalid
-// request": neutral for health, stop, the client gets this body). It is
-// worded so that no classification signal (credentials, quota, model
-// access) matches.
-func wireRejection(err error) (execResult, bool) {
+// unsupportedError is the model's typed error for a request a provider
+// type cannot express (400 unsupported_by_provider_type when no other
+// target serves it).
+func unsupportedError(provider string, err error) (*model.Error, bool) {
 	var we *wireError
 	if !errors.As(err, &we) {
-		return execResult{}, false
+		return nil, false
 	}
-	b, _ := json.Marshal(errorBody{Error: apiError{Message: we.Error(), Type: "invalid_request_error", Code: "unsupported_by_provider_type"}})
-	h := http.Header{"Content-Type": {"application/json"}}
-	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: http.StatusBadRequest, Headers: h,
-		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: h}, true
+	return &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: provider, Message: we.Error()}, true
 }
 
 // newJSONRequest is a POST of body with the headers every adapter sends.

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -33,17 +32,9 @@ func (a *anthropicWire) setAuth(h http.Header, apiKey string) {
 	h.Set("Anthropic-Version", anthropicVersion)
 }
 
-func (a *anthropicWire) newRequest(ctx context.Context, req *chatRequest, upstreamModel, apiKey string) (*http.Request, error) {
+func (a *anthropicWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
 	body, err := anthropicBody(req.body, upstreamModel, req.Stream)
-	if err != nil {
-		return nil, err
-	}
-	r, err := newJSONRequest(ctx, a.base+"/messages", body)
-	if err != nil {
-		return nil, err
-	}
-	a.setAuth(r.Header, apiKey)
-	return r, nil
+	return a.base + "/messages", body, err
 }
 
 type anRequest struct {

@@ -242,6 +242,7 @@ providers:
     connections: [{id: o1}]
 combos:
   - {id: chain, strategy: priority, targets: [p/m, oa/gpt]}
+  - {id: chain-oa-first, strategy: priority, targets: [oa/gpt, p/m]}
 `+testBase, typ, ts.URL, ts.URL)
 	return newGW(t, newFakeUp(t), y), c
 }
@@ -279,6 +280,43 @@ func TestWireUnsupportedIs400(t *testing.T) {
 	}
 	if c := g.conn("p", "k1"); c["status"] != "active" {
 		t.Fatalf("no health effect: %v", c)
+	}
+}
+
+// A combo target whose provider type cannot express the request is passed
+// over, not the end of the request: the next target (an openai type) serves
+// it, and the upstream that cannot is never called or queued for. When the
+// only other target failed, the client gets that failure, not a 400 blaming
+// its request.
+func TestWireUnsupportedComboTargetIsPassedOver(t *testing.T) {
+	var fail atomic.Bool
+	g, c := newCaptureGW(t, "anthropic", func(w http.ResponseWriter, r *http.Request) {
+		if fail.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"gpt","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	})
+	body := `{"model":"chain","logprobs":true,"messages":[{"role":"user","content":"hi"}]}`
+	r := g.do("POST", "/v1/chat/completions", body)
+	if r.code != 200 || r.h.Get("X-Breakwater-Provider") != "oa" || r.h.Get("X-Breakwater-Attempts") != "1" {
+		t.Fatalf("served by the openai target in one attempt: %d %v %s", r.code, r.h, r.body)
+	}
+	if c.n() != 1 {
+		t.Fatalf("only the openai upstream is called, got %d calls", c.n())
+	}
+	if req, _ := c.get(0); req.URL.Path != "/oa/chat/completions" {
+		t.Fatalf("called %s", req.URL.Path)
+	}
+	if st := g.conn("p", "k1"); st["status"] != "active" {
+		t.Fatalf("no health effect on the passed-over target: %v", st)
+	}
+
+	fail.Store(true)
+	r = g.do("POST", "/v1/chat/completions", strings.Replace(body, `"chain"`, `"chain-oa-first"`, 1))
+	if r.code != 503 || r.errCode() == "unsupported_by_provider_type" {
+		t.Fatalf("the upstream's 503 is the answer: %d %s", r.code, r.body)
 	}
 }
 

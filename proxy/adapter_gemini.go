@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -38,17 +37,9 @@ func (g *geminiWire) url(model string, stream bool) string {
 	return g.base + "/models/" + m + ":generateContent"
 }
 
-func (g *geminiWire) newRequest(ctx context.Context, req *chatRequest, upstreamModel, apiKey string) (*http.Request, error) {
+func (g *geminiWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
 	body, err := geminiBody(req.body)
-	if err != nil {
-		return nil, err
-	}
-	r, err := newJSONRequest(ctx, g.url(upstreamModel, req.Stream), body)
-	if err != nil {
-		return nil, err
-	}
-	g.setAuth(r.Header, apiKey)
-	return r, nil
+	return g.url(upstreamModel, req.Stream), body, err
 }
 
 type gmRequest struct {

@@ -136,9 +136,9 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 			t.Errorf("%s %s: want a wireError mentioning %q, got %v", c.typ, c.in, c.want, err)
 			continue
 		}
-		res, ok := wireRejection(err)
-		if !ok || res.outcome.Status != 400 || clientErrorBody(res.errBody, 400, "") == nil {
-			t.Errorf("rejection: %+v", res)
+		merr, ok := unsupportedError(c.typ, err)
+		if !ok || merr.Code != model.CodeUnsupportedByProviderType || merr.Code.HTTPStatus() != 400 || !strings.Contains(merr.Message, c.want) {
+			t.Errorf("rejection: %+v", merr)
 		}
 	}
 }

@@ -61,6 +61,12 @@ type reqState struct {
 	cr          *connRuntime // the connection tried last (its metric series)
 	status      int
 
+	// The current attempt's native request (provider types with a wire
+	// adapter): encoded before admission, so a target that cannot express
+	// the request is passed over without queueing for it.
+	wireURL  string
+	wireBody []byte
+
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
 	// the header map instead of one []string allocation per header.

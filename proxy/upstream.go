@@ -82,6 +82,13 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	conn := prov.conns[a.Connection]
 	rs.cr = conn
+	if prov.wire != nil {
+		var err error
+		if rs.wireURL, rs.wireBody, err = prov.wire.encode(&rs.req, a.Model); err != nil {
+			recorded = true
+			return rs.unsupported(a, err)
+		}
+	}
 	sl, execMax, refusal := rs.admit(a, conn)
 	if refusal != nil {
 		recorded = true
@@ -136,6 +143,26 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		}
 	}
 	return done, status
+}
+
+// unsupported reports an attempt whose provider type cannot express the
+// request (encode refused it): no upstream call, no admission, neutral for
+// health; the flow passes the target over (model.Flow.RecordUnsupported)
+// and answers 400 unsupported_by_provider_type only when nothing else can
+// serve. Anything but a wireError is a provider fault of ours: the
+// attempt is recorded as a refused connection.
+func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
+	g := rs.g
+	merr, ok := unsupportedError(a.Provider, err)
+	if !ok {
+		return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}})
+	}
+	g.lock()
+	rs.flow.RecordUnsupported(g.modelNow(), g.eng, a, merr)
+	g.unlock()
+	g.log.Debug("target passed over: its provider type cannot express the request",
+		"request_id", rs.logID, "provider", a.Provider, "model", a.Model, "error", merr.Message)
+	return false, 0
 }
 
 // admit paces the attempt and takes its slot (SPEC §5, §4 quota-share):
@@ -242,15 +269,14 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 
 	var req *http.Request
 	var err error
-	if prov.wire != nil { // native wire format (proxy/adapter.go)
-		req, err = prov.wire.newRequest(actx, &rs.req, cand.Model, conn.cfg.APIKey)
+	if prov.wire != nil { // native wire format (proxy/adapter.go), encoded by attempt
+		if req, err = newJSONRequest(actx, rs.wireURL, rs.wireBody); err == nil {
+			prov.wire.setAuth(req.Header, conn.cfg.APIKey)
+		}
 	} else if err = prov.chatErr; err == nil {
 		req = newPostRequest(actx, prov.chatReq, rs.req.bodyFor(cand.Model))
 	}
 	if err != nil {
-		if res, ok := wireRejection(err); ok {
-			return res
-		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
 	}
 	// Shared value slices (hdrJSON, conn.authHdr, …): the upstream call
