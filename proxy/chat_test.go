@@ -951,3 +951,30 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// CONTRACTS §3, SPEC §3b: no management answer shows a credential. An
+// upstream error that quotes the connection's key (here one with a dot,
+// which a shape rule alone cuts in two) becomes the connection's
+// lastError: health and the cooldown list show it redacted, as the client's
+// copy is.
+func TestLastErrorNeverShowsTheConnectionKey(t *testing.T) {
+	const key = "c3f7a2b94e1d4f0c8a6b5e2d7f9a1c3e.Xk9mPqR2sT4uV6wY"
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: "`+key+`"}]}
+`+testBase)
+	up.set(key, status(401, `{"error":{"message":"Incorrect API key provided: `+key+`"}}`))
+	if r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`); r.code != 401 || strings.Contains(r.body, "Xk9mPqR2") {
+		t.Fatalf("client copy: %d %s", r.code, r.body)
+	}
+	c := g.conn("p", "c")
+	if le, _ := c["lastError"].(string); !strings.Contains(le, "Incorrect API key") || strings.Contains(le, "Xk9mPqR2") || strings.Contains(le, "c3f7a2b9") {
+		t.Fatalf("health lastError: %q", le)
+	}
+	for _, path := range []string{"/api/monitoring/health", "/api/resilience/cooldowns"} {
+		if r := g.do("GET", path, "", "Authorization", "Bearer "+g.admin); r.code != 200 || strings.Contains(r.body, "Xk9mPqR2") || strings.Contains(r.body, "c3f7a2b9") {
+			t.Fatalf("%s shows the key: %d %s", path, r.code, r.body)
+		}
+	}
+}

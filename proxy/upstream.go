@@ -126,6 +126,13 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
 	}
+	if out.outcome.Body != "" {
+		// The model keeps a snippet of an error body as the connection's
+		// lastError (health, cooldowns, the store): redacted like the
+		// client's copy, since an upstream may quote the credential and
+		// the model does not know it.
+		out.outcome.Body = string(redact([]byte(out.outcome.Body), conn.cfg.APIKey))
+	}
 	done, status := rs.record(a, &out)
 	rs.logAttempt(a, &out, sent)
 	if out.delivered {
