@@ -517,11 +517,11 @@ func (c *chunkWriter) init(id, model string) {
 		c.created = time.Now().Unix()
 	}
 	c.prefix = append(c.prefix[:0], `data: {"id":`...)
-	c.prefix = appendJSONString(c.prefix, id)
+	c.prefix = appendJSONString(c.prefix, c.id)
 	c.prefix = append(c.prefix, `,"object":"chat.completion.chunk","created":`...)
 	c.prefix = strconv.AppendInt(c.prefix, c.created, 10)
 	c.prefix = append(c.prefix, `,"model":`...)
-	c.prefix = appendJSONString(c.prefix, model)
+	c.prefix = appendJSONString(c.prefix, c.model)
 	c.prefix = append(c.prefix, `,"choices":[{"index":`...)
 }
 

@@ -390,3 +390,32 @@ func TestWireOpenAISDKAnthropic(t *testing.T) {
 		t.Fatalf("stream: %v %q %q", err, text.String(), finish)
 	}
 }
+
+// An adapted stream from an upstream that names no id or model: every
+// chunk carries the same id of the gateway's own and the model asked for
+// (the text deltas had an empty id and model while the role and finish
+// chunks had them).
+func TestWireStreamChunksShareOneIdentity(t *testing.T) {
+	g, _ := newCaptureGW(t, "gemini", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hel\"}]},\"index\":0}]}\n\n"+
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"lo\"}]},\"finishReason\":\"STOP\",\"index\":0}]}\n\n")
+	})
+	r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	ids, models := map[string]bool{}, map[string]bool{}
+	n := 0
+	for _, ev := range sseEvents(r.body) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var c struct{ ID, Model string }
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatalf("chunk %q: %v", ev, err)
+		}
+		ids[c.ID], models[c.Model] = true, true
+		n++
+	}
+	if r.code != 200 || n < 4 || len(ids) != 1 || ids[""] || len(models) != 1 || !models["m"] {
+		t.Fatalf("want %d chunks with one id and model m, got ids %v models %v\n%s", n, ids, models, r.body)
+	}
+}
