@@ -978,3 +978,28 @@ providers:
 		}
 	}
 }
+
+// docs/gateway.md "Headers": the upstream's own request id reaches the
+// client as X-Upstream-Request-Id on a JSON answer and on a stream alike
+// (a stream had none), so a support ticket can name the upstream's id.
+func TestUpstreamRequestIDOnJSONAndStream(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
+`+testBase)
+	withID := func(b behaviour) behaviour {
+		return func(w http.ResponseWriter, r *http.Request, n int) {
+			w.Header().Set("X-Request-Id", "up-req-7")
+			b(w, r, n)
+		}
+	}
+	up.set("c", withID(okJSON("hi")))
+	if r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`); r.code != 200 || r.h.Get("X-Upstream-Request-Id") != "up-req-7" {
+		t.Fatalf("JSON: %d %v", r.code, r.h)
+	}
+	up.set("c", withID(sse(streamOpt{chunks: 2})))
+	if r := g.stream("p/m"); r.code != 200 || r.h.Get("X-Upstream-Request-Id") != "up-req-7" {
+		t.Fatalf("stream: %d %v", r.code, r.h)
+	}
+}

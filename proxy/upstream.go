@@ -612,6 +612,9 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		h["Content-Type"] = hdrSSE
 		h["Cache-Control"] = hdrNoCache
 		h["X-Accel-Buffering"] = hdrNo
+		if id := firstValue(resp.Header, "X-Request-Id"); id != nil {
+			h["X-Upstream-Request-Id"] = id // as on a JSON answer
+		}
 		committed, rs.committed = true, true
 		w.WriteHeader(http.StatusOK)
 		_, err := w.Write(held)
