@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -1001,5 +1002,56 @@ providers:
 	up.set("c", withID(sse(streamOpt{chunks: 2})))
 	if r := g.stream("p/m"); r.code != 200 || r.h.Get("X-Upstream-Request-Id") != "up-req-7" {
 		t.Fatalf("stream: %d %v", r.code, r.h)
+	}
+}
+
+// GET /v1/models lists only what the key can use (a model outside its
+// allowedConnections would answer 404 no_executable_targets), as an array
+// even when empty; GET /v1/models/{id} retrieves one entry (OpenAI SDKs'
+// models.retrieve), 404 model_not_found for an id the list does not hold.
+func TestModelsListFollowsTheKey(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+clientKeys:
+  - {id: team-a, key: key-a, allowedConnections: [p/a]}
+  - {id: team-b, key: key-b}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}]}
+  - {id: q, baseURL: {{UP}}, models: [n], connections: [{id: b, apiKey: b}]}
+  - {id: empty, baseURL: {{UP}}, connections: [{id: c, apiKey: c}]}
+combos:
+  - {id: pq, targets: [p/m, q/n]}
+  - {id: qonly, targets: [q/n]}
+aliases: {fast: p/m, slow: q/n, both: pq}
+`+testBase)
+	ids := func(key string) []string {
+		r := g.do("GET", "/v1/models", "", "Authorization", "Bearer "+key)
+		var v struct {
+			Object string
+			Data   []struct{ ID, Object string }
+		}
+		if r.code != 200 || json.Unmarshal([]byte(r.body), &v) != nil || v.Object != "list" || v.Data == nil {
+			t.Fatalf("list: %d %s", r.code, r.body)
+		}
+		var out []string
+		for _, d := range v.Data {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	if got := strings.Join(ids("key-a"), ","); got != "pq,p/m,both,fast" {
+		t.Fatalf("team-a reaches p only: %s", got)
+	}
+	if got := strings.Join(ids("key-b"), ","); got != "pq,qonly,p/m,q/n,both,fast,slow" {
+		t.Fatalf("team-b reaches all: %s", got)
+	}
+	if r := g.do("GET", "/v1/models/p/m", "", "Authorization", "Bearer key-a"); r.code != 200 || !strings.Contains(r.body, `"id":"p/m"`) || !strings.Contains(r.body, `"object":"model"`) {
+		t.Fatalf("retrieve: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/v1/models/q/n", "", "Authorization", "Bearer key-a"); r.code != 404 || r.errCode() != "model_not_found" {
+		t.Fatalf("retrieve outside the key: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/v1/models/fast", ""); r.code != 401 {
+		t.Fatalf("retrieve without a key: %d", r.code)
 	}
 }

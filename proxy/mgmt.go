@@ -39,6 +39,7 @@ func (g *Gateway) routes() http.Handler {
 	})
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
+	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)              // ids hold a slash: provider/model
 	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (SPEC §2d)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
@@ -332,31 +333,91 @@ func notFound(w http.ResponseWriter, err error) bool {
 // ---------------------------------------------------------------------------
 // Client API: models
 
+// modelEntry is one model of the OpenAI models list.
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// modelEntries lists what a client key can ask for: the combos, every
+// provider/model and the aliases, each only when one of its providers is
+// reachable through the key's allowedConnections (a model the key cannot
+// use would answer 404 no_executable_targets). Never nil: the list is an
+// array even when empty.
+func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
+	reaches := func(providers ...string) bool {
+		if key == nil || len(key.allowed) == 0 {
+			return true
+		}
+		for _, a := range key.allowed {
+			if slices.Contains(providers, a.Provider) {
+				return true
+			}
+		}
+		return false
+	}
+	comboProviders := make(map[string][]string, len(g.cfg.Combos))
+	data := []modelEntry{}
+	for _, c := range g.cfg.Combos {
+		for _, t := range c.Targets {
+			pid, _, _ := strings.Cut(t.Target, "/")
+			comboProviders[c.ID] = append(comboProviders[c.ID], pid)
+		}
+		if reaches(comboProviders[c.ID]...) {
+			data = append(data, modelEntry{c.ID, "model", 0, "breakwater-combo"})
+		}
+	}
+	for _, p := range g.cfg.Providers {
+		if !reaches(p.ID) {
+			continue
+		}
+		for _, m := range p.Models {
+			data = append(data, modelEntry{p.ID + "/" + m, "model", 0, p.ID})
+		}
+	}
+	for _, a := range keysOf(g.cfg.Aliases) {
+		g.lock()
+		r, err := g.eng.Resolve(a)
+		g.unlock()
+		providers := []string{r.Provider}
+		if r.IsCombo() {
+			providers = comboProviders[r.Combo]
+		}
+		if err == nil && reaches(providers...) {
+			data = append(data, modelEntry{a, "model", 0, "breakwater-alias"})
+		}
+	}
+	return data
+}
+
+// handleModels is GET /v1/models (OpenAI's list shape).
 func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
-	if _, ok := g.authClient(r); !ok {
+	key, ok := g.authClient(r)
+	if !ok {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
 		return
 	}
-	type entry struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": g.modelEntries(key)})
+}
+
+// handleModel is GET /v1/models/{id} (OpenAI's retrieve): one entry of the
+// list, or a 404 model_not_found naming the id.
+func (g *Gateway) handleModel(w http.ResponseWriter, r *http.Request) {
+	key, ok := g.authClient(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
+		return
 	}
-	var data []entry
-	for _, c := range g.cfg.Combos {
-		data = append(data, entry{c.ID, "model", 0, "breakwater-combo"})
-	}
-	for _, p := range g.cfg.Providers {
-		for _, m := range p.Models {
-			data = append(data, entry{p.ID + "/" + m, "model", 0, p.ID})
+	id := mux.Vars(r)["id"]
+	for _, e := range g.modelEntries(key) {
+		if e.ID == id {
+			writeJSON(w, http.StatusOK, e)
+			return
 		}
 	}
-	aliases := keysOf(g.cfg.Aliases)
-	for _, a := range aliases {
-		data = append(data, entry{a, "model", 0, "breakwater-alias"})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	writeError(w, http.StatusNotFound, string(model.CodeModelNotFound), fmt.Sprintf("the model %q does not exist or this key cannot use it", id))
 }
 
 // ---------------------------------------------------------------------------
