@@ -76,16 +76,18 @@ func (l *Limiter) Cancel(at int64) {
 	}
 }
 
-// Recheck runs when a queued request's booked slot arrives: a pause that
-// began while it waited holds it until the pause ends (queued calls run when
-// the limiter refills), or refuses it at once when its remaining queue
-// budget ends first (SPEC §5).
-func (l *Limiter) Recheck(now int64, model string, queueLeftMs int64) PaceDecision {
+// Recheck runs when a queued request's booked slot (booked, Reserve's AtMs)
+// arrives: a pause that began while it waited holds it until the pause ends
+// (queued calls run when the limiter refills), or refuses it at once when
+// its remaining queue budget ends first (SPEC §5). A refused request gives
+// its slot back: it never dispatches, so it must not count against rpm.
+func (l *Limiter) Recheck(now int64, model string, queueLeftMs, booked int64) PaceDecision {
 	p := l.pausedUntil(model)
 	if p <= now {
 		return PaceDecision{AtMs: now}
 	}
 	if p-now > queueLeftMs {
+		l.Cancel(booked)
 		return PaceDecision{AtMs: p, Code: CodeRateLimitQueueTimeout}
 	}
 	return PaceDecision{AtMs: p}

@@ -99,19 +99,26 @@ func TestLimiterPauseSpec5(t *testing.T) {
 	var q Limiter
 	d = q.Reserve(now, "m1", ConnLimits{MinTimeMs: 0, RPM: 0}, 0, 30_000)
 	q.Pause("", now+8000)
-	if r := q.Recheck(now, "m1", 30_000); r.Code != "" || r.AtMs != now+8000 {
+	if r := q.Recheck(now, "m1", 30_000, d.AtMs); r.Code != "" || r.AtMs != now+8000 {
 		t.Fatalf("recheck within budget: wait for the pause end, got %+v", r)
 	}
-	if r := q.Recheck(now, "m1", 2000); r.Code != CodeRateLimitQueueTimeout {
-		t.Fatalf("recheck beyond budget: refuse at once, got %+v", r)
-	}
-	if r := q.Recheck(now+8000, "m1", 1); r.Code != "" || r.AtMs != now+8000 {
+	if r := q.Recheck(now+8000, "m1", 1, d.AtMs); r.Code != "" || r.AtMs != now+8000 {
 		t.Fatalf("pause over: go, got %+v", r)
 	}
 	if !q.Idle(now+8000+PaceWindowMs) || q.Idle(now) {
 		t.Fatalf("Idle: wrong")
 	}
-	_ = d
+	// SPEC §5: refused beyond its budget, a queued call gives its booked
+	// slot back (it never dispatches: no phantom use of the rpm window).
+	var r2 Limiter
+	b := r2.Reserve(now, "m1", ConnLimits{RPM: 4}, 0, 30_000)
+	r2.Pause("", now+8000)
+	if r := r2.Recheck(now, "m1", 2000, b.AtMs); r.Code != CodeRateLimitQueueTimeout {
+		t.Fatalf("recheck beyond budget: refuse at once, got %+v", r)
+	}
+	if len(r2.Hits) != 0 {
+		t.Fatalf("the refused call still holds a slot: %v", r2.Hits)
+	}
 }
 
 // SPEC §5 "does better" 16: rpm and minTimeMs are per connection, with FIFO

@@ -74,7 +74,7 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o
 		now = ps.now().UnixMilli()
 		left := queueLeft.Milliseconds() - (now - start.UnixMilli())
 		ps.mu.Lock()
-		d = l.Recheck(now, modelID, left)
+		d = l.Recheck(now, modelID, left, booked)
 		ps.mu.Unlock()
 		if d.Code != "" {
 			return ps.now().Sub(start), refusal(ref, modelID, o, depth, d, now)

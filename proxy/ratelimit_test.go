@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,6 +277,93 @@ func TestAutoEnableEnvOffSpec5(t *testing.T) {
 	for i := 0; i < 2; i++ { // minTimeMs 300 > maxWaitMs 100 would refuse the second if queued
 		if r := g.chat("p/m"); r.code != 200 {
 			t.Fatalf("request %d: %d %s", i, r.code, r.body)
+		}
+	}
+}
+
+// SPEC §4, §5: the gate comes before pacing. A request the gate refuses
+// (its queue is full) books no pacing slot, so it uses none of the rpm
+// window: with rpm 3, two served requests and one refused leave room for a
+// third dispatch (a phantom booking made it wait a minute: 503
+// RATE_LIMIT_QUEUE_TIMEOUT).
+func TestGateRefusalBooksNoRPMSlotSpec5(t *testing.T) {
+	up := newFakeUp(t)
+	up.set("k", slow(300*time.Millisecond, okJSON("hi")))
+	g := newGW(t, up, `
+resilience:
+  requestQueue: {maxQueueDepth: 1}
+  waitForCooldown: {enabled: false}
+providers:
+  - id: p
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: k, maxConcurrent: 1, rateLimitOverrides: {rpm: 3, maxWaitMs: 3000}}
+`)
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range codes {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i] = g.chat("p/m").code }()
+		time.Sleep(40 * time.Millisecond) // A runs, B queues, C finds the queue full
+	}
+	wg.Wait()
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 {
+		t.Fatalf("want 200, 200, 429 RATE_LIMIT_QUEUE_FULL: %v", codes)
+	}
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("the third dispatch of the minute: %d %s", r.code, r.body)
+	}
+	if n := up.total(); n != 3 {
+		t.Fatalf("upstream calls %d, want 3", n)
+	}
+}
+
+// SPEC §5 minTimeMs with maxConcurrent 2: dispatches stay minTimeMs apart
+// even when the gate frees two slots at nearly the same moment (pacing
+// booked at arrival, before the gate wait, let two queued calls out
+// together).
+func TestMinTimeHoldsBehindTheGateSpec5(t *testing.T) {
+	up := newFakeUp(t)
+	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
+		d := 100 * time.Millisecond
+		switch n {
+		case 1:
+			d = 900 * time.Millisecond
+		case 2:
+			d = 600 * time.Millisecond
+		}
+		slow(d, okJSON("hi"))(w, r, n)
+	})
+	g := newGW(t, up, `
+resilience:
+  waitForCooldown: {enabled: false}
+providers:
+  - id: p
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: k, maxConcurrent: 2, rateLimitOverrides: {minTimeMs: 300, maxWaitMs: 10000}}
+`)
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := g.chat("p/m"); r.code != 200 {
+				t.Errorf("%d %s", r.code, r.body)
+			}
+		}()
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	at := up.arrivals()
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(at); i++ {
+		// 280: the fake upstream stamps arrivals after the gateway's clock
+		// read, so a few ms of slop either way.
+		if gap := at[i].Sub(at[i-1]); gap < 280*time.Millisecond {
+			t.Fatalf("dispatches %d and %d only %v apart (minTimeMs 300): %v", i-1, i, gap, at)
 		}
 	}
 }

@@ -172,9 +172,14 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 	return false, 0
 }
 
-// admit paces the attempt and takes its slot (SPEC §5, §4 quota-share):
-// the slot, the execution bound in ms (for model.AttemptBound) and, when
-// refused, why. Out of line, so its locals are not under the upstream call
+// admit takes the attempt's slot, then paces it (SPEC §4, §5, §4
+// quota-share): the slot, the execution bound in ms (for
+// model.AttemptBound) and, when refused, why. The gate comes first so that
+// a pacing slot is booked only for an attempt that will dispatch when it
+// comes: a request the gate refuses (queue full, timeout) leaves no phantom
+// use in the rpm window and is refused at once, and attempts released by the
+// gate together are still spaced minTimeMs apart. The simulator admits in
+// the same order (sim/admission.go). Out of line, so its locals are not under the upstream call
 // (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
@@ -185,18 +190,16 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *m
 	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
 	qStart := time.Now()
 	var refusal *model.Error
-	if a.Limited { // SPEC §5: the engine says this connection goes through the admission queue
-		w, perr := g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft)
-		refusal = perr
-		queueLeft -= w
+	failOpen, noConnCap := rs.quotaShareAdmission() // SPEC §4 quota-share
+	sl, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
+	if aerr != nil {
+		refusal = aerr.err
 	}
-	var sl *slot
-	if refusal == nil {
-		var aerr *admitError
-		failOpen, noConnCap := rs.quotaShareAdmission() // SPEC §4 quota-share
-		sl, aerr = g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
-		if aerr != nil {
-			refusal = aerr.err
+	if refusal == nil && a.Limited { // SPEC §5: the engine says this connection goes through the admission queue
+		queueLeft -= time.Since(qStart)
+		if _, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
+			sl.release()
+			sl = nil
 		}
 	}
 	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {

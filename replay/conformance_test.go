@@ -45,6 +45,7 @@ var conformance = []struct {
 	{"execution-bound.yaml", 2, "SPEC §5 / §11.4 the execution bound cuts a stream: RATE_LIMIT_EXECUTION_TIMEOUT, neutral for health"},
 	{"failover-stream-cut.yaml", 2, "SPEC §6 a cut answer fails over before commit (a buffered client's whole answer, a stream's first chunks)"},
 	{"failover-stall.yaml", 4, "SPEC §6 a stall before content is retried once on the same account, then fails over, never cooling it"},
+	{"gate-before-pacing.yaml", 1, "SPEC §4 / §5 the gate before pacing: a gate refusal books no rpm slot"},
 	{"all-excluded-answers.yaml", 4, "SPEC §4b / §11.4 the typed answers when every target is excluded, by route and reason"},
 }
 

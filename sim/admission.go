@@ -8,11 +8,11 @@ import (
 
 // The simulator's admission stage (SPEC §4, §5), the virtual-time twin of
 // proxy/ratelimit.go and proxy/admission.go: an attempt the flow began first
-// passes its connection's limiter (model.Limiter: pacing, body-declared
-// retry pauses, learned windows), then the composite concurrency gate
-// (model.Admit: global → provider → connection → model, quota-share
-// fail-open), then
-// reaches the upstream. Every rule is the model's; this file only keeps the
+// passes the composite concurrency gate (model.Admit: global → provider →
+// connection → model, quota-share fail-open), then its connection's limiter
+// (model.Limiter: pacing, body-declared retry pauses, learned windows), then
+// reaches the upstream. The gate comes first, as in the proxy's admit: a
+// pacing slot is booked only for an attempt that holds its gate slot. Every rule is the model's; this file only keeps the
 // counters and queues and schedules the events. A refusal is recorded as a
 // local outcome (model.Flow.RecordLocal): neutral for upstream health, the
 // flow fails over, and the client gets the typed error if nothing serves.
@@ -43,7 +43,8 @@ type queued struct {
 	a        model.Attempt
 	gen      uint32 // invalidates stale timer events
 	inGate   bool   // waiting for the gate (else for a limiter slot)
-	granted  bool   // the gate handed it a slot; evAdmitGo begins it
+	granted  bool   // the gate handed it a slot; evAdmitGo paces it
+	booked   int64  // the limiter slot pace booked (Recheck gives it back on a refusal)
 	failOpen bool
 	noConn   bool // quota-share with its serialization off (SPEC §4)
 	// checked: the selection invariants ran when the attempt entered the
@@ -137,24 +138,36 @@ func (s *sim) admit(id int32, a *model.Attempt) {
 		q.checked = true
 	}
 	s.adm.pending[id] = q
-	if a.Limited {
-		l := s.limiter(ref)
-		var lim model.ConnLimits
-		if c != nil {
-			lim = c.Limits
-		}
-		d := l.Reserve(int64(s.now), a.Model, lim, s.set.RequestQueue.MaxQueueDepth, s.queueLeft(id, c))
-		if d.Code != "" {
-			s.refuse(id, q, d.Code, max(d.AtMs-int64(s.now), 0))
-			return
-		}
-		if d.AtMs > int64(s.now) {
-			s.traceQueue(id, q, "paced", d.AtMs-int64(s.now))
-			s.schedule(id, q, model.Time(d.AtMs), evPaced)
-			return
-		}
-	}
 	s.gateAdmit(id, q)
+}
+
+// pace: the attempt passed the gate (it holds its slot, or failed open);
+// a limited connection's limiter books its dispatch slot. A refusal gives
+// the gate slot back.
+func (s *sim) pace(id int32, q *queued) {
+	if !q.a.Limited {
+		s.dispatch(id, q)
+		return
+	}
+	ref := model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}
+	c := s.connCfg(ref)
+	var lim model.ConnLimits
+	if c != nil {
+		lim = c.Limits
+	}
+	d := s.limiter(ref).Reserve(int64(s.now), q.a.Model, lim, s.set.RequestQueue.MaxQueueDepth, s.queueLeft(id, c))
+	if d.Code != "" {
+		s.release(id)
+		s.refuse(id, q, d.Code, max(d.AtMs-int64(s.now), 0))
+		return
+	}
+	q.booked = d.AtMs
+	if d.AtMs > int64(s.now) {
+		s.traceQueue(id, q, "paced", d.AtMs-int64(s.now))
+		s.schedule(id, q, model.Time(d.AtMs), evPaced)
+		return
+	}
+	s.dispatch(id, q)
 }
 
 func (s *sim) limiter(ref model.ConnRef) *model.Limiter {
@@ -183,14 +196,15 @@ func (s *sim) paced(id int32, gen uint32) {
 		return
 	}
 	ref := model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}
-	d := s.limiter(ref).Recheck(int64(s.now), q.a.Model, s.queueLeft(id, s.connCfg(ref)))
+	d := s.limiter(ref).Recheck(int64(s.now), q.a.Model, s.queueLeft(id, s.connCfg(ref)), q.booked)
 	switch {
 	case d.Code != "":
+		s.release(id)
 		s.refuse(id, q, d.Code, d.AtMs-int64(s.now))
 	case d.AtMs > int64(s.now):
 		s.schedule(id, q, model.Time(d.AtMs), evPaced)
 	default:
-		s.gateAdmit(id, q)
+		s.dispatch(id, q)
 	}
 }
 
@@ -234,10 +248,10 @@ func (s *sim) gateAdmit(id int32, q *queued) {
 	switch d.Action {
 	case model.AdmitGo:
 		s.take(id, ref, q.a.Model)
-		s.dispatch(id, q)
+		s.pace(id, q)
 	case model.AdmitBypass:
 		s.traceQueue(id, q, "fail_open", 0)
-		s.dispatch(id, q)
+		s.pace(id, q)
 	case model.AdmitReject:
 		s.refuse(id, q, d.Code, 0)
 	default:
@@ -259,7 +273,7 @@ func (s *sim) queueTimeout(id int32, gen uint32) {
 	s.leaveGate(id, q)
 	if q.failOpen {
 		s.traceQueue(id, q, "fail_open", 0)
-		s.dispatch(id, q)
+		s.pace(id, q)
 		return
 	}
 	s.refuse(id, q, model.CodeSemaphoreTimeout, 1000)
@@ -316,7 +330,7 @@ func (s *sim) admitGo(id int32, gen uint32) {
 	if q == nil || q.gen != gen || !q.granted {
 		return
 	}
-	s.dispatch(id, q)
+	s.pace(id, q)
 }
 
 // gaveUp: the client left while queued (proxy: the context ends): the
@@ -328,6 +342,11 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	}
 	if q.inGate {
 		s.leaveGate(id, q)
+	}
+	if q.booked != 0 {
+		// Never dispatched: its pacing slot goes back (the proxy's
+		// pacers.wait cancels it when the context ends).
+		s.limiter(model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}).Cancel(q.booked)
 	}
 	s.release(id)
 	delete(s.adm.pending, id)
