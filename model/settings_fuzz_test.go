@@ -57,12 +57,25 @@ func drawSettingsTree(t *rapid.T, n *settingsNode, wild bool, label string, dept
 		}
 		return a
 	case schemaInt:
-		return drawSettingsNumber(t, label, wild)
+		return drawSettingsNumber(t, label, wild, 0)
 	case schemaMs:
-		if rapid.Bool().Draw(t, label+"/asDuration") {
-			return rapid.SampledFrom([]string{"0s", "250ms", "30s", "1m30s", "2h", "-5s", "1500", " 42 ", "8760h"}).Draw(t, label)
+		// A well-kinded tree holds no negative value and no timer of 0
+		// (both are refused); a wild one may.
+		lo := int64(0)
+		if n.positive {
+			lo = 1
 		}
-		return drawSettingsNumber(t, label, wild)
+		if rapid.Bool().Draw(t, label+"/asDuration") {
+			ds := []string{"250ms", "30s", "1m30s", "2h", "1500", " 42 ", "8760h"}
+			if wild || !n.positive {
+				ds = append(ds, "0s")
+			}
+			if wild {
+				ds = append(ds, "-5s")
+			}
+			return rapid.SampledFrom(ds).Draw(t, label)
+		}
+		return drawSettingsNumber(t, label, wild, lo)
 	case schemaBool:
 		return rapid.SampledFrom([]any{true, false, "on", "OFF", "1", "0", "true"}).Draw(t, label)
 	case schemaString:
@@ -81,7 +94,7 @@ func drawSettingsTree(t *rapid.T, n *settingsNode, wild bool, label string, dept
 	return nil
 }
 
-func drawSettingsNumber(t *rapid.T, label string, wild bool) any {
+func drawSettingsNumber(t *rapid.T, label string, wild bool, lo int64) any {
 	var n int64
 	switch rapid.IntRange(0, 3).Draw(t, label+"/numKind") {
 	case 0:
@@ -92,6 +105,9 @@ func drawSettingsNumber(t *rapid.T, label string, wild bool) any {
 		n = rapid.SampledFrom([]int64{0, 1, -1, 99, 100, 599, 600, 1000, 5000, 86_400_000, math.MaxInt64, math.MinInt64}).Draw(t, label)
 	default:
 		n = rapid.Int64().Draw(t, label)
+	}
+	if !wild && n < lo {
+		n = lo
 	}
 	if wild && rapid.IntRange(0, 5).Draw(t, label+"/asString?") == 0 {
 		return strconv.FormatInt(n, 10)
@@ -434,6 +450,47 @@ func TestSettingsRefuseNUL(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), "NUL") {
 			t.Errorf("%s: %v, want an error naming the NUL", doc, err)
+		}
+	}
+}
+
+// SPEC §11.1 (one validation for every source) and §11.6: a negative number
+// means nothing in any setting (the named env variables always refused it;
+// the file and PATCH clamped -5 to 0, which turned a global concurrency cap
+// off), and a timer or budget of 0 would clamp to 1 ms and cut every request
+// (streamIdleMs: 0 killed every stream after its first chunk). Both are
+// refused with the field named; 0 stays valid where it means "none".
+func TestSettingsRefuseNegativesAndZeroTimers(t *testing.T) {
+	for _, c := range []struct{ doc, field string }{
+		{`{"requestQueue":{"globalMaxConcurrent":-5}}`, "requestQueue.globalMaxConcurrent"},
+		{`{"requestQueue":{"maxQueueDepth":-1}}`, "requestQueue.maxQueueDepth"},
+		{`{"connectionCooldown":{"apikey":{"baseCooldownMs":-5}}}`, "connectionCooldown.apikey.baseCooldownMs"},
+		{`{"upstreamTimeouts":{"streamIdleMs":"-2s"}}`, "upstreamTimeouts.streamIdleMs"},
+		{`{"upstreamTimeouts":{"streamIdleMs":0}}`, "upstreamTimeouts.streamIdleMs"},
+		{`{"upstreamTimeouts":{"firstContentMs":"0s"}}`, "upstreamTimeouts.firstContentMs"},
+		{`{"requestBudget":{"deadlineMs":0}}`, "requestBudget.deadlineMs"},
+		{`{"requestQueue":{"maxWaitMs":0}}`, "requestQueue.maxWaitMs"},
+	} {
+		l, err := ParseLayerJSON([]byte(c.doc))
+		if err == nil {
+			_, _, err = Resolve(NamedLayer{Name: "patch", Tree: l})
+		}
+		ses := SettingsErrors(err)
+		if len(ses) != 1 || ses[0].Field != c.field {
+			t.Errorf("%s: %v, want one error naming %s", c.doc, err, c.field)
+		}
+	}
+	for _, doc := range []string{
+		`{"requestQueue":{"globalMaxConcurrent":0,"maxQueueDepth":0}}`, // 0 = unlimited
+		`{"connectionCooldown":{"apikey":{"baseCooldownMs":0}}}`,       // 0 = no cooldown
+		`{"sessionAffinityTtlMs":0,"upstreamTimeouts":{"streamIdleMs":1}}`,
+	} {
+		l, err := ParseLayerJSON([]byte(doc))
+		if err == nil {
+			_, _, err = Resolve(NamedLayer{Name: "patch", Tree: l})
+		}
+		if err != nil {
+			t.Errorf("%s: %v", doc, err)
 		}
 	}
 }

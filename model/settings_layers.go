@@ -681,6 +681,9 @@ type settingsNode struct {
 	kind   settingsKind
 	fields []settingsFieldNode // schemaObject, in struct order
 	elem   *settingsNode       // schemaMap values, schemaList elements
+	// positive: a duration that cannot be 0 (a timer or budget with no
+	// "off": 0 would clamp to 1 ms and cut every request).
+	positive bool
 }
 
 type settingsFieldNode struct {
@@ -719,6 +722,7 @@ func buildSettingsSchema() *settingsNode {
 	mapOf := func(e *settingsNode) *settingsNode { return &settingsNode{kind: schemaMap, elem: e} }
 	listOf := func(e *settingsNode) *settingsNode { return &settingsNode{kind: schemaList, elem: e} }
 	integer, ms, boolean, str := leaf(schemaInt), leaf(schemaMs), leaf(schemaBool), leaf(schemaString)
+	timer := &settingsNode{kind: schemaMs, positive: true}
 	enabled := f("enabled", boolean)
 
 	breaker := obj(
@@ -742,7 +746,7 @@ func buildSettingsSchema() *settingsNode {
 		f("modelLockout", obj(enabled, f("errorCodes", listOf(integer)), f("baseCooldownMs", ms),
 			f("maxCooldownMs", ms), f("maxBackoffSteps", integer), f("useExponentialBackoff", boolean),
 			f("escalationWindowMs", ms))),
-		f("requestQueue", obj(f("maxWaitMs", ms), f("executionMaxWaitMs", ms), f("maxQueueDepth", integer),
+		f("requestQueue", obj(f("maxWaitMs", timer), f("executionMaxWaitMs", timer), f("maxQueueDepth", integer),
 			f("globalMaxConcurrent", integer), f("autoEnableApiKeyProviders", boolean))),
 		f("waitForCooldown", obj(enabled, f("maxRetries", integer), f("maxRetryWaitSec", integer), f("budgetMs", ms))),
 		f("comboCooldownWait", obj(enabled, f("maxWaitMs", ms), f("maxAttempts", integer), f("budgetMs", ms))),
@@ -750,9 +754,9 @@ func buildSettingsSchema() *settingsNode {
 		f("streamStallCooldown", obj(enabled)),
 		f("streamRecovery", obj(f("throughputWatchdog", obj(enabled, f("warmupMs", ms), f("windowMs", ms),
 			f("minUsefulBytesPerSecond", integer), f("minUsefulBytes", integer))))),
-		f("upstreamTimeouts", obj(f("connectMs", ms), f("responseHeaderMs", ms), f("firstContentMs", ms),
-			f("streamIdleMs", ms), f("attemptMs", ms))),
-		f("requestBudget", obj(f("maxAttempts", integer), f("deadlineMs", ms))),
+		f("upstreamTimeouts", obj(f("connectMs", timer), f("responseHeaderMs", timer), f("firstContentMs", timer),
+			f("streamIdleMs", timer), f("attemptMs", timer))),
+		f("requestBudget", obj(f("maxAttempts", integer), f("deadlineMs", timer))),
 		f("sessionAffinityTtlMs", ms),
 		f("emergencyFallback", obj(enabled, f("target", str))),
 		f("providerErrorRules", mapOf(listOf(errorRule))),
@@ -796,11 +800,27 @@ func (d *settingsDecoder) check(v any, n *settingsNode, path string, depth int) 
 			d.fail(path, "%s", err.Error())
 			return nil
 		}
+		// One validation for every source (file, env, PATCH, scenario):
+		// a negative value means nothing anywhere (the named env variables
+		// always refused it), and a timer of 0 would clamp to 1 ms and
+		// cut every request. Values above a range still clamp (SPEC §11.1).
+		switch {
+		case ms < 0:
+			d.fail(path, "must not be negative, got %s", describeSettingValue(v))
+			return nil
+		case ms == 0 && n.positive:
+			d.fail(path, "must be at least 1 ms (this timer cannot be turned off), got %s", describeSettingValue(v))
+			return nil
+		}
 		return json.Number(strconv.FormatInt(int64(ms), 10))
 	case schemaInt:
 		i, err := parseSettingInt(v)
 		if err != nil {
 			d.fail(path, "%s", err.Error())
+			return nil
+		}
+		if i < 0 {
+			d.fail(path, "must not be negative, got %s", describeSettingValue(v))
 			return nil
 		}
 		return json.Number(strconv.FormatInt(i, 10))

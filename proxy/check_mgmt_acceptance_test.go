@@ -336,8 +336,8 @@ func TestCheckMgmtProviderMillisTakeDurations(t *testing.T) {
 	}
 	for _, bad := range []string{`"10 parsecs"`, `"500us"`, `-5`, `"-1s"`, `true`} {
 		r := admin(g, "PUT", "/api/providers/glm", `{"connections":[{"id":"k1","rateLimitOverrides":{"maxWaitMs":`+bad+`}}]}`)
-		if r.code != 400 || r.errCode() != "invalid_request" {
-			t.Errorf("maxWaitMs %s: %d %s, want 400", bad, r.code, r.body)
+		if r.code != 400 || r.errCode() != "invalid_request" || !strings.Contains(r.body, "rateLimitOverrides.maxWaitMs") {
+			t.Errorf("maxWaitMs %s: %d %s, want 400 naming the field", bad, r.code, r.body)
 		}
 	}
 	if after := admin(g, "GET", "/api/providers", ""); after.body != list.body {

@@ -149,13 +149,12 @@ func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millis
 // UnmarshalJSON accepts what the config file accepts (PUT /api/providers
 // takes the same fields): an integer or a Go duration string that is a
 // whole number of milliseconds, never negative. null leaves m unchanged.
+// A refusal is a *json.UnmarshalTypeError, which encoding/json fills with
+// the field's path, so the 400 names the field (jsonProblem).
 func (m *Millis) UnmarshalJSON(b []byte) error {
 	var v model.Millis
-	if err := v.UnmarshalJSON(b); err != nil {
-		return err
-	}
-	if v < 0 {
-		return fmt.Errorf("must not be negative, got %s", bytes.TrimSpace(b))
+	if err := v.UnmarshalJSON(b); err != nil || v < 0 {
+		return &json.UnmarshalTypeError{Value: string(bytes.TrimSpace(b)), Type: millisType}
 	}
 	*m = Millis(v)
 	return nil

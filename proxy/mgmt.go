@@ -313,6 +313,9 @@ func jsonTypeName(t reflect.Type) string {
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		if te.Type == millisType {
+			return fmt.Sprintf("field %q must be a whole, non-negative number of milliseconds or a Go duration such as \"30s\", got %s", te.Field, te.Value)
+		}
 		if te.Field != "" {
 			return fmt.Sprintf("field %q must be %s, got %s", te.Field, jsonTypeName(te.Type), te.Value)
 		}
@@ -488,13 +491,22 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) handleResetBreakers(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Provider string `json:"provider"`
+		Provider *string `json:"provider"`
 	}
 	if !decodeBody(w, r, &body, true) {
 		return
 	}
+	provider := ""
+	if body.Provider != nil {
+		// Every breaker is reset by leaving provider out; an empty one is
+		// a script's unset variable, not a request to reset them all.
+		if provider = strings.TrimSpace(*body.Provider); provider == "" {
+			writeError(w, http.StatusBadRequest, "invalid_request", `"provider" is empty: name a provider, or leave the field out to reset every breaker`)
+			return
+		}
+	}
 	g.lock()
-	n, err := g.eng.ResetBreakers(g.modelNow(), body.Provider)
+	n, err := g.eng.ResetBreakers(g.modelNow(), provider)
 	g.unlock()
 	if err != nil {
 		if !notFound(w, err) {

@@ -126,6 +126,10 @@ func TestManagementBadInput(t *testing.T) {
 		{"DELETE", "/api/resilience/model-cooldowns", `{"provider":"glm","connection":"zz","model":"m"}`, 404},
 		{"POST", "/api/resilience/reset", `{"provider":"nope"}`, 404},
 		{"POST", "/api/resilience/reset", `{"provider":5}`, 400},
+		{"POST", "/api/resilience/reset", `{"provider":""}`, 400},                        // an unset variable, not "all"
+		{"POST", "/api/resilience/reset", `{"provider":" "}`, 400},                       // the same
+		{"PATCH", "/api/resilience", `{"upstreamTimeouts":{"streamIdleMs":0}}`, 400},     // SPEC §11.1: 0 would cut every stream
+		{"PATCH", "/api/resilience", `{"requestQueue":{"globalMaxConcurrent":-5}}`, 400}, // negative: refused, never clamped to "no cap"
 		{"POST", "/api/rate-limits", `{"connectionId":"glm/k1"}`, 400},
 		{"POST", "/api/rate-limits", `{"connectionId":"glmk1","enabled":true}`, 400},
 		{"POST", "/api/rate-limits", `{"connectionId":"glm/k9","enabled":true}`, 404},
