@@ -41,8 +41,10 @@ type Options struct {
 	// upstream calls from its /_stats. Without it a target run cannot
 	// inject faults: the rules and the upstream-call checks are skipped.
 	Upstream string
-	// Clean resets the target's breakers, cooldowns and lockouts before the
-	// run (target mode only; an in-process gateway always starts clean).
+	// Clean resets the target's breakers, cooldowns and lockouts, and every
+	// connection of the scenario (terminal state, last error, backoff),
+	// before the run (target mode only; an in-process gateway always starts
+	// clean).
 	Clean bool
 	// ApplySettings PATCHes the file's (scaled) settings onto the target.
 	ApplySettings bool
@@ -241,8 +243,14 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 				return fmt.Errorf("cleaning the target: %w", err)
 			}
 		}
+		// A connection's reset clears its terminal state and every error
+		// field: lastError / lastErrorType, error code, backoff, refusal
+		// streaks, the provider-window entry (clearing cooldowns keeps
+		// the last error, and health shows no time for it, so an error an
+		// earlier run left could not be told from one this run produced).
+		// Every connection of the scenario, and any terminal one.
 		for _, c := range st.Connections {
-			if c.Status.Terminal() {
+			if c.Status.Terminal() || usesConn(&sc.Topology, c.Provider, c.Connection) {
 				if err := e.mgmt(ctx, http.MethodPost, "/api/resilience/connections/"+c.Provider+"/"+c.Connection+"/reset", map[string]any{}, nil); err != nil {
 					return fmt.Errorf("cleaning the target: %w", err)
 				}
@@ -257,9 +265,18 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 	}
 	e.uses0 = map[string]uint64{}
 	used := false
+	var stale []string
 	for _, c := range st.Connections {
 		e.uses0[c.Provider+"/"+c.Connection] = c.Uses
 		used = used || c.Uses > 0
+		if c.LastErrorType != model.ReasonNone && usesConn(&sc.Topology, c.Provider, c.Connection) {
+			stale = append(stale, fmt.Sprintf("%s/%s %q", c.Provider, c.Connection, c.LastErrorType))
+		}
+	}
+	if len(stale) > 0 {
+		// Without -clean (or with traffic of its own): an old last error
+		// reads as this run's until the connection's next success or failure.
+		res.Warnings = append(res.Warnings, "connections carry a lastError from before the run (use -clean): "+strings.Join(stale, ", "))
 	}
 	leastUsed := slices.ContainsFunc(sc.Topology.Providers, func(p model.ProviderConfig) bool { return p.Strategy == model.LeastUsed }) ||
 		slices.ContainsFunc(sc.Topology.Combos, func(c model.ComboConfig) bool { return c.Strategy == model.LeastUsed })
@@ -270,6 +287,13 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 		res.Skipped = append(res.Skipped, "upstream rules not installed and upstreamCalls not counted: give -upstream URL of the `breakwater upstream` the target's providers point at")
 	}
 	return nil
+}
+
+// usesConn reports whether the scenario has connection p/c.
+func usesConn(topo *model.Topology, p, c string) bool {
+	return slices.ContainsFunc(topo.Providers, func(pc model.ProviderConfig) bool {
+		return pc.ID == p && slices.ContainsFunc(pc.Connections, func(cc model.ConnectionConfig) bool { return cc.ID == c })
+	})
 }
 
 type runner struct {

@@ -40,7 +40,7 @@ func runReplay(args []string) int {
 	mgmtKey := fs.String("management-key", "", "management key of -target (default: env BREAKWATER_ADMIN_KEY)")
 	clientKey := fs.String("client-key", "", "client key of -target when it has clientKeys (default: env BREAKWATER_CLIENT_KEY)")
 	upstream := fs.String("upstream", "", "with -target: control URL of the `breakwater upstream` its providers point at; the file's rules are installed there")
-	clean := fs.Bool("clean", true, "with -target: reset breakers, cooldowns, lockouts and terminal states first")
+	clean := fs.Bool("clean", true, "with -target: reset breakers, cooldowns, lockouts and the scenario's connections (terminal state, last error, backoff) first")
 	applySettings := fs.Bool("apply-settings", false, "with -target: PATCH the file's (scaled) settings onto the gateway first")
 	settle := fs.Duration("settle", 20*time.Millisecond, "read an `at:` expect this long after its instant (at most half the gap to the next event)")
 	compare := fs.Bool("compare", false, "also play each file in the simulator and fail on any decision that differs")
