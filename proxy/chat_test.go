@@ -1055,3 +1055,33 @@ aliases: {fast: p/m, slow: q/n, both: pq}
 		t.Fatalf("retrieve without a key: %d", r.code)
 	}
 }
+
+// docs/gateway.md phase timers: an error answer whose body stalls is cut by
+// the idle budget (streamIdleMs), not the whole attempt's bound, and is
+// classified as the status the upstream sent (here a 503: the next
+// connection serves, k1 cools as for a 503), not as an attempt timeout.
+func TestStalledErrorBodyIsItsStatus(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+resilience:
+  waitForCooldown: {enabled: false}
+  upstreamTimeouts: {streamIdleMs: 300ms, attemptMs: 5s}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: k1, apiKey: k1}, {id: k2, apiKey: k2}]}
+`)
+	up.set("k1", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(503)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the body never comes
+	})
+	up.set("k2", okJSON("hi"))
+	r := g.chat("p/m")
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" {
+		t.Fatalf("k2 serves after k1's stalled 503: %d %v %s", r.code, r.h, r.body)
+	}
+	c := g.conn("p", "k1")
+	if le, _ := c["lastError"].(string); !strings.Contains(le, "503") || strings.Contains(le, "timeout") {
+		t.Fatalf("k1 is recorded as the 503 it sent, not a timeout: %v", c)
+	}
+}

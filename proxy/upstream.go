@@ -318,9 +318,16 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	resp.Request = nil
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		clock.headersIn(0) // an error body: under the whole attempt's bound only
+		// An error body is small and comes at once: it reads under the
+		// idle budget, so an upstream that sends a status and then stalls
+		// is cut like a stalled stream, not after the whole attempt's
+		// bound (attemptMs, 600 s by default).
+		clock.headersIn(to.StreamIdleMs.Duration())
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		if rerr != nil && len(b) == 0 && actx.Err() != nil {
+		// Cut by the idle budget, the answer is still the status the
+		// upstream sent (with what of its body came): classified as such.
+		stalled := context.Cause(actx) == errStall && rs.ctx.Err() == nil
+		if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
 			return rs.failure(actx, rerr, true)
 		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
