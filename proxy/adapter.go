@@ -553,6 +553,13 @@ func (c *chunkWriter) chunk(dst []byte, ch oaChunkChoice, usage *oaUsage) []byte
 	return append(dst, "\n\n"...)
 }
 
+// role appends the chunk that opens choice index: its role delta, which
+// the OpenAI stream shape gives every choice once, before any other delta
+// of it.
+func (c *chunkWriter) role(dst []byte, index int) []byte {
+	return c.chunk(dst, oaChunkChoice{Index: index, Delta: oaDelta{Role: "assistant", Content: strPtr("")}}, nil)
+}
+
 func (c *chunkWriter) finish(dst []byte, index int, reason string, usage *oaUsage) []byte {
 	return c.chunk(dst, oaChunkChoice{Index: index, FinishReason: &reason}, usage)
 }

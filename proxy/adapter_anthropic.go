@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -100,6 +101,9 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 	const typ = "anthropic"
 	r, err := decodeOA(typ, body)
 	if err != nil {
+		return nil, err
+	}
+	if err := refuseLogitBias(typ, body); err != nil {
 		return nil, err
 	}
 	bad := func(format string, a ...any) ([]byte, error) {
@@ -234,6 +238,31 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 		return bad("the request has no user, assistant or tool message (the Messages API needs at least one)")
 	}
 	return json.Marshal(out)
+}
+
+// refuseLogitBias is a non-empty "logit_bias" as a *wireError, for both
+// adapters: neither native format can bias tokens, and a bias of -100 bans
+// one, so dropping it changes the request as much as "logprobs" would. An
+// empty object or null asks nothing. The key is matched exactly, as
+// parseChatRequest matches its fields (a body that spells it with \u
+// escapes means the same field); a body that cannot hold it is not scanned.
+func refuseLogitBias(typ string, body []byte) error {
+	if !bytes.Contains(body, []byte("logit_bias")) && !bytes.Contains(body, []byte(`\u`)) {
+		return nil
+	}
+	set := false
+	jsonvalid.Members(body, func(ks, ke, vs, ve int) {
+		if set || !keyEquals(body[ks:ke], "logit_bias") {
+			return
+		}
+		raw := body[vs:ve]
+		var m map[string]json.RawMessage
+		set = string(raw) != "null" && (json.Unmarshal(raw, &m) != nil || len(m) > 0)
+	})
+	if set {
+		return &wireError{typ, `"logit_bias" is not supported`}
+	}
+	return nil
 }
 
 func anthropicPart(p oaPart) (anBlock, error) {
@@ -393,7 +422,7 @@ func (s *anStream) event(dst, data []byte) []byte {
 		}
 		s.cw.init(ev.Message.ID, ev.Message.Model)
 		s.prompt = ev.Message.Usage.prompt()
-		return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{Role: "assistant", Content: strPtr("")}}, nil)
+		return s.cw.role(dst, 0) // the one choice: anthropic refuses n > 1
 	case "content_block_start":
 		cb := ev.ContentBlock
 		if cb == nil {

@@ -120,6 +120,9 @@ func geminiBody(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseLogitBias(typ, body); err != nil {
+		return nil, err
+	}
 	bad := func(format string, a ...any) ([]byte, error) {
 		return nil, &wireError{typ, fmt.Sprintf(format, a...)}
 	}
@@ -408,12 +411,36 @@ func geminiToolCall(fc *gmFunctionCall, n int, index *int) oaOutToolCall {
 // pipeStream treats it as an early EOF.
 type gmStream struct {
 	cw       chunkWriter
-	started  bool
+	started  bool // cw holds the answer's identity
 	finished bool
 	usage    bool // the usage went out, with the first candidate's finish
-	calls    int
-	toolsBy  map[int]bool // candidate index → called a function
-	ev       gmResponse
+	// calls counts the answer's function calls: their ids (call_0,
+	// call_1, …) are unique in the answer, across its choices.
+	calls   int
+	choices map[int]*gmChoice // candidate index → its state, once it appeared
+	ev      gmResponse
+}
+
+// gmChoice is one choice (candidate) of a streamed answer.
+type gmChoice struct {
+	calls int // its tool calls so far: the next one's delta index
+}
+
+// choice is the state of the choice with candidate index i. The first time
+// a choice appears it gets its role delta, before anything else of it: the
+// OpenAI stream shape opens every choice with one, and the SDKs' stream
+// helpers refuse a choice without it (openai-node: "missing role for
+// choice 1" with n: 2).
+func (s *gmStream) choice(dst []byte, i int) ([]byte, *gmChoice) {
+	if ch := s.choices[i]; ch != nil {
+		return dst, ch
+	}
+	if s.choices == nil {
+		s.choices = map[int]*gmChoice{}
+	}
+	ch := &gmChoice{}
+	s.choices[i] = ch
+	return s.cw.role(dst, i), ch
 }
 
 func (s *gmStream) event(dst, data []byte) []byte {
@@ -428,24 +455,26 @@ func (s *gmStream) event(dst, data []byte) []byte {
 	if !s.started {
 		s.started = true
 		s.cw.init(ev.ResponseID, ev.ModelVersion)
-		dst = s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{Role: "assistant", Content: strPtr("")}}, nil)
 	}
 	if len(ev.Candidates) == 0 && ev.PromptFeedback != nil && ev.PromptFeedback.BlockReason != "" {
 		s.finished = true
+		dst, _ = s.choice(dst, 0)
 		return s.cw.finish(dst, 0, "content_filter", ev.usage())
 	}
 	for _, c := range ev.Candidates {
+		var ch *gmChoice
+		dst, ch = s.choice(dst, c.Index)
 		if c.Content != nil {
 			for _, p := range c.Content.Parts {
 				switch {
 				case p.FunctionCall != nil:
-					if s.toolsBy == nil {
-						s.toolsBy = map[int]bool{}
-					}
-					s.toolsBy[c.Index] = true
-					k := s.calls
+					// The delta index counts the choice's own tool
+					// calls (0, 1, … in each choice); the id is the
+					// answer's.
+					k := ch.calls
+					ch.calls++
+					tc := geminiToolCall(p.FunctionCall, s.calls, &k)
 					s.calls++
-					tc := geminiToolCall(p.FunctionCall, k, &k)
 					dst = s.cw.chunk(dst, oaChunkChoice{Index: c.Index, Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
 				case p.Text != nil && *p.Text != "":
 					dst = s.cw.text(dst, c.Index, *p.Text, p.Thought)
@@ -461,7 +490,7 @@ func (s *gmStream) event(dst, data []byte) []byte {
 				u = ev.usage()
 				s.usage = u != nil
 			}
-			dst = s.cw.finish(dst, c.Index, geminiFinish(c.FinishReason, s.toolsBy[c.Index]), u)
+			dst = s.cw.finish(dst, c.Index, geminiFinish(c.FinishReason, ch.calls > 0), u)
 		}
 	}
 	return dst
