@@ -26,6 +26,10 @@ const (
 	// CodeUnsupportedByProviderType: no target's provider type can express
 	// the request (a native wire format lacks a field it uses).
 	CodeUnsupportedByProviderType Code = "unsupported_by_provider_type"
+	// CodeShuttingDown: the gateway is shutting down and cut the request
+	// (its drain ran out of time, or a cooldown wait was left): 503, come
+	// back (to another replica) at once.
+	CodeShuttingDown Code = "gateway_shutting_down"
 	// CodeClientClosed is logged and counted when the client went away
 	// (499, nginx's client-closed-request); nobody is there to read it.
 	CodeClientClosed Code = "client_closed_request"

@@ -353,6 +353,20 @@ func (f *Flow) RecordUnsupported(now Time, e *Engine, a *Attempt, err *Error) {
 	}
 }
 
+// RecordCut reports an attempt the shell cut for a cause of its own that
+// ends the whole request — the gateway shutting down: neutral for upstream
+// health, as a client abort is, and the client gets err instead of a 499 —
+// the typed error, or the SSE error event that ends a committed stream.
+func (f *Flow) RecordCut(now Time, e *Engine, a *Attempt, err *Error, committed bool) (Verdict, *Step) {
+	v, _ := f.Record(now, e, a, Outcome{Kind: OutcomeClientAbort}, committed)
+	st := Step{Kind: StepAnswer, Result: ResultRejected, Err: err, RetryAfterMs: err.RetryAfterMs}
+	if committed {
+		st.Status, st.Result = 200, ResultStreamError
+	}
+	f.finish(st)
+	return v, &f.answer
+}
+
 // targetOf is the combo target index an attempt ran for.
 func (f *Flow) targetOf(a *Attempt) int { return a.Target }
 

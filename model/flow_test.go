@@ -295,3 +295,28 @@ func TestFlowUnsupportedTargetIsSkipped(t *testing.T) {
 		t.Fatalf("one unsupported target, no other: 400 after one refusal (not one per connection): %+v %v", st, trail)
 	}
 }
+
+func TestFlowRecordCutAnswersItsError(t *testing.T) {
+	// A cut of the shell's own that ends the request (the gateway shutting
+	// down) is neutral for health like a client abort, but the client gets
+	// the typed error (not a 499): a 503, or the committed stream's error
+	// event.
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
+	cut := &Error{Code: CodeShuttingDown, Message: "shutting down", RetryAfterMs: 1000}
+	for _, committed := range []bool{false, true} {
+		f := e.StartFlow(at(0), route(t, e, "a/m1"), "", nil)
+		var sel Selection
+		st := f.Next(at(0), e, &sel)
+		_, ans := f.RecordCut(at(10), e, &st.Attempt, cut, committed)
+		want, res := 503, ResultRejected
+		if committed {
+			want, res = 200, ResultStreamError
+		}
+		if ans == nil || ans.Err != cut || ans.Status != want || ans.Result != res {
+			t.Fatalf("committed %v: %+v", committed, ans)
+		}
+		if c := connOf(e, "a", "k1"); c.Status != StatusActive || c.BackoffLevel != 0 || breakerOf(e, "a").FailureCount != 0 {
+			t.Fatalf("a cut is no health signal: %+v", c)
+		}
+	}
+}

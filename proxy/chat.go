@@ -255,8 +255,16 @@ func (rs *reqState) run() int {
 		switch step.Kind {
 		case model.StepWait:
 			g.met.waits.WithLabelValues(rs.waitKind()).Inc()
-			if !sleepCtx(rs.ctx, time.Duration(step.WaitMs)*time.Millisecond) {
+			switch rs.wait(time.Duration(step.WaitMs) * time.Millisecond) {
+			case waitClientGone:
 				return rs.clientGone()
+			case waitDrained:
+				// The gateway is shutting down: a cooldown wait is not worth
+				// holding the drain for; the client can come back (to another
+				// replica) when the wait would have ended.
+				e := shuttingDown()
+				e.RetryAfterMs = max(e.RetryAfterMs, step.WaitMs)
+				return rs.answerModelError(e)
 			}
 		case model.StepAnswer:
 			return rs.answer(step)
@@ -322,6 +330,36 @@ func (rs *reqState) waitKind() string {
 	return "wait_for_cooldown"
 }
 
+const (
+	waitDone = iota
+	waitClientGone
+	waitDrained
+)
+
+// wait sleeps a flow's cooldown wait; it ends early when the client goes
+// away, or when the gateway begins to shut down and the wait would not end
+// (with a second to spare for the attempt after it) before the drain's
+// deadline.
+func (rs *reqState) wait(d time.Duration) int {
+	end := time.Now().Add(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	drain := rs.g.drainCh
+	for {
+		select {
+		case <-t.C:
+			return waitDone
+		case <-rs.ctx.Done():
+			return waitClientGone
+		case <-drain:
+			if by := rs.g.drainBy.Load(); by == 0 || end.After(time.Unix(0, by).Add(-cutGrace)) {
+				return waitDrained
+			}
+			drain = nil // it fits in the drain: keep waiting
+		}
+	}
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -370,6 +408,10 @@ func httpDate(now time.Time) []string {
 }
 
 func (rs *reqState) clientGone() int {
+	if context.Cause(rs.ctx) == errShutdown && !rs.committed {
+		// Not the client: the shutdown's drain ran out of time.
+		return rs.answerModelError(shuttingDown())
+	}
 	// The client is gone; 499 is for the logs and metrics (REFERENCE M11).
 	if !rs.committed {
 		rs.setHeaders(rs.w.Header())

@@ -410,3 +410,85 @@ func TestCheckMgmtRequestLogFilters(t *testing.T) {
 		}
 	}
 }
+
+// SPEC §11.9 (the request log keeps every upstream attempt with its
+// verdict): an attempt the gateway cut itself is logged under the cut's
+// code — the execution bound's attempt reached the upstream and was not
+// logged at all, the request deadline's read as the client's abort — and
+// breakwater_upstream_attempts_total labels it cut_<code>. An attempt given
+// up while it still queued for its slot is no upstream attempt.
+func TestCheckGatewayCutsAreNamedInTheLog(t *testing.T) {
+	up := newFakeUp(t)
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(mgmtConfig, "{{UP}}", up.url())), []string{"ADMIN=s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{}), Environ: []string{"ADMIN=s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveGW(t, g)
+	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
+	gg := &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
+	if r := admin(gg, "PATCH", "/api/resilience", `{"requestQueue":{"executionMaxWaitMs":300},"upstreamTimeouts":{"responseHeaderMs":100,"firstContentMs":"10s"}}`); r.code != 200 {
+		t.Fatalf("PATCH: %d %s", r.code, r.body)
+	}
+	// Headers at once, the body after the execution bound, on both keys
+	// (the cut is neutral: the flow tries k2 too).
+	late := func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+	}
+	up.set("glm-k1", late)
+	up.set("glm-k2", late)
+	if r := gg.chat("glm/glm-5"); r.code != 504 || r.errCode() != "RATE_LIMIT_EXECUTION_TIMEOUT" {
+		t.Fatalf("want 504 RATE_LIMIT_EXECUTION_TIMEOUT: %d %s", r.code, r.body)
+	}
+	var v struct {
+		Records []struct{ ErrorType, Reason, Connection string }
+	}
+	eventually(t, "the cut attempt in the request log", func() bool {
+		r := admin(gg, "GET", "/api/request-log?connection=glm/k1", "")
+		return r.code == 200 && json.Unmarshal([]byte(r.body), &v) == nil && len(v.Records) > 0
+	})
+	if rec := v.Records[0]; rec.ErrorType != "RATE_LIMIT_EXECUTION_TIMEOUT" || rec.Reason != "RATE_LIMIT_EXECUTION_TIMEOUT" {
+		t.Fatalf("logged as %+v", rec)
+	}
+	if m := admin(gg, "GET", "/metrics", ""); !strings.Contains(m.body, `breakwater_upstream_attempts_total{connection="k1",provider="glm",result="cut_rate_limit_execution_timeout"} 1`) {
+		t.Fatalf("metrics:\n%s", grepLines(m.body, "upstream_attempts_total"))
+	}
+}
+
+// docs/gateway.md Metrics: breakwater_upstream_attempts_total counts what
+// went to the upstream. A request whose client left while it still queued
+// for its connection's slot never reached it (it was counted as a
+// client_abort attempt).
+func TestCheckQueuedAbortIsNoUpstreamAttempt(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+server: {managementKey: "${ADMIN}"}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: k1, apiKey: k1, maxConcurrent: 1}]}
+`+testBase, "ADMIN=s3cret")
+	up.set("k1", slow(600*time.Millisecond, okJSON("hi")))
+	held := make(chan resp, 1)
+	go func() { held <- g.chat("p/m") }()
+	eventually(t, "the slot taken", func() bool { return up.count("k1") == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	if r := g.doCtx(ctx, "POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`); r.code != -1 {
+		t.Fatalf("the queued request should have been given up by its client: %d", r.code)
+	}
+	if r := <-held; r.code != 200 {
+		t.Fatalf("the held request: %d %s", r.code, r.body)
+	}
+	m := admin(g, "GET", "/metrics", "")
+	if lines := grepLines(m.body, "breakwater_upstream_attempts_total{"); strings.Contains(lines, "client_abort") || !strings.Contains(lines, `result="200"} 1`) {
+		t.Fatalf("one upstream attempt, no client_abort:\n%s", lines)
+	}
+}

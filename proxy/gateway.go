@@ -71,6 +71,9 @@ type Gateway struct {
 	handler  http.Handler
 	srv      *h1Server
 	draining atomic.Bool
+	drainCh  chan struct{} // closed when Shutdown begins: cooldown waits that would outlast the drain end
+	drainBy  atomic.Int64  // the drain's deadline (Unix ns; 0 = none), set before drainCh closes
+	drainMu  sync.Once
 	active   atomic.Int64 // chat requests in their handler (Shutdown waits for them)
 	stopPump chan struct{}
 	pumpDone chan struct{}
@@ -200,6 +203,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.met = newMetrics(g)
 	g.handler = g.routes()
 	g.srv = newH1Server(g.handler, g.log, 30*time.Second, 120*time.Second)
+	g.drainCh = make(chan struct{})
 	go g.pump()
 	return g, nil
 }
@@ -389,17 +393,44 @@ const finalFlushTimeout = 10 * time.Second
 // nothing the gateway learned is lost because the drain ran out of time.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
+	g.drainMu.Do(func() {
+		if dl, ok := ctx.Deadline(); ok {
+			g.drainBy.Store(dl.UnixNano())
+		}
+		close(g.drainCh) // a cooldown wait that would outlast the drain ends now
+	})
 	var err error
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
 	if e := g.srv.Shutdown(ctx); e != nil {
 		err = fmt.Errorf("%w: %w", ErrDrainCut, e)
-		g.srv.Close() // closes every connection: the handlers see it and return
+		// Cut what is still in flight while the connections are open, so
+		// each request is answered — 503 gateway_shutting_down, or a
+		// committed stream's error event — rather than reset; then close.
+		g.srv.CutRequests(errShutdown)
+		for cut := time.Now(); g.active.Load() > 0 && time.Since(cut) < cutGrace; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		g.srv.Close() // closes every connection: anything left sees it and returns
 		for g.active.Load() > 0 && fctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	return errors.Join(err, g.Close(fctx))
+}
+
+// cutGrace is how long requests cut at the end of a drain get to write
+// their answer before the connections close.
+const cutGrace = time.Second
+
+// errShutdown is the cause of a request cut by Shutdown.
+var errShutdown = errors.New("the gateway is shutting down")
+
+// shuttingDown is the typed error of a request the shutdown cut:
+// neutral, and worth retrying at once (on another replica).
+func shuttingDown() *model.Error {
+	return &model.Error{Code: model.CodeShuttingDown, RetryAfterMs: 1000,
+		Message: "the gateway is shutting down and cut this request; retry it"}
 }
 
 // Close stops the change pump and flushes and closes the store. Shutdown

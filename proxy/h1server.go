@@ -43,6 +43,10 @@ type h1Server struct {
 
 	closing atomic.Bool
 	fbOnce  sync.Once // starts the net/http side on the first Serve
+	// base is the net/http side's requests' parent context; cutBase ends
+	// them (CutRequests). The fast path's requests are cut one by one.
+	base    context.Context
+	cutBase context.CancelCauseFunc
 	mu      sync.Mutex
 	lns     map[net.Listener]struct{}
 	conns   map[*h1Conn]struct{}
@@ -65,9 +69,29 @@ func newH1Server(h http.Handler, log *slog.Logger, readHeader, idle time.Duratio
 	s := &h1Server{handler: h, readHeader: readHeader, idle: idle, log: log,
 		lns: map[net.Listener]struct{}{}, conns: map[*h1Conn]struct{}{},
 		handoff: &connListener{ch: make(chan net.Conn), done: make(chan struct{})}}
+	s.base, s.cutBase = context.WithCancelCause(context.Background())
 	s.fallback = &http.Server{Handler: h, ReadHeaderTimeout: readHeader, IdleTimeout: idle,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return s.base }}
 	return s
+}
+
+// CutRequests ends the context of every request in flight with cause,
+// leaving the connections open: the handlers still answer (Shutdown, when
+// its drain runs out of time, cuts before it closes the sockets, so a
+// request gets a typed error and a stream its error event instead of an
+// empty reply).
+func (s *h1Server) CutRequests(cause error) {
+	s.cutBase(cause)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.watch.mu.Lock()
+		if c.watch.cancel != nil {
+			c.watch.cancel(cause)
+		}
+		c.watch.mu.Unlock()
+	}
 }
 
 // Serve accepts connections on l until Shutdown or Close; like

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -161,7 +162,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 func statusLabel(code int) string { return strconv.Itoa(code) }
 
-func resultLabel(o model.Outcome) string {
+func resultLabel(out *execResult) string {
+	o := out.outcome
+	if out.local != nil {
+		// The gateway cut the attempt itself: named by its code
+		// (RATE_LIMIT_EXECUTION_TIMEOUT, request_budget_exhausted,
+		// gateway_shutting_down), not as the client abort or local-queue
+		// outcome it is recorded as.
+		return "cut_" + strings.ToLower(string(out.local.Code))
+	}
 	if o.Kind == model.OutcomeResponse {
 		return strconv.Itoa(o.Status)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -533,5 +534,92 @@ func TestHealthShowsTheStore(t *testing.T) {
 		if res.StatusCode != 200 || h.Status != c.status || h.Store.Up != c.up {
 			t.Fatalf("%T: %d status %q store %+v", c.st, res.StatusCode, h.Status, h.Store)
 		}
+	}
+}
+
+// When the drain runs out of time, what is still in flight is answered
+// before the connections close, not reset: a JSON request gets 503
+// gateway_shutting_down with Retry-After, a committed stream ends with that
+// code as its SSE error event (no [DONE]), and a request sitting in a
+// cooldown wait that would outlast the drain is answered at once instead of
+// holding the shutdown. The cuts are neutral for health.
+func TestShutdownCutAnswersWhatIsInFlight(t *testing.T) {
+	up := newFakeUp(t)
+	y := strings.ReplaceAll(`
+resilience:
+  waitForCooldown: {enabled: true, maxRetryWaitSec: 90}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: slow, apiKey: slow}]}
+  - {id: s, baseURL: {{UP}}, models: [m], connections: [{id: st, apiKey: st}]}
+  - {id: w, baseURL: {{UP}}, models: [m], connections: [{id: lim, apiKey: lim}]}
+`, "{{UP}}", up.url())
+	cfg, _, err := ParseConfig("t.yaml", []byte(y), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Store: NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveLoopback(t, g)
+	up.set("slow", slow(3*time.Second, okJSON("late")))
+	up.set("st", sse(streamOpt{chunks: 60, interval: 50 * time.Millisecond}))
+	up.set("lim", status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "30"))
+	post := func(model string, stream bool) (int, http.Header, string) {
+		body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream)
+		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			return 0, nil, err.Error()
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			return res.StatusCode, res.Header, string(b) + " READ ERROR " + err.Error()
+		}
+		return res.StatusCode, res.Header, string(b)
+	}
+	type result struct {
+		code int
+		h    http.Header
+		body string
+	}
+	results := map[string]chan result{"json": make(chan result, 1), "stream": make(chan result, 1), "wait": make(chan result, 1)}
+	go func() { c, h, b := post("p/m", false); results["json"] <- result{c, h, b} }()
+	go func() { c, h, b := post("s/m", true); results["stream"] <- result{c, h, b} }()
+	go func() { c, h, b := post("w/m", false); results["wait"] <- result{c, h, b} }()
+	// w/m's only connection answers 429 with Retry-After 30: the request
+	// then waits for the cooldown (waitForCooldown), longer than the drain.
+	eventually(t, "three requests in flight", func() bool {
+		return g.active.Load() == 3 && up.count("st") == 1 && up.count("slow") == 1 && up.count("lim") == 1
+	})
+	time.Sleep(100 * time.Millisecond) // the stream commits its first chunks
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := g.Shutdown(ctx); !errors.Is(err, ErrDrainCut) {
+		t.Fatalf("Shutdown = %v, want ErrDrainCut", err)
+	}
+	for name, ch := range results {
+		var r result
+		select {
+		case r = <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer", name)
+		}
+		switch name {
+		case "stream":
+			if r.code != 200 || !strings.Contains(r.body, `"code":"gateway_shutting_down"`) || strings.Contains(r.body, "[DONE]") || strings.Contains(r.body, "READ ERROR") {
+				t.Errorf("stream: %d, want its chunks then the gateway_shutting_down error event, cleanly ended:\n%.400s", r.code, r.body)
+			}
+		default:
+			if r.code != 503 || !strings.Contains(r.body, "gateway_shutting_down") || r.h.Get("Retry-After") == "" {
+				t.Errorf("%s: %d %v %s, want 503 gateway_shutting_down with Retry-After", name, r.code, r.h, r.body)
+			}
+		}
+	}
+	g.lock()
+	conns := g.eng.Connections(g.modelNow(), "p")
+	g.unlock()
+	if conns[0].Status.String() != "active" || conns[0].BackoffLevel != 0 {
+		t.Fatalf("a shutdown cut is no health signal: %+v", conns[0])
 	}
 }

@@ -70,8 +70,8 @@ func (g *Gateway) applyRemote() {
 // completion, error bodies redacted by the store.
 func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time) {
 	l, ok := rs.g.store.(attemptLogger)
-	if !ok || out.outcome.Kind == model.OutcomeLocalQueue {
-		return
+	if !ok {
+		return // only dispatched attempts get here: an execution-bound cut is logged too
 	}
 	now := rs.g.now()
 	rec := store.LogRecord{Time: sent, RequestID: rs.logID, Provider: a.Provider, Connection: a.Connection,
@@ -93,6 +93,12 @@ func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time
 	}
 	if rs.lastV.Reason != model.ReasonNone {
 		rec.Reason = rs.lastV.Reason.String()
+	}
+	if out.local != nil {
+		// A cut of the gateway's own (the execution bound, the request
+		// deadline, the shutdown) is named by its code: recorded as a
+		// neutral outcome, it would read as the client's abort.
+		rec.ErrorType, rec.Reason = string(out.local.Code), string(out.local.Code)
 	}
 	if h := out.header; len(h) > 0 && rec.Status >= 400 {
 		rec.Headers = map[string]string{}

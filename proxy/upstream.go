@@ -48,10 +48,13 @@ type execResult struct {
 	delivered bool // success delivered to the client
 	committed bool // bytes reached the client
 	status    int  // status the client got (when committed)
-	errBody   []byte
-	header    http.Header
-	local     *model.Error // a local bound (execution) that ended it
-	egressIP  string       // the local address the attempt went out from (SPEC §7)
+	// dispatched: the attempt went to the upstream (not refused by the
+	// admission stage, nor given up while queued).
+	dispatched bool
+	errBody    []byte
+	header     http.Header
+	local      *model.Error // a local bound (execution) that ended it
+	egressIP   string       // the local address the attempt went out from (SPEC §7)
 }
 
 // attempt executes one attempt the flow began: pacing and admission, the
@@ -122,6 +125,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	} else {
 		out = rs.execute(prov, conn, a, execMax)
 	}
+	out.dispatched = true
 	recorded = true
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
@@ -225,17 +229,25 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 		// siblings sharing this attempt's egress IP (SPEC §7).
 		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
-	v, ans = rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
+	if out.local != nil && out.local.Code == model.CodeShuttingDown {
+		v, ans = rs.flow.RecordCut(g.modelNow(), g.eng, a, out.local, out.committed)
+	} else {
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
+	}
 	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
 		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)
 	}
 	g.unlock()
 	g.pace.feedback(model.ConnRef{Provider: a.Provider, Connection: a.Connection}, fb)
 	rs.lastV = v
-	if out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK && rs.cr.is(a.Provider, a.Connection) {
+	switch {
+	case !out.dispatched:
+		// Refused or given up in the admission stage: never an upstream
+		// attempt (the refusal has its own counter).
+	case out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK && rs.cr.is(a.Provider, a.Connection):
 		g.met.upstreamOK(rs.cr).Inc()
-	} else {
-		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out.outcome)).Inc()
+	default:
+		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out)).Inc()
 	}
 	switch {
 	case out.delivered:
@@ -379,6 +391,11 @@ func (*bodyReader) Close() error { return nil }
 // classifies (SPEC §11.3 "transport" rows), or to a local cause.
 func (rs *reqState) failure(actx context.Context, err error, afterHeaders bool) execResult {
 	if rs.ctx.Err() != nil {
+		if context.Cause(rs.ctx) == errShutdown {
+			// The drain ran out of time and cut the request (not the
+			// client's doing): neutral, and the client is told.
+			return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, local: shuttingDown()}
+		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}}
 	}
 	switch context.Cause(actx) {
