@@ -319,3 +319,23 @@ func TestBreakerResetAndSettingsChange(t *testing.T) {
 		t.Fatalf("new resetTimeout must apply to the running OPEN: %v", got)
 	}
 }
+
+func TestBreakerResetRestartsTheConnectionDedup(t *testing.T) {
+	// SPEC §1 dedup: one connection's failures count once per window. An
+	// operator's reset starts the breaker over, the dedup with it: the
+	// first failure after it counts (it was swallowed by a window opened
+	// before the reset).
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
+	hit(t, e, at(0), "p", "k1", "m1", status(503))
+	if fc := breakerOf(e, "p").FailureCount; fc != 1 {
+		t.Fatalf("first failure: %d", fc)
+	}
+	if _, err := e.ResetBreakers(at(100), "p"); err != nil {
+		t.Fatal(err)
+	}
+	e.ClearCooldowns(at(100), nil, true, "")
+	hit(t, e, at(200), "p", "k1", "m1", status(503))
+	if fc := breakerOf(e, "p").FailureCount; fc != 1 {
+		t.Fatalf("the first failure after a reset counts: %d", fc)
+	}
+}

@@ -352,3 +352,27 @@ func TestEgressBucketCoolsSiblings(t *testing.T) {
 		t.Fatal("a stale egress IP (older than 24 h) was trusted")
 	}
 }
+
+func TestClearingCooldownsKeepsTheLadders(t *testing.T) {
+	// SPEC §2, §3b: the cooldown manager lifts a cooldown but never clears
+	// a terminal state, so it must not wipe the 401 ladder's strikes
+	// either: a key that keeps answering 401 still reaches expired after
+	// clears (each clear restarted its ladder at 5 min: never terminal).
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
+	now := at(0)
+	var lasts []int64
+	for i := 0; i < 6 && !connOf(e, "p", "k1").Status.Terminal(); i++ {
+		hit(t, e, now, "p", "k1", "m1", withBody(401, `{"error":{"message":"invalid api key"}}`))
+		lasts = append(lasts, connOf(e, "p", "k1").RateLimitedUntil.Sub(now))
+		if _, err := e.ClearCooldowns(now, []ConnRef{{"p", "k1"}}, false, ""); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(sec(1))
+	}
+	if c := connOf(e, "p", "k1"); c.Status != StatusExpired {
+		t.Fatalf("the 401 ladder under clears: %v, cooldowns %v", c.Status, lasts)
+	}
+	if lasts[1] <= lasts[0] {
+		t.Fatalf("the second 401 after a clear is the ladder's second step: %v", lasts)
+	}
+}

@@ -182,6 +182,14 @@ func (e *Engine) ResetBreakers(now Time, provider string) (int, error) {
 		}
 		e.refreshProvider(now, p) // every entry point refreshes first
 		e.emitBreaker(now, p, p.breaker.reset())
+		for ci := range p.conns {
+			// The per-connection dedup of breaker failures starts over
+			// too: the first failure after a reset counts.
+			if c := &p.conns[ci]; c.st.HasBreakerFail {
+				c.st.HasBreakerFail, c.st.LastBreakerFailAt = false, 0
+				e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
+			}
+		}
 		if len(p.window.Failures) > 0 || p.window.CoolUntil != 0 {
 			p.window = Window{}
 			e.emit(Change{At: now, Kind: ChangeWindow, Provider: p.id})
@@ -239,9 +247,16 @@ func (e *Engine) ClearCooldowns(now Time, refs []ConnRef, all bool, provider str
 			continue
 		}
 		changed := false
-		if c.st.RateLimitedUntil > now || c.st.BackoffLevel > 0 || c.st.Rejected != (Streak{}) || c.st.Auth != (Streak{}) {
+		if c.st.RateLimitedUntil > now || c.st.BackoffLevel > 0 {
+			// The timer and the backoff go; the 401 / 403 ladders' strikes
+			// stay (SPEC §2, §3b: terminal states are never cleared here,
+			// and wiping the evidence would let a key that keeps failing
+			// never reach one — each clear restarted it at 5 min). Their
+			// step timers go with the cooldown, so the next failure is the
+			// next strike. A reset (ResetConnection) or new credentials
+			// clear the strikes.
 			c.st.RateLimitedUntil, c.st.CooldownSetAt, c.st.BackoffLevel = 0, 0, 0
-			c.st.Rejected, c.st.Auth = Streak{}, Streak{}
+			c.st.Auth.CooldownUntil, c.st.Rejected.CooldownUntil = 0, 0
 			changed = true
 			e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 		}
