@@ -312,3 +312,26 @@ func TestComboSelectionOrderAndWindowGate(t *testing.T) {
 		t.Fatal("cooling ends providerCooldownMs after the tripping failure")
 	}
 }
+
+func TestCooldownUnderALongerLockoutAnswersTheLockout(t *testing.T) {
+	// SPEC "does better" 10 / §11.4: Retry-After whenever a recovery time
+	// is known — the true one. A plain 429 with model lockouts on cools the
+	// connection 3 s and locks the model 120 s: while both run, the
+	// connection serves the model again only after the lockout, so that is
+	// the exclusion and the answer's Retry-After (it said 3 s, then after
+	// 3 s said 117).
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.ModelLockout.Enabled = true })
+	hit(t, e, at(0), "p", "k1", "m1", status(429))
+	c := connOf(e, "p", "k1")
+	if c.RateLimitedUntil.Sub(at(0)) != 3000 {
+		t.Fatalf("cooldown: %d", c.RateLimitedUntil.Sub(at(0)))
+	}
+	sel := selectAt(t, e, at(10), "p/m1")
+	if len(sel.Excluded) != 1 || sel.Excluded[0].Reason != ExclModelLockout || sel.Excluded[0].RemainingMs < 100_000 {
+		t.Fatalf("the longer lockout keeps it out: %+v", sel.Excluded)
+	}
+	r := route(t, e, "p/m1")
+	if err := Unavailable(at(10), &r, sel); err == nil || err.Code != CodeModelCooldown || err.RetryAfterSeconds() < 100 {
+		t.Fatalf("answer: %+v", err)
+	}
+}
