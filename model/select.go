@@ -369,7 +369,48 @@ func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
 			return 0
 		})
 	}
+	// SPEC §4: a connection at its maxConcurrent cap holds requests in its
+	// queue. While a sibling has a free slot, that sibling goes first
+	// (stable: the strategy's order otherwise): a request waits on a full
+	// connection only when every connection is full, never while another
+	// idles (with fill-first, the second key sat unused while requests
+	// queued on the first for up to maxWaitMs).
+	full := 0
+	for _, ci := range buf {
+		if p.conns[ci].full() {
+			full++
+		}
+	}
+	if full > 0 && full < n {
+		slices.SortStableFunc(buf, func(x, y int32) int {
+			fx, fy := p.conns[x].full(), p.conns[y].full()
+			switch {
+			case fx == fy:
+				return 0
+			case fy:
+				return -1
+			}
+			return 1
+		})
+	}
 	return buf
+}
+
+// full: the connection's own concurrency cap is taken by attempts in
+// flight or queued for a slot (every begun attempt until it is recorded).
+func (c *connState) full() bool {
+	return c.cfg.MaxConcurrent > 0 && c.inflight >= c.cfg.MaxConcurrent
+}
+
+// SetMaxConcurrent changes a connection's maxConcurrent cap as the
+// selection reads it (PUT /api/providers changes the gate's live copy).
+func (e *Engine) SetMaxConcurrent(ref ConnRef, n int) error {
+	_, c, err := e.conn(ref)
+	if err != nil {
+		return err
+	}
+	c.cfg.MaxConcurrent = max(n, 0)
+	return nil
 }
 
 func moveToFront(buf []int32, v int32) {

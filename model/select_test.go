@@ -335,3 +335,36 @@ func TestCooldownUnderALongerLockoutAnswersTheLockout(t *testing.T) {
 		t.Fatalf("answer: %+v", err)
 	}
 }
+
+func TestFullConnectionGoesAfterAFreeSibling(t *testing.T) {
+	// SPEC §4: a connection at its maxConcurrent cap queues requests; a
+	// sibling with a free slot is tried first (fill-first sent every
+	// request to k1's queue while k2 idled). With every connection full the
+	// strategy's order stands: the request waits on the first.
+	p := oneProvider("p", ProfileAPIKey, 2)
+	p.Strategy = FillFirst
+	for i := range p.Connections {
+		p.Connections[i].MaxConcurrent = 1
+	}
+	e := mustEngine(t, topo(p), nil)
+	a := beginOn(t, e, at(0), "p", "k1", "m1") // k1's one slot
+	if got := candidates(selectAt(t, e, at(1), "p/m1")); len(got) != 2 || got[0] != "p/k2" {
+		t.Fatalf("k1 full: k2 first, got %v", got)
+	}
+	b := beginOn(t, e, at(1), "p", "k2", "m1")
+	if got := candidates(selectAt(t, e, at(2), "p/m1")); len(got) != 2 || got[0] != "p/k1" {
+		t.Fatalf("both full: the strategy's order, got %v", got)
+	}
+	e.Record(at(3), &a, status(200))
+	e.Record(at(3), &b, status(200))
+	if got := candidates(selectAt(t, e, at(4), "p/m1")); got[0] != "p/k1" {
+		t.Fatalf("both free: fill-first again, got %v", got)
+	}
+	if err := e.SetMaxConcurrent(ConnRef{"p", "k1"}, 0); err != nil { // no cap: never full
+		t.Fatal(err)
+	}
+	a = beginOn(t, e, at(5), "p", "k1", "m1")
+	if got := candidates(selectAt(t, e, at(6), "p/m1")); got[0] != "p/k1" {
+		t.Fatalf("uncapped k1 stays first: %v", got)
+	}
+}

@@ -940,6 +940,11 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	g.provMu.Unlock()
 
 	g.gate.configure(g.settings().RequestQueue.GlobalMaxConcurrent, cfgs)
+	g.lock()
+	for _, c := range next.Connections { // the selection's copy of the caps (model.connState.full)
+		_ = g.eng.SetMaxConcurrent(model.ConnRef{Provider: id, Connection: c.ID}, c.MaxConcurrent)
+	}
+	g.unlock()
 	if len(changed) > 0 {
 		now := g.modelNow()
 		g.lock()

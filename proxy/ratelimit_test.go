@@ -367,3 +367,37 @@ providers:
 		}
 	}
 }
+
+// SPEC §4 live: with fill-first and maxConcurrent 1 per key, a second
+// request goes to the idle sibling instead of queueing behind the first on
+// k1 (it waited up to maxWaitMs while k2 sat unused).
+func TestFullConnectionSendsToTheIdleSiblingSpec4(t *testing.T) {
+	up := newFakeUp(t)
+	up.set("k1", slow(400*time.Millisecond, okJSON("one")))
+	up.set("k2", slow(400*time.Millisecond, okJSON("two")))
+	g := newGW(t, up, `
+providers:
+  - id: p
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: k1, apiKey: k1, maxConcurrent: 1}
+      - {id: k2, apiKey: k2, maxConcurrent: 1}
+`+testBase)
+	var wg sync.WaitGroup
+	conns := make([]string, 2)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := g.chat("p/m")
+			conns[i] = r.h.Get("X-Breakwater-Connection") + "/" + r.h.Get("X-Breakwater-Attempts")
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	slices.Sort(conns)
+	if conns[0] != "k1/1" || conns[1] != "k2/1" {
+		t.Fatalf("one request per key, first attempt each: %v", conns)
+	}
+}
