@@ -1,5 +1,7 @@
 package model
 
+import "strings"
+
 // Conn is one connection's resilience state as a plain value (SPEC §2).
 type Conn struct {
 	// Status is active or a terminal status; "cooldown" is derived from
@@ -42,6 +44,64 @@ type Conn struct {
 	Uses       uint64 `json:"uses"`
 	LastUsedAt Time   `json:"lastUsedAt"`
 	InFlight   int    `json:"inFlight"`
+	// Credential is the fingerprint of the credential this state describes
+	// (the shell's one-way hash; never the credential), set when it
+	// changed (Engine.SetCredential). Retired lists the credentials that
+	// were replaced while terminal ("fp=status,…", newest first, at most
+	// MaxRetired), so one that comes back (a restart on a config file that
+	// still has it) is terminal again, not a fresh key. Strings, not a
+	// slice: Conn stays a small comparable value (it is copied by value on
+	// the request path, and a held stream's stack is measured).
+	Credential   string `json:"credential,omitempty"`
+	CredentialAt Time   `json:"credentialAt,omitempty"`
+	Retired      string `json:"retired,omitempty"`
+}
+
+// MaxRetired is how many replaced terminal credentials a connection keeps.
+const MaxRetired = 3
+
+// RetiredList splits a Retired value into its fingerprint=status entries.
+func RetiredList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// retire records that the credential fp was terminal with status: the
+// newest first, the oldest dropped.
+func (c *Conn) retire(fp string, status ConnStatus) {
+	out := []string{fp + "=" + status.String()}
+	for _, e := range RetiredList(c.Retired) {
+		if f, _, _ := strings.Cut(e, "="); f != fp && len(out) < MaxRetired {
+			out = append(out, e)
+		}
+	}
+	c.Retired = strings.Join(out, ",")
+}
+
+// unretire forgets that the credential fp was retired.
+func (c *Conn) unretire(fp string) {
+	var out []string
+	for _, e := range RetiredList(c.Retired) {
+		if f, _, _ := strings.Cut(e, "="); f != fp {
+			out = append(out, e)
+		}
+	}
+	c.Retired = strings.Join(out, ",")
+}
+
+// retired is the terminal status the credential fp was retired with.
+func (c *Conn) retired(fp string) (ConnStatus, bool) {
+	for _, e := range RetiredList(c.Retired) {
+		if f, st, _ := strings.Cut(e, "="); f == fp {
+			var s ConnStatus
+			if s.UnmarshalText([]byte(st)) == nil && s.Terminal() {
+				return s, true
+			}
+		}
+	}
+	return StatusActive, false
 }
 
 // Streak counts consecutive refusals of one kind inside a 24 h window.

@@ -286,11 +286,58 @@ func (e *Engine) ResetConnection(now Time, ref ConnRef) (bool, error) {
 		return false, err
 	}
 	e.forgetInert(now, p, c)
-	if c.st.Status == StatusActive && c.st.clean() && len(c.locks) == 0 {
+	_, wasRetired := c.st.retired(c.st.Credential)
+	if c.st.Status == StatusActive && c.st.clean() && len(c.locks) == 0 && !wasRetired {
 		return false, nil
 	}
 	c.st.Status = StatusActive
 	c.st.clearErrors()
+	if wasRetired {
+		// The operator vouches for the credential in use: it is no longer
+		// one to treat as terminal when it comes back.
+		c.st.unretire(c.st.Credential)
+	}
+	e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
+	for _, l := range c.locks {
+		e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: l})
+	}
+	c.locks = c.locks[:0]
+	return true, nil
+}
+
+// SetCredential tells the engine which credential a connection now uses,
+// by its fingerprint fp (the shell's one-way hash of the key; "" = none,
+// nothing to do): at start for every connection, and when PUT
+// /api/providers changes a key. A new credential starts over — its
+// connection active with every error cleared (SPEC §11.7: a credentials
+// change clears a terminal state) — unless it is one this connection
+// retired while terminal: then it is terminal again. A start on the config
+// file's key after a runtime change therefore does not inherit the
+// runtime key's clean state (the file's expired key was shown active). It
+// reports whether the state changed.
+func (e *Engine) SetCredential(now Time, ref ConnRef, fp string) (bool, error) {
+	p, c, err := e.conn(ref)
+	if err != nil || fp == "" || c.st.Credential == fp {
+		return false, err
+	}
+	if c.st.Credential == "" {
+		// A state from before fingerprints, or a first start: it is this
+		// credential's.
+		c.st.Credential, c.st.CredentialAt = fp, now
+		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
+		return true, nil
+	}
+	if c.st.Status.Terminal() {
+		c.st.retire(c.st.Credential, c.st.Status)
+	}
+	c.st.clearErrors()
+	c.st.Status = StatusActive
+	if st, ok := c.st.retired(fp); ok {
+		c.st.Status = st
+		c.st.LastError = "this credential was replaced while " + st.String() + " and is back in use"
+		c.st.LastErrorType, c.st.LastErrorAt = terminalReason(st), now
+	}
+	c.st.Credential, c.st.CredentialAt = fp, now
 	e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 	for _, l := range c.locks {
 		e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: l})

@@ -261,3 +261,51 @@ func TestNearestName(t *testing.T) {
 		}
 	}
 }
+
+func TestSetCredentialRetiresATerminalKey(t *testing.T) {
+	// SPEC §11.7: a credentials change clears a terminal state. The state
+	// outlives the change (it is stored; the runtime key is not): a start
+	// on the config file's key, which expired, must not inherit the runtime
+	// key's clean state — that key is terminal again.
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
+	ref := ConnRef{"p", "k1"}
+	if ch, err := e.SetCredential(at(0), ref, "fp-file"); err != nil || !ch {
+		t.Fatalf("first fingerprint adopted: %v %v", ch, err)
+	}
+	if ch, _ := e.SetCredential(at(0), ref, "fp-file"); ch {
+		t.Fatal("the same credential again changes nothing")
+	}
+	for i := 0; i < 4; i++ { // the 401 ladder to expired
+		now := at(int64(i) * hour)
+		hit(t, e, now, "p", "k1", "m1", withBody(401, `{"error":{"message":"invalid api key"}}`))
+	}
+	if c := connOf(e, "p", "k1"); c.Status != StatusExpired {
+		t.Fatalf("expired: %v", c.Status)
+	}
+	// PUT a new key: active, every error cleared.
+	if ch, _ := e.SetCredential(at(5*hour), ref, "fp-runtime"); !ch {
+		t.Fatal("a new credential changes the state")
+	}
+	if c := connOf(e, "p", "k1"); c.Status != StatusActive || c.LastErrorType != ReasonNone || c.Credential != "fp-runtime" {
+		t.Fatalf("the new key starts over: %+v", *c)
+	}
+	// A restart on the file's key restores it as it was: expired.
+	st := e.Snapshot(at(6 * hour))
+	e2 := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
+	if err := e2.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	e2.SetCredential(at(6*hour), ref, "fp-file")
+	if c := connOf(e2, "p", "k1"); c.Status != StatusExpired {
+		t.Fatalf("the retired key is terminal again: %+v", *c)
+	}
+	// The operator's reset vouches for it: not terminal on a later return.
+	if ch, _ := e2.ResetConnection(at(7*hour), ref); !ch {
+		t.Fatal("reset")
+	}
+	e2.SetCredential(at(8*hour), ref, "fp-other")
+	e2.SetCredential(at(9*hour), ref, "fp-file")
+	if c := connOf(e2, "p", "k1"); c.Status != StatusActive {
+		t.Fatalf("reset, then back: %+v", *c)
+	}
+}

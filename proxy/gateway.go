@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,6 +195,17 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		}
 		g.log.Warn("stored state names things the config no longer has; skipped them", "skipped", re.Skipped)
 	}
+
+	// Which credential each connection's stored state describes: a state
+	// left by a key set at runtime (PUT /api/providers) is not this key's,
+	// and a key that was retired while terminal is terminal again.
+	g.lock()
+	for _, p := range cfg.Providers {
+		for _, c := range p.Connections {
+			_, _ = eng.SetCredential(g.modelNow(), model.ConnRef{Provider: p.ID, Connection: c.ID}, credentialFingerprint(c.APIKey))
+		}
+	}
+	g.unlock()
 
 	g.restoreEgress(ctx) // SPEC §7: last known egress IPs (proxy/egress.go)
 	g.leases = newLeaseMgr(ctx, g)
@@ -417,6 +429,18 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(err, g.Close(fctx))
+}
+
+// credentialFingerprint is a one-way fingerprint of a connection's key, for
+// the model to tell which credential a state describes (model.Conn.Credential,
+// stored with the state): 16 hex digits of SHA-256, which cannot be turned
+// back into a key. "" for a connection without one.
+func credentialFingerprint(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("breakwater-credential\x00" + key))
+	return hex.EncodeToString(sum[:8])
 }
 
 // cutGrace is how long requests cut at the end of a drain get to write

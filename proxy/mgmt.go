@@ -948,11 +948,13 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	if len(changed) > 0 {
 		now := g.modelNow()
 		g.lock()
-		for cid := range changed {
-			_, _ = g.eng.ResetConnection(now, model.ConnRef{Provider: id, Connection: cid})
+		for _, c := range next.Connections {
+			if changed[c.ID] {
+				_, _ = g.eng.SetCredential(now, model.ConnRef{Provider: id, Connection: c.ID}, credentialFingerprint(c.APIKey))
+			}
 		}
 		g.unlock()
-		g.log.Info("connection credentials changed; terminal states cleared", "provider", id, "connections", keysOf(changed))
+		g.log.Info("connection credentials changed; their state starts over (a terminal one is kept for the old key)", "provider", id, "connections", keysOf(changed))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -623,3 +623,48 @@ providers:
 		t.Fatalf("a shutdown cut is no health signal: %+v", conns[0])
 	}
 }
+
+// SPEC §11.7: new credentials clear a terminal state — for the new key. A
+// key set with PUT /api/providers lives in this process only, while the
+// state is stored: a restart on the config file's key, which was banned,
+// showed it active (and sent it). The state remembers which credential it
+// describes and which were retired while terminal.
+func TestRestartOnARetiredKeyIsTerminalAgain(t *testing.T) {
+	up := newFakeUp(t)
+	st := NewMemoryStore()
+	cfg := `
+server: {managementKey: "${ADMIN}"}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: k1, apiKey: file-key}]}
+` + testBase
+	up.set("file-key", status(403, `{"error":{"message":"Your account has been deactivated"}}`))
+	up.set("new-key", okJSON("hi"))
+	g := newGWStore(t, up, cfg, st, "ADMIN=s3cret")
+	g.admin = "s3cret"
+	if r := g.chat("p/m"); r.code != 403 {
+		t.Fatalf("the ban: %d %s", r.code, r.body)
+	}
+	if c := g.conn("p", "k1"); c["status"] != "banned" {
+		t.Fatalf("banned: %v", c)
+	}
+	if r := admin(g, "PUT", "/api/providers/p", `{"connections":[{"id":"k1","apiKey":"new-key"}]}`); r.code != 200 {
+		t.Fatalf("PUT: %d %s", r.code, r.body)
+	}
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("the new key serves: %d %s", r.code, r.body)
+	}
+	g.close()
+	// The config file still has the banned key.
+	g2 := newGWStore(t, up, cfg, st, "ADMIN=s3cret")
+	g2.admin = "s3cret"
+	if c := g2.conn("p", "k1"); c["status"] != "banned" {
+		t.Fatalf("restarted on the retired key: %v, want banned", c)
+	}
+	if r := g2.chat("p/m"); r.code == 200 || up.count("file-key") != 1 {
+		t.Fatalf("the banned key must not be sent again: %d, file-key calls %d", r.code, up.count("file-key"))
+	}
+	// And no fingerprint is shown.
+	if r := admin(g2, "GET", "/api/monitoring/health", ""); strings.Contains(r.body, `"credential"`) || strings.Contains(r.body, `"retired"`) {
+		t.Fatalf("health shows credential fingerprints: %s", r.body)
+	}
+}

@@ -34,7 +34,11 @@ func newReplica(t *testing.T, up *fakeUp, url, cfgYAML string) *gw {
 	srv := serveGW(t, g)
 	t.Cleanup(func() {
 		srv.Close()
-		g.Close(context.Background())
+		// Bounded: a test that took the database down leaves changes the
+		// store would otherwise retry to write for ever.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		g.Close(ctx)
 	})
 	return &gw{t: t, g: g, srv: srv, up: up}
 }
