@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -318,5 +319,21 @@ func TestFlowRecordCutAnswersItsError(t *testing.T) {
 		if c := connOf(e, "a", "k1"); c.Status != StatusActive || c.BackoffLevel != 0 || breakerOf(e, "a").FailureCount != 0 {
 			t.Fatalf("a cut is no health signal: %+v", c)
 		}
+	}
+}
+
+func TestStreamErrorCodeNamesWhoEndedIt(t *testing.T) {
+	// SPEC §6 / "does better" 15: the committed stream's error event names
+	// its cause. A stream the gateway's own attemptMs cut is not one "the
+	// upstream cut" (stream_interrupted); a stall names both stall timers
+	// (it named streamIdleMs when firstContentMs had fired).
+	if c, msg := StreamErrorCode(Outcome{Kind: OutcomeTransport, Transport: TransportAttemptTimeout}); c != CodeStreamTimeout || !strings.Contains(msg, "attemptMs") {
+		t.Errorf("attempt timeout: %s %q", c, msg)
+	}
+	if c, _ := StreamErrorCode(Outcome{Kind: OutcomeTransport, Transport: TransportReset}); c != CodeStreamInterrupted {
+		t.Errorf("reset: %s", c)
+	}
+	if c, msg := StreamErrorCode(Outcome{Kind: OutcomeStall}); c != CodeStreamStall || !strings.Contains(msg, "firstContentMs") || !strings.Contains(msg, "streamIdleMs") {
+		t.Errorf("stall: %s %q", c, msg)
 	}
 }

@@ -9,6 +9,7 @@ const (
 	CodeStreamStall       Code = "stream_stall"              // content-stall watchdog
 	CodeStreamThroughput  Code = "stream_throughput_too_low" // throughput watchdog
 	CodeStreamInterrupted Code = "stream_interrupted"        // the upstream cut the stream (transport)
+	CodeStreamTimeout     Code = "stream_attempt_timeout"    // the gateway cut it at upstreamTimeouts.attemptMs
 	CodeStreamEmpty       Code = "empty_response"            // ended without any content
 	CodeStreamUpstream    Code = "upstream_error"            // the upstream sent an error event
 )
@@ -18,7 +19,7 @@ const (
 func StreamErrorCode(o Outcome) (Code, string) {
 	switch o.Kind {
 	case OutcomeStall:
-		return CodeStreamStall, "the upstream stream stalled: no content within the stall budget (upstreamTimeouts.streamIdleMs)"
+		return CodeStreamStall, "the upstream stream stalled: no content within the stall budget (upstreamTimeouts.firstContentMs before the first content, streamIdleMs after it)"
 	case OutcomeThroughput:
 		return CodeStreamThroughput, "the upstream stream fell below the minimum useful output rate"
 	case OutcomeQuality:
@@ -30,6 +31,10 @@ func StreamErrorCode(o Outcome) (Code, string) {
 	case OutcomeResponse:
 		return CodeStreamUpstream, "the upstream sent an error event mid-stream"
 	case OutcomeTransport:
+		if o.Transport == TransportAttemptTimeout {
+			// Not the upstream's cut: the gateway's own bound ended it.
+			return CodeStreamTimeout, "the attempt reached its time limit (upstreamTimeouts.attemptMs) and the gateway ended the stream"
+		}
 		return CodeStreamInterrupted, "the upstream stream ended early (" + o.Transport.String() + ")"
 	}
 	return CodeStreamInterrupted, "the upstream stream ended early"
