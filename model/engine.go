@@ -244,6 +244,19 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 		Limited: e.limiterApplies(p, cs), SlowLane: cs.lane.Active && cs.cfg.SpendWall.SlowLane, p: c.p, c: c.c}, nil
 }
 
+// unuse takes back the use Begin counted for an attempt that never reached
+// the upstream (refused by the admission stage).
+func (e *Engine) unuse(now Time, a *Attempt) {
+	if a == nil || a.done || int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+		return
+	}
+	p := &e.provs[a.p]
+	if cs := &p.conns[a.c]; cs.st.Uses > 0 {
+		cs.st.Uses--
+		e.emit(Change{At: now, Kind: ChangeUsage, Provider: p.id, Connection: cs.id, Conn: cs.st})
+	}
+}
+
 // Record applies one attempt's outcome: classification, then the breaker,
 // the connection, the model lockout and the provider window, each in its own
 // layer. It returns the verdict so the shell knows what to do next.

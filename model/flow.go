@@ -313,6 +313,7 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 // neutral for upstream health, the flow moves on, and if nothing else serves
 // the client gets err (SPEC §5, §11.4).
 func (f *Flow) RecordLocal(now Time, e *Engine, a *Attempt, err *Error) (Verdict, *Step) {
+	e.unuse(now, a) // it never reached the upstream: not a use (least-used, p2c)
 	return f.RecordLocalCut(now, e, a, err, false)
 }
 

@@ -337,3 +337,20 @@ func TestStreamErrorCodeNamesWhoEndedIt(t *testing.T) {
 		t.Errorf("stall: %s %q", c, msg)
 	}
 }
+
+func TestFlowRecordLocalIsNoUse(t *testing.T) {
+	// An attempt the admission stage refused never reached the upstream:
+	// it is no use of the connection (least-used and p2c read uses; a busy
+	// key's refusals made it look the most used).
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
+	f := e.StartFlow(at(0), route(t, e, "a/m1"), "", nil)
+	var sel Selection
+	st := f.Next(at(0), e, &sel)
+	if u := connOf(e, "a", "k1").Uses; u != 1 {
+		t.Fatalf("Begin counts a use: %d", u)
+	}
+	f.RecordLocal(at(1), e, &st.Attempt, &Error{Code: CodeSemaphoreTimeout})
+	if u := connOf(e, "a", "k1").Uses; u != 0 {
+		t.Fatalf("a refused attempt is no use: %d", u)
+	}
+}

@@ -231,6 +231,9 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	}
 	if out.local != nil && out.local.Code == model.CodeShuttingDown {
 		v, ans = rs.flow.RecordCut(g.modelNow(), g.eng, a, out.local, out.committed)
+	} else if !out.dispatched && out.local != nil {
+		// The admission stage refused it: as the simulator records it.
+		v, ans = rs.flow.RecordLocal(g.modelNow(), g.eng, a, out.local)
 	} else {
 		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
 	}
