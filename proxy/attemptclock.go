@@ -100,3 +100,34 @@ func (c *attemptClock) stop() {
 	c.stopped.Store(true)
 	c.t.Stop()
 }
+
+// suspend stops the running phase's budget and returns it: a new
+// connection is being dialled, which upstreamTimeouts.connectMs bounds on
+// its own, so the response-header budget starts once it is connected
+// (progress(budget) restarts it). The whole attempt's bound keeps running.
+func (c *attemptClock) suspend() time.Duration { return time.Duration(c.budget.Swap(0)) }
+
+// clockCtx is the parent of an attempt's context. It carries the attempt
+// clock to the dialer and is otherwise the request's context: its Done and
+// cancelCtx are the request's own, so context.WithCancelCause under it
+// registers with the request's context and starts no goroutine. Kept in
+// reqState: no allocation per attempt.
+type clockCtx struct {
+	context.Context
+	clock *attemptClock
+}
+
+type clockKey struct{}
+
+func (c *clockCtx) Value(k any) any {
+	if k == (clockKey{}) {
+		return c.clock
+	}
+	return c.Context.Value(k)
+}
+
+// clockOf is the attempt clock of an upstream dial's context, or nil.
+func clockOf(ctx context.Context) *attemptClock {
+	c, _ := ctx.Value(clockKey{}).(*attemptClock)
+	return c
+}

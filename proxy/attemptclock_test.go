@@ -95,3 +95,43 @@ func TestAttemptClockStop(t *testing.T) {
 		t.Fatalf("a stopped clock cancelled the attempt: %v", context.Cause(ctx))
 	}
 }
+
+// docs/gateway.md phase table: connecting runs under connectMs alone, and
+// the response-header budget starts once the connection is up. A dial
+// longer than responseHeaderMs (here 200 ms against 60 ms) is not a header
+// timeout; the header budget then runs from the dial's end. The dialer
+// finds the clock through the attempt context's parent (clockCtx), which
+// must not hide the request's cancellation.
+func TestAttemptClockHeaderBudgetStartsAfterTheDial(t *testing.T) {
+	req, cancelReq := context.WithCancel(context.Background())
+	defer cancelReq()
+	cc := &clockCtx{Context: req}
+	ctx, cancel := context.WithCancelCause(cc)
+	c := startAttemptClock(time.Minute, errAttemptTimeout, 60*time.Millisecond, cancel)
+	cc.clock = c
+	defer c.stop()
+	if clockOf(ctx) != c {
+		t.Fatal("the dialer cannot find the attempt clock")
+	}
+	b := c.suspend() // what dialUpstream does around the dial
+	time.Sleep(200 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatalf("cut during the dial: %v", context.Cause(ctx))
+	}
+	dialed := time.Now()
+	c.progress(b)
+	cause, took := clockCause(t, ctx, dialed)
+	if cause != errHeaderTimeout || took < 60*time.Millisecond {
+		t.Fatalf("cause %v %v after the dial, want the header timeout after ≥60ms", cause, took)
+	}
+	// The request's own cancellation still reaches an attempt context.
+	req2, cancel2 := context.WithCancel(context.Background())
+	ctx2, cancelAttempt := context.WithCancelCause(&clockCtx{Context: req2})
+	defer cancelAttempt(nil)
+	cancel2()
+	select {
+	case <-ctx2.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's cancellation did not reach the attempt")
+	}
+}

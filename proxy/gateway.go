@@ -243,6 +243,13 @@ func newProvRuntime(p ProviderConfig) *provRuntime {
 // dialUpstream opens an upstream connection under the connect timeout
 // (upstreamTimeouts.connectMs, read at dial time so PATCH applies).
 func (g *Gateway) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c := clockOf(ctx); c != nil {
+		// Connecting runs under connectMs alone; the header budget starts
+		// when the connection is up (it ran from before the dial, so a
+		// slow connect was charged to responseHeaderMs and reported as a
+		// header timeout).
+		defer c.progress(c.suspend())
+	}
 	d := net.Dialer{Timeout: g.settings().UpstreamTimeouts.ConnectMs.Duration(), KeepAlive: 30 * time.Second}
 	return d.DialContext(ctx, network, addr)
 }

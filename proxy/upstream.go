@@ -276,7 +276,8 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 // delivers it to the client.
 func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) execResult {
 	to := &rs.s.UpstreamTimeouts
-	actx, cancel := context.WithCancelCause(rs.ctx)
+	rs.cctx = clockCtx{Context: rs.ctx}
+	actx, cancel := context.WithCancelCause(&rs.cctx)
 	defer cancel(nil)
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
@@ -290,6 +291,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		cause = errDeadline
 	}
 	clock := startAttemptClock(attemptD, cause, to.ResponseHeaderMs.Duration(), cancel)
+	rs.cctx.clock = clock // the dialer finds it (dialUpstream)
 	defer clock.stop()
 
 	var req *http.Request
