@@ -362,6 +362,11 @@ func TestWireInStreamError(t *testing.T) {
 	if r.code != 200 || !strings.Contains(r.body, "partial") || len(ev) == 0 || !isErrorEventT([]byte(ev[len(ev)-1])) || strings.Contains(r.body, "[DONE]") {
 		t.Fatalf("after commit: want content then an error event: %s", r.body)
 	}
+	// In the OpenAI shape, as before commit and in a JSON answer (it went
+	// out in anthropic's own {"type":"error",…}).
+	if last := ev[len(ev)-1]; !strings.HasPrefix(last, `{"error":{`) || !strings.Contains(last, `"message":"Overloaded"`) || strings.Contains(r.body, "event: error") {
+		t.Fatalf("after commit: the error event is not in the OpenAI shape: %q", last)
+	}
 }
 
 // The official openai-go SDK against an anthropic-type provider: JSON and

@@ -721,8 +721,17 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				return execResult{outcome: o, errBody: append([]byte(nil), data...), header: http.Header{"Content-Type": {"application/json"}}}
 			}
 			// Redacted like every other copy of an upstream error a
-			// client or a log sees: it may quote the credential.
-			w.Write(redact(raw, secret))
+			// client or a log sees: it may quote the credential. A native
+			// error event (anthropic's {"type":"error",…}, gemini's
+			// {"error":{"code","status"}}) goes out in the OpenAI shape, as
+			// the same error before commit or in a JSON answer does; one
+			// already in that shape goes out as it came.
+			d := redact(data, secret)
+			if body := clientErrorBody(d, ev.ErrorStatus, rs.provider); body != nil && !bytes.Equal(body, d) {
+				w.Write(append(append(append(make([]byte, 0, len(body)+8), "data: "...), body...), "\n\n"...))
+			} else {
+				w.Write(redact(raw, secret))
+			}
 			if flusher != nil {
 				flusher.Flush()
 			}
