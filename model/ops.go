@@ -297,12 +297,18 @@ func (e *Engine) ResetConnection(now Time, ref ConnRef) (bool, error) {
 		// one to treat as terminal when it comes back.
 		c.st.unretire(c.st.Credential)
 	}
+	e.startOver(now, p, c)
+	return true, nil
+}
+
+// startOver records a connection's new state and drops its lockouts: the
+// end of a reset or of a credential change.
+func (e *Engine) startOver(now Time, p *provState, c *connState) {
 	e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 	for _, l := range c.locks {
 		e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: l})
 	}
 	c.locks = c.locks[:0]
-	return true, nil
 }
 
 // SetCredential tells the engine which credential a connection now uses,
@@ -338,11 +344,7 @@ func (e *Engine) SetCredential(now Time, ref ConnRef, fp string) (bool, error) {
 		c.st.LastErrorType, c.st.LastErrorAt = terminalReason(st), now
 	}
 	c.st.Credential, c.st.CredentialAt = fp, now
-	e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
-	for _, l := range c.locks {
-		e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: l})
-	}
-	c.locks = c.locks[:0]
+	e.startOver(now, p, c)
 	return true, nil
 }
 

@@ -369,17 +369,7 @@ func TestCheckMgmtSettingsRefuseNUL(t *testing.T) {
 // used).
 func TestCheckMgmtRequestLogFilters(t *testing.T) {
 	up := newFakeUp(t)
-	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(mgmtConfig, "{{UP}}", up.url())), []string{"ADMIN=s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{}), Environ: []string{"ADMIN=s3cret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serveGW(t, g)
-	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
-	gg := &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
+	gg := newRequestLogGW(t, up)
 	up.set("glm-k1", okJSON("hi"))
 	if r := gg.chat("glm/glm-5"); r.code != 200 {
 		t.Fatalf("chat: %d %s", r.code, r.body)
@@ -415,21 +405,10 @@ func TestCheckMgmtRequestLogFilters(t *testing.T) {
 // verdict): an attempt the gateway cut itself is logged under the cut's
 // code — the execution bound's attempt reached the upstream and was not
 // logged at all, the request deadline's read as the client's abort — and
-// breakwater_upstream_attempts_total labels it cut_<code>. An attempt given
-// up while it still queued for its slot is no upstream attempt.
+// breakwater_upstream_attempts_total labels it cut_<code>.
 func TestCheckGatewayCutsAreNamedInTheLog(t *testing.T) {
 	up := newFakeUp(t)
-	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(mgmtConfig, "{{UP}}", up.url())), []string{"ADMIN=s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{}), Environ: []string{"ADMIN=s3cret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serveGW(t, g)
-	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
-	gg := &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
+	gg := newRequestLogGW(t, up)
 	if r := admin(gg, "PATCH", "/api/resilience", `{"requestQueue":{"executionMaxWaitMs":300},"upstreamTimeouts":{"responseHeaderMs":100,"firstContentMs":"10s"}}`); r.code != 200 {
 		t.Fatalf("PATCH: %d %s", r.code, r.body)
 	}
@@ -491,4 +470,21 @@ providers:
 	if lines := grepLines(m.body, "breakwater_upstream_attempts_total{"); strings.Contains(lines, "client_abort") || !strings.Contains(lines, `result="200"} 1`) {
 		t.Fatalf("one upstream attempt, no client_abort:\n%s", lines)
 	}
+}
+
+// newRequestLogGW is mgmtConfig's gateway on the store package's memory
+// store, which keeps a request log (GET /api/request-log).
+func newRequestLogGW(t *testing.T, up *fakeUp) *gw {
+	t.Helper()
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(mgmtConfig, "{{UP}}", up.url())), []string{"ADMIN=s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{}), Environ: []string{"ADMIN=s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveGW(t, g)
+	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
+	return &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
 }
