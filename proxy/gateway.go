@@ -419,9 +419,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		close(g.drainCh) // a cooldown wait that would outlast the drain ends now
 	})
 	var err error
+	e := g.srv.Shutdown(ctx)
+	// The final flush's own time starts when the drain is over: made
+	// before it, a drain of 10 s or more left the flush none, and the
+	// state and request-log records of the drained requests were lost.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
-	if e := g.srv.Shutdown(ctx); e != nil {
+	if e != nil {
 		err = fmt.Errorf("%w: %w", ErrDrainCut, e)
 		// Cut what is still in flight while the connections are open, so
 		// each request is answered — 503 gateway_shutting_down, or a

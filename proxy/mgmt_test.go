@@ -444,11 +444,15 @@ type flushWatchStore struct {
 	flushErr error
 	active   int64
 	flushes  int
+	left     time.Duration // the flush context's time left when it began
 }
 
 func (s *flushWatchStore) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	s.flushErr, s.active = ctx.Err(), s.g.active.Load()
+	if dl, ok := ctx.Deadline(); ok {
+		s.left = time.Until(dl)
+	}
 	s.flushes++
 	s.mu.Unlock()
 	return s.MemoryStore.Flush(ctx)
@@ -457,7 +461,9 @@ func (s *flushWatchStore) Flush(ctx context.Context) error {
 // A drain that runs out of time (server.shutdownTimeoutMs) cuts what is
 // still in flight, waits for those handlers to record their outcome, and
 // only then flushes the store — with a context of its own, not the spent
-// one: nothing the gateway learned is lost to the timeout.
+// one, whose time starts after the drain (it started before: a drain of
+// 10 s or more left the flush none): nothing the gateway learned is lost to
+// the timeout.
 func TestShutdownTimeoutStillFlushesEverything(t *testing.T) {
 	up := newFakeUp(t)
 	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.url())), nil)
@@ -480,7 +486,7 @@ func TestShutdownTimeoutStillFlushesEverything(t *testing.T) {
 		}
 	}()
 	eventually(t, "the stream in flight", func() bool { return g.active.Load() == 1 && up.count("oa-o1") == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err = g.Shutdown(ctx)
 	if !errors.Is(err, ErrDrainCut) {
@@ -490,6 +496,9 @@ func TestShutdownTimeoutStillFlushesEverything(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.flushes == 0 || st.flushErr != nil || st.active != 0 {
 		t.Fatalf("final flush: %d calls, context error %v, %d requests still in their handler", st.flushes, st.flushErr, st.active)
+	}
+	if st.left < finalFlushTimeout-time.Second {
+		t.Fatalf("the final flush had %v of its %v: the drain spent it", st.left, finalFlushTimeout)
 	}
 }
 
