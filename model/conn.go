@@ -44,21 +44,21 @@ type Conn struct {
 	Uses       uint64 `json:"uses"`
 	LastUsedAt Time   `json:"lastUsedAt"`
 	InFlight   int    `json:"inFlight"`
-	// Credential is the fingerprint of the credential this state describes
-	// (the shell's one-way hash; never the credential), set when it
-	// changed (Engine.SetCredential). Retired lists the credentials that
-	// were replaced while terminal ("fp=status,…", newest first, at most
-	// MaxRetired), so one that comes back (a restart on a config file that
-	// still has it) is terminal again, not a fresh key. Strings, not a
-	// slice: Conn stays a small comparable value (it is copied by value on
-	// the request path, and a held stream's stack is measured).
-	Credential   string `json:"credential,omitempty"`
-	CredentialAt Time   `json:"credentialAt,omitempty"`
-	Retired      string `json:"retired,omitempty"`
+	// Retired lists the credentials (one-way fingerprints from the shell,
+	// never a credential) that were replaced while this connection was
+	// terminal ("fp=status,…", newest first, at most MaxRetired). It is
+	// shared by every replica and kept across restarts; each replica
+	// checks its own key against it (Engine.SetCredential), so a key that
+	// comes back — a restart on a config file that still has it, a replica
+	// that never got the new key — is terminal there, not a fresh key. A
+	// string, not a slice: Conn stays a small comparable value (it is
+	// copied by value on the request path, and a held stream's stack is
+	// measured).
+	Retired string `json:"retired,omitempty"`
 }
 
 // MaxRetired is how many replaced terminal credentials a connection keeps.
-const MaxRetired = 3
+const MaxRetired = 8
 
 // RetiredList splits a Retired value into its fingerprint=status entries.
 func RetiredList(s string) []string {

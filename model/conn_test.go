@@ -376,3 +376,22 @@ func TestClearingCooldownsKeepsTheLadders(t *testing.T) {
 		t.Fatalf("the second 401 after a clear is the ladder's second step: %v", lasts)
 	}
 }
+
+func TestConnectionTestKeepsTheLadders(t *testing.T) {
+	// SPEC §11.7 / §2: a passed connection test clears a non-terminal
+	// cooldown, but a /models that answers says nothing of the requests the
+	// key had refused: the 403 ladder's strikes stay, so a key tested
+	// between refusals still reaches banned (each test restarted it).
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
+	ref := ConnRef{"p", "k1"}
+	for i := 0; i < 4 && !connOf(e, "p", "k1").Status.Terminal(); i++ {
+		now := at(int64(i) * sec(1))
+		hit(t, e, now, "p", "k1", "m1", withBody(403, `{"error":{"message":"Request not allowed"}}`))
+		if err := e.ConnectionTestPassed(now, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := connOf(e, "p", "k1"); c.Status != StatusBanned {
+		t.Fatalf("the 403 ladder under connection tests: %+v", *c)
+	}
+}

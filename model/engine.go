@@ -52,6 +52,18 @@ type connState struct {
 	locks    lockoutSet
 	inflight int
 	lane     LaneState // spend-wall lane (SPEC §2b): process memory, not in State
+	// cred is the fingerprint of the key this process uses for the
+	// connection, and retiredAs the terminal status that key was retired
+	// with (StatusActive: not retired). Process memory: replicas may hold
+	// different keys for one shared state (SetCredential).
+	cred      string
+	retiredAs ConnStatus
+}
+
+// refreshRetired re-reads whether this process's key is a retired one
+// (the shared Retired list may have changed).
+func (c *connState) refreshRetired() {
+	c.retiredAs, _ = c.st.retired(c.cred)
 }
 
 type comboState struct {

@@ -111,6 +111,12 @@ func (e *Engine) Connections(now Time, provider string) []ConnectionView {
 				CooldownRemainingMs: c.st.CooldownRemaining(now), BackoffLevel: c.st.LevelAt(now, decay),
 				LastErrorType: c.st.LastErrorType, LastError: c.st.LastError, ErrorCode: c.st.ErrorCode,
 				InFlight: c.inflight, Uses: c.st.Uses, Lockouts: []LockoutView{}}
+			if !c.st.Status.Terminal() && c.retiredAs.Terminal() {
+				// This process's key was retired while terminal.
+				v.Status, v.CooldownRemainingMs = c.retiredAs, 0
+				v.LastErrorType = terminalReason(c.retiredAs)
+				v.LastError = "the key this gateway uses was replaced while " + c.retiredAs.String() + "; put the new key in its config, or reset the connection"
+			}
 			v.Lockouts = e.appendLockouts(now, p, c, v.Lockouts)
 			out = append(out, v)
 		}
@@ -286,16 +292,17 @@ func (e *Engine) ResetConnection(now Time, ref ConnRef) (bool, error) {
 		return false, err
 	}
 	e.forgetInert(now, p, c)
-	_, wasRetired := c.st.retired(c.st.Credential)
+	wasRetired := c.retiredAs.Terminal()
 	if c.st.Status == StatusActive && c.st.clean() && len(c.locks) == 0 && !wasRetired {
 		return false, nil
 	}
 	c.st.Status = StatusActive
 	c.st.clearErrors()
 	if wasRetired {
-		// The operator vouches for the credential in use: it is no longer
-		// one to treat as terminal when it comes back.
-		c.st.unretire(c.st.Credential)
+		// The operator vouches for this process's key: it is no longer
+		// one to treat as terminal, here or on a replica that holds it.
+		c.st.unretire(c.cred)
+		c.retiredAs = StatusActive
 	}
 	e.startOver(now, p, c)
 	return true, nil
@@ -311,41 +318,45 @@ func (e *Engine) startOver(now Time, p *provState, c *connState) {
 	c.locks = c.locks[:0]
 }
 
-// SetCredential tells the engine which credential a connection now uses,
-// by its fingerprint fp (the shell's one-way hash of the key; "" = none,
-// nothing to do): at start for every connection, and when PUT
-// /api/providers changes a key. A new credential starts over — its
-// connection active with every error cleared (SPEC §11.7: a credentials
-// change clears a terminal state) — unless it is one this connection
-// retired while terminal: then it is terminal again. A start on the config
-// file's key after a runtime change therefore does not inherit the
-// runtime key's clean state (the file's expired key was shown active). It
-// reports whether the state changed.
+// SetCredential tells the engine which key this process uses for a
+// connection, by its fingerprint fp (the shell's one-way hash; "" = none):
+// at start for every connection, and when PUT /api/providers changes a
+// key. A change of key on this process starts the connection over (SPEC
+// §11.7: new credentials clear a terminal state), the old key recorded as
+// retired when it was terminal. Whether the key in use is a retired one is
+// this process's own judgement (a replica, or a restart on a config file,
+// that still has the old key keeps it terminal; one with the new key does
+// not): the shared state is never flipped by a replica's key. It reports
+// whether the shared state changed.
 func (e *Engine) SetCredential(now Time, ref ConnRef, fp string) (bool, error) {
 	p, c, err := e.conn(ref)
-	if err != nil || fp == "" || c.st.Credential == fp {
+	if err != nil || fp == "" {
 		return false, err
 	}
-	if c.st.Credential == "" {
-		// A state from before fingerprints, or a first start: it is this
-		// credential's.
-		c.st.Credential, c.st.CredentialAt = fp, now
-		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
-		return true, nil
+	old := c.cred
+	c.cred = fp
+	changed := false
+	if old != "" && old != fp {
+		if c.st.Status.Terminal() {
+			c.st.retire(old, c.st.Status)
+		}
+		c.st.clearErrors()
+		c.st.Status = StatusActive
+		e.startOver(now, p, c)
+		changed = true
 	}
-	if c.st.Status.Terminal() {
-		c.st.retire(c.st.Credential, c.st.Status)
+	c.refreshRetired()
+	return changed, nil
+}
+
+// RefreshCredentials re-checks every connection's key against the shared
+// Retired lists, after other replicas' changes were applied.
+func (e *Engine) RefreshCredentials() {
+	for i := range e.provs {
+		for j := range e.provs[i].conns {
+			e.provs[i].conns[j].refreshRetired()
+		}
 	}
-	c.st.clearErrors()
-	c.st.Status = StatusActive
-	if st, ok := c.st.retired(fp); ok {
-		c.st.Status = st
-		c.st.LastError = "this credential was replaced while " + st.String() + " and is back in use"
-		c.st.LastErrorType, c.st.LastErrorAt = terminalReason(st), now
-	}
-	c.st.Credential, c.st.CredentialAt = fp, now
-	e.startOver(now, p, c)
-	return true, nil
 }
 
 // ClearLockout is DELETE /api/resilience/model-cooldowns for one
@@ -398,7 +409,14 @@ func (e *Engine) ConnectionTestPassed(now Time, ref ConnRef) error {
 		return err
 	}
 	if !c.st.Status.Terminal() && !c.st.clean() {
+		// The 401 / 403 ladders' strikes stay, as under the cooldown
+		// manager: a /models that answers proves the key reaches the
+		// upstream, not that the requests it refused will pass (a key
+		// tested between refusals never reached banned).
+		rej, auth := c.st.Rejected, c.st.Auth
 		c.st.clearErrors()
+		rej.CooldownUntil, auth.CooldownUntil = 0, 0
+		c.st.Rejected, c.st.Auth = rej, auth
 		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 	}
 	e.refreshProvider(now, p)

@@ -251,6 +251,8 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 			x.Reason = ExclNotAllowed
 		case c.st.Status.Terminal():
 			x.Reason, x.LockReason = ExclTerminal, terminalReason(c.st.Status)
+		case c.retiredAs.Terminal(): // this process's key was retired while terminal
+			x.Reason, x.LockReason = ExclTerminal, terminalReason(c.retiredAs)
 		case c.st.RateLimitedUntil > now:
 			x.Reason, x.RemainingMs, x.LockReason = ExclConnectionCooldown, c.st.RateLimitedUntil.Sub(now), c.st.LastErrorType
 			if l := c.locks.blocking(now, fam, model); l != nil && l.Until > c.st.RateLimitedUntil {

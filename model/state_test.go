@@ -264,48 +264,65 @@ func TestNearestName(t *testing.T) {
 
 func TestSetCredentialRetiresATerminalKey(t *testing.T) {
 	// SPEC §11.7: a credentials change clears a terminal state. The state
-	// outlives the change (it is stored; the runtime key is not): a start
-	// on the config file's key, which expired, must not inherit the runtime
-	// key's clean state — that key is terminal again.
-	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
+	// outlives the change and is shared (it is stored; the runtime key is
+	// not): a process that holds the old, banned key — a restart on the
+	// config file, a replica that never got the new key — must keep it
+	// terminal, while the process with the new key serves; neither flips
+	// the shared state for the other.
+	tp := topo(oneProvider("p", ProfileAPIKey, 1))
+	e := mustEngine(t, tp, nil)
 	ref := ConnRef{"p", "k1"}
-	if ch, err := e.SetCredential(at(0), ref, "fp-file"); err != nil || !ch {
-		t.Fatalf("first fingerprint adopted: %v %v", ch, err)
+	if ch, err := e.SetCredential(at(0), ref, "fp-file"); err != nil || ch {
+		t.Fatalf("the first key is adopted, the state unchanged: %v %v", ch, err)
 	}
-	if ch, _ := e.SetCredential(at(0), ref, "fp-file"); ch {
-		t.Fatal("the same credential again changes nothing")
+	hit(t, e, at(0), "p", "k1", "m1", withBody(403, `{"error":{"message":"Your account has been deactivated"}}`))
+	if c := connOf(e, "p", "k1"); c.Status != StatusBanned {
+		t.Fatalf("banned: %v", c.Status)
 	}
-	for i := 0; i < 4; i++ { // the 401 ladder to expired
-		now := at(int64(i) * hour)
-		hit(t, e, now, "p", "k1", "m1", withBody(401, `{"error":{"message":"invalid api key"}}`))
+	// A second process on the same state, with the file key.
+	other := mustEngine(t, tp, nil)
+	// PUT a new key on the first: active, every error cleared, the old key
+	// retired.
+	if ch, _ := e.SetCredential(at(hour), ref, "fp-runtime"); !ch {
+		t.Fatal("a new key changes the state")
 	}
-	if c := connOf(e, "p", "k1"); c.Status != StatusExpired {
-		t.Fatalf("expired: %v", c.Status)
-	}
-	// PUT a new key: active, every error cleared.
-	if ch, _ := e.SetCredential(at(5*hour), ref, "fp-runtime"); !ch {
-		t.Fatal("a new credential changes the state")
-	}
-	if c := connOf(e, "p", "k1"); c.Status != StatusActive || c.LastErrorType != ReasonNone || c.Credential != "fp-runtime" {
+	if c := connOf(e, "p", "k1"); c.Status != StatusActive || c.LastErrorType != ReasonNone || c.Retired != "fp-file=banned" {
 		t.Fatalf("the new key starts over: %+v", *c)
 	}
-	// A restart on the file's key restores it as it was: expired.
-	st := e.Snapshot(at(6 * hour))
-	e2 := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
-	if err := e2.Restore(st); err != nil {
+	if got := candidates(selectAt(t, e, at(hour), "p/m1")); len(got) != 1 {
+		t.Fatalf("the new key serves: %v", got)
+	}
+	// The other process (a restart on the file, or a replica) gets the
+	// shared state and holds the retired key: terminal for it.
+	if err := other.Restore(e.Snapshot(at(hour))); err != nil {
 		t.Fatal(err)
 	}
-	e2.SetCredential(at(6*hour), ref, "fp-file")
-	if c := connOf(e2, "p", "k1"); c.Status != StatusExpired {
-		t.Fatalf("the retired key is terminal again: %+v", *c)
+	other.SetCredential(at(hour), ref, "fp-file")
+	if got := candidates(selectAt(t, other, at(hour), "p/m1")); len(got) != 0 {
+		t.Fatalf("the retired key is never sent: %v", got)
 	}
-	// The operator's reset vouches for it: not terminal on a later return.
-	if ch, _ := e2.ResetConnection(at(7*hour), ref); !ch {
+	if v := other.Connections(at(hour), "p")[0]; v.Status != StatusBanned {
+		t.Fatalf("shown banned where the old key is held: %+v", v)
+	}
+	if c := connOf(other, "p", "k1"); c.Status != StatusActive {
+		t.Fatalf("the shared state is not flipped: %+v", *c)
+	}
+	// A key retired later (another replica's PUT) is picked up when the
+	// shared lists are re-read.
+	third := mustEngine(t, tp, nil)
+	third.SetCredential(at(0), ref, "fp-file")
+	if err := third.Restore(e.Snapshot(at(hour))); err != nil {
+		t.Fatal(err)
+	}
+	third.RefreshCredentials()
+	if got := candidates(selectAt(t, third, at(hour), "p/m1")); len(got) != 0 {
+		t.Fatalf("after a remote retire: %v", got)
+	}
+	// The operator's reset vouches for the key a process holds.
+	if ch, _ := other.ResetConnection(at(2*hour), ref); !ch {
 		t.Fatal("reset")
 	}
-	e2.SetCredential(at(8*hour), ref, "fp-other")
-	e2.SetCredential(at(9*hour), ref, "fp-file")
-	if c := connOf(e2, "p", "k1"); c.Status != StatusActive {
-		t.Fatalf("reset, then back: %+v", *c)
+	if got := candidates(selectAt(t, other, at(2*hour), "p/m1")); len(got) != 1 || connOf(other, "p", "k1").Retired != "" {
+		t.Fatalf("reset, the key usable again and unretired: %v %q", got, connOf(other, "p", "k1").Retired)
 	}
 }

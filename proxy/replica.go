@@ -40,6 +40,7 @@ func (g *Gateway) applyRemote() {
 	g.drainToStore()
 	g.lock()
 	res, err := rs.ApplyRemote(g.eng, g.modelNow())
+	g.eng.RefreshCredentials() // another replica may have retired the key this one holds
 	g.unlock()
 	if err != nil {
 		g.log.Warn("applying other replicas' changes failed; will retry on the next signal", "err", err)

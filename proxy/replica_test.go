@@ -112,3 +112,46 @@ resilience:
 		t.Fatalf("restarted replica lost the OPEN breaker: %s", c.do("GET", "/api/monitoring/health", "").body)
 	}
 }
+
+// SPEC §11.7 across replicas: a key changed with PUT /api/providers on one
+// replica clears the ban there; a replica that still holds the banned file
+// key keeps it banned — it never sends it, and it never flips the shared
+// state back for the first (they fought: each judged the shared state by
+// its own key and wrote it).
+func TestReplicasJudgeTheRetiredKeyByTheirOwn(t *testing.T) {
+	url := pgtest.NewDB(t)
+	up := newFakeUp(t)
+	up.set("file-key", status(403, `{"error":{"message":"Your account has been deactivated"}}`))
+	up.set("new-key", okJSON("hi"))
+	const cfg = `
+server: {listen: 127.0.0.1:0}
+providers:
+  - {id: p, profile: apikey, baseURL: {{UP}}, models: [m], connections: [{id: c1, apiKey: file-key}]}
+resilience:
+  waitForCooldown: {enabled: false}
+`
+	a := newReplica(t, up, url, cfg)
+	b := newReplica(t, up, url, cfg)
+	if r := a.chat("p/m"); r.code != 403 {
+		t.Fatalf("the ban: %d %s", r.code, r.body)
+	}
+	if r := a.do("PUT", "/api/providers/p", `{"connections":[{"id":"c1","apiKey":"new-key"}]}`); r.code != 200 {
+		t.Fatalf("PUT on a: %d %s", r.code, r.body)
+	}
+	status := func(g *gw) any { return g.conn("p", "c1")["status"] }
+	// b learns of the retirement through the database.
+	eventually(t, "replica b sees its key retired", func() bool { return status(b) == "banned" })
+	if r := b.chat("p/m"); r.code == 200 || up.count("file-key") != 1 {
+		t.Fatalf("b sent its banned key again: %d, file-key calls %d", r.code, up.count("file-key"))
+	}
+	// a keeps serving with its new key, well after b has seen everything.
+	time.Sleep(500 * time.Millisecond)
+	for range 3 {
+		if r := a.chat("p/m"); r.code != 200 {
+			t.Fatalf("a with the new key: %d %s (status %v)", r.code, r.body, status(a))
+		}
+	}
+	if status(a) != "active" || status(b) != "banned" {
+		t.Fatalf("a %v, b %v", status(a), status(b))
+	}
+}

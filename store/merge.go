@@ -157,10 +157,6 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 		})
 	out.EgressIP, out.EgressAt = eg.ip, eg.at
 	out.RateLimitProtection = pick3(anc.RateLimitProtection, mine.RateLimitProtection, theirs.RateLimitProtection, greater[model.Toggle])
-	// The credential the state describes: the later change wins.
-	cr := pick3(credential{anc.Credential, anc.CredentialAt}, credential{mine.Credential, mine.CredentialAt},
-		credential{theirs.Credential, theirs.CredentialAt}, laterCredential)
-	out.Credential, out.CredentialAt = cr.fp, cr.at
 	out.Retired = pick3(anc.Retired, mine.Retired, theirs.Retired, mergeRetired)
 	if out.Status.Terminal() {
 		out.RateLimitedUntil = 0 // a terminal connection carries no cooldown
@@ -239,22 +235,8 @@ func mergeConn(a, b model.Conn) model.Conn {
 		out.EgressIP, out.EgressAt = b.EgressIP, b.EgressAt
 	}
 	out.RateLimitProtection = max(a.RateLimitProtection, b.RateLimitProtection)
-	cr := laterCredential(credential{a.Credential, a.CredentialAt}, credential{b.Credential, b.CredentialAt})
-	out.Credential, out.CredentialAt = cr.fp, cr.at
 	out.Retired = mergeRetired(a.Retired, b.Retired)
 	return out
-}
-
-type credential struct {
-	fp string
-	at model.Time
-}
-
-func laterCredential(a, b credential) credential {
-	if b.at > a.at || (b.at == a.at && b.fp > a.fp) {
-		return b
-	}
-	return a
 }
 
 // mergeRetired keeps every retired credential of both sides (one entry per
