@@ -47,7 +47,7 @@ var catalog = []Entry{
 		Body: `{"error":{"message":"用户额度不足, 剩余额度: ＄0.000000","type":"new_api_error"}}`}},
 
 	// Accounts.
-	{"expired-401", "401 token expired (expired ladder, terminal on the 3rd)", Response{Status: 401,
+	{"expired-401", "401 token expired (the expired ladder: 5, 10, 20 min cooldowns, the 4th is terminal)", Response{Status: 401,
 		Body: `{"error":{"message":"Your authentication token has expired. Please log in again.","type":"authentication_error","code":"token_expired"}}`}},
 	{"banned-403", "403 account banned (terminal banned at once)", Response{Status: 403,
 		Body: `{"error":{"message":"Your account has been banned for violating the usage policy.","type":"permission_error"}}`}},

@@ -494,3 +494,17 @@ func TestSettingsRefuseNegativesAndZeroTimers(t *testing.T) {
 		}
 	}
 }
+
+// docs/config.md: a bad variable is an error naming the variable. A named
+// timer variable set to 0 was refused by the later tree check, which named
+// only the settings path.
+func TestEnvZeroTimerNamesTheVariable(t *testing.T) {
+	for _, env := range []string{"BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=0", "BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS=0s"} {
+		_, err := EnvLayer([]string{env})
+		name, _, _ := strings.Cut(env, "=")
+		ses := SettingsErrors(err)
+		if len(ses) != 1 || ses[0].Source != "env "+name || !strings.Contains(ses[0].Problem, "at least 1 ms") {
+			t.Errorf("%s: %v, want one error from env %s", env, err, name)
+		}
+	}
+}

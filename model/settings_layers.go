@@ -1111,6 +1111,10 @@ func EnvLayer(environ []string) (Layer, error) {
 			path = ev.Path
 			var v any
 			v, err = parseEnvSettingValue(ev.Kind, raw)
+			if n := settingsPathNode(path); err == nil && n != nil && n.positive && v == json.Number("0") {
+				// Here, not in the later check, so the error names the variable.
+				err = fmt.Errorf("must be at least 1 ms (this timer cannot be turned off), got %q", raw)
+			}
 			if err == nil {
 				next = Layer(setSettingsIn(map[string]any(cloneSettingsValue(map[string]any(l)).(map[string]any)), strings.Split(path, "."), v))
 			} else {

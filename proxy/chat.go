@@ -162,6 +162,12 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	}
 	if err != nil {
 		rs.setHeaders(w.Header())
+		if context.Cause(r.Context()) == errShutdown {
+			// The drain ran out while the body was still arriving: not the
+			// client's bad request.
+			rs.finish(rs.answerModelError(shuttingDown()))
+			return nil
+		}
 		var be *errBadRequest
 		if errors.As(err, &be) {
 			writeError(w, be.status, be.code, be.msg)
@@ -256,7 +262,7 @@ func (rs *reqState) run() int {
 		switch step.Kind {
 		case model.StepWait:
 			g.met.waits.WithLabelValues(rs.waitKind()).Inc()
-			switch rs.wait(time.Duration(step.WaitMs) * time.Millisecond) {
+			switch how, left := rs.wait(time.Duration(step.WaitMs) * time.Millisecond); how {
 			case waitClientGone:
 				return rs.clientGone()
 			case waitDrained:
@@ -264,7 +270,7 @@ func (rs *reqState) run() int {
 				// holding the drain for; the client can come back (to another
 				// replica) when the wait would have ended.
 				e := shuttingDown()
-				e.RetryAfterMs = max(e.RetryAfterMs, step.WaitMs)
+				e.RetryAfterMs = max(e.RetryAfterMs, left.Milliseconds())
 				return rs.answerModelError(e)
 			}
 		case model.StepAnswer:
@@ -341,7 +347,7 @@ const (
 // away, or when the gateway begins to shut down and the wait would not end
 // (with a second to spare for the attempt after it) before the drain's
 // deadline.
-func (rs *reqState) wait(d time.Duration) int {
+func (rs *reqState) wait(d time.Duration) (int, time.Duration) {
 	end := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -349,12 +355,12 @@ func (rs *reqState) wait(d time.Duration) int {
 	for {
 		select {
 		case <-t.C:
-			return waitDone
+			return waitDone, 0
 		case <-rs.ctx.Done():
-			return waitClientGone
+			return waitClientGone, 0
 		case <-drain:
 			if by := rs.g.drainBy.Load(); by == 0 || end.After(time.Unix(0, by).Add(-cutGrace)) {
-				return waitDrained
+				return waitDrained, time.Until(end) // what was left of it: the Retry-After
 			}
 			drain = nil // it fits in the drain: keep waiting
 		}

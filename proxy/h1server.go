@@ -89,6 +89,12 @@ func (s *h1Server) CutRequests(cause error) {
 		c.watch.mu.Lock()
 		if c.watch.cancel != nil {
 			c.watch.cancel(cause)
+			if c.body.remaining.Load() > 0 {
+				// The handler is still reading the body, which no context
+				// interrupts: a past deadline ends the read, so the handler
+				// answers (and the body's client is told) before the close.
+				c.nc.SetReadDeadline(aLongTimeAgo)
+			}
 		}
 		c.watch.mu.Unlock()
 	}

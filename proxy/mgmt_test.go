@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -675,5 +677,42 @@ providers:
 	// And no fingerprint is shown.
 	if r := admin(g2, "GET", "/api/monitoring/health", ""); strings.Contains(r.body, `"credential"`) || strings.Contains(r.body, `"retired"`) {
 		t.Fatalf("health shows credential fingerprints: %s", r.body)
+	}
+}
+
+// A request whose body is still arriving when the drain runs out is told
+// so (503 gateway_shutting_down) instead of getting an empty reply and a
+// logged 400: the cut ends the body read, which no context interrupts.
+func TestShutdownCutAnswersAnUnfinishedUpload(t *testing.T) {
+	up := newFakeUp(t)
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.url())), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Store: NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveLoopback(t, g)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"model\":\"oa/gpt-5\",")
+	eventually(t, "the upload in its handler", func() bool { return g.active.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := g.Shutdown(ctx); !errors.Is(err, ErrDrainCut) {
+		t.Fatalf("Shutdown = %v, want ErrDrainCut", err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 503 || !strings.Contains(string(b), "gateway_shutting_down") {
+		t.Fatalf("%d %s, want 503 gateway_shutting_down", res.StatusCode, b)
 	}
 }
