@@ -110,8 +110,8 @@ func (c *attemptClock) suspend() time.Duration { return time.Duration(c.budget.S
 // clockCtx is the parent of an attempt's context. It carries the attempt
 // clock to the dialer and is otherwise the request's context: its Done and
 // cancelCtx are the request's own, so context.WithCancelCause under it
-// registers with the request's context and starts no goroutine. Kept in
-// reqState: no allocation per attempt.
+// registers with the request's context and starts no goroutine (one
+// small allocation per attempt).
 type clockCtx struct {
 	context.Context
 	clock *attemptClock

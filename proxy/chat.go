@@ -66,7 +66,6 @@ type reqState struct {
 	// the request is passed over without queueing for it.
 	wireURL  string
 	wireBody []byte
-	cctx     clockCtx // the current attempt context's parent (attemptclock.go)
 
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into

@@ -276,8 +276,10 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 // delivers it to the client.
 func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) execResult {
 	to := &rs.s.UpstreamTimeouts
-	rs.cctx = clockCtx{Context: rs.ctx}
-	actx, cancel := context.WithCancelCause(&rs.cctx)
+	// A parent of its own per attempt (not reused in reqState: a finished
+	// attempt's timer may still be unlinking its context from it).
+	cctx := &clockCtx{Context: rs.ctx}
+	actx, cancel := context.WithCancelCause(cctx)
 	defer cancel(nil)
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
@@ -291,7 +293,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		cause = errDeadline
 	}
 	clock := startAttemptClock(attemptD, cause, to.ResponseHeaderMs.Duration(), cancel)
-	rs.cctx.clock = clock // the dialer finds it (dialUpstream)
+	cctx.clock = clock // the dialer finds it (dialUpstream), on this goroutine or the transport's after Do
 	defer clock.stop()
 
 	var req *http.Request
