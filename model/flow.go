@@ -36,8 +36,10 @@ type Flow struct {
 	skipTargets     []int
 	unfit           []int  // targets whose provider type cannot express the request (RecordUnsupported); kept across waits
 	unsupported     *Error // the first of those refusals: the answer when no upstream answered
+	unsupportedConn ConnRef
 	retriedSame     bool
 	emergency       bool
+	grace           int // attempts allowed past the budget (the emergency fallback's one)
 	last            Verdict
 	hasLast         bool
 	local           *Error // the admission queue's refusal of the last attempt (RecordLocal); nil after an upstream answer
@@ -148,7 +150,7 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 		if ci < 0 {
 			return f.noCandidate(now, e, sel)
 		}
-		if f.attempts >= e.settings.RequestBudget.MaxAttempts {
+		if f.attempts >= e.settings.RequestBudget.MaxAttempts+f.grace {
 			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
 				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's attempt budget was spent"}})
 		}
@@ -208,6 +210,12 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	if ef := &e.settings.EmergencyFallback; ef.Enabled && !f.emergency && ef.Target != "" && len(sel.Candidates) == 0 {
 		if r, err := e.Resolve(ef.Target); err == nil && r.Name != f.Route.Name {
 			f.emergency = true
+			if f.attempts >= e.settings.RequestBudget.MaxAttempts {
+				// The fallback is tried instead of failing (SPEC §11.7),
+				// once, even when waits and failures spent the attempt
+				// budget; the deadline still holds.
+				f.grace = 1
+			}
 			f.Route = r
 			f.tried = f.tried[:0]
 			f.skipTargets = f.skipTargets[:0]
@@ -233,6 +241,7 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	}
 	if f.unsupported != nil && (unavail == nil || unavail.Code == CodeNoExecutableTargets) {
 		// No upstream answered and what is left cannot express the request.
+		f.lastConn = f.unsupportedConn
 		return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.unsupported})
 	}
 	if unavail == nil {
@@ -342,15 +351,15 @@ func (f *Flow) RecordLocalCut(now Time, e *Engine, a *Attempt, err *Error, commi
 // err (400 unsupported_by_provider_type). Call Next after it.
 func (f *Flow) RecordUnsupported(now Time, e *Engine, a *Attempt, err *Error) {
 	last, hasLast, local, lastConn := f.last, f.hasLast, f.local, f.lastConn
+	e.unuse(now, a)                                    // not a use of the connection (least-used, p2c)
 	e.Record(now, a, Outcome{Kind: OutcomeLocalQueue}) // frees the in-flight count and any probe permit
 	f.last, f.hasLast, f.local, f.lastConn = last, hasLast, local, lastConn
-	if !hasLast {
-		f.lastConn = ConnRef{a.Provider, a.Connection}
-	}
 	f.attempts--
 	f.unfit = append(f.unfit, a.Target)
 	if f.unsupported == nil {
-		f.unsupported = err
+		// The first such connection: named by the answer when nothing
+		// else is (no upstream answered, no other exclusion).
+		f.unsupported, f.unsupportedConn = err, ConnRef{a.Provider, a.Connection}
 	}
 }
 

@@ -354,3 +354,40 @@ func TestFlowRecordLocalIsNoUse(t *testing.T) {
 		t.Fatalf("a refused attempt is no use: %d", u)
 	}
 }
+
+func TestFlowEmergencyFallbackAfterTheBudget(t *testing.T) {
+	// SPEC §11.7: the emergency target is tried instead of failing — also
+	// when cooldown waits and retries spent the attempt budget (the client
+	// got request_budget_exhausted and the healthy fallback was never
+	// called). It gets one attempt past the budget; the deadline holds.
+	a := oneProvider("a", ProfileAPIKey, 1)
+	b := oneProvider("b", ProfileAPIKey, 1)
+	e := mustEngine(t, topo(a, b), func(s *Settings) {
+		s.EmergencyFallback = EmergencyFallback{Enabled: true, Target: "b/m1"}
+		s.RequestBudget.MaxAttempts = 2
+	})
+	st, trail, _ := drive(t, e, at(0), "a/m1", func(at *Attempt, _ int) (Outcome, bool) {
+		if at.Provider == "a" {
+			return status(503), false
+		}
+		return status(200), false
+	})
+	if st.Status != 200 || trail[len(trail)-1] != "b/k1" {
+		t.Fatalf("the fallback serves after the budget: %+v %v", st, trail)
+	}
+}
+
+func TestFlowUnsupportedAnswerNamesTheFirst(t *testing.T) {
+	// docs/gateway.md Headers: a request no target can express names the
+	// first target passed over (it named the last, with the first's error).
+	tp := topo(oneProvider("an", ProfileAPIKey, 1), oneProvider("ge", ProfileAPIKey, 1))
+	tp.Combos = []ComboConfig{{ID: "c", Targets: []ComboTarget{{Provider: "an", Model: "m1"}, {Provider: "ge", Model: "m1"}}}}
+	e := mustEngine(t, tp, func(s *Settings) { s.ComboCooldownWait.Enabled = false })
+	st, _, _ := driveUnfit(t, e, at(0), "c", map[string]bool{"an": true, "ge": true}, func(*Attempt) Outcome { return status(200) })
+	if st.Err == nil || st.Err.Provider != "an" || st.LastConnection.Provider != "an" {
+		t.Fatalf("the first passed over: %+v", st)
+	}
+	if u := connOf(e, "an", "k1").Uses + connOf(e, "ge", "k1").Uses; u != 0 {
+		t.Fatalf("passing a target over is no use: %d", u)
+	}
+}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -383,16 +384,23 @@ func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
 			full++
 		}
 	}
-	if full > 0 && full < n {
+	if full > 0 {
+		// With every connection full, the one with the fewest attempts in
+		// flight or queued goes first: queued requests spread over the
+		// siblings' queues instead of all waiting on the strategy's first
+		// (fill-first queued every excess request on k1 while k2 drained).
 		slices.SortStableFunc(buf, func(x, y int32) int {
-			fx, fy := p.conns[x].full(), p.conns[y].full()
+			cx, cy := &p.conns[x], &p.conns[y]
+			fx, fy := cx.full(), cy.full()
 			switch {
-			case fx == fy:
-				return 0
-			case fy:
+			case fx != fy && fy:
 				return -1
+			case fx != fy:
+				return 1
+			case fx:
+				return cmp.Compare(cx.inflight, cy.inflight)
 			}
-			return 1
+			return 0
 		})
 	}
 	return buf

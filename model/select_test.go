@@ -360,6 +360,17 @@ func TestFullConnectionGoesAfterAFreeSibling(t *testing.T) {
 	if got := candidates(selectAt(t, e, at(4), "p/m1")); got[0] != "p/k1" {
 		t.Fatalf("both free: fill-first again, got %v", got)
 	}
+	// Both full, k1 with a request queued besides: the next one queues on
+	// k2, the shorter queue, not behind k1's.
+	a = beginOn(t, e, at(4), "p", "k1", "m1")
+	b = beginOn(t, e, at(4), "p", "k2", "m1")
+	q := beginOn(t, e, at(4), "p", "k1", "m1")
+	if got := candidates(selectAt(t, e, at(5), "p/m1")); got[0] != "p/k2" {
+		t.Fatalf("all full: the shorter queue first, got %v", got)
+	}
+	e.Record(at(5), &a, status(200))
+	e.Record(at(5), &b, status(200))
+	e.Record(at(5), &q, status(200))
 	if err := e.SetMaxConcurrent(ConnRef{"p", "k1"}, 0); err != nil { // no cap: never full
 		t.Fatal(err)
 	}

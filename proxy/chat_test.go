@@ -1013,15 +1013,17 @@ func TestModelsListFollowsTheKey(t *testing.T) {
 	up := newFakeUp(t)
 	g := newGW(t, up, `
 clientKeys:
-  - {id: team-a, key: key-a, allowedConnections: [p/a]}
+  - {id: team-a, key: key-a, allowedConnections: [p/a, p2/a]}
   - {id: team-b, key: key-b}
 providers:
   - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}]}
   - {id: q, baseURL: {{UP}}, models: [n], connections: [{id: b, apiKey: b}]}
   - {id: empty, baseURL: {{UP}}, connections: [{id: c, apiKey: c}]}
+  - {id: p2, baseURL: {{UP}}, models: [m], connections: [{id: a, apiKey: a}, {id: b, apiKey: b}]}
 combos:
   - {id: pq, targets: [p/m, q/n]}
   - {id: qonly, targets: [q/n]}
+  - {id: pinned, targets: [{target: p2/m, connection: b}]}
 aliases: {fast: p/m, slow: q/n, both: pq}
 `+testBase)
 	ids := func(key string) []string {
@@ -1039,10 +1041,10 @@ aliases: {fast: p/m, slow: q/n, both: pq}
 		}
 		return out
 	}
-	if got := strings.Join(ids("key-a"), ","); got != "pq,p/m,both,fast" {
-		t.Fatalf("team-a reaches p only: %s", got)
+	if got := strings.Join(ids("key-a"), ","); got != "pq,p/m,p2/m,both,fast" {
+		t.Fatalf("team-a reaches p and p2/a only (not the combo pinned to p2/b): %s", got)
 	}
-	if got := strings.Join(ids("key-b"), ","); got != "pq,qonly,p/m,q/n,both,fast,slow" {
+	if got := strings.Join(ids("key-b"), ","); got != "pq,qonly,pinned,p/m,q/n,p2/m,both,fast,slow" {
 		t.Fatalf("team-b reaches all: %s", got)
 	}
 	if r := g.do("GET", "/v1/models/p/m", "", "Authorization", "Bearer key-a"); r.code != 200 || !strings.Contains(r.body, `"id":"p/m"`) || !strings.Contains(r.body, `"object":"model"`) {

@@ -350,30 +350,34 @@ type modelEntry struct {
 // use would answer 404 no_executable_targets). Never nil: the list is an
 // array even when empty.
 func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
-	reaches := func(providers ...string) bool {
+	// reaches: one of the targets (a provider, and the connection a combo
+	// target pins, if any) is among the key's connections.
+	reaches := func(targets ...model.ConnRef) bool {
 		if key == nil || len(key.allowed) == 0 {
 			return true
 		}
 		for _, a := range key.allowed {
-			if slices.Contains(providers, a.Provider) {
-				return true
+			for _, t := range targets {
+				if a.Provider == t.Provider && (t.Connection == "" || a.Connection == t.Connection) {
+					return true
+				}
 			}
 		}
 		return false
 	}
-	comboProviders := make(map[string][]string, len(g.cfg.Combos))
+	comboTargets := make(map[string][]model.ConnRef, len(g.cfg.Combos))
 	data := []modelEntry{}
 	for _, c := range g.cfg.Combos {
 		for _, t := range c.Targets {
 			pid, _, _ := strings.Cut(t.Target, "/")
-			comboProviders[c.ID] = append(comboProviders[c.ID], pid)
+			comboTargets[c.ID] = append(comboTargets[c.ID], model.ConnRef{Provider: pid, Connection: t.Connection})
 		}
-		if reaches(comboProviders[c.ID]...) {
+		if reaches(comboTargets[c.ID]...) {
 			data = append(data, modelEntry{c.ID, "model", 0, "breakwater-combo"})
 		}
 	}
 	for _, p := range g.cfg.Providers {
-		if !reaches(p.ID) {
+		if !reaches(model.ConnRef{Provider: p.ID}) {
 			continue
 		}
 		for _, m := range p.Models {
@@ -384,11 +388,11 @@ func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 		g.lock()
 		r, err := g.eng.Resolve(a)
 		g.unlock()
-		providers := []string{r.Provider}
+		targets := []model.ConnRef{{Provider: r.Provider}}
 		if r.IsCombo() {
-			providers = comboProviders[r.Combo]
+			targets = comboTargets[r.Combo]
 		}
-		if err == nil && reaches(providers...) {
+		if err == nil && reaches(targets...) {
 			data = append(data, modelEntry{a, "model", 0, "breakwater-alias"})
 		}
 	}
