@@ -9,6 +9,16 @@ import (
 // outcome respond returns for its connection; attempts take 10 ms.
 func drive(t *testing.T, e *Engine, now Time, name string, respond func(a *Attempt, n int) (Outcome, bool)) (Step, []string, Time) {
 	t.Helper()
+	st, trail, end, _ := driveFlow(t, e, now, name, nil, respond)
+	return st, trail, end
+}
+
+// driveFlow is drive for a shell whose wire adapter cannot express the
+// request for the providers in unfit: those attempts are reported with
+// RecordUnsupported and never reach respond. It also returns the flow's
+// attempt count.
+func driveFlow(t *testing.T, e *Engine, now Time, name string, unfit map[string]bool, respond func(a *Attempt, n int) (Outcome, bool)) (Step, []string, Time, int) {
+	t.Helper()
 	f := e.StartFlow(now, route(t, e, name), "", nil)
 	var sel Selection
 	var trail []string
@@ -16,21 +26,26 @@ func drive(t *testing.T, e *Engine, now Time, name string, respond func(a *Attem
 		st := f.Next(now, e, &sel)
 		switch st.Kind {
 		case StepAnswer:
-			return st, trail, now
+			return st, trail, now, f.Attempts()
 		case StepWait:
 			trail = append(trail, "wait")
 			now = now.Add(st.WaitMs)
 		case StepAttempt:
+			if unfit[st.Attempt.Provider] {
+				trail = append(trail, "unfit:"+st.Attempt.Provider)
+				f.RecordUnsupported(now, e, &st.Attempt, &Error{Code: CodeUnsupportedByProviderType, Provider: st.Attempt.Provider, Message: "cannot express"})
+				continue
+			}
 			trail = append(trail, st.Attempt.Provider+"/"+st.Attempt.Connection)
 			o, committed := respond(&st.Attempt, len(trail))
 			now = now.Add(10)
 			if _, ans := f.Record(now, e, &st.Attempt, o, committed); ans != nil {
-				return *ans, trail, now
+				return *ans, trail, now, f.Attempts()
 			}
 		}
 	}
 	t.Fatal("flow did not end")
-	return Step{}, nil, now
+	return Step{}, nil, now, 0
 }
 
 func TestFlowFailsOverAcrossConnectionsAndTargets(t *testing.T) {
@@ -229,37 +244,11 @@ func TestFlowDeadlineCutIsBudgetExhausted(t *testing.T) {
 	}
 }
 
-// driveUnfit is drive for a shell whose wire adapter cannot express the
-// request for the providers in unfit: those attempts are reported with
-// RecordUnsupported and never reach respond.
+// driveUnfit is driveFlow with a respond that ignores the attempt count.
 func driveUnfit(t *testing.T, e *Engine, now Time, name string, unfit map[string]bool, respond func(a *Attempt) Outcome) (Step, []string, int) {
 	t.Helper()
-	f := e.StartFlow(now, route(t, e, name), "", nil)
-	var sel Selection
-	var trail []string
-	for i := 0; i < 100; i++ {
-		st := f.Next(now, e, &sel)
-		switch st.Kind {
-		case StepAnswer:
-			return st, trail, f.Attempts()
-		case StepWait:
-			trail = append(trail, "wait")
-			now = now.Add(st.WaitMs)
-		case StepAttempt:
-			if unfit[st.Attempt.Provider] {
-				trail = append(trail, "unfit:"+st.Attempt.Provider)
-				f.RecordUnsupported(now, e, &st.Attempt, &Error{Code: CodeUnsupportedByProviderType, Provider: st.Attempt.Provider, Message: "cannot express"})
-				continue
-			}
-			trail = append(trail, st.Attempt.Provider+"/"+st.Attempt.Connection)
-			now = now.Add(10)
-			if _, ans := f.Record(now, e, &st.Attempt, respond(&st.Attempt), false); ans != nil {
-				return *ans, trail, f.Attempts()
-			}
-		}
-	}
-	t.Fatal("flow did not end")
-	return Step{}, nil, 0
+	st, trail, _, n := driveFlow(t, e, now, name, unfit, func(a *Attempt, _ int) (Outcome, bool) { return respond(a), false })
+	return st, trail, n
 }
 
 func TestFlowUnsupportedTargetIsSkipped(t *testing.T) {

@@ -556,23 +556,14 @@ func TestHealthShowsTheStore(t *testing.T) {
 // holding the shutdown. The cuts are neutral for health.
 func TestShutdownCutAnswersWhatIsInFlight(t *testing.T) {
 	up := newFakeUp(t)
-	y := strings.ReplaceAll(`
+	g, addr := newShutdownGW(t, up, `
 resilience:
   waitForCooldown: {enabled: true, maxRetryWaitSec: 90}
 providers:
   - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: slow, apiKey: slow}]}
   - {id: s, baseURL: {{UP}}, models: [m], connections: [{id: st, apiKey: st}]}
   - {id: w, baseURL: {{UP}}, models: [m], connections: [{id: lim, apiKey: lim}]}
-`, "{{UP}}", up.url())
-	cfg, _, err := ParseConfig("t.yaml", []byte(y), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Store: NewMemoryStore()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveLoopback(t, g)
+`)
 	up.set("slow", slow(3*time.Second, okJSON("late")))
 	up.set("st", sse(streamOpt{chunks: 60, interval: 50 * time.Millisecond}))
 	up.set("lim", status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "30"))
@@ -685,15 +676,7 @@ providers:
 // logged 400: the cut ends the body read, which no context interrupts.
 func TestShutdownCutAnswersAnUnfinishedUpload(t *testing.T) {
 	up := newFakeUp(t)
-	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.url())), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Store: NewMemoryStore()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveLoopback(t, g)
+	g, addr := newShutdownGW(t, up, twoConns)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -715,4 +698,19 @@ func TestShutdownCutAnswersAnUnfinishedUpload(t *testing.T) {
 	if res.StatusCode != 503 || !strings.Contains(string(b), "gateway_shutting_down") {
 		t.Fatalf("%d %s, want 503 gateway_shutting_down", res.StatusCode, b)
 	}
+}
+
+// newShutdownGW serves cfgYAML on a loopback listener for a test that shuts
+// the gateway down itself (no cleanup of its own).
+func newShutdownGW(t *testing.T, up *fakeUp, cfgYAML string) (*Gateway, string) {
+	t.Helper()
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(cfgYAML, "{{UP}}", up.url())), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Store: NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, serveLoopback(t, g)
 }
