@@ -336,7 +336,7 @@ func TestCheckMgmtProviderMillisTakeDurations(t *testing.T) {
 	}
 	for _, bad := range []string{`"10 parsecs"`, `"500us"`, `-5`, `"-1s"`, `true`} {
 		r := admin(g, "PUT", "/api/providers/glm", `{"connections":[{"id":"k1","rateLimitOverrides":{"maxWaitMs":`+bad+`}}]}`)
-		if r.code != 400 || r.errCode() != "invalid_request" || !strings.Contains(r.body, "rateLimitOverrides.maxWaitMs") {
+		if r.code != 400 || r.errCode() != "invalid_request" || !strings.Contains(r.body, `connections[0]: field \"rateLimitOverrides.maxWaitMs\"`) {
 			t.Errorf("maxWaitMs %s: %d %s, want 400 naming the field", bad, r.code, r.body)
 		}
 	}

@@ -836,7 +836,29 @@ type providerPatch struct {
 	BaseURL       *string           `json:"baseURL"`
 	Models        []string          `json:"models"`
 	MaxConcurrent *int              `json:"maxConcurrent"`
-	Connections   []connectionPatch `json:"connections"`
+	Connections   connectionPatches `json:"connections"`
+}
+
+// connectionPatches decodes a PUT body's connections one by one, so an
+// error names the element: encoding/json's field path has no index
+// (connections.rateLimitOverrides.maxWaitMs could be any of them).
+type connectionPatches []connectionPatch
+
+func (cs *connectionPatches) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(connectionPatches, len(raw))
+	for i, r := range raw {
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			return fmt.Errorf("connections[%d]: %s", i, jsonProblem(err))
+		}
+	}
+	*cs = out
+	return nil
 }
 
 // handlePutProvider updates a provider's base URL, caps and connection
