@@ -1053,6 +1053,13 @@ aliases: {fast: p/m, slow: q/n, both: pq}
 	if r := g.do("GET", "/v1/models/q/n", "", "Authorization", "Bearer key-a"); r.code != 404 || r.errCode() != "model_not_found" {
 		t.Fatalf("retrieve outside the key: %d %s", r.code, r.body)
 	}
+	// A bare model a chat request accepts (n: listed by q only).
+	if r := g.do("GET", "/v1/models/n", "", "Authorization", "Bearer key-b"); r.code != 200 || !strings.Contains(r.body, `"owned_by":"q"`) {
+		t.Fatalf("retrieve a bare model: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/v1/models/n", "", "Authorization", "Bearer key-a"); r.code != 404 {
+		t.Fatalf("a bare model outside the key: %d %s", r.code, r.body)
+	}
 	if r := g.do("GET", "/v1/models/fast", ""); r.code != 401 {
 		t.Fatalf("retrieve without a key: %d", r.code)
 	}

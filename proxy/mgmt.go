@@ -350,28 +350,10 @@ type modelEntry struct {
 // use would answer 404 no_executable_targets). Never nil: the list is an
 // array even when empty.
 func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
-	// reaches: one of the targets (a provider, and the connection a combo
-	// target pins, if any) is among the key's connections.
-	reaches := func(targets ...model.ConnRef) bool {
-		if key == nil || len(key.allowed) == 0 {
-			return true
-		}
-		for _, a := range key.allowed {
-			for _, t := range targets {
-				if a.Provider == t.Provider && (t.Connection == "" || a.Connection == t.Connection) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	comboTargets := make(map[string][]model.ConnRef, len(g.cfg.Combos))
+	reaches := func(targets ...model.ConnRef) bool { return key.reaches(targets...) }
+	comboTargets := g.comboTargets()
 	data := []modelEntry{}
 	for _, c := range g.cfg.Combos {
-		for _, t := range c.Targets {
-			pid, _, _ := strings.Cut(t.Target, "/")
-			comboTargets[c.ID] = append(comboTargets[c.ID], model.ConnRef{Provider: pid, Connection: t.Connection})
-		}
 		if reaches(comboTargets[c.ID]...) {
 			data = append(data, modelEntry{c.ID, "model", 0, "breakwater-combo"})
 		}
@@ -399,6 +381,35 @@ func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 	return data
 }
 
+// reaches reports whether one of targets (a provider, with the connection
+// a combo target pins, if any) is among the key's connections; a nil key or
+// one without allowedConnections reaches everything.
+func (k *clientKey) reaches(targets ...model.ConnRef) bool {
+	if k == nil || len(k.allowed) == 0 {
+		return true
+	}
+	for _, a := range k.allowed {
+		for _, t := range targets {
+			if a.Provider == t.Provider && (t.Connection == "" || a.Connection == t.Connection) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// comboTargets is every combo's targets as provider (+ pinned connection).
+func (g *Gateway) comboTargets() map[string][]model.ConnRef {
+	out := make(map[string][]model.ConnRef, len(g.cfg.Combos))
+	for _, c := range g.cfg.Combos {
+		for _, t := range c.Targets {
+			pid, _, _ := strings.Cut(t.Target, "/")
+			out[c.ID] = append(out[c.ID], model.ConnRef{Provider: pid, Connection: t.Connection})
+		}
+	}
+	return out
+}
+
 // handleModels is GET /v1/models (OpenAI's list shape).
 func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
 	key, ok := g.authClient(r)
@@ -420,6 +431,21 @@ func (g *Gateway) handleModel(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	for _, e := range g.modelEntries(key) {
 		if e.ID == id {
+			writeJSON(w, http.StatusOK, e)
+			return
+		}
+	}
+	// Any other name a chat request accepts (a bare model one provider
+	// lists, " p/m " with spaces): the entry of what it resolves to.
+	g.lock()
+	route, err := g.eng.Resolve(id)
+	g.unlock()
+	if err == nil {
+		e, targets := modelEntry{ID: id, Object: "model", OwnedBy: route.Provider}, []model.ConnRef{{Provider: route.Provider}}
+		if route.IsCombo() {
+			e.OwnedBy, targets = "breakwater-combo", g.comboTargets()[route.Combo]
+		}
+		if key.reaches(targets...) {
 			writeJSON(w, http.StatusOK, e)
 			return
 		}
