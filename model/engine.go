@@ -58,6 +58,19 @@ type connState struct {
 	// different keys for one shared state (SetCredential).
 	cred      string
 	retiredAs ConnStatus
+	// byModel counts inflight per model with a modelConcurrency cap
+	// (nil until one is used).
+	byModel map[string]int
+}
+
+// modelInflight adds d to model's count of attempts begun and not over.
+func (c *connState) modelInflight(model string, d int) {
+	if c.byModel == nil {
+		c.byModel = map[string]int{}
+	}
+	if c.byModel[model] += d; c.byModel[model] <= 0 {
+		delete(c.byModel, model)
+	}
 }
 
 // refreshRetired re-reads whether this process's key is a retired one
@@ -248,6 +261,9 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 	e.pinOnBegin(now, &c)
 	cs := &p.conns[c.c]
 	cs.inflight++
+	if cs.cfg.ModelConcurrency[c.Model] > 0 {
+		cs.modelInflight(c.Model, +1)
+	}
 	cs.st.Uses++
 	cs.st.LastUsedAt = now
 	e.emit(Change{At: now, Kind: ChangeUsage, Provider: p.id, Connection: cs.id, Conn: cs.st})
@@ -281,6 +297,9 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	c := &p.conns[a.c]
 	if c.inflight > 0 && !a.detached {
 		c.inflight--
+		if c.cfg.ModelConcurrency[a.Model] > 0 {
+			c.modelInflight(a.Model, -1)
+		}
 	}
 	ctx := ClassifyContext{Provider: p.id, ProviderType: p.typ, Model: a.Model, Profile: p.profile,
 		PerModelQuota: p.perModelQuota, Now: now}

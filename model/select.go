@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -242,7 +243,7 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 	if pinned >= 0 {
 		out.conns = append(out.conns[:0], pinned)
 	} else {
-		out.conns = e.orderConns(now, p, out.conns[:0])
+		out.conns = e.orderConns(now, p, model, out.conns[:0])
 	}
 	for _, ci := range out.conns {
 		c := &p.conns[ci]
@@ -324,7 +325,7 @@ func contains(list []ConnRef, p, c string) bool {
 }
 
 // orderConns orders a provider's connections by its strategy.
-func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
+func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) []int32 {
 	buf = append(buf, p.order...)
 	n := len(buf)
 	switch p.cfg.Strategy {
@@ -380,7 +381,7 @@ func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
 	// queued on the first for up to maxWaitMs).
 	full := 0
 	for _, ci := range buf {
-		if p.conns[ci].full() {
+		if p.conns[ci].full(model) {
 			full++
 		}
 	}
@@ -391,7 +392,7 @@ func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
 		// (fill-first queued every excess request on k1 while k2 drained).
 		slices.SortStableFunc(buf, func(x, y int32) int {
 			cx, cy := &p.conns[x], &p.conns[y]
-			fx, fy := cx.full(), cy.full()
+			fx, fy := cx.full(model), cy.full(model)
 			switch {
 			case fx != fy && fy:
 				return -1
@@ -406,20 +407,27 @@ func (e *Engine) orderConns(now Time, p *provState, buf []int32) []int32 {
 	return buf
 }
 
-// full: the connection's own concurrency cap is taken by attempts in
-// flight or queued for a slot (every begun attempt until it is recorded).
-func (c *connState) full() bool {
-	return c.cfg.MaxConcurrent > 0 && c.inflight >= c.cfg.MaxConcurrent
+// full: the connection's own concurrency cap, or its cap for model
+// (rateLimitOverrides.modelConcurrency), is taken by attempts in flight or
+// queued for a slot (every begun attempt until it is recorded).
+func (c *connState) full(model string) bool {
+	if c.cfg.MaxConcurrent > 0 && c.inflight >= c.cfg.MaxConcurrent {
+		return true
+	}
+	n := c.cfg.ModelConcurrency[model]
+	return n > 0 && c.byModel[model] >= n
 }
 
-// SetMaxConcurrent changes a connection's maxConcurrent cap as the
-// selection reads it (PUT /api/providers changes the gate's live copy).
-func (e *Engine) SetMaxConcurrent(ref ConnRef, n int) error {
+// SetCaps changes a connection's maxConcurrent and modelConcurrency caps
+// as the selection reads them (PUT /api/providers changes the gate's live
+// copy).
+func (e *Engine) SetCaps(ref ConnRef, maxConcurrent int, modelConcurrency map[string]int) error {
 	_, c, err := e.conn(ref)
 	if err != nil {
 		return err
 	}
-	c.cfg.MaxConcurrent = max(n, 0)
+	c.cfg.MaxConcurrent = max(maxConcurrent, 0)
+	c.cfg.ModelConcurrency = maps.Clone(modelConcurrency)
 	return nil
 }
 

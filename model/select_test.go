@@ -371,11 +371,35 @@ func TestFullConnectionGoesAfterAFreeSibling(t *testing.T) {
 	e.Record(at(5), &a, status(200))
 	e.Record(at(5), &b, status(200))
 	e.Record(at(5), &q, status(200))
-	if err := e.SetMaxConcurrent(ConnRef{"p", "k1"}, 0); err != nil { // no cap: never full
+	if err := e.SetCaps(ConnRef{"p", "k1"}, 0, nil); err != nil { // no cap: never full
 		t.Fatal(err)
 	}
 	a = beginOn(t, e, at(5), "p", "k1", "m1")
 	if got := candidates(selectAt(t, e, at(6), "p/m1")); got[0] != "p/k1" {
 		t.Fatalf("uncapped k1 stays first: %v", got)
+	}
+}
+
+func TestModelCapFullGoesAfterAFreeSibling(t *testing.T) {
+	// SPEC §4 per-model caps: a connection whose modelConcurrency cap for
+	// the model is taken goes after a sibling that can take it, as for
+	// maxConcurrent (all ten requests went to k1 one after another while k2
+	// was never called); another model on the same connection is not held.
+	p := oneProvider("p", ProfileAPIKey, 2)
+	p.Strategy = FillFirst
+	for i := range p.Connections {
+		p.Connections[i].ModelConcurrency = map[string]int{"m1": 1}
+	}
+	e := mustEngine(t, topo(p), nil)
+	a := beginOn(t, e, at(0), "p", "k1", "m1")
+	if got := candidates(selectAt(t, e, at(1), "p/m1")); got[0] != "p/k2" {
+		t.Fatalf("k1's m1 cap taken: k2 first, got %v", got)
+	}
+	if got := candidates(selectAt(t, e, at(1), "p/m2")); got[0] != "p/k1" {
+		t.Fatalf("m2 is not capped: fill-first, got %v", got)
+	}
+	e.Record(at(2), &a, status(200))
+	if got := candidates(selectAt(t, e, at(3), "p/m1")); got[0] != "p/k1" {
+		t.Fatalf("k1's m1 slot free again: got %v", got)
 	}
 }

@@ -74,10 +74,11 @@ type ConnectionConfig struct {
 	Weight         int    `json:"weight,omitempty"`
 	DisableCooling bool   `json:"disableCooling,omitempty"`
 	// Admission (SPEC §4, §5). The engine reads RateLimitProtection (who
-	// goes through the admission queue) and MaxConcurrent (a full
-	// connection is ordered after free siblings; Engine.SetMaxConcurrent
-	// follows PUT /api/providers); the simulator's queue reads the rest (the
-	// proxy keeps live copies that PUT /api/providers may change).
+	// goes through the admission queue), MaxConcurrent and
+	// ModelConcurrency (a full connection is ordered after free siblings;
+	// Engine.SetCaps follows PUT /api/providers); the simulator's queue
+	// reads the rest (the proxy keeps live copies that PUT /api/providers
+	// may change).
 	RateLimitProtection bool           `json:"rateLimitProtection,omitempty"`
 	MaxConcurrent       int            `json:"maxConcurrent,omitempty"`
 	ModelConcurrency    map[string]int `json:"modelConcurrency,omitempty"`

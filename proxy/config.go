@@ -981,7 +981,8 @@ func (c *Config) Topology() (model.Topology, error) {
 			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies}
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
-				MaxConcurrent:       cn.MaxConcurrent,       // SPEC §4: a full connection goes after free siblings
+				MaxConcurrent:       cn.MaxConcurrent, // SPEC §4: a full connection goes after free siblings
+				ModelConcurrency:    cn.RateLimitOverrides.ModelConcurrency,
 				RateLimitProtection: cn.RateLimitProtection, // SPEC §5: who goes through the admission queue
 				EgressIP:            cn.EgressIP,            // SPEC §7
 				SpendWall:           cn.SpendWall.model()})  // SPEC §2b

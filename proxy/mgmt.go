@@ -994,7 +994,7 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	g.gate.configure(g.settings().RequestQueue.GlobalMaxConcurrent, cfgs)
 	g.lock()
 	for _, c := range next.Connections { // the selection's copy of the caps (model.connState.full)
-		_ = g.eng.SetMaxConcurrent(model.ConnRef{Provider: id, Connection: c.ID}, c.MaxConcurrent)
+		_ = g.eng.SetCaps(model.ConnRef{Provider: id, Connection: c.ID}, c.MaxConcurrent, c.RateLimitOverrides.ModelConcurrency)
 	}
 	g.unlock()
 	if len(changed) > 0 {
