@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,26 +138,22 @@ func buildSnap(now model.Time, rows map[string]model.LeaseRow) *leaseSnap {
 		s.byOwner[h] = r
 		s.byConn[r.Conn] = r.ExpiresAt
 		s.held = append(s.held, r.Conn)
-		s.until = append(s.until, r.ExpiresAt)
 		if s.minExp == 0 || r.ExpiresAt < s.minExp {
 			s.minExp = r.ExpiresAt
 		}
 	}
+	// Sorted for a stable order; until is built after the sort, aligned
+	// with held (Flow.HeldUntil): sorting held alone gave each connection
+	// another lease's end (a wrong Retry-After and log).
 	slices.SortFunc(s.held, func(a, b model.ConnRef) int {
-		if a.Provider != b.Provider {
-			if a.Provider < b.Provider {
-				return -1
-			}
-			return 1
+		if c := strings.Compare(a.Provider, b.Provider); c != 0 {
+			return c
 		}
-		if a.Connection < b.Connection {
-			return -1
-		}
-		if a.Connection > b.Connection {
-			return 1
-		}
-		return 0
+		return strings.Compare(a.Connection, b.Connection)
 	})
+	for _, c := range s.held {
+		s.until = append(s.until, s.byConn[c])
+	}
 	return s
 }
 
@@ -241,6 +238,12 @@ func (m *leaseMgr) heldFor(now model.Time) []model.ConnRef {
 func (m *leaseMgr) heldUntilFor(now model.Time) ([]model.ConnRef, []model.Time) {
 	s := m.current(now)
 	return s.held, s.until
+}
+
+// heldBy reports whether c is leased now (by anyone).
+func (m *leaseMgr) heldBy(now model.Time, c model.ConnRef) bool {
+	_, ok := m.current(now).byConn[c]
+	return ok
 }
 
 // fence checks a claim against the copy: the hot path before every

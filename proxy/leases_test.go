@@ -876,3 +876,58 @@ func TestLeaseTakenMidRequestIsRespected(t *testing.T) {
 		t.Fatalf("fail-over after the leases: %d via %s, k2 calls %d", r.code, r.h.Get("X-Breakwater-Connection"), up.count("k2"))
 	}
 }
+
+// SPEC §2d: the lease copy's held list and its end times stay aligned
+// (Flow.HeldUntil): sorting the connections alone gave each another
+// lease's end, so plain traffic got the wrong Retry-After.
+func TestLeaseSnapHeldUntilAligned(t *testing.T) {
+	now := model.Time(1_000_000)
+	rows := map[string]model.LeaseRow{
+		"o1": {Conn: model.ConnRef{Provider: "p2", Connection: "k3"}, ExpiresAt: now + 1_800_000},
+		"o2": {Conn: model.ConnRef{Provider: "p1", Connection: "k2"}, ExpiresAt: now + 10_000},
+		"o3": {Conn: model.ConnRef{Provider: "p1", Connection: "k1"}, ExpiresAt: now + 120_000},
+	}
+	for range 20 { // map order varies
+		s := buildSnap(now, rows)
+		for i, c := range s.held {
+			if s.until[i] != s.byConn[c] {
+				t.Fatalf("%v ends at %d, not %d: %v %v", c, s.until[i], s.byConn[c], s.held, s.until)
+			}
+		}
+	}
+}
+
+// SPEC §2d "refused before dispatch": the fence runs again after admission.
+// A managed request waiting in its connection's queue (maxConcurrent 1)
+// while its lease was released and the connection leased to another owner
+// was still sent on it; now it is refused, and never reaches the upstream.
+func TestLeaseFenceAfterTheQueue(t *testing.T) {
+	up := newFakeUp(t)
+	up.set("k1", slow(800*time.Millisecond, okJSON("hi")))
+	g := newGW(t, up, strings.Replace(leaseCfg, "{id: k1, apiKey: k1}", "{id: k1, apiKey: k1, maxConcurrent: 1}", 1))
+	a := g.acquire("ka")
+	if a.Connection != "p/k1" {
+		t.Fatalf("a: %+v", a)
+	}
+	first := make(chan resp, 1)
+	go func() { first <- g.managedChat("ka", "p/m", a.Owner, 1) }()
+	eventually(t, "the first request on k1", func() bool { return up.count("k1") == 1 })
+	second := make(chan resp, 1)
+	go func() { second <- g.managedChat("ka", "p/m", a.Owner, 1) }() // queues for k1's one slot
+	time.Sleep(150 * time.Millisecond)
+	if r := g.lease("ka", fmt.Sprintf(`{"action":"release","owner":%q,"generation":1}`, a.Owner)); r.code != 200 {
+		t.Fatalf("release: %d %s", r.code, r.body)
+	}
+	// Another owner takes k1 (the first acquire may prefer the idle k2).
+	if b := g.acquire("kb"); b.Connection != "p/k1" {
+		if b2 := g.acquire("kb"); b2.Connection != "p/k1" {
+			t.Fatalf("b should take the released k1: %+v %+v", b, b2)
+		}
+	}
+	if r := <-first; r.code != 200 {
+		t.Fatalf("the first request: %d %s", r.code, r.body)
+	}
+	if r := <-second; r.code == 200 || up.count("k1") != 1 {
+		t.Fatalf("the queued request went out on a connection leased to another owner: %d %s, k1 calls %d", r.code, r.body, up.count("k1"))
+	}
+}

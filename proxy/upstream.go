@@ -111,6 +111,23 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 			sl.release()
 		}
 	}()
+	if len(g.leases.managed) > 0 {
+		// Admission may have waited (a full connection's queue, pacing)
+		// while leases changed: the fence runs again right before the
+		// request goes out (SPEC §2d), and a connection leased meanwhile
+		// by another owner is left for the next one.
+		if done, status := rs.leaseFenceRefuses(a); done {
+			recorded = true
+			return done, status
+		}
+		if rs.lease == nil && rs.g.leases.heldBy(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}) {
+			recorded = true
+			out.outcome.Kind = model.OutcomeLocalQueue
+			out.local = &model.Error{Code: model.CodeLeaseCapacity, Provider: a.Provider, Model: a.Model,
+				Message: "the connection was leased to another owner while this request queued for it"}
+			return rs.record(a, &out)
+		}
+	}
 	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
 	sent := g.now()
 	rs.headersAt = time.Time{}
