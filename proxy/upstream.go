@@ -112,20 +112,9 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		}
 	}()
 	if len(g.leases.managed) > 0 {
-		// Admission may have waited (a full connection's queue, pacing)
-		// while leases changed: the fence runs again right before the
-		// request goes out (SPEC §2d), and a connection leased meanwhile
-		// by another owner is left for the next one.
-		if done, status := rs.leaseFenceRefuses(a); done {
+		if stop, done, status := rs.leasedWhileQueued(a); stop {
 			recorded = true
 			return done, status
-		}
-		if rs.lease == nil && rs.g.leases.heldBy(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}) {
-			recorded = true
-			out.outcome.Kind = model.OutcomeLocalQueue
-			out.local = &model.Error{Code: model.CodeLeaseCapacity, Provider: a.Provider, Model: a.Model,
-				Message: "the connection was leased to another owner while this request queued for it"}
-			return rs.record(a, &out)
 		}
 	}
 	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
@@ -171,6 +160,28 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		}
 	}
 	return done, status
+}
+
+// leasedWhileQueued runs the lease checks again once admission is over:
+// it may have waited (a full connection's queue, pacing) while leases
+// changed. The fence runs right before the request goes out (SPEC §2d), and
+// a connection leased meanwhile by another owner is left for the next one
+// (recorded as a local refusal). stop: the attempt is over (recorded).
+// Out of line, so its locals are not under the upstream call (stack per
+// held stream, docs/gateway.md "Measuring").
+//
+//go:noinline
+func (rs *reqState) leasedWhileQueued(a *model.Attempt) (stop, done bool, status int) {
+	if done, status := rs.leaseFenceRefuses(a); done {
+		return true, done, status
+	}
+	if rs.lease == nil && rs.g.leases.heldBy(rs.g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}) {
+		out := execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: &model.Error{Code: model.CodeLeaseCapacity,
+			Provider: a.Provider, Model: a.Model, Message: "the connection was leased to another owner while this request queued for it"}}
+		done, status := rs.record(a, &out)
+		return true, done, status
+	}
+	return false, false, 0
 }
 
 // unsupported reports an attempt whose provider type cannot express the
