@@ -127,9 +127,13 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 			*cur = ms
 		}
 	}
+	never := 0 // exclusions that will not serve by waiting: unfit or terminal
 	for _, x := range sel.Excluded {
 		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel {
 			unfit++
+		}
+		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel || x.Reason == ExclTerminal {
+			never++
 		}
 		noEnd := x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound
 		switch {
@@ -193,10 +197,12 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		return &Error{Code: CodeNoExecutableTargets, Model: model,
 			Message: fmt.Sprintf("no executable target for %q: %s", r.Name, why)}
 	}
-	if leased == n {
+	if leased > 0 && leased+never == n {
 		// Everything that could serve is held by other clients' exclusive
 		// leases (SPEC §2d): a wait state, not a failure; retry when the
-		// first lease ends (clamped like the lease endpoint's answer).
+		// first lease ends (clamped like the lease endpoint's answer). The
+		// rest (banned, not allowed to this key) would never serve, so it
+		// does not turn the wait into a skip.
 		return &Error{Code: CodeLeaseCapacity, Provider: r.Provider, Model: model,
 			RetryAfterMs: leaseRetryAfterMs(now, leaseEnd),
 			Message:      fmt.Sprintf("every connection that can serve %s is held by another client's exclusive lease", r.Name)}

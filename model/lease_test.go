@@ -256,3 +256,26 @@ func BenchmarkFenceCheck(b *testing.B) {
 		}
 	}
 }
+
+func TestUnavailableLeasedWithANeverEligibleSibling(t *testing.T) {
+	// SPEC §2d: a connection held by another owner's lease beside one that
+	// will never serve (banned, or not allowed to this key) is still the
+	// lease wait (429 LEASE_CAPACITY_UNAVAILABLE with the lease's end), not
+	// 503 ALL_TARGETS_SKIPPED "terminal or not allowed" with no Retry-After.
+	p := oneProvider("p", ProfileAPIKey, 2)
+	e := mustEngine(t, topo(p), nil)
+	now := at(sec(10))
+	hit(t, e, now, "p", "k1", "m1", withBody(403, `{"error":{"message":"Your account has been deactivated"}}`))
+	var sel Selection
+	req := Request{Route: route(t, e, "p/m1"), Held: []ConnRef{{"p", "k2"}}, HeldUntil: []Time{now.Add(sec(30))}}
+	e.Select(now, &req, &sel)
+	if err := Unavailable(now, &req.Route, &sel); err == nil || err.Code != CodeLeaseCapacity || err.RetryAfterSeconds() != 30 {
+		t.Fatalf("banned + leased: %+v", err)
+	}
+	e2 := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
+	req = Request{Route: route(t, e2, "p/m1"), Allowed: []ConnRef{{"p", "k2"}}, Held: []ConnRef{{"p", "k2"}}, HeldUntil: []Time{now.Add(sec(30))}}
+	e2.Select(now, &req, &sel)
+	if err := Unavailable(now, &req.Route, &sel); err == nil || err.Code != CodeLeaseCapacity {
+		t.Fatalf("not allowed + leased: %+v", err)
+	}
+}
