@@ -31,12 +31,21 @@ func firstValue(h http.Header, key string) []string {
 	return nil
 }
 
-// sessionKey returns a digest of the request's session header, or false.
-// Session ids are never kept or logged in clear.
-func sessionKey(r *http.Request) ([32]byte, bool) {
+// sessionKey returns a digest of the request's session header, scoped to
+// the client key that sent it, or false. Session ids are never kept or
+// logged in clear. The key's id is part of the digest: two tenants whose
+// ids collide ("agent-1") have two sessions, not one that either can move.
+func sessionKey(r *http.Request, clientKeyID string) ([32]byte, bool) {
 	for _, h := range sessionHeaders {
 		if v := headerValue(r.Header, h); v != "" {
-			return sha256.Sum256([]byte(v)), true
+			hs := sha256.New()
+			hs.Write([]byte("breakwater-session\x00"))
+			hs.Write([]byte(clientKeyID))
+			hs.Write([]byte{0})
+			hs.Write([]byte(v))
+			var out [32]byte
+			hs.Sum(out[:0])
+			return out, true
 		}
 	}
 	return [32]byte{}, false

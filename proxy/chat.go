@@ -177,7 +177,11 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 		rs.finish(http.StatusBadRequest)
 		return nil
 	}
-	if k, ok := sessionKey(r); ok {
+	keyID := ""
+	if rs.key != nil {
+		keyID = rs.key.id
+	}
+	if k, ok := sessionKey(r, keyID); ok {
 		rs.session = hex.EncodeToString(k[:])
 	}
 	return rs

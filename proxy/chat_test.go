@@ -1094,3 +1094,36 @@ providers:
 		t.Fatalf("k1 is recorded as the 503 it sent, not a timeout: %v", c)
 	}
 }
+
+// SPEC §2c: a session pin belongs to the client key that made it. Two
+// tenants sending the same session id ("agent-1") have a pin each: one
+// moving its pin (its key may use only k2) no longer moves the other's.
+func TestSessionPinsAreScopedToTheClientKey(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+clientKeys:
+  - {id: team-a, key: key-a}
+  - {id: team-b, key: key-b, allowedConnections: [p/k2]}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: k1, apiKey: k1}, {id: k2, apiKey: k2}]}
+resilience:
+  sessionAffinityTtlMs: 60s
+  waitForCooldown: {enabled: false}
+`)
+	conn := func(key string) string {
+		r := g.chat("p/m", "Authorization", "Bearer "+key, "X-Session-Id", "agent-1")
+		if r.code != 200 {
+			t.Fatalf("%s: %d %s", key, r.code, r.body)
+		}
+		return r.h.Get("X-Breakwater-Connection")
+	}
+	if c := conn("key-a"); c != "k1" {
+		t.Fatalf("team-a pins k1: %s", c)
+	}
+	if c := conn("key-b"); c != "k2" {
+		t.Fatalf("team-b: %s", c)
+	}
+	if c := conn("key-a"); c != "k1" {
+		t.Fatalf("team-a's pin was moved by team-b's session of the same id: %s", c)
+	}
+}
