@@ -146,6 +146,9 @@ func TestReplicasRemoteValueDuringAFlushMerges(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a's flush has taken its ban when b's cooldown reaches a's engine.
+	// The hook is set and cleared under flushMu, which Flush (the
+	// background loop's too) holds while it reads it.
+	a.s.flushMu.Lock()
 	a.s.beforeWrite = func() {
 		eventually(t, "a hears b's cooldown", func() bool {
 			a.s.m.mu.Lock()
@@ -153,13 +156,16 @@ func TestReplicasRemoteValueDuringAFlushMerges(t *testing.T) {
 			return len(a.s.m.remote) > 0
 		})
 		if _, err := a.s.ApplyRemote(a.e, now); err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
 	}
+	a.s.flushMu.Unlock()
 	if err := a.s.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	a.s.flushMu.Lock()
 	a.s.beforeWrite = nil
+	a.s.flushMu.Unlock()
 	// The flush queued its merged row for a's engine: one sync applies it.
 	a.sync(t, now)
 	if st := connState(a.e, now, "g", "k1"); st.Status != model.StatusBanned {
