@@ -237,10 +237,14 @@ const (
 	ExclConcurrencyFull
 	ExclNotAllowed // outside the client key's allowedConnections or a pinned target
 	ExclNoModel    // the provider does not serve the model
+	// ExclTried: this request already tried the connection (it failed, or
+	// was refused); the flow moves on. Seen only in the flow's own steps
+	// (debug log, traces): an answer is judged on a selection without it.
+	ExclTried
 )
 
 var exclusionNames = enumNames{"", "circuit_open", "provider_cooldown", "connection_cooldown",
-	"model_lockout", "terminal", "lease_held", "concurrency_full", "not_allowed", "no_model"}
+	"model_lockout", "terminal", "lease_held", "concurrency_full", "not_allowed", "no_model", "tried"}
 
 func (e Exclusion) String() string               { return exclusionNames.name(uint8(e), "Exclusion") }
 func (e Exclusion) MarshalText() ([]byte, error) { return []byte(e.String()), nil }

@@ -249,8 +249,10 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 		c := &p.conns[ci]
 		x := Excluded{Provider: p.id, Connection: c.id, Model: model, Target: target}
 		switch {
-		case !allowed(req.Allowed, p.id, c.id) || contains(req.Skip, p.id, c.id):
+		case !allowed(req.Allowed, p.id, c.id):
 			x.Reason = ExclNotAllowed
+		case contains(req.Skip, p.id, c.id):
+			x.Reason = ExclTried // the debug log said not_allowed for a connection the key may use
 		case c.st.Status.Terminal():
 			x.Reason, x.LockReason = ExclTerminal, terminalReason(c.st.Status)
 		case c.retiredAs.Terminal(): // this process's key was retired while terminal

@@ -403,3 +403,21 @@ func TestModelCapFullGoesAfterAFreeSibling(t *testing.T) {
 		t.Fatalf("k1's m1 slot free again: got %v", got)
 	}
 }
+
+func TestTriedConnectionIsNamedSo(t *testing.T) {
+	// SPEC §9: the debug log and traces say why each connection was left
+	// out. One this request already tried is "tried", not "not_allowed"
+	// (the key may well use it).
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
+	var sel Selection
+	req := Request{Route: route(t, e, "p/m1"), Skip: []ConnRef{{"p", "k1"}}}
+	e.Select(at(0), &req, &sel)
+	if len(sel.Excluded) != 1 || sel.Excluded[0].Reason != ExclTried || sel.Excluded[0].Reason.String() != "tried" {
+		t.Fatalf("%+v", sel.Excluded)
+	}
+	req = Request{Route: route(t, e, "p/m1"), Allowed: []ConnRef{{"p", "k2"}}}
+	e.Select(at(0), &req, &sel)
+	if len(sel.Excluded) != 1 || sel.Excluded[0].Reason != ExclNotAllowed {
+		t.Fatalf("%+v", sel.Excluded)
+	}
+}
