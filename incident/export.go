@@ -319,6 +319,10 @@ func (x *exporter) group() {
 		case lr.Status >= 200 && lr.Status <= 299 && lr.ErrorType == "":
 			r.final = lr.Status
 			x.sum.Succeeded++
+		case lr.Status >= 200 && lr.Status <= 299:
+			// A stream that failed after content reached the client: the
+			// client's status was 200 (the error came as its last event).
+			r.final = lr.Status
 		case lr.Status != 0:
 			r.finalErr = strconv.Itoa(lr.Status)
 		default:
@@ -411,6 +415,14 @@ func (x *exporter) item(r *store.LogRecord) *yaml.Node {
 		// Retry-After cooldown would outlast the recorded next attempt).
 		head = min(clampLatency(r.FirstByteMs), lat)
 	}
+	// A stream that failed after content reached the client is logged
+	// with the client's 200 and its error: replayed as the same failure
+	// after a first chunk (committed: never retried), not before any
+	// content (retried elsewhere, which the gateway did not do).
+	chunksBefore := 0
+	if r.Status >= 200 && r.Status < 300 && r.ErrorType != "" && r.ErrorType != "response" {
+		chunksBefore = 1
+	}
 	m := newMap(true)
 	switch et := r.ErrorType; {
 	case r.Status >= 400 || (r.Status != 0 && et == "") || (r.Status != 0 && et == "response"):
@@ -446,11 +458,11 @@ func (x *exporter) item(r *store.LogRecord) *yaml.Node {
 	case et == "early_eof":
 		m.add("fault", "cut")
 		m.addLatency(head)
-		m.addNode("stream", flowMap("stallAfter", 0))
+		m.addNode("stream", flowMap("stallAfter", chunksBefore))
 	case et == "stall":
 		m.add("fault", "stall")
 		m.addLatency(head)
-		m.addNode("stream", flowMap("stallAfter", 0))
+		m.addNode("stream", flowMap("stallAfter", chunksBefore))
 	case et == "throughput":
 		m.add("fault", "slow-stream")
 		m.addLatency(head)
@@ -458,7 +470,7 @@ func (x *exporter) item(r *store.LogRecord) *yaml.Node {
 	case et == "quality":
 		m.add("fault", "malformed-chunk")
 		m.addLatency(head)
-		m.addNode("stream", flowMap("stallAfter", 0))
+		m.addNode("stream", flowMap("stallAfter", chunksBefore))
 	default:
 		x.note("attempts ending %q (status 0) are replayed as connection resets", et)
 		m.add("fault", "reset")

@@ -9,6 +9,7 @@ import (
 	"github.com/breakwater-gw/breakwater/faults"
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/store"
+	"go.yaml.in/yaml/v3"
 )
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -290,5 +291,25 @@ func TestParseWindow(t *testing.T) {
 		if !errors.As(err, &ie) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseWindow(%q, %q) = %v, want an InputError containing %q", c.from, c.to, err, c.want)
 		}
+	}
+}
+
+// docs/incident.md: an attempt logged with the client's 2xx and a stream
+// error (content reached the client, then the stream failed) replays as
+// that failure after a first chunk — committed, never retried — and the
+// request counts under the status the client got.
+func TestExportCommittedStreamFailure(t *testing.T) {
+	x := &exporter{}
+	item := x.item(&store.LogRecord{Status: 200, ErrorType: "early_eof", LatencyMs: 40, FirstByteMs: 5})
+	out, err := yaml.Marshal(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); !strings.Contains(s, "fault: cut") || !strings.Contains(s, "stallAfter: 1") {
+		t.Fatalf("replayed as %s", s)
+	}
+	before := x.item(&store.LogRecord{ErrorType: "early_eof", LatencyMs: 40, FirstByteMs: 5})
+	if out, _ := yaml.Marshal(before); !strings.Contains(string(out), "stallAfter: 0") {
+		t.Fatalf("a cut before content: %s", out)
 	}
 }

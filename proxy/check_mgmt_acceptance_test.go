@@ -488,3 +488,29 @@ func newRequestLogGW(t *testing.T, up *fakeUp) *gw {
 	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
 	return &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
 }
+
+// SPEC §11.9 / docs/incident.md: a stream cut after content reached the
+// client is logged with the client's 200 and the error (it was status 0,
+// early_eof: an export replayed it as a cut before content, retried
+// elsewhere, which the gateway never did).
+func TestCheckCommittedCutLoggedWithTheClientsStatus(t *testing.T) {
+	up := newFakeUp(t)
+	gg := newRequestLogGW(t, up)
+	up.set("glm-k1", sse(streamOpt{chunks: 4, cutAfter: 2}))
+	if r := gg.stream("glm/glm-5"); r.code != 200 || !strings.Contains(r.body, "stream_interrupted") {
+		t.Fatalf("want a committed stream ended by its error event: %d %s", r.code, r.body)
+	}
+	var v struct {
+		Records []struct {
+			Status    int
+			ErrorType string
+		}
+	}
+	eventually(t, "the cut attempt in the request log", func() bool {
+		r := admin(gg, "GET", "/api/request-log?connection=glm/k1", "")
+		return r.code == 200 && json.Unmarshal([]byte(r.body), &v) == nil && len(v.Records) > 0
+	})
+	if rec := v.Records[0]; rec.Status != 200 || rec.ErrorType != "early_eof" {
+		t.Fatalf("logged as %+v, want status 200 with early_eof", rec)
+	}
+}

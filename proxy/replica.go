@@ -91,6 +91,11 @@ func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time
 	}
 	if out.delivered {
 		rec.Status, rec.ErrorType = out.status, ""
+	} else if out.committed && out.status != 0 && out.outcome.Kind != model.OutcomeResponse {
+		// Content reached the client before the stream failed: the record
+		// keeps the client's status with the error, so an export replays
+		// the failure after content (never retried), not before it.
+		rec.Status = out.status
 	}
 	if rs.lastV.Reason != model.ReasonNone {
 		rec.Reason = rs.lastV.Reason.String()
