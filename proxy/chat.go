@@ -198,15 +198,19 @@ func (rs *reqState) count(status int) {
 	if status == http.StatusOK && rs.cr.is(rs.provider, rs.conn) {
 		rs.g.met.requestsOK(rs.cr).Inc()
 	} else {
-		prov := rs.provider
-		if prov == "" {
-			// Answered before any connection was chosen (a typed refusal):
-			// a single-model request still counts under its provider.
-			prov = rs.flow.Route.Provider
-		}
-		rs.g.met.requests.WithLabelValues(prov, rs.conn, statusLabel(status)).Inc()
+		rs.g.met.requests.WithLabelValues(rs.countedProvider(), rs.conn, statusLabel(status)).Inc()
 	}
 	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
+}
+
+// countedProvider is the provider a request is counted and logged under:
+// who answered last, or, answered before any connection was chosen (a
+// typed refusal), a single-model request's own provider.
+func (rs *reqState) countedProvider() string {
+	if rs.provider == "" {
+		return rs.flow.Route.Provider
+	}
+	return rs.provider
 }
 
 func (rs *reqState) finish(status int) {
@@ -219,7 +223,7 @@ func (rs *reqState) finish(status int) {
 	}
 	if g.log.Enabled(rs.ctx, lvl) {
 		g.log.LogAttrs(context.Background(), lvl, "chat request", slog.String("request_id", rs.logID),
-			slog.String("model", rs.req.Model), slog.String("provider", rs.provider), slog.String("connection", rs.conn),
+			slog.String("model", rs.req.Model), slog.String("provider", rs.countedProvider()), slog.String("connection", rs.conn),
 			slog.Int("status", status), slog.Int("attempts", rs.flow.Attempts()), slog.Int("waits", rs.flow.Waits()),
 			slog.Bool("stream", rs.req.Stream), slog.Duration("duration", g.now().Sub(rs.start)))
 	}
