@@ -394,7 +394,15 @@ func TestCheckMgmtRequestLogFilters(t *testing.T) {
 	if n := count("connection=glm/k2"); n != 0 {
 		t.Fatalf("connection=glm/k2: %d records", n)
 	}
-	for _, q := range []string{"provider=glm&provider=oai", "connection=glm/k1&provider=oai"} {
+	// One request's attempts by the id the client sent (the handle a
+	// client reports during an incident).
+	if r := gg.chat("glm/glm-5", "X-Request-Id", "ticket-4711"); r.code != 200 {
+		t.Fatalf("chat: %d %s", r.code, r.body)
+	}
+	if n := count("requestId=ticket-4711"); n != 1 {
+		t.Fatalf("requestId=ticket-4711: %d records", n)
+	}
+	for _, q := range []string{"provider=glm&provider=oai", "connection=glm/k1&provider=oai", "requestId=a&requestId=b"} {
 		if r := admin(gg, "GET", "/api/request-log?"+q, ""); r.code != 400 {
 			t.Errorf("%s: %d %s, want 400", q, r.code, r.body)
 		}

@@ -24,7 +24,7 @@ const (
 	reqLogMaxLimit     = 100_000
 )
 
-var reqLogParams = []string{"since", "until", "provider", "connection", "limit", "format"}
+var reqLogParams = []string{"since", "until", "provider", "connection", "requestId", "limit", "format"}
 
 // handleRequestLog is GET /api/request-log: the request log records of a
 // window, oldest first, as JSON ({"records": [...], "truncated": bool}) or
@@ -101,7 +101,7 @@ func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recs, err := rd.RecentAttempts(r.Context(), store.LogQuery{Since: since, Until: until,
-		Provider: provider, Connection: connection, Limit: asked})
+		Provider: provider, Connection: connection, RequestID: q.Get("requestId"), Limit: asked})
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "request_log_unavailable", "reading the request log failed: the store is unavailable")
 		g.log.Warn("reading the request log failed", "err", err)

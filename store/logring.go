@@ -157,7 +157,8 @@ func (s *logSlot) matches(q LogQuery) bool {
 	t := s.time()
 	return (q.Since.IsZero() || !t.Before(q.Since)) && (q.Until.IsZero() || t.Before(q.Until)) &&
 		(q.Provider == "" || string(s.field(slotProvider)) == q.Provider) &&
-		(q.Connection == "" || string(s.field(slotConnection)) == q.Connection)
+		(q.Connection == "" || string(s.field(slotConnection)) == q.Connection) &&
+		(q.RequestID == "" || string(s.field(slotRequestID)) == q.RequestID)
 }
 
 func (s *logSlot) decode() LogRecord {

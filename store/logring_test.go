@@ -156,7 +156,7 @@ func TestLogRingWrapAround(t *testing.T) {
 }
 
 func TestLogRingFilters(t *testing.T) {
-	// Since, Until, Provider, Connection and Limit select what
+	// Since, Until, Provider, Connection, RequestID and Limit select what
 	// LogQuery.matches and clampLimit say, newest first, both for records in
 	// their slots (filtered on the encoded fields) and in the side map.
 	times := []time.Time{logBase, logBase.Add(time.Nanosecond), logBase.Add(time.Second), logBase.Add(time.Hour)}
@@ -180,7 +180,8 @@ func TestLogRingFilters(t *testing.T) {
 			return rapid.SampledFrom(times).Draw(t, label)
 		}
 		q := LogQuery{Since: pickTime("since"), Until: pickTime("until"), Provider: rapid.SampledFrom(names).Draw(t, "qProvider"),
-			Connection: rapid.SampledFrom(names).Draw(t, "qConnection"), Limit: rapid.IntRange(-1, 90).Draw(t, "limit")}
+			Connection: rapid.SampledFrom(names).Draw(t, "qConnection"), Limit: rapid.IntRange(-1, 90).Draw(t, "limit"),
+			RequestID: rapid.SampledFrom([]string{"", "", "0", "3", "17", "none"}).Draw(t, "qRequestID")}
 		var want []LogRecord
 		for _, r := range newest(recs) {
 			if q.matches(r) && len(want) < clampLimit(q.Limit) {

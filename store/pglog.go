@@ -370,8 +370,8 @@ func (s *Postgres) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord,
 		COALESCE(first_byte_ms, 0), error_type, reason, COALESCE(egress_ip, ''), headers, error_body
 		FROM proxy_logs
 		WHERE ($1::timestamptz IS NULL OR ts >= $1) AND ($2::timestamptz IS NULL OR ts < $2)
-		  AND ($3 = '' OR provider = $3) AND ($4 = '' OR connection_id = $4)
-		ORDER BY ts DESC, id DESC LIMIT $5`, since, until, q.Provider, q.Connection, clampLimit(q.Limit))
+		  AND ($3 = '' OR provider = $3) AND ($4 = '' OR connection_id = $4) AND ($6 = '' OR request_id = $6)
+		ORDER BY ts DESC, id DESC LIMIT $5`, since, until, q.Provider, q.Connection, clampLimit(q.Limit), q.RequestID)
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}

@@ -405,6 +405,9 @@ func TestPostgresRequestLog(t *testing.T) {
 	if _, ok := r.Headers["authorization"]; ok || r.Headers["retry-after"] != "5" || r.Headers["x-ratelimit-reset-requests"] != "1s" || len(r.Headers) != 2 {
 		t.Fatalf("headers: %v", r.Headers)
 	}
+	if one, err := s.RecentAttempts(ctxT(t), LogQuery{RequestID: "r2"}); err != nil || len(one) != 1 || one[0].Connection != "k2" {
+		t.Fatalf("requestId filter: %v %v", one, err)
+	}
 	ips, err := s.LastEgressIPs(ctxT(t), "glm", base.Add(-time.Hour))
 	if err != nil || ips["k1"] != "10.0.0.3" || ips["k2"] != "10.0.0.2" {
 		t.Fatalf("egress: %v %v", ips, err)

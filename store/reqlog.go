@@ -35,7 +35,11 @@ type LogQuery struct {
 	Since, Until time.Time // zero = unbounded
 	Provider     string
 	Connection   string
-	Limit        int // default 1000, at most 100 000
+	// RequestID keeps one request's attempts: the id as the request log
+	// keeps it (a client's X-Request-Id, redacted when it is shaped like a
+	// key, or the gateway's own).
+	RequestID string
+	Limit     int // default 1000, at most 100 000
 }
 
 const (
@@ -134,7 +138,8 @@ func Redact(s string) string {
 
 func (q LogQuery) matches(r LogRecord) bool {
 	return (q.Since.IsZero() || !r.Time.Before(q.Since)) && (q.Until.IsZero() || r.Time.Before(q.Until)) &&
-		(q.Provider == "" || r.Provider == q.Provider) && (q.Connection == "" || r.Connection == q.Connection)
+		(q.Provider == "" || r.Provider == q.Provider) && (q.Connection == "" || r.Connection == q.Connection) &&
+		(q.RequestID == "" || r.RequestID == q.RequestID)
 }
 
 func clampLimit(n int) int {
