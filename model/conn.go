@@ -1,6 +1,10 @@
 package model
 
-import "strings"
+import (
+	"maps"
+	"slices"
+	"strings"
+)
 
 // Conn is one connection's resilience state as a plain value (SPEC §2).
 type Conn struct {
@@ -60,8 +64,8 @@ type Conn struct {
 // MaxRetired is how many replaced terminal credentials a connection keeps.
 const MaxRetired = 8
 
-// RetiredList splits a Retired value into its fingerprint=status entries.
-func RetiredList(s string) []string {
+// retiredList splits a Retired value into its fingerprint=status entries.
+func retiredList(s string) []string {
 	if s == "" {
 		return nil
 	}
@@ -72,7 +76,7 @@ func RetiredList(s string) []string {
 // newest first, the oldest dropped.
 func (c *Conn) retire(fp string, status ConnStatus) {
 	out := []string{fp + "=" + status.String()}
-	for _, e := range RetiredList(c.Retired) {
+	for _, e := range retiredList(c.Retired) {
 		if f, _, _ := strings.Cut(e, "="); f != fp && len(out) < MaxRetired {
 			out = append(out, e)
 		}
@@ -80,10 +84,30 @@ func (c *Conn) retire(fp string, status ConnStatus) {
 	c.Retired = strings.Join(out, ",")
 }
 
+// MergeRetired is the Retired value of two replicas' values (store merges):
+// every retired credential of both sides, one entry per credential (the
+// higher status on a conflict), in fingerprint order, as many as a
+// connection keeps. Commutative, like every replica merge.
+func MergeRetired(a, b string) string {
+	by := map[string]string{}
+	for _, e := range append(retiredList(a), retiredList(b)...) {
+		fp, st, _ := strings.Cut(e, "=")
+		if cur, ok := by[fp]; !ok || st > cur {
+			by[fp] = st
+		}
+	}
+	fps := slices.Sorted(maps.Keys(by))
+	out := make([]string, 0, min(len(fps), MaxRetired))
+	for _, fp := range fps[:min(len(fps), MaxRetired)] {
+		out = append(out, fp+"="+by[fp])
+	}
+	return strings.Join(out, ",")
+}
+
 // unretire forgets that the credential fp was retired.
 func (c *Conn) unretire(fp string) {
 	var out []string
-	for _, e := range RetiredList(c.Retired) {
+	for _, e := range retiredList(c.Retired) {
 		if f, _, _ := strings.Cut(e, "="); f != fp {
 			out = append(out, e)
 		}
@@ -93,7 +117,7 @@ func (c *Conn) unretire(fp string) {
 
 // retired is the terminal status the credential fp was retired with.
 func (c *Conn) retired(fp string) (ConnStatus, bool) {
-	for _, e := range RetiredList(c.Retired) {
+	for _, e := range retiredList(c.Retired) {
 		if f, st, _ := strings.Cut(e, "="); f == fp {
 			var s ConnStatus
 			if s.UnmarshalText([]byte(st)) == nil && s.Terminal() {
@@ -170,6 +194,13 @@ func (c *Conn) LevelAt(now Time, decayMs int64) int {
 func (c *Conn) clean() bool {
 	return c.RateLimitedUntil == 0 && c.BackoffLevel == 0 && !c.HasFailure && c.ErrorCode == 0 &&
 		c.LastErrorType == ReasonNone && c.Rejected == (Streak{}) && c.Auth == (Streak{}) && c.WindowFailures == 0
+}
+
+// liftStrikeTimers ends the 401 / 403 ladders' current steps but keeps
+// their strikes: after a cleared cooldown the next failure is the next
+// strike, so a key that keeps failing still reaches its terminal state.
+func (c *Conn) liftStrikeTimers() {
+	c.Auth.CooldownUntil, c.Rejected.CooldownUntil = 0, 0
 }
 
 // clearErrors is a success: every error field and the backoff level go.

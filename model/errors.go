@@ -129,10 +129,11 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	}
 	never := 0 // exclusions that will not serve by waiting: unfit or terminal
 	for _, x := range sel.Excluded {
-		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel {
+		switch x.Reason {
+		case ExclNotAllowed, ExclNoModel:
 			unfit++
-		}
-		if x.Reason == ExclNotAllowed || x.Reason == ExclNoModel || x.Reason == ExclTerminal {
+			never++
+		case ExclTerminal:
 			never++
 		}
 		noEnd := x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound

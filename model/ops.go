@@ -262,7 +262,7 @@ func (e *Engine) ClearCooldowns(now Time, refs []ConnRef, all bool, provider str
 			// next strike. A reset (ResetConnection) or new credentials
 			// clear the strikes.
 			c.st.RateLimitedUntil, c.st.CooldownSetAt, c.st.BackoffLevel = 0, 0, 0
-			c.st.Auth.CooldownUntil, c.st.Rejected.CooldownUntil = 0, 0
+			c.st.liftStrikeTimers()
 			changed = true
 			e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 		}
@@ -415,8 +415,8 @@ func (e *Engine) ConnectionTestPassed(now Time, ref ConnRef) error {
 		// tested between refusals never reached banned).
 		rej, auth := c.st.Rejected, c.st.Auth
 		c.st.clearErrors()
-		rej.CooldownUntil, auth.CooldownUntil = 0, 0
 		c.st.Rejected, c.st.Auth = rej, auth
+		c.st.liftStrikeTimers()
 		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
 	}
 	e.refreshProvider(now, p)

@@ -38,14 +38,7 @@ func firstValue(h http.Header, key string) []string {
 func sessionKey(r *http.Request, clientKeyID string) ([32]byte, bool) {
 	for _, h := range sessionHeaders {
 		if v := headerValue(r.Header, h); v != "" {
-			hs := sha256.New()
-			hs.Write([]byte("breakwater-session\x00"))
-			hs.Write([]byte(clientKeyID))
-			hs.Write([]byte{0})
-			hs.Write([]byte(v))
-			var out [32]byte
-			hs.Sum(out[:0])
-			return out, true
+			return sha256.Sum256([]byte("breakwater-session\x00" + clientKeyID + "\x00" + v)), true
 		}
 	}
 	return [32]byte{}, false

@@ -196,9 +196,10 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.log.Warn("stored state names things the config no longer has; skipped them", "skipped", re.Skipped)
 	}
 
-	// Which credential each connection's stored state describes: a state
-	// left by a key set at runtime (PUT /api/providers) is not this key's,
-	// and a key that was retired while terminal is terminal again.
+	// The key this process holds for each connection: one the shared state
+	// lists as retired while terminal (replaced at runtime with PUT
+	// /api/providers, here before a restart or on another replica) is
+	// terminal for this process.
 	g.lock()
 	for _, p := range cfg.Providers {
 		for _, c := range p.Connections {
@@ -443,9 +444,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 }
 
 // credentialFingerprint is a one-way fingerprint of a connection's key, for
-// the model to tell which credential a state describes (model.Conn.Credential,
-// stored with the state): 16 hex digits of SHA-256, which cannot be turned
-// back into a key. "" for a connection without one.
+// the model to tell which key this process holds and which keys a state
+// lists as retired (model.Conn.Retired, stored with the state): 16 hex
+// digits of SHA-256, which cannot be turned back into a key. "" for a
+// connection without one.
 func credentialFingerprint(key string) string {
 	if key == "" {
 		return ""

@@ -350,16 +350,15 @@ type modelEntry struct {
 // use would answer 404 no_executable_targets). Never nil: the list is an
 // array even when empty.
 func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
-	reaches := func(targets ...model.ConnRef) bool { return key.reaches(targets...) }
 	comboTargets := g.comboTargets()
 	data := []modelEntry{}
 	for _, c := range g.cfg.Combos {
-		if reaches(comboTargets[c.ID]...) {
+		if key.reaches(comboTargets[c.ID]...) {
 			data = append(data, modelEntry{c.ID, "model", 0, "breakwater-combo"})
 		}
 	}
 	for _, p := range g.cfg.Providers {
-		if !reaches(model.ConnRef{Provider: p.ID}) {
+		if !key.reaches(model.ConnRef{Provider: p.ID}) {
 			continue
 		}
 		for _, m := range p.Models {
@@ -367,18 +366,26 @@ func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 		}
 	}
 	for _, a := range keysOf(g.cfg.Aliases) {
-		g.lock()
-		r, err := g.eng.Resolve(a)
-		g.unlock()
-		targets := []model.ConnRef{{Provider: r.Provider}}
-		if r.IsCombo() {
-			targets = comboTargets[r.Combo]
-		}
-		if err == nil && reaches(targets...) {
+		if _, ok := g.reachableRoute(key, a, comboTargets); ok {
 			data = append(data, modelEntry{a, "model", 0, "breakwater-alias"})
 		}
 	}
 	return data
+}
+
+// reachableRoute resolves name as a chat request would and reports whether
+// the key reaches one of its targets (comboTargets: Gateway.comboTargets).
+func (g *Gateway) reachableRoute(key *clientKey, name string, comboTargets map[string][]model.ConnRef) (model.Route, bool) {
+	g.lock()
+	r, err := g.eng.Resolve(name)
+	g.unlock()
+	if err != nil {
+		return r, false
+	}
+	if r.IsCombo() {
+		return r, key.reaches(comboTargets[r.Combo]...)
+	}
+	return r, key.reaches(model.ConnRef{Provider: r.Provider})
 }
 
 // reaches reports whether one of targets (a provider, with the connection
@@ -437,18 +444,13 @@ func (g *Gateway) handleModel(w http.ResponseWriter, r *http.Request) {
 	}
 	// Any other name a chat request accepts (a bare model one provider
 	// lists, " p/m " with spaces): the entry of what it resolves to.
-	g.lock()
-	route, err := g.eng.Resolve(id)
-	g.unlock()
-	if err == nil {
-		e, targets := modelEntry{ID: id, Object: "model", OwnedBy: route.Provider}, []model.ConnRef{{Provider: route.Provider}}
+	if route, ok := g.reachableRoute(key, id, g.comboTargets()); ok {
+		e := modelEntry{ID: id, Object: "model", OwnedBy: route.Provider}
 		if route.IsCombo() {
-			e.OwnedBy, targets = "breakwater-combo", g.comboTargets()[route.Combo]
+			e.OwnedBy = "breakwater-combo"
 		}
-		if key.reaches(targets...) {
-			writeJSON(w, http.StatusOK, e)
-			return
-		}
+		writeJSON(w, http.StatusOK, e)
+		return
 	}
 	writeError(w, http.StatusNotFound, string(model.CodeModelNotFound), fmt.Sprintf("the model %q does not exist or this key cannot use it", id))
 }
@@ -993,19 +995,18 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 
 	g.gate.configure(g.settings().RequestQueue.GlobalMaxConcurrent, cfgs)
 	g.lock()
-	for _, c := range next.Connections { // the selection's copy of the caps (model.connState.full)
-		_ = g.eng.SetCaps(model.ConnRef{Provider: id, Connection: c.ID}, c.MaxConcurrent, c.RateLimitOverrides.ModelConcurrency)
+	now := g.modelNow()
+	for _, c := range next.Connections {
+		ref := model.ConnRef{Provider: id, Connection: c.ID}
+		// The selection's copy of the caps (model.connState.full), and a
+		// new key's start over.
+		_ = g.eng.SetCaps(ref, c.MaxConcurrent, c.RateLimitOverrides.ModelConcurrency)
+		if changed[c.ID] {
+			_, _ = g.eng.SetCredential(now, ref, credentialFingerprint(c.APIKey))
+		}
 	}
 	g.unlock()
 	if len(changed) > 0 {
-		now := g.modelNow()
-		g.lock()
-		for _, c := range next.Connections {
-			if changed[c.ID] {
-				_, _ = g.eng.SetCredential(now, model.ConnRef{Provider: id, Connection: c.ID}, credentialFingerprint(c.APIKey))
-			}
-		}
-		g.unlock()
 		g.log.Info("connection credentials changed; their state starts over (a terminal one is kept for the old key)", "provider", id, "connections", keysOf(changed))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -211,8 +211,9 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 // comes: a request the gate refuses (queue full, timeout) leaves no phantom
 // use in the rpm window and is refused at once, and attempts released by the
 // gate together are still spaced minTimeMs apart. The simulator admits in
-// the same order (sim/admission.go). Out of line, so its locals are not under the upstream call
-// (stack per held stream, docs/gateway.md "Measuring").
+// the same order (sim/admission.go). Out of line, so its locals are not
+// under the upstream call (stack per held stream, docs/gateway.md
+// "Measuring").
 //
 //go:noinline
 func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *model.Error) {
@@ -758,7 +759,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			// already in that shape goes out as it came.
 			d := redact(data, secret)
 			if body := clientErrorBody(d, ev.ErrorStatus, rs.provider); body != nil && !bytes.Equal(body, d) {
-				w.Write(append(append(append(make([]byte, 0, len(body)+8), "data: "...), body...), "\n\n"...))
+				writeSSEData(w, body)
 			} else {
 				w.Write(redact(raw, secret))
 			}
@@ -831,7 +832,12 @@ func streamFailureText(res execResult) (string, string) {
 // writeSSEError ends a committed stream with an explicit error event.
 func writeSSEError(w io.Writer, code, msg string) {
 	b, _ := json.Marshal(errorBody{Error: apiError{Message: msg, Type: "server_error", Code: code}})
+	writeSSEData(w, b)
+}
+
+// writeSSEData writes one SSE event carrying data.
+func writeSSEData(w io.Writer, data []byte) {
 	w.Write([]byte("data: "))
-	w.Write(b)
+	w.Write(data)
 	w.Write([]byte("\n\n"))
 }

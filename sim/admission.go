@@ -12,8 +12,9 @@ import (
 // connection → model, quota-share fail-open), then its connection's limiter
 // (model.Limiter: pacing, body-declared retry pauses, learned windows), then
 // reaches the upstream. The gate comes first, as in the proxy's admit: a
-// pacing slot is booked only for an attempt that holds its gate slot. Every rule is the model's; this file only keeps the
-// counters and queues and schedules the events. A refusal is recorded as a
+// pacing slot is booked only for an attempt that holds its gate slot. Every
+// rule is the model's; this file only keeps the counters and queues and
+// schedules the events. A refusal is recorded as a
 // local outcome (model.Flow.RecordLocal): neutral for upstream health, the
 // flow fails over, and the client gets the typed error if nothing serves.
 

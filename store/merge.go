@@ -2,10 +2,8 @@ package store
 
 import (
 	"cmp"
-	"maps"
 	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/breakwater-gw/breakwater/model"
 )
@@ -157,7 +155,7 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 		})
 	out.EgressIP, out.EgressAt = eg.ip, eg.at
 	out.RateLimitProtection = pick3(anc.RateLimitProtection, mine.RateLimitProtection, theirs.RateLimitProtection, greater[model.Toggle])
-	out.Retired = pick3(anc.Retired, mine.Retired, theirs.Retired, mergeRetired)
+	out.Retired = pick3(anc.Retired, mine.Retired, theirs.Retired, model.MergeRetired)
 	if out.Status.Terminal() {
 		out.RateLimitedUntil = 0 // a terminal connection carries no cooldown
 	}
@@ -235,27 +233,8 @@ func mergeConn(a, b model.Conn) model.Conn {
 		out.EgressIP, out.EgressAt = b.EgressIP, b.EgressAt
 	}
 	out.RateLimitProtection = max(a.RateLimitProtection, b.RateLimitProtection)
-	out.Retired = mergeRetired(a.Retired, b.Retired)
+	out.Retired = model.MergeRetired(a.Retired, b.Retired)
 	return out
-}
-
-// mergeRetired keeps every retired credential of both sides (one entry per
-// credential: the higher status on a conflict), in fingerprint order, as
-// many as a connection keeps: commutative, like every merge here.
-func mergeRetired(a, b string) string {
-	by := map[string]string{}
-	for _, e := range append(model.RetiredList(a), model.RetiredList(b)...) {
-		fp, st, _ := strings.Cut(e, "=")
-		if cur, ok := by[fp]; !ok || st > cur {
-			by[fp] = st
-		}
-	}
-	fps := slices.Sorted(maps.Keys(by))
-	out := make([]string, 0, min(len(fps), model.MaxRetired))
-	for _, fp := range fps[:min(len(fps), model.MaxRetired)] {
-		out = append(out, fp+"="+by[fp])
-	}
-	return strings.Join(out, ",")
 }
 
 func mergeStreak(a, b model.Streak) model.Streak {
