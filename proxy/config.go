@@ -64,6 +64,10 @@ type ServerConfig struct {
 	// elsewhere; "first-event" forwards the first event at once (lower
 	// time-to-first-event, fewer pre-commit retries).
 	StreamCommit string `yaml:"streamCommit"`
+	// BusyPollUs bounds how long a request polls for the upstream's answer,
+	// and a kept-alive connection for the client's next request, before
+	// parking (proxy/busypoll.go); default 300, 0 turns it off.
+	BusyPollUs *int `yaml:"busyPollUs"`
 }
 
 // DemoConfig is the `demo:` section.
@@ -737,6 +741,9 @@ func (c *Config) validate() []error {
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
+	}
+	if v := c.Server.BusyPollUs; v != nil && (*v < 0 || *v > maxBusyPollUs) {
+		add(c.errAt("server.busyPollUs", "want microseconds between 0 (off) and %d, got %d", maxBusyPollUs, *v))
 	}
 	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
 		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", redactURL(u))) // never print its password

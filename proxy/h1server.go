@@ -40,6 +40,7 @@ type h1Server struct {
 	readHeader time.Duration
 	idle       time.Duration
 	log        *slog.Logger
+	poll       *busyPoller // nil: never polls
 
 	closing atomic.Bool
 	fbOnce  sync.Once // starts the net/http side on the first Serve
@@ -217,6 +218,7 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idle   atomic.Bool // waiting for a request: Shutdown may close it
+	poll   pollWindow
 
 	body   h1Body
 	resp   h1Response
@@ -253,9 +255,14 @@ func (c *h1Conn) serve() {
 			deadline = time.Now().Add(wait)
 		}
 		c.nc.SetReadDeadline(deadline)
+		var waited time.Time
+		if !first {
+			waited = c.s.poll.before(c.nc, c.br, &c.poll, 0)
+		}
 		if _, err := c.br.Peek(1); err != nil {
 			return // closed, timed out or reset while idle: nothing to answer
 		}
+		c.s.poll.after(&c.poll, waited)
 		c.idle.Store(false)
 		req, head, ok := c.readHead(first)
 		if !ok {
@@ -264,10 +271,19 @@ func (c *h1Conn) serve() {
 			return
 		}
 		first = false
-		if !c.serveOne(req, head) {
+		if !c.serveCounted(req, head) {
 			return
 		}
 	}
+}
+
+// serveCounted serves one request counted as in flight for the busy poller.
+func (c *h1Conn) serveCounted(r *http.Request, h fastHead) bool {
+	if p := c.s.poll; p != nil {
+		p.active.Add(1)
+		defer p.active.Add(-1)
+	}
+	return c.serveOne(r, h)
 }
 
 // release returns the connection's buffers to their pools.

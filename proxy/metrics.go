@@ -123,7 +123,9 @@ var (
 		"Requests waiting in a connection's admission queue.", []string{"provider", "connection"}, nil)
 	descSlots = prometheus.NewDesc("breakwater_connection_inflight",
 		"Admission slots in use per connection.", []string{"provider", "connection"}, nil)
-	descPins = prometheus.NewDesc("breakwater_session_pins", "Live session affinity pins.", nil, nil)
+	descPins  = prometheus.NewDesc("breakwater_session_pins", "Live session affinity pins.", nil, nil)
+	descPolls = prometheus.NewDesc("breakwater_busy_polls_total",
+		"Socket polls before parking (server.busyPollUs) by outcome: data arrived, or the window ran out.", []string{"outcome"}, nil)
 )
 
 // stateCollector reads the model's refreshed views at scrape time, so the
@@ -131,7 +133,7 @@ var (
 type stateCollector struct{ g *Gateway }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreaker, descBreakerFailures, descCooldown, descConnStatus, descLockouts, descQueue, descSlots, descPins} {
+	for _, d := range []*prometheus.Desc{descBreaker, descBreakerFailures, descCooldown, descConnStatus, descLockouts, descQueue, descSlots, descPins, descPolls} {
 		ch <- d
 	}
 }
@@ -158,6 +160,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(inUse), p, cn)
 	})
 	ch <- prometheus.MustNewConstMetric(descPins, prometheus.GaugeValue, float64(pins))
+	if p := g.up.poll; p != nil {
+		ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.hits.Load()), "data")
+		ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.misses.Load()), "timeout")
+	}
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }

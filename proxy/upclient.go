@@ -30,6 +30,7 @@ import (
 type upClient struct {
 	fallback *http.Client
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	poll     *busyPoller // nil: never polls
 
 	mu      sync.Mutex
 	idle    map[string][]*upConn // by host:port, most recently used last
@@ -44,6 +45,7 @@ type upConn struct {
 	br    *bufio.Reader
 	used  time.Time // when it went idle
 	reuse bool      // it served a request before
+	poll  pollWindow
 }
 
 func newUpClient(fallback *http.Client, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *upClient {
@@ -221,6 +223,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 		return fail(err)
 	}
 	var resp *http.Response
+	waited := u.poll.before(pc.c, pc.br, &pc.poll, 1)
 	for {
 		r, err := readResponse(pc.br, req)
 		if err != nil {
@@ -235,6 +238,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 		resp = r
 		break
 	}
+	u.poll.after(&pc.poll, waited)
 	host := req.URL.Host
 	if req.URL.Port() == "" {
 		host = net.JoinHostPort(req.URL.Hostname(), "80")
