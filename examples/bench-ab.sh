@@ -35,12 +35,16 @@ up "$BENCH_MOCK_ADDR/_stats"
 run() { # label url model pid level
   local args=(-url "$2" -model "$3" -d "${D:-3}s" -warmup "${WARM:-1}s" -json -watch "$4") l=$5
   if [[ $l == s* ]]; then args+=(-stream); l=${l#s}; fi
-  case $l in c*) args+=(-c "${l#c}") ;; r*) args+=(-rps "${l#r}") ;; *) echo "bad level $5" >&2; exit 2 ;; esac
+  case $l in c*) args+=(-c "${l#c}") ;; r*) args+=(-rps "${l#r}" -max-inflight "${MAXINFLIGHT:-1000}") ;; *) echo "bad level $5" >&2; exit 2 ;; esac
   $RT "$BIN/load" "${args[@]}" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
+# what perfkit summarize reads: open loop from the actual send (not the
+# schedule), streams to the first event
+p50, p99 = (d["svc_p50_us"], d["svc_p99_us"]) if d.get("target_rps") else (d["p50_us"], d["p99_us"])
+fe = " first-event %5d us" % d["ttfe_p50_us"] if d.get("stream") else ""
 cpu = (d.get("procs") or [{}])[0].get("cpu_pct", 0)
-print("%-7s %-6s p50 %6d us  p99 %6d us  %8.0f rps  err %d  cpu/req %5.0f us" % (sys.argv[1], sys.argv[2], d["p50_us"], d["p99_us"], d["rps"], d["errors"], cpu * 1e4 / max(d["rps"], 1)))' "$1" "$5"
+print("%-7s %-6s p50 %6d us  p99 %6d us%s  %8.0f rps  err %d  cpu/req %5.0f us" % (sys.argv[1], sys.argv[2], p50, p99, fe, d["rps"], d["errors"], cpu * 1e4 / max(d["rps"], 1)))' "$1" "$5"
 }
 gateway() { # label config level
   $RT "$BIN/breakwater" serve -config "$2" -log-level error & local gw=$!
