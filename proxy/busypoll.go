@@ -30,6 +30,7 @@ type busyPoller struct {
 	limit   time.Duration // 0: off
 	slots   int32         // most pollers at once; also the in-flight bound
 	active  atomic.Int32  // fast-path requests being served
+	looping atomic.Int32  // of those, from a client connection with an open window
 	polling atomic.Int32
 	// hits and misses count polls that found the data and polls that ran
 	// out (breakwater_busy_polls_total): whether polling pays here.
@@ -63,15 +64,26 @@ func newBusyPoller(limitUs *int) *busyPoller {
 type pollWindow struct{ d time.Duration }
 
 // before runs right before a wait on c (read through br) that may park; it
-// returns the wait's start for after. self is 1 when the waiting goroutine
-// serves a request counted in active (it waits for the upstream), 0 when it
-// waits for a client's next request.
-func (p *busyPoller) before(c net.Conn, br *bufio.Reader, w *pollWindow, self int32) time.Time {
+// returns the wait's start for after. upstream says whether the waiting
+// goroutine serves a request (counted in active) and waits for the
+// upstream's answer, or waits for a client's next request.
+//
+// The upstream's answer is polled for only while a client in a tight loop
+// is being served (looping): a client whose next request comes within the
+// window. With requests arriving on their own schedule (perfkit's r2000)
+// the client's hop wakes a parked thread anyway, the other CPU is busy with
+// the load and the upstream, and polling for the answer cost about 100 µs
+// of CPU per request for no latency gained (docs/gateway.md).
+func (p *busyPoller) before(c net.Conn, br *bufio.Reader, w *pollWindow, upstream bool) time.Time {
 	if p == nil || p.limit <= 0 {
 		return time.Time{}
 	}
 	start := time.Now()
-	if w.d <= 0 || br.Buffered() > 0 || p.active.Load()-self >= p.slots {
+	others := p.active.Load()
+	if upstream {
+		others--
+	}
+	if w.d <= 0 || br.Buffered() > 0 || others >= p.slots || upstream && p.looping.Load() == 0 {
 		return start
 	}
 	if p.polling.Add(1) <= p.slots {

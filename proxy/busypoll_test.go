@@ -97,7 +97,8 @@ func TestPollReadableLeavesTheDataToTheRead(t *testing.T) {
 
 // Polling only while the gateway is nearly idle: never with fewer than two
 // processors (slots 0), never with another request in flight, never on a
-// closed window or with data already buffered.
+// closed window or with data already buffered; for the upstream's answer
+// only while a client in a tight loop is served.
 func TestBusyPollerPollsOnlyWhenIdle(t *testing.T) {
 	if !pollSupported {
 		t.Skip("busy polling is implemented for Linux only")
@@ -108,38 +109,49 @@ func TestBusyPollerPollsOnlyWhenIdle(t *testing.T) {
 	polls := func(p *busyPoller) uint64 { return p.hits.Load() + p.misses.Load() }
 
 	one := &busyPoller{limit: time.Millisecond, slots: 0}
-	one.before(server, br, &open, 0)
+	one.before(server, br, &open, false)
 	if polls(one) != 0 {
 		t.Fatal("polled with no slot (GOMAXPROCS 1)")
 	}
 	p := &busyPoller{limit: time.Millisecond, slots: 1}
 	closed := pollWindow{}
-	p.before(server, br, &closed, 0)
+	p.before(server, br, &closed, false)
 	if polls(p) != 0 {
 		t.Fatal("polled on a closed window")
 	}
 	p.active.Store(2) // this request and another
-	p.before(server, br, &open, 1)
+	p.looping.Store(1)
+	p.before(server, br, &open, true)
 	if polls(p) != 0 {
 		t.Fatal("polled with another request in flight")
 	}
 	p.active.Store(1)
-	p.before(server, br, &open, 1)
+	p.looping.Store(0)
+	p.before(server, br, &open, true)
+	if polls(p) != 0 {
+		t.Fatal("polled for the upstream of a request whose client is not in a tight loop")
+	}
+	p.before(server, br, &open, false)
+	if polls(p) != 0 {
+		t.Fatal("polled for a client's next request while serving one")
+	}
+	p.looping.Store(1)
+	p.before(server, br, &open, true)
 	if p.misses.Load() != 1 {
 		t.Fatalf("alone with an open window: misses %d, want 1", p.misses.Load())
 	}
 	client.Write([]byte("ab"))
-	start := p.before(server, br, &open, 1)
+	start := p.before(server, br, &open, true)
 	if p.hits.Load() != 1 || start.IsZero() {
 		t.Fatalf("data sent: hits %d, start %v", p.hits.Load(), start)
 	}
 	br.Peek(1) // buffered now
-	p.before(server, br, &open, 1)
+	p.before(server, br, &open, true)
 	if polls(p) != 2 {
 		t.Fatal("polled with data already buffered")
 	}
 	var nilPoller *busyPoller
-	if !nilPoller.before(server, br, &open, 0).IsZero() {
+	if !nilPoller.before(server, br, &open, false).IsZero() {
 		t.Fatal("a nil poller (busyPollUs 0) timed a wait")
 	}
 }

@@ -257,7 +257,7 @@ func (c *h1Conn) serve() {
 		c.nc.SetReadDeadline(deadline)
 		var waited time.Time
 		if !first {
-			waited = c.s.poll.before(c.nc, c.br, &c.poll, 0)
+			waited = c.s.poll.before(c.nc, c.br, &c.poll, false)
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return // closed, timed out or reset while idle: nothing to answer
@@ -277,11 +277,16 @@ func (c *h1Conn) serve() {
 	}
 }
 
-// serveCounted serves one request counted as in flight for the busy poller.
+// serveCounted serves one request counted as in flight for the busy
+// poller, and as looping when the connection's window is open.
 func (c *h1Conn) serveCounted(r *http.Request, h fastHead) bool {
 	if p := c.s.poll; p != nil {
 		p.active.Add(1)
 		defer p.active.Add(-1)
+		if c.poll.d > 0 {
+			p.looping.Add(1)
+			defer p.looping.Add(-1)
+		}
 	}
 	return c.serveOne(r, h)
 }

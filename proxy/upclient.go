@@ -223,7 +223,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 		return fail(err)
 	}
 	var resp *http.Response
-	waited := u.poll.before(pc.c, pc.br, &pc.poll, 1)
+	waited := u.poll.before(pc.c, pc.br, &pc.poll, true)
 	for {
 		r, err := readResponse(pc.br, req)
 		if err != nil {
