@@ -61,7 +61,10 @@ func newBusyPoller(limitUs *int) *busyPoller {
 // pollWindow is one wait site's polling window. A site is used by one
 // goroutine at a time (a client connection's serving goroutine, or the
 // request holding an upstream connection), so it needs no lock.
-type pollWindow struct{ d time.Duration }
+type pollWindow struct {
+	d    time.Duration
+	sock pollSock
+}
 
 // before runs right before a wait on c (read through br) that may park; it
 // returns the wait's start for after. upstream says whether the waiting
@@ -87,7 +90,7 @@ func (p *busyPoller) before(c net.Conn, br *bufio.Reader, w *pollWindow, upstrea
 		return start
 	}
 	if p.polling.Add(1) <= p.slots {
-		if pollReadable(c, w.d) {
+		if pollReadable(c, w.d, &w.sock) {
 			p.hits.Add(1)
 		} else {
 			p.misses.Add(1)

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
+type pollSock struct{}
+
 // pollReadable does nothing here: busy polling is implemented for Linux.
-func pollReadable(net.Conn, time.Duration) bool { return false }
+func pollReadable(net.Conn, time.Duration, *pollSock) bool { return false }
 
 const pollSupported = false

@@ -271,24 +271,35 @@ func (c *h1Conn) serve() {
 			return
 		}
 		first = false
-		if !c.serveCounted(req, head) {
+		if !c.serveOne(req, head) {
 			return
 		}
 	}
 }
 
-// serveCounted serves one request counted as in flight for the busy
-// poller, and as looping when the connection's window is open.
-func (c *h1Conn) serveCounted(r *http.Request, h fastHead) bool {
+// busyIn and busyOut count the request serveOne serves as in flight for
+// the busy poller, and as looping when the connection's window is open
+// (the window does not change while the request runs). Out of line, so a
+// held stream's connection goroutine does not carry them (TestHeldStreamStack).
+//
+//go:noinline
+func (c *h1Conn) busyIn() {
 	if p := c.s.poll; p != nil {
 		p.active.Add(1)
-		defer p.active.Add(-1)
 		if c.poll.d > 0 {
 			p.looping.Add(1)
-			defer p.looping.Add(-1)
 		}
 	}
-	return c.serveOne(r, h)
+}
+
+//go:noinline
+func (c *h1Conn) busyOut() {
+	if p := c.s.poll; p != nil {
+		p.active.Add(-1)
+		if c.poll.d > 0 {
+			p.looping.Add(-1)
+		}
+	}
 }
 
 // release returns the connection's buffers to their pools.
@@ -393,7 +404,9 @@ func (c *h1Conn) serveOne(r *http.Request, h fastHead) (keep bool) {
 	cancel := c.cancel
 	c.cancel = nil
 	c.watch.arm(c, cancel)
+	c.busyIn()
 	defer func() {
+		c.busyOut()
 		if !c.watch.stop(c) {
 			w.closeAfter = true
 		}
