@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"net"
+	"net/http"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -17,24 +18,52 @@ import (
 // per hop (docs/gateway.md, "Busy polling"); the peek finds the data
 // without it.
 //
-// It polls only where polling is likely to pay, like the kernel's haltpoll
-// governor: each wait site keeps a window that opens after a wait shorter
-// than the limit and halves after a longer one, so a site whose answers
-// take a real model's hundreds of milliseconds stops polling after a few
-// waits and a client that sends a request every few seconds never starts.
-// It polls only while the gateway is nearly idle: fewer other requests in
-// flight than its slots (half the scheduler's processors, at most
-// maxPollSlots), and no more pollers than that, so under load every CPU
-// goes to requests. With one processor (GOMAXPROCS=1) it never polls.
+// Polling pays only when the request chain it waits on has the machine to
+// itself; anywhere else it takes a CPU from the clients, the upstream or
+// other requests. So:
+//   - each wait site keeps a window, like the kernel's haltpoll governor:
+//     it opens after a wait shorter than the limit and halves after a
+//     longer one, so an upstream that takes a real model's hundreds of
+//     milliseconds and a client that sends a request every few seconds are
+//     not polled for after their first waits;
+//   - it polls only while at most slots clients are in a tight loop (client
+//     connections whose window is open), fewer other requests than slots
+//     are in flight (net/http's included), and fewer than slots goroutines
+//     poll: slots is half the scheduler's processors, at most maxPollSlots,
+//     so on two CPUs one client in a tight loop is polled for and two are
+//     not (with two the spinning thread took the CPU their own processes
+//     needed: −16 % at c2 under the default scheduler);
+//   - the upstream's answer is polled for only for a request from a client
+//     in a tight loop: with requests arriving on their own schedule
+//     (perfkit's r2000) it gained no latency and cost CPU.
+//
+// With one processor (GOMAXPROCS=1) it never polls.
 type busyPoller struct {
 	limit   time.Duration // 0: off
-	slots   int32         // most pollers at once; also the in-flight bound
-	active  atomic.Int32  // fast-path requests being served
-	looping atomic.Int32  // of those, from a client connection with an open window
+	slots   int32
+	active  atomic.Int32 // requests being served
+	looping atomic.Int32 // of those, from a client connection whose window is open
+	loops   atomic.Int32 // client connections whose window is open
 	polling atomic.Int32
-	// hits and misses count polls that found the data and polls that ran
-	// out (breakwater_busy_polls_total): whether polling pays here.
-	hits, misses atomic.Uint64
+	// ready and timeouts count, by site, polls that ended with the socket
+	// readable (data, or its end) and polls that ran out
+	// (breakwater_busy_polls_total): whether polling pays here.
+	ready, timeouts [2]atomic.Uint64
+}
+
+// pollSite is what a wait waits for.
+type pollSite int
+
+const (
+	pollClient   pollSite = iota // a kept-alive client connection's next request
+	pollUpstream                 // the upstream's answer to the request just written
+)
+
+func (s pollSite) String() string {
+	if s == pollUpstream {
+		return "upstream"
+	}
+	return "client"
 }
 
 // defaultBusyPollUs covers a loopback or same-host upstream's answer and a
@@ -66,48 +95,66 @@ type pollWindow struct {
 	sock pollSock
 }
 
-// before runs right before a wait on c (read through br) that may park; it
-// returns the wait's start for after. upstream says whether the waiting
-// goroutine serves a request (counted in active) and waits for the
-// upstream's answer, or waits for a client's next request.
-//
-// The upstream's answer is polled for only while a client in a tight loop
-// is being served (looping): a client whose next request comes within the
-// window. With requests arriving on their own schedule (perfkit's r2000)
-// the client's hop wakes a parked thread anyway, the other CPU is busy with
-// the load and the upstream, and polling for the answer cost about 100 µs
-// of CPU per request for no latency gained (docs/gateway.md).
-func (p *busyPoller) before(c net.Conn, br *bufio.Reader, w *pollWindow, upstream bool) time.Time {
-	if p == nil || p.limit <= 0 {
+// before runs right before a wait at site on c (read through br) that may
+// park; it returns the wait's start for after.
+func (p *busyPoller) before(c net.Conn, br *bufio.Reader, w *pollWindow, site pollSite) time.Time {
+	if p == nil {
 		return time.Time{}
 	}
 	start := time.Now()
 	others := p.active.Load()
-	if upstream {
-		others--
+	if site == pollUpstream {
+		others-- // the waiting request itself
 	}
-	if w.d <= 0 || br.Buffered() > 0 || others >= p.slots || upstream && p.looping.Load() == 0 {
+	if w.d <= 0 || br.Buffered() > 0 || others >= p.slots || p.loops.Load() > p.slots ||
+		site == pollUpstream && p.looping.Load() == 0 {
 		return start
 	}
 	if p.polling.Add(1) <= p.slots {
 		if pollReadable(c, w.d, &w.sock) {
-			p.hits.Add(1)
+			p.ready[site].Add(1)
 		} else {
-			p.misses.Add(1)
+			p.timeouts[site].Add(1)
 		}
 	}
 	p.polling.Add(-1)
 	return start
 }
 
-// after updates the window with how long the wait took.
-func (p *busyPoller) after(w *pollWindow, start time.Time) {
+// after updates the window at site with how long the wait took.
+func (p *busyPoller) after(w *pollWindow, start time.Time, site pollSite) {
 	if start.IsZero() {
 		return
 	}
+	was := w.d > 0
 	if time.Since(start) <= p.limit {
 		w.d = p.limit
 	} else if w.d /= 2; w.d < p.limit/8 {
 		w.d = 0
 	}
+	if site == pollClient && was != (w.d > 0) {
+		if was {
+			p.loops.Add(-1)
+		} else {
+			p.loops.Add(1)
+		}
+	}
+}
+
+// closeClient forgets a client connection's window when it closes.
+func (p *busyPoller) closeClient(w *pollWindow) {
+	if p != nil && w.d > 0 {
+		w.d = 0
+		p.loops.Add(-1)
+	}
+}
+
+// counting counts the requests h serves as in flight: those of the
+// connections handed to net/http (the fast path counts its own).
+func (p *busyPoller) counting(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.active.Add(1)
+		defer p.active.Add(-1)
+		h.ServeHTTP(w, r)
+	})
 }

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,25 +20,46 @@ func TestBusyPollWindowFollowsTheWaits(t *testing.T) {
 	p := &busyPoller{limit: 300 * time.Microsecond, slots: 1}
 	var w pollWindow
 	ago := func(d time.Duration) time.Time { return time.Now().Add(-d) }
-	p.after(&w, ago(time.Second))
+	p.after(&w, ago(time.Second), pollUpstream)
 	if w.d != 0 {
 		t.Fatalf("a new site after a long wait: window %v, want closed", w.d)
 	}
-	p.after(&w, ago(50*time.Microsecond))
+	p.after(&w, ago(50*time.Microsecond), pollUpstream)
 	if w.d != p.limit {
 		t.Fatalf("after a short wait: window %v, want the limit %v", w.d, p.limit)
 	}
 	var closedAfter int
 	for i := 1; i <= 10 && w.d > 0; i++ {
-		p.after(&w, ago(200*time.Millisecond))
+		p.after(&w, ago(200*time.Millisecond), pollUpstream)
 		closedAfter = i
 	}
 	if w.d != 0 || closedAfter > 4 {
 		t.Fatalf("long waits: window %v after %d of them, want closed within 4", w.d, closedAfter)
 	}
-	p.after(&w, time.Time{}) // a wait that was not timed (polling off) changes nothing
+	p.after(&w, time.Time{}, pollUpstream) // a wait that was not timed (polling off) changes nothing
 	if w.d != 0 {
 		t.Fatalf("untimed wait opened the window: %v", w.d)
+	}
+	if p.loops.Load() != 0 {
+		t.Fatalf("an upstream window counted as a client in a tight loop: %d", p.loops.Load())
+	}
+
+	// A client connection whose window is open is a client in a tight
+	// loop, counted while it is open and until the connection closes.
+	var a, b pollWindow
+	p.after(&a, ago(50*time.Microsecond), pollClient)
+	p.after(&a, ago(50*time.Microsecond), pollClient)
+	p.after(&b, ago(50*time.Microsecond), pollClient)
+	if n := p.loops.Load(); n != 2 {
+		t.Fatalf("two open client windows: loops %d", n)
+	}
+	for a.d > 0 {
+		p.after(&a, ago(time.Second), pollClient)
+	}
+	p.closeClient(&a) // already closed: no change
+	p.closeClient(&b)
+	if n := p.loops.Load(); n != 0 {
+		t.Fatalf("windows closed and connections gone: loops %d", n)
 	}
 }
 
@@ -97,10 +121,11 @@ func TestPollReadableLeavesTheDataToTheRead(t *testing.T) {
 	}
 }
 
-// Polling only while the gateway is nearly idle: never with fewer than two
-// processors (slots 0), never with another request in flight, never on a
-// closed window or with data already buffered; for the upstream's answer
-// only while a client in a tight loop is served.
+// Polling only while the request chain has the machine to itself: never
+// with fewer than two processors (slots 0), never with another request in
+// flight, another poller, or more clients in a tight loop than slots, never
+// on a closed window or with data already buffered; for the upstream's
+// answer only while a client in a tight loop is served.
 func TestBusyPollerPollsOnlyWhenIdle(t *testing.T) {
 	if !pollSupported {
 		t.Skip("busy polling is implemented for Linux only")
@@ -108,62 +133,66 @@ func TestBusyPollerPollsOnlyWhenIdle(t *testing.T) {
 	client, server := tcpPair(t)
 	br := bufio.NewReader(server)
 	open := pollWindow{d: time.Millisecond}
-	polls := func(p *busyPoller) uint64 { return p.hits.Load() + p.misses.Load() }
+	polls := func(p *busyPoller) uint64 {
+		var n uint64
+		for i := range p.ready {
+			n += p.ready[i].Load() + p.timeouts[i].Load()
+		}
+		return n
+	}
+	refuses := func(p *busyPoller, site pollSite, w *pollWindow, why string) {
+		t.Helper()
+		before := polls(p)
+		p.before(server, br, w, site)
+		if polls(p) != before {
+			t.Fatalf("polled %s", why)
+		}
+	}
 
-	one := &busyPoller{limit: time.Millisecond, slots: 0}
-	one.before(server, br, &open, false)
-	if polls(one) != 0 {
-		t.Fatal("polled with no slot (GOMAXPROCS 1)")
-	}
+	refuses(&busyPoller{limit: time.Millisecond, slots: 0}, pollClient, &open, "with no slot (GOMAXPROCS 1)")
 	p := &busyPoller{limit: time.Millisecond, slots: 1}
-	closed := pollWindow{}
-	p.before(server, br, &closed, false)
-	if polls(p) != 0 {
-		t.Fatal("polled on a closed window")
-	}
+	refuses(p, pollClient, &pollWindow{}, "on a closed window")
 	p.active.Store(2) // this request and another
 	p.looping.Store(1)
-	p.before(server, br, &open, true)
-	if polls(p) != 0 {
-		t.Fatal("polled with another request in flight")
-	}
+	refuses(p, pollUpstream, &open, "with another request in flight")
 	p.active.Store(1)
 	p.looping.Store(0)
-	p.before(server, br, &open, true)
-	if polls(p) != 0 {
-		t.Fatal("polled for the upstream of a request whose client is not in a tight loop")
-	}
-	p.before(server, br, &open, false)
-	if polls(p) != 0 {
-		t.Fatal("polled for a client's next request while serving one")
-	}
+	refuses(p, pollUpstream, &open, "for the upstream of a request whose client is not in a tight loop")
+	refuses(p, pollClient, &open, "for a client's next request while serving one")
 	p.looping.Store(1)
-	p.before(server, br, &open, true)
-	if p.misses.Load() != 1 {
-		t.Fatalf("alone with an open window: misses %d, want 1", p.misses.Load())
+	p.loops.Store(2)
+	refuses(p, pollUpstream, &open, "with two clients in a tight loop on one slot")
+	p.loops.Store(1)
+	p.polling.Store(1)
+	refuses(p, pollUpstream, &open, "while another goroutine polls")
+	p.polling.Store(0)
+
+	p.before(server, br, &open, pollUpstream)
+	if p.timeouts[pollUpstream].Load() != 1 {
+		t.Fatalf("alone with an open window: timeouts %d, want 1", p.timeouts[pollUpstream].Load())
 	}
 	client.Write([]byte("ab"))
-	start := p.before(server, br, &open, true)
-	if p.hits.Load() != 1 || start.IsZero() {
-		t.Fatalf("data sent: hits %d, start %v", p.hits.Load(), start)
+	start := p.before(server, br, &open, pollUpstream)
+	if p.ready[pollUpstream].Load() != 1 || start.IsZero() {
+		t.Fatalf("data sent: ready %d, start %v", p.ready[pollUpstream].Load(), start)
 	}
 	br.Peek(1) // buffered now
-	p.before(server, br, &open, true)
-	if polls(p) != 2 {
-		t.Fatal("polled with data already buffered")
-	}
+	refuses(p, pollUpstream, &open, "with data already buffered")
 	var nilPoller *busyPoller
-	if !nilPoller.before(server, br, &open, false).IsZero() {
+	if !nilPoller.before(server, br, &open, pollClient).IsZero() {
 		t.Fatal("a nil poller (busyPollUs 0) timed a wait")
 	}
 }
 
 // End to end: a client sending requests one after another on a kept-alive
-// connection to a fast upstream is served by polling (with two or more
-// processors); busyPollUs: 0 turns it off, with no series.
+// connection to a fast upstream is served by polling, for its next request
+// and for the upstream's answer (with two or more processors); nothing is
+// polled for while another request is in flight, one that net/http serves
+// included; busyPollUs: 0 turns it off, with no series.
 func TestBusyPollServesAFastLoop(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k1", okJSON("hi"))
+	up.set("k2", slow(time.Second, okJSON("late")))
 	cfg := `
 server: {busyPollUs: 5000}
 providers:
@@ -171,36 +200,89 @@ providers:
     baseURL: {{UP}}
     models: [m]
     connections: [{id: k1, apiKey: k1}]
+  - id: q
+    baseURL: {{UP}}
+    models: [m]
+    connections: [{id: k2, apiKey: k2}]
 `
 	g := newGW(t, up, cfg)
-	hits := regexp.MustCompile(`breakwater_busy_polls_total\{outcome="data"\} (\d+)`)
-	count := func() int {
-		m := hits.FindStringSubmatch(g.do("GET", "/metrics", "").body)
-		if m == nil {
-			t.Fatal("no breakwater_busy_polls_total series with busy polling on")
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
+	if want := int32(min(runtime.GOMAXPROCS(0)/2, maxPollSlots)); g.g.up.poll.slots != want {
+		t.Fatalf("slots %d, want half of GOMAXPROCS at most %d: %d", g.g.up.poll.slots, maxPollSlots, want)
 	}
-	if g.g.up.poll.slots == 0 {
-		for i := 0; i < 20; i++ {
-			if r := g.chat("p/m"); r.code != 200 {
-				t.Fatalf("chat: %d %s", r.code, r.body)
-			}
+	series := regexp.MustCompile(`breakwater_busy_polls_total\{outcome="(\w+)",site="(\w+)"\} (\d+)`)
+	count := func() map[string]int {
+		out := map[string]int{}
+		for _, m := range series.FindAllStringSubmatch(g.do("GET", "/metrics", "").body, -1) {
+			n, _ := strconv.Atoi(m[3])
+			out[m[2]+"/"+m[1]] = n
 		}
-		if n := count(); n != 0 {
-			t.Fatalf("one processor: %d polls, want none", n)
+		if len(out) != 4 {
+			t.Fatalf("want the four busy_polls series with busy polling on, got %v", out)
 		}
-		return
+		return out
 	}
-	eventually(t, "a poll that found the upstream's answer or the next request", func() bool {
-		for i := 0; i < 10; i++ {
+	loop := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
 			if r := g.chat("p/m"); r.code != 200 || !strings.Contains(r.body, "hi") {
 				t.Fatalf("chat: %d %s", r.code, r.body)
 			}
 		}
-		return count() > 0
+	}
+	if g.g.up.poll.slots == 0 {
+		loop(20)
+		for k, n := range count() {
+			if n != 0 {
+				t.Fatalf("one processor: %s polls %d, want none", k, n)
+			}
+		}
+		return
+	}
+	eventually(t, "polls that found the next request and the upstream's answer", func() bool {
+		loop(10)
+		c := count()
+		return c["client/ready"] > 0 && c["upstream/ready"] > 0
 	})
+
+	// A request held in flight by a slow upstream, served on the fast path
+	// or by net/http (a chunked upload is handed to it): the loop beside
+	// it is not polled for.
+	polled := func(c map[string]int) int {
+		return c["client/ready"] + c["client/timeout"] + c["upstream/ready"] + c["upstream/timeout"]
+	}
+	for _, chunked := range []bool{false, true} {
+		body := `{"model":"q/m","messages":[{"role":"user","content":"hi"}]}`
+		var rd io.Reader = strings.NewReader(body)
+		pr, pw := io.Pipe()
+		if chunked {
+			rd = pr
+		}
+		held := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", g.srv.URL+"/v1/chat/completions", rd)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				held <- -1
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			held <- res.StatusCode
+		}()
+		if chunked {
+			io.WriteString(pw, body)
+			pw.Close()
+		}
+		eventually(t, "the held request in flight", func() bool { return g.g.up.poll.active.Load() == 1 })
+		before := count()
+		loop(20)
+		if after := count(); polled(after) != polled(before) {
+			t.Fatalf("chunked %v: polled while another request was in flight: %v, then %v", chunked, before, after)
+		}
+		if code := <-held; code != 200 {
+			t.Fatalf("chunked %v: held request: %d", chunked, code)
+		}
+	}
 
 	off := newGW(t, up, strings.Replace(cfg, "busyPollUs: 5000", "busyPollUs: 0", 1))
 	for i := 0; i < 5; i++ {

@@ -217,7 +217,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.handler = g.routes()
 	g.srv = newH1Server(g.handler, g.log, 30*time.Second, 120*time.Second)
 	g.up.poll = newBusyPoller(cfg.Server.BusyPollUs)
-	g.srv.poll = g.up.poll
+	g.srv.setPoller(g.up.poll)
 	g.drainCh = make(chan struct{})
 	go g.pump()
 	return g, nil

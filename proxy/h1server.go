@@ -77,6 +77,15 @@ func newH1Server(h http.Handler, log *slog.Logger, readHeader, idle time.Duratio
 	return s
 }
 
+// setPoller makes s busy-poll with p; the requests of connections handed to
+// net/http are counted as in flight too.
+func (s *h1Server) setPoller(p *busyPoller) {
+	s.poll = p
+	if p != nil {
+		s.fallback.Handler = p.counting(s.handler)
+	}
+}
+
 // CutRequests ends the context of every request in flight with cause,
 // leaving the connections open: the handlers still answer (Shutdown, when
 // its drain runs out of time, cuts before it closes the sockets, so a
@@ -235,6 +244,7 @@ func (c *h1Conn) serve() {
 		if !handedOff {
 			c.nc.Close()
 		}
+		c.s.poll.closeClient(&c.poll)
 		c.release()
 		c.s.forget(c)
 	}()
@@ -257,12 +267,12 @@ func (c *h1Conn) serve() {
 		c.nc.SetReadDeadline(deadline)
 		var waited time.Time
 		if !first {
-			waited = c.s.poll.before(c.nc, c.br, &c.poll, false)
+			waited = c.s.poll.before(c.nc, c.br, &c.poll, pollClient)
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return // closed, timed out or reset while idle: nothing to answer
 		}
-		c.s.poll.after(&c.poll, waited)
+		c.s.poll.after(&c.poll, waited, pollClient)
 		c.idle.Store(false)
 		req, head, ok := c.readHead(first)
 		if !ok {

@@ -125,7 +125,7 @@ var (
 		"Admission slots in use per connection.", []string{"provider", "connection"}, nil)
 	descPins  = prometheus.NewDesc("breakwater_session_pins", "Live session affinity pins.", nil, nil)
 	descPolls = prometheus.NewDesc("breakwater_busy_polls_total",
-		"Socket polls before parking (server.busyPollUs) by outcome: data arrived, or the window ran out.", []string{"outcome"}, nil)
+		"Socket polls before parking (server.busyPollUs) by site (client: a kept-alive connection's next request, upstream: the answer) and outcome (ready: data or the connection's end arrived, timeout: the window ran out).", []string{"site", "outcome"}, nil)
 )
 
 // stateCollector reads the model's refreshed views at scrape time, so the
@@ -161,8 +161,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 	ch <- prometheus.MustNewConstMetric(descPins, prometheus.GaugeValue, float64(pins))
 	if p := g.up.poll; p != nil {
-		ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.hits.Load()), "data")
-		ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.misses.Load()), "timeout")
+		for _, site := range []pollSite{pollClient, pollUpstream} {
+			ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.ready[site].Load()), site.String(), "ready")
+			ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.timeouts[site].Load()), site.String(), "timeout")
+		}
 	}
 }
 

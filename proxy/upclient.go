@@ -223,7 +223,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 		return fail(err)
 	}
 	var resp *http.Response
-	waited := u.poll.before(pc.c, pc.br, &pc.poll, true)
+	waited := u.poll.before(pc.c, pc.br, &pc.poll, pollUpstream)
 	for {
 		r, err := readResponse(pc.br, req)
 		if err != nil {
@@ -238,7 +238,7 @@ func (u *upClient) roundTrip(pc *upConn, req *http.Request) (*http.Response, err
 		resp = r
 		break
 	}
-	u.poll.after(&pc.poll, waited)
+	u.poll.after(&pc.poll, waited, pollUpstream)
 	host := req.URL.Host
 	if req.URL.Port() == "" {
 		host = net.JoinHostPort(req.URL.Hostname(), "80")
