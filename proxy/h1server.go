@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,8 +177,9 @@ func (s *h1Server) forget(c *h1Conn) {
 	s.mu.Unlock()
 }
 
-// Shutdown stops accepting, closes idle connections, and waits until the
-// requests in flight (its own and net/http's) are answered or ctx ends.
+// Shutdown stops accepting, ends idle connections (after serving a request
+// already sent on one), and waits until the requests in flight (its own and
+// net/http's) are answered or ctx ends.
 func (s *h1Server) Shutdown(ctx context.Context) error {
 	wait := s.beginClose(false)
 	err := s.fallback.Shutdown(ctx)
@@ -206,8 +208,12 @@ func (s *h1Server) beginClose(all bool) <-chan struct{} {
 	}
 	s.handoff.Close()
 	for c := range s.conns {
-		if all || c.idle.Load() {
+		if all {
 			c.nc.Close()
+		} else if c.idle.Load() {
+			// Woken, not closed: a request already sent on it is
+			// answered (lastLook).
+			c.nc.SetReadDeadline(aLongTimeAgo)
 		}
 	}
 	if len(s.conns) == 0 {
@@ -253,26 +259,9 @@ func (c *h1Conn) serve() {
 	first := true
 	for {
 		c.idle.Store(true)
-		if c.s.closing.Load() {
+		if !c.awaitRequest(first) {
 			return
 		}
-		wait := c.s.idle
-		if first {
-			wait = c.s.readHeader
-		}
-		var deadline time.Time // none, also after a client watch cut its read short
-		if wait > 0 {
-			deadline = time.Now().Add(wait)
-		}
-		c.nc.SetReadDeadline(deadline)
-		var waited time.Time
-		if !first {
-			waited = c.s.poll.before(c.nc, c.br, &c.poll, pollClient)
-		}
-		if _, err := c.br.Peek(1); err != nil {
-			return // closed, timed out or reset while idle: nothing to answer
-		}
-		c.s.poll.after(&c.poll, waited, pollClient)
 		c.idle.Store(false)
 		req, head, ok := c.readHead(first)
 		if !ok {
@@ -285,6 +274,58 @@ func (c *h1Conn) serve() {
 			return
 		}
 	}
+}
+
+// lastLookWait is how long a connection that is idle when the server
+// shuts down is watched for a request the client already sent.
+const lastLookWait = 5 * time.Millisecond
+
+// awaitRequest waits for the first byte of the connection's next request;
+// false: the connection ends with nothing to answer (closed, reset, idle
+// for too long, or the server shutting down with no request waiting).
+func (c *h1Conn) awaitRequest(first bool) bool {
+	if c.s.closing.Load() {
+		return c.lastLook()
+	}
+	wait := c.s.idle
+	if first {
+		wait = c.s.readHeader
+	}
+	var deadline time.Time // none, also after a client watch cut its read short
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	c.nc.SetReadDeadline(deadline)
+	// Shutdown sets closing before it wakes idle connections with a past
+	// deadline: seen here, that deadline may have been overwritten above.
+	if c.s.closing.Load() {
+		return c.lastLook()
+	}
+	var waited time.Time
+	if !first {
+		waited = c.s.poll.before(c.nc, c.br, &c.poll, pollClient)
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		if c.s.closing.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			return c.lastLook()
+		}
+		return false
+	}
+	c.s.poll.after(&c.poll, waited, pollClient)
+	return true
+}
+
+// lastLook: the server is shutting down while the connection is idle. A
+// request the client has already sent (it may be in the socket, not yet
+// read) is served, with Connection: close on its answer; closing the
+// connection under it would lose it without an answer.
+func (c *h1Conn) lastLook() bool {
+	if c.br.Buffered() > 0 {
+		return true
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lastLookWait))
+	_, err := c.br.Peek(1)
+	return err == nil
 }
 
 // busyIn and busyOut count the request serveOne serves as in flight for
@@ -437,7 +478,10 @@ func (c *h1Conn) serveOne(r *http.Request, h fastHead) (keep bool) {
 			return false
 		}
 	}
-	return !w.closeAfter && !c.s.closing.Load()
+	// An answer that went out before Shutdown began did not say
+	// Connection: close: the connection stays for its last look
+	// (awaitRequest), since the client may already be sending on it.
+	return !w.closeAfter
 }
 
 // clientWatch notices a client that closes its connection while its request

@@ -608,3 +608,77 @@ func TestFastPathEndBodyOneWrite(t *testing.T) {
 		t.Errorf("writes %q, want the head with the first event, then the last event and the terminating chunk in one", log.writes)
 	}
 }
+
+// A request the client sent on an idle connection just as Shutdown starts
+// is answered, then the connection ends, instead of being lost with it: the
+// client cannot tell it from one sent a moment earlier, and a POST is not
+// retried by clients (the issue: graceful shutdown loses no request).
+func TestShutdownAnswersARequestJustSent(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	})
+	for round := 0; round < 30; round++ {
+		s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(l)
+		c, br := dialSend(t, l.Addr().String(), chatReq("", "{}"))
+		if resp, err := http.ReadResponse(br, nil); err != nil {
+			t.Fatal(err)
+		} else {
+			io.Copy(io.Discard, resp.Body)
+		}
+		// The connection is idle: the next request and Shutdown race.
+		if _, err := io.WriteString(c, chatReq("", "{}")); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Shutdown(context.Background()) }()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("round %d: the request sent before Shutdown got no answer: %v", round, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != "ok" {
+			t.Fatalf("round %d: answer %q, want ok", round, b)
+		}
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatalf("round %d: the connection stayed open after its last answer", round)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: Shutdown: %v", round, err)
+		}
+	}
+}
+
+// An idle connection with nothing sent on it ends at Shutdown within the
+// last look, and Shutdown returns.
+func TestShutdownEndsAnIdleConnection(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	})
+	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	_, br := dialSend(t, l.Addr().String(), chatReq("", "{}"))
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with an idle connection: %v", err)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("the idle connection was not ended")
+	}
+}
