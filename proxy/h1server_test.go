@@ -375,7 +375,7 @@ func TestFastPathNoticesClientGone(t *testing.T) {
 }
 
 // TestFastPathShutdown: Shutdown lets an in-flight fast-path request finish,
-// closes idle connections, and Serve returns.
+// ends idle connections, and Serve returns.
 func TestFastPathShutdown(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -387,21 +387,8 @@ func TestFastPathShutdown(t *testing.T) {
 		w.Header().Set("Content-Length", "2")
 		w.Write([]byte("ok"))
 	})
-	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	addr := l.Addr().String()
-
-	_, ibr := dialSend(t, addr, chatReq("", "{}"))
-	if resp, err := http.ReadResponse(ibr, nil); err != nil {
-		t.Fatal(err)
-	} else {
-		io.Copy(io.Discard, resp.Body)
-	}
+	is := idleAfterOne(t, h)
+	s, addr, ibr, served := is.s, is.addr, is.br, is.served
 
 	_, bbr := dialSend(t, addr, chatReq("X-Case: hold\r\n", "{}"))
 	<-started
@@ -609,29 +596,51 @@ func TestFastPathEndBodyOneWrite(t *testing.T) {
 	}
 }
 
+// idleServer is an h1Server with one client connection left idle after
+// one answered request.
+type idleServer struct {
+	s      *h1Server
+	addr   string
+	c      net.Conn
+	br     *bufio.Reader
+	served chan error // Serve's result
+}
+
+// idleAfterOne serves h (nil: an "ok" handler) and leaves one client
+// connection idle after one answered request.
+func idleAfterOne(t *testing.T, h http.Handler) idleServer {
+	t.Helper()
+	if h == nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "2")
+			w.Write([]byte("ok"))
+		})
+	}
+	is := idleServer{s: newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second), served: make(chan error, 1)}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	is.addr = l.Addr().String()
+	go func() { is.served <- is.s.Serve(l) }()
+	is.c, is.br = dialSend(t, is.addr, chatReq("", "{}"))
+	resp, err := http.ReadResponse(is.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	return is
+}
+
 // A request the client sent on an idle connection just as Shutdown starts
 // is answered, then the connection ends, instead of being lost with it: the
 // client cannot tell it from one sent a moment earlier, and a POST is not
 // retried by clients (the issue: graceful shutdown loses no request).
 func TestShutdownAnswersARequestJustSent(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "2")
-		w.Write([]byte("ok"))
-	})
 	for round := 0; round < 30; round++ {
-		s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Serve(l)
-		c, br := dialSend(t, l.Addr().String(), chatReq("", "{}"))
-		if resp, err := http.ReadResponse(br, nil); err != nil {
-			t.Fatal(err)
-		} else {
-			io.Copy(io.Discard, resp.Body)
-		}
-		// The connection is idle: the next request and Shutdown race.
+		is := idleAfterOne(t, nil)
+		s, c, br := is.s, is.c, is.br
+		// The next request and Shutdown race.
 		if _, err := io.WriteString(c, chatReq("", "{}")); err != nil {
 			t.Fatal(err)
 		}
@@ -657,22 +666,8 @@ func TestShutdownAnswersARequestJustSent(t *testing.T) {
 // An idle connection with nothing sent on it ends at Shutdown within the
 // last look, and Shutdown returns.
 func TestShutdownEndsAnIdleConnection(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "2")
-		w.Write([]byte("ok"))
-	})
-	s := newH1Server(h, slog.New(slog.NewTextHandler(io.Discard, nil)), 5*time.Second, 5*time.Second)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(l)
-	_, br := dialSend(t, l.Addr().String(), chatReq("", "{}"))
-	if resp, err := http.ReadResponse(br, nil); err != nil {
-		t.Fatal(err)
-	} else {
-		io.Copy(io.Discard, resp.Body)
-	}
+	is := idleAfterOne(t, nil)
+	s, br := is.s, is.br
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
