@@ -115,6 +115,13 @@ func (p *busyPoller) before(c net.Conn, br *bufio.Reader, w *pollWindow, site po
 			p.ready[site].Add(1)
 		} else {
 			p.timeouts[site].Add(1)
+			if site == pollClient {
+				// The client did not send within its window: it is no
+				// longer in a tight loop, though it may keep the
+				// connection open for minutes. Counted on, it would
+				// stop polling for a client that is.
+				p.setClientWindow(w, 0)
+			}
 		}
 	}
 	p.polling.Add(-1)
@@ -126,26 +133,36 @@ func (p *busyPoller) after(w *pollWindow, start time.Time, site pollSite) {
 	if start.IsZero() {
 		return
 	}
-	was := w.d > 0
+	d := w.d
 	if time.Since(start) <= p.limit {
-		w.d = p.limit
-	} else if w.d /= 2; w.d < p.limit/8 {
-		w.d = 0
+		d = p.limit
+	} else if d /= 2; d < p.limit/8 {
+		d = 0
 	}
-	if site == pollClient && was != (w.d > 0) {
-		if was {
-			p.loops.Add(-1)
-		} else {
+	if site == pollClient {
+		p.setClientWindow(w, d)
+	} else {
+		w.d = d
+	}
+}
+
+// setClientWindow sets a client connection's window, counting the
+// connection in loops while it is open.
+func (p *busyPoller) setClientWindow(w *pollWindow, d time.Duration) {
+	if (w.d > 0) != (d > 0) {
+		if d > 0 {
 			p.loops.Add(1)
+		} else {
+			p.loops.Add(-1)
 		}
 	}
+	w.d = d
 }
 
 // closeClient forgets a client connection's window when it closes.
 func (p *busyPoller) closeClient(w *pollWindow) {
-	if p != nil && w.d > 0 {
-		w.d = 0
-		p.loops.Add(-1)
+	if p != nil {
+		p.setClientWindow(w, 0)
 	}
 }
 

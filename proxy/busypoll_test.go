@@ -178,6 +178,21 @@ func TestBusyPollerPollsOnlyWhenIdle(t *testing.T) {
 	}
 	br.Peek(1) // buffered now
 	refuses(p, pollUpstream, &open, "with data already buffered")
+	// A client that does not send within its window is no longer in a
+	// tight loop, though its connection stays open: it stops counting.
+	q := &busyPoller{limit: time.Millisecond, slots: 1}
+	_, quiet := tcpPair(t)
+	var cw pollWindow
+	q.after(&cw, time.Now(), pollClient)
+	if q.loops.Load() != 1 {
+		t.Fatalf("an open client window: loops %d", q.loops.Load())
+	}
+	q.before(quiet, bufio.NewReader(quiet), &cw, pollClient)
+	if q.timeouts[pollClient].Load() != 1 || cw.d != 0 || q.loops.Load() != 0 {
+		t.Fatalf("a client poll that ran out: timeouts %d, window %v, loops %d; want 1, closed, 0",
+			q.timeouts[pollClient].Load(), cw.d, q.loops.Load())
+	}
+
 	var nilPoller *busyPoller
 	if !nilPoller.before(server, br, &open, pollClient).IsZero() {
 		t.Fatal("a nil poller (busyPollUs 0) timed a wait")
