@@ -208,9 +208,16 @@ func (s *h1Server) beginClose(all bool) <-chan struct{} {
 	}
 	s.handoff.Close()
 	for c := range s.conns {
-		if all {
+		switch {
+		case all:
 			c.nc.Close()
-		} else if c.idle.Load() {
+		case c.head.Load():
+			// A head still arriving gets as long as a last look; one
+			// that does not complete in it (half sent, a slow client)
+			// ends the connection instead of holding the exit for the
+			// header timeout, as net/http does.
+			c.nc.SetReadDeadline(time.Now().Add(lastLookWait))
+		case c.idle.Load():
 			// Woken, not closed: a request already sent on it is
 			// answered (lastLook).
 			c.nc.SetReadDeadline(aLongTimeAgo)
@@ -233,6 +240,7 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idle   atomic.Bool // waiting for a request: Shutdown may close it
+	head   atomic.Bool // reading a request head: Shutdown gives it lastLookWait
 	poll   pollWindow
 
 	body   h1Body
@@ -262,8 +270,10 @@ func (c *h1Conn) serve() {
 		if !c.awaitRequest(first) {
 			return
 		}
+		c.head.Store(true) // before idle goes false: Shutdown looks at head first
 		c.idle.Store(false)
 		req, head, ok := c.readHead(first)
+		c.head.Store(false)
 		if !ok {
 			handedOff = true
 			c.handOff()
@@ -403,6 +413,11 @@ func (c *h1Conn) readHead(first bool) (*http.Request, fastHead, bool) {
 			extended = true
 			if c.s.readHeader > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(c.s.readHeader))
+			}
+			if c.s.closing.Load() {
+				// Shutdown's shorter deadline (beginClose) may have been
+				// overwritten just above.
+				c.nc.SetReadDeadline(time.Now().Add(lastLookWait))
 			}
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {

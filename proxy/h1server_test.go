@@ -677,3 +677,33 @@ func TestShutdownEndsAnIdleConnection(t *testing.T) {
 		t.Fatal("the idle connection was not ended")
 	}
 }
+
+// A connection whose client sent part of a request head when Shutdown
+// starts ends within the last look; it used to hold the exit for the
+// header timeout (5 s here, 30 s in the gateway).
+func TestShutdownEndsAHalfSentHead(t *testing.T) {
+	is := idleAfterOne(t, nil)
+	if _, err := io.WriteString(is.c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the head being read", func() bool { return headReading(is.s) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := is.s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a half-sent head: %v (held until the header timeout)", err)
+	}
+	if _, err := is.br.ReadByte(); err == nil {
+		t.Fatal("the connection with a half-sent head was not ended")
+	}
+}
+
+func headReading(s *h1Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.head.Load() {
+			return true
+		}
+	}
+	return false
+}
