@@ -39,7 +39,7 @@ import (
 //
 // With one processor (GOMAXPROCS=1) it never polls.
 type busyPoller struct {
-	limit   time.Duration // 0: off
+	limit   time.Duration
 	slots   int32
 	active  atomic.Int32 // requests being served
 	looping atomic.Int32 // of those, from a client connection whose window is open
@@ -163,6 +163,22 @@ func (p *busyPoller) setClientWindow(w *pollWindow, d time.Duration) {
 func (p *busyPoller) closeClient(w *pollWindow) {
 	if p != nil {
 		p.setClientWindow(w, 0)
+	}
+}
+
+// serving counts a request on a client connection with window w as in
+// flight (d = 1) or over (d = -1), and as looping while the window is open
+// (it does not change while the request runs). Out of line, so a held
+// stream's connection goroutine does not carry it (TestHeldStreamStack).
+//
+//go:noinline
+func (p *busyPoller) serving(w *pollWindow, d int32) {
+	if p == nil {
+		return
+	}
+	p.active.Add(d)
+	if w.d > 0 {
+		p.looping.Add(d)
 	}
 }
 

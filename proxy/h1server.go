@@ -338,31 +338,6 @@ func (c *h1Conn) lastLook() bool {
 	return err == nil
 }
 
-// busyIn and busyOut count the request serveOne serves as in flight for
-// the busy poller, and as looping when the connection's window is open
-// (the window does not change while the request runs). Out of line, so a
-// held stream's connection goroutine does not carry them (TestHeldStreamStack).
-//
-//go:noinline
-func (c *h1Conn) busyIn() {
-	if p := c.s.poll; p != nil {
-		p.active.Add(1)
-		if c.poll.d > 0 {
-			p.looping.Add(1)
-		}
-	}
-}
-
-//go:noinline
-func (c *h1Conn) busyOut() {
-	if p := c.s.poll; p != nil {
-		p.active.Add(-1)
-		if c.poll.d > 0 {
-			p.looping.Add(-1)
-		}
-	}
-}
-
 // release returns the connection's buffers to their pools.
 func (c *h1Conn) release() {
 	if c.br != nil {
@@ -470,9 +445,9 @@ func (c *h1Conn) serveOne(r *http.Request, h fastHead) (keep bool) {
 	cancel := c.cancel
 	c.cancel = nil
 	c.watch.arm(c, cancel)
-	c.busyIn()
+	c.s.poll.serving(&c.poll, 1)
 	defer func() {
-		c.busyOut()
+		c.s.poll.serving(&c.poll, -1)
 		if !c.watch.stop(c) {
 			w.closeAfter = true
 		}
