@@ -50,7 +50,7 @@ type env struct {
 	st        proxy.StateStore
 	addr      string
 	serveDone chan struct{}
-	memStore  *proxy.MemoryStore
+	memStore  *store.Memory
 	pgURL     string          // the store's URL as the gateway sees it ("" = not Postgres)
 	dbProxy   *tcpproxy.Proxy // the db-down action cuts the database behind it
 	db        interface{ SetDown(bool) }
@@ -486,7 +486,7 @@ func (e *env) openStore(ctx context.Context) (proxy.StateStore, error) {
 	u := e.cfg.Store.URL
 	if u == "" || u == "memory" {
 		if e.memStore == nil {
-			e.memStore = proxy.NewMemoryStore()
+			e.memStore = store.NewMemory(store.MemoryOptions{})
 		}
 		return keepOpen{e.memStore}, nil
 	}
@@ -522,7 +522,7 @@ func (e *env) openStore(ctx context.Context) (proxy.StateStore, error) {
 }
 
 // keepOpen stops a restart from closing the run's memory store.
-type keepOpen struct{ *proxy.MemoryStore }
+type keepOpen struct{ *store.Memory }
 
 func (keepOpen) Close(context.Context) error { return nil }
 

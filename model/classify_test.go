@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -453,8 +454,6 @@ func TestClassifyRestatementAndRules(t *testing.T) {
 			o: resp(429, `{"error":{"code":"account_quota_exceeded"}}`, nil), want: connRule(429, ReasonQuotaExhausted, ConnQuota, 0, Hint{}, "opencode-quota-exhausted-body")},
 		{name: "docs/classification.md#provider-rules opencode 400 model unavailable locks 1h", ctx: typ("opencode"),
 			o: resp(400, "Upstream request failed: model is unavailable.", nil), want: modelRule(400, ReasonModelCapacity, hour, "opencode-400-model-unavailable")},
-		{name: "docs/classification.md#provider-rules openrouter 402 is a 2 min connection cooldown, not terminal", ctx: typ("openrouter"),
-			o: resp(402, "", nil), want: connRule(402, ReasonQuotaExhausted, ConnFixed, 2*minute, Hint{2 * minute, HintRule}, "openrouter-credit-exhausted-402")},
 		{name: "built-in rules are by type: opencode text on openai is generic", ctx: provider("opencode", "openai"),
 			o: resp(400, "Endpoint is unavailable", nil), want: wantRequestScoped(400)},
 	})
@@ -589,5 +588,25 @@ func TestClassifySuccessDoesNotAllocate(t *testing.T) {
 	o := resp(200, "", HeaderMap{"x": "y"})
 	if n := testing.AllocsPerRun(100, func() { _ = c.Classify(ctx, o) }); n != 0 {
 		t.Fatalf("success path allocates %.0f times", n)
+	}
+}
+
+// docs/classification.md#provider-types: built-in rules are keyed by provider
+// type, so a key that is not a provider type is a rule nothing can reach.
+func TestBuiltinRulesAreReachable(t *testing.T) {
+	for typ := range builtinRules {
+		if !slices.Contains(ProviderTypes, typ) {
+			t.Errorf("built-in rules for %q: not a provider type %v", typ, ProviderTypes)
+		}
+	}
+	for typ := range builtinRestatements {
+		if !slices.Contains(ProviderTypes, typ) {
+			t.Errorf("built-in restatement for %q: not a provider type %v", typ, ProviderTypes)
+		}
+	}
+	for typ := range honorsRuleScope {
+		if !slices.Contains(ProviderTypes, typ) {
+			t.Errorf("honorsRuleScope %q: not a provider type %v", typ, ProviderTypes)
+		}
 	}
 }

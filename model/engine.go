@@ -120,7 +120,7 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
 		}
-		p.egressBucket = EgressBucketed(typ, cfg.EgressBucketed)
+		p.egressBucket = EgressBucketed(typ)
 		p.dailyResetMin, _ = parseDailyReset(cfg.DailyResetUTC)
 		if len(cfg.Models) > 0 {
 			p.models = map[string]bool{}
@@ -171,12 +171,9 @@ func (e *Engine) Settings() Settings { return e.settings }
 func (e *Engine) Topology() *Topology { return &e.topo }
 
 // EgressBucketed reports whether a provider of this type is limited per
-// egress IP (docs/cooldowns.md#egress-buckets: the opencode free tier), unless the topology says
-// otherwise. Shells use it to learn egress IPs only where they matter.
-func EgressBucketed(typ string, override *bool) bool {
-	if override != nil {
-		return *override
-	}
+// egress IP (docs/cooldowns.md#egress-buckets: the opencode free tier).
+// Shells use it to learn egress IPs only where they matter.
+func EgressBucketed(typ string) bool {
 	return typ == "opencode"
 }
 

@@ -118,10 +118,6 @@ var builtinRules = map[string][]providerRule{
 			markers: mk("upstream request failed: model is unavailable."),
 			reason:  ReasonModelCapacity, scope: ScopeModel, cooldownMs: hour},
 	},
-	"openrouter": {
-		{id: "openrouter-credit-exhausted-402", statuses: []int{402},
-			reason: ReasonQuotaExhausted, scope: ScopeConnection, cooldownMs: 2 * minute},
-	},
 	"agentrouter": {
 		{id: "agentrouter-model-access-denied", statuses: []int{403}, markers: mk("无权访问模型"),
 			reason: ReasonAuthError, scope: ScopeModel, cooldownMs: 6 * hour},

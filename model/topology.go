@@ -52,9 +52,6 @@ type ProviderConfig struct {
 	Strategy Strategy `json:"strategy"`
 	// PerModelQuota overrides the type's default (true for gemini and local).
 	PerModelQuota *bool `json:"perModelQuota,omitempty"`
-	// EgressBucketed marks a free tier limited per egress IP, not per
-	// account (docs/classification.md); default true for type opencode.
-	EgressBucketed *bool `json:"egressBucketed,omitempty"`
 	// DailyResetUTC is "HH:MM", when this provider's daily quota resets.
 	DailyResetUTC string `json:"dailyResetUtc,omitempty"`
 	// QuotaFamilies name groups of models that share one quota: a family

@@ -17,12 +17,13 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 // Options tune a Gateway beyond its config file.
 type Options struct {
 	Logger *slog.Logger
-	// Store persists resilience state; nil = a MemoryStore.
+	// Store persists resilience state; nil = a store.NewMemory.
 	Store StateStore
 	// Environ feeds the env settings layer (os.Environ()); nil = none.
 	Environ []string
@@ -126,7 +127,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		opts.Now = time.Now
 	}
 	if opts.Store == nil {
-		opts.Store = NewMemoryStore()
+		opts.Store = store.NewMemory(store.MemoryOptions{Now: opts.Now})
 	}
 	if err := cfg.accessProblem(); err != nil { // also checked by ParseConfig; a Config built in code gets it here
 		return nil, err
@@ -226,7 +227,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 func newProvRuntime(p ProviderConfig) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
 	pr := &provRuntime{cfg: p, modelsURL: base + "/models", conns: map[string]*connRuntime{},
-		egress: model.EgressBucketed(p.Type, nil)}
+		egress: model.EgressBucketed(p.Type)}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
 		pr.modelsURL = pr.wire.modelsURL()
 	} else {

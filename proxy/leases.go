@@ -65,7 +65,7 @@ func newLeaseMgr(ctx context.Context, g *Gateway) *leaseMgr {
 	if la, ok := g.store.(leaseArbiter); ok && la.Leases() != nil {
 		m.arb = la.Leases()
 	} else {
-		// A store without an arbiter (the in-process MemoryStore): the
+		// A store without an arbiter (a bare StateStore): the
 		// process arbitrates, with the store package's rules.
 		m.arb = store.NewMemory(store.MemoryOptions{Now: g.now}).Leases()
 	}

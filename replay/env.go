@@ -21,6 +21,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
 	"github.com/breakwater-gw/breakwater/sim"
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 // env is what a replay talks to: a gateway and, when known, its fault
@@ -152,7 +153,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		e.clientKey = e.leases.client
 	}
 	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
-	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: e.log, Store: proxy.NewMemoryStore(),
+	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: e.log, Store: store.NewMemory(store.MemoryOptions{Now: now}),
 		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

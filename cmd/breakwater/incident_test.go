@@ -287,8 +287,9 @@ func TestRequestLogAPI(t *testing.T) {
 		t.Errorf("JSONL limit 2: %d %v %s", code, h, body)
 	}
 
-	// The plain in-memory state store keeps no request log: a typed 501.
-	g2, err := proxy.New(context.Background(), cfg, proxy.Options{Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	// A state store that keeps no request log: a typed 501.
+	g2, err := proxy.New(context.Background(), cfg, proxy.Options{Seed: 1, Logger: slog.New(slog.DiscardHandler),
+		Store: stateOnly{store.NewMemory(store.MemoryOptions{})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,3 +305,7 @@ func TestRequestLogAPI(t *testing.T) {
 		t.Errorf("memory state store: %d %s", resp.StatusCode, b)
 	}
 }
+
+// stateOnly is a state store with nothing but the StateStore methods (no
+// request log, no lease arbiter).
+type stateOnly struct{ proxy.StateStore }

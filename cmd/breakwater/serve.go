@@ -237,9 +237,6 @@ func openStore(ctx context.Context, cfg *proxy.Config, log *slog.Logger) (proxy.
 		// GET /api/request-log and incident export work without a database.
 		return store.NewMemory(store.MemoryOptions{}), nil
 	}
-	if proxy.OpenStore != nil {
-		return proxy.OpenStore(ctx, u)
-	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pg, err := store.OpenPostgres(octx, u, store.PostgresOptions{Migrate: true, Logger: log})
