@@ -9,151 +9,77 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Composite concurrency gate (SPEC §4, §5): global → provider → connection →
-// model, taken atomically as one; the strictest wins. The admission check is
-// model.Admit; the gate around it only counts, queues and wakes.
+// Composite concurrency gate (docs/admission.md#concurrency-gates): global →
+// provider → connection → model, taken atomically as one; the strictest
+// wins. Its counters, queue and wake-up order are model.Gate's, the same
+// the simulator drives; this shell only holds the lock, parks a waiter on
+// a channel and a timer, and reports.
 
-// gate holds the counters and the wait queue of the composite gate.
+// gate is model.Gate under a mutex, with one channel per parked waiter.
 type gate struct {
 	mu      sync.Mutex
-	global  model.Slots
-	provs   map[string]*provGate
-	waiters []*waiter // FIFO over every connection
+	m       *model.Gate
+	nextID  uint64
+	waiters map[uint64]*waiter
 }
 
-type provGate struct {
-	slots model.Slots
-	conns map[string]*connGate
-}
-
-type connGate struct {
-	slots  model.Slots
-	models map[string]*model.Slots // inUse per model; caps from modelCaps
-	caps   map[string]int
-	queued int
-}
-
+// waiter is one parked acquire; ready closes when the gate granted it.
 type waiter struct {
-	pg     *provGate
-	cg     *connGate
-	model  string
-	noConn bool // quota-share with its serialization off: the connection cap does not hold it
-	ready  chan struct{}
-	done   bool // granted or abandoned
+	ready chan struct{}
+	hold  model.GateHold
 }
 
-func newGate() *gate { return &gate{provs: map[string]*provGate{}} }
+func newGate() *gate { return &gate{m: model.NewGate(), waiters: map[uint64]*waiter{}} }
 
 // configure sets the caps from the config (and again after PUT
 // /api/providers/{id}); counters in use are kept.
 func (g *gate) configure(globalCap int, provs []ProviderConfig) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.global.Cap = globalCap
+	g.m.SetGlobalCap(globalCap)
 	for _, p := range provs {
-		pg := g.provs[p.ID]
-		if pg == nil {
-			pg = &provGate{conns: map[string]*connGate{}}
-			g.provs[p.ID] = pg
-		}
-		pg.slots.Cap = p.MaxConcurrent
+		g.m.SetProviderCap(p.ID, p.MaxConcurrent)
 		for _, c := range p.Connections {
-			cg := pg.conns[c.ID]
-			if cg == nil {
-				cg = &connGate{models: map[string]*model.Slots{}}
-				pg.conns[c.ID] = cg
-			}
-			cg.slots.Cap = c.MaxConcurrent
-			cg.caps = c.RateLimitOverrides.ModelConcurrency
+			g.m.SetConnectionCaps(model.ConnRef{Provider: p.ID, Connection: c.ID}, c.MaxConcurrent, c.RateLimitOverrides.ModelConcurrency)
 		}
 	}
-	g.grantLocked()
+	g.wakeLocked(g.m.Grant())
 }
 
 func (g *gate) setGlobalCap(n int) {
 	g.mu.Lock()
-	g.global.Cap = n
-	g.grantLocked()
+	g.m.SetGlobalCap(n)
+	g.wakeLocked(g.m.Grant())
 	g.mu.Unlock()
 }
 
-func (cg *connGate) modelSlots(m string) model.Slots {
-	s := model.Slots{Cap: cg.caps[m]}
-	if ms := cg.models[m]; ms != nil {
-		s.InUse = ms.InUse
-	}
-	return s
-}
-
-func (g *gate) input(pg *provGate, cg *connGate, m string) model.AdmitInput {
-	return model.AdmitInput{Global: g.global, Provider: pg.slots, Connection: cg.slots, Model: cg.modelSlots(m), Queued: cg.queued}
-}
-
-func (g *gate) take(pg *provGate, cg *connGate, m string) {
-	g.global.InUse++
-	pg.slots.InUse++
-	cg.slots.InUse++
-	if cg.caps[m] > 0 {
-		ms := cg.models[m]
-		if ms == nil {
-			ms = &model.Slots{}
-			cg.models[m] = ms
+// wakeLocked hands granted holds to their parked waiters.
+func (g *gate) wakeLocked(grants []model.GateGrant) {
+	for _, gr := range grants {
+		if w := g.waiters[gr.ID]; w != nil {
+			delete(g.waiters, gr.ID)
+			w.hold = gr.Hold
+			close(w.ready)
 		}
-		ms.InUse++
 	}
 }
 
 // slot is a held admission; release it exactly once.
 type slot struct {
-	g     *gate
-	pg    *provGate
-	cg    *connGate
-	model string
-	held  bool
+	g    *gate
+	hold model.GateHold
 }
 
 func (s *slot) release() {
-	if s == nil || !s.held {
+	if s == nil || !s.hold.Held() {
 		return
 	}
-	s.held = false
+	h := s.hold
+	s.hold = model.GateHold{}
 	g := s.g
 	g.mu.Lock()
-	g.global.InUse--
-	s.pg.slots.InUse--
-	s.cg.slots.InUse--
-	if ms := s.cg.models[s.model]; ms != nil && s.cg.caps[s.model] > 0 {
-		ms.InUse--
-		if ms.InUse <= 0 {
-			delete(s.cg.models, s.model)
-		}
-	}
-	if len(g.waiters) > 0 {
-		g.grantLocked()
-	}
+	g.wakeLocked(g.m.Release(h))
 	g.mu.Unlock()
-}
-
-// grantLocked wakes every waiter whose layers now all have a free slot, in
-// FIFO order.
-func (g *gate) grantLocked() {
-	kept := g.waiters[:0]
-	for _, w := range g.waiters {
-		if w.done {
-			continue
-		}
-		in := g.input(w.pg, w.cg, w.model)
-		if in.Global.Free() && in.Provider.Free() && (in.Connection.Free() || w.noConn) && in.Model.Free() {
-			g.take(w.pg, w.cg, w.model)
-			w.cg.queued--
-			w.done = true
-			close(w.ready)
-			continue
-		}
-		kept = append(kept, w)
-	}
-	clear(g.waiters[len(kept):])
-	g.waiters = kept
 }
 
 // admitError is a typed admission refusal with how long the request waited.
@@ -166,34 +92,22 @@ type admitError struct {
 // queueLeft. It returns the held slot (nil held when failing open), or a
 // typed error.
 func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (*slot, *admitError) {
+	r := model.GateRequest{Conn: model.ConnRef{Provider: provider, Connection: connection}, Model: modelID,
+		MaxQueueDepth: maxQueueDepth, QueueLeftMs: queueLeft.Milliseconds(), FailOpen: failOpen, NoConnectionCap: noConnCap}
 	g.mu.Lock()
-	pg := g.provs[provider]
-	var cg *connGate
-	if pg != nil {
-		cg = pg.conns[connection]
-	}
-	if cg == nil {
-		g.mu.Unlock()
-		return &slot{}, nil // not configured: no caps
-	}
-	in := g.input(pg, cg, modelID)
-	in.MaxQueueDepth, in.QueueLeftMs, in.FailOpen, in.NoConnectionCap = maxQueueDepth, queueLeft.Milliseconds(), failOpen, noConnCap
-	d := model.Admit(in)
+	g.nextID++
+	id := g.nextID
+	d, h := g.m.Enter(id, r)
 	switch d.Action {
-	case model.AdmitGo:
-		g.take(pg, cg, modelID)
+	case model.AdmitGo, model.AdmitBypass:
 		g.mu.Unlock()
-		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
-	case model.AdmitBypass:
-		g.mu.Unlock()
-		return &slot{}, nil
+		return &slot{g: g, hold: h}, nil
 	case model.AdmitReject:
 		g.mu.Unlock()
 		return nil, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
 	}
-	w := &waiter{pg: pg, cg: cg, model: modelID, noConn: noConnCap, ready: make(chan struct{})}
-	cg.queued++
-	g.waiters = append(g.waiters, w)
+	w := &waiter{ready: make(chan struct{})}
+	g.waiters[id] = w
 	g.mu.Unlock()
 
 	start := time.Now()
@@ -202,29 +116,30 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	var cause error
 	select {
 	case <-w.ready:
-		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
+		return &slot{g: g, hold: w.hold}, nil
 	case <-t.C:
 	case <-ctx.Done():
 		cause = ctx.Err()
 	}
 	g.mu.Lock()
-	if w.done { // granted while we gave up: keep it
+	if !g.m.Leave(id) { // granted while we gave up: keep it
 		g.mu.Unlock()
-		return &slot{g: g, pg: pg, cg: cg, model: modelID, held: true}, nil
+		<-w.ready
+		return &slot{g: g, hold: w.hold}, nil
 	}
-	w.done = true
-	cg.queued--
+	delete(g.waiters, id)
 	g.mu.Unlock()
 	waited := time.Since(start)
-	if failOpen {
+	x := model.GateWaitExpired(failOpen)
+	if x.Action == model.AdmitBypass {
 		return &slot{}, nil
 	}
 	if cause != nil {
-		return nil, &admitError{err: &model.Error{Code: model.CodeSemaphoreTimeout, Provider: provider, Model: modelID,
+		return nil, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
 			Message: "client went away while queued"}, waited: waited}
 	}
-	return nil, &admitError{err: &model.Error{Code: model.CodeSemaphoreTimeout, Provider: provider, Model: modelID,
-		RetryAfterMs: 1000, Message: fmt.Sprintf("no free slot on %s/%s for %s within the queue budget (%s); blocked by the %s cap",
+	return nil, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
+		RetryAfterMs: x.RetryAfterMs(), Message: fmt.Sprintf("no free slot on %s/%s for %s within the queue budget (%s); blocked by the %s cap",
 			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}, waited: waited}
 }
 
@@ -234,7 +149,7 @@ func admissionError(d model.AdmitDecision, provider, connection, modelID string,
 	case model.CodeSemaphoreQueueFull, model.CodeRateLimitQueueFull:
 		e.Message = fmt.Sprintf("queue for %s/%s is full (maxQueueDepth %d); blocked by the %s cap", provider, connection, depth, d.Blocking)
 	default:
-		e.RetryAfterMs = 1000
+		e.RetryAfterMs = d.RetryAfterMs()
 		e.Message = fmt.Sprintf("queue budget spent before a slot on %s/%s freed up; blocked by the %s cap", provider, connection, d.Blocking)
 	}
 	return e
@@ -245,11 +160,7 @@ func admissionError(d model.AdmitDecision, provider, connection, modelID string,
 func (g *gate) snapshot(fn func(provider, connection string, inUse, queued int)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for pid, pg := range g.provs {
-		for cid, cg := range pg.conns {
-			fn(pid, cid, cg.slots.InUse, cg.queued)
-		}
-	}
+	g.m.Each(func(ref model.ConnRef, inUse, queued int) { fn(ref.Provider, ref.Connection, inUse, queued) })
 }
 
 // quotaShareAdmission: how the gate treats this request's quota-share combo

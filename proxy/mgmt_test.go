@@ -178,7 +178,7 @@ func TestSettingsPatch(t *testing.T) {
 		t.Fatalf("PATCH: %d %s", r.code, r.body)
 	}
 	v = r.json(t)
-	if v["sources"].(map[string]any)["requestQueue.maxWaitMs"] != "saved" || g.g.settings().RequestQueue.MaxWaitMs != 2000 || g.g.gate.global.Cap != 3 {
+	if v["sources"].(map[string]any)["requestQueue.maxWaitMs"] != "saved" || g.g.settings().RequestQueue.MaxWaitMs != 2000 || g.g.gate.m.GlobalCap() != 3 {
 		t.Fatalf("after PATCH: %v", v["sources"])
 	}
 	saved, _ := g.g.store.LoadSettings(context.Background())

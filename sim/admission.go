@@ -6,37 +6,29 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// The simulator's admission stage (docs/admission.md#concurrency-gates, docs/admission.md), the virtual-time twin of
-// proxy/ratelimit.go and proxy/admission.go: an attempt the flow began first
-// passes the composite concurrency gate (model.Admit: global → provider →
-// connection → model, quota-share fail-open), then its connection's limiter
+// The simulator's admission stage (docs/admission.md#concurrency-gates,
+// docs/admission.md#pacing), driving the same model steps as the gateway's
+// proxy/admission.go and proxy/ratelimit.go: an attempt the flow began first
+// passes the composite concurrency gate (model.Gate: global → provider →
+// connection → model, FIFO wake-ups, quota-share fail-open), then its connection's limiter
 // (model.Limiter: pacing, body-declared retry pauses, learned windows), then
 // reaches the upstream. The gate comes first, as in the proxy's admit: a
 // pacing slot is booked only for an attempt that holds its gate slot. Every
-// rule is the model's; this file only keeps the counters and queues and
-// schedules the events. A refusal is recorded as a
+// rule, counter and queue is the model's; this file only schedules the
+// events. A refusal is recorded as a
 // local outcome (model.Flow.RecordLocal): neutral for upstream health, the
 // flow fails over, and the client gets the typed error if nothing serves.
 
 // admission is the simulator's admission state.
 type admission struct {
 	lims    map[model.ConnRef]*model.Limiter
-	global  model.Slots
-	provs   map[string]int // slots in use per provider
-	conns   map[model.ConnRef]*gateConn
-	waiters []int32           // request ids waiting for the gate, FIFO
-	pending map[int32]*queued // request id → its queued attempt
-	held    map[int32]heldSlot
+	gate    *model.Gate              // waiters are request ids
+	pending map[int32]*queued        // request id → its queued attempt
+	held    map[int32]model.GateHold // request id → its gate slots
 	cfg     map[model.ConnRef]*model.ConnectionConfig
 	// refused counts each request's locally refused tries: they are flow
 	// attempts but not upstream calls (a window's upstreamCalls).
 	refused map[int32]int
-}
-
-type gateConn struct {
-	slots  model.Slots
-	models map[string]int // in use per capped model
-	queued int
 }
 
 // queued is an attempt waiting in the admission stage.
@@ -55,19 +47,32 @@ type queued struct {
 	checked bool
 }
 
-type heldSlot struct {
-	ref   model.ConnRef
-	model string
-}
-
-func (ad *admission) init() {
+func (ad *admission) init(topo *model.Topology, globalCap int) {
 	ad.lims = map[model.ConnRef]*model.Limiter{}
-	ad.conns = map[model.ConnRef]*gateConn{}
 	ad.pending = map[int32]*queued{}
-	ad.held = map[int32]heldSlot{}
+	ad.held = map[int32]model.GateHold{}
 	ad.cfg = map[model.ConnRef]*model.ConnectionConfig{}
 	ad.refused = map[int32]int{}
-	ad.provs = map[string]int{}
+	ad.gate = model.NewGate()
+	ad.gate.SetGlobalCap(globalCap)
+	for i := range topo.Providers {
+		p := &topo.Providers[i]
+		ad.gate.SetProviderCap(p.ID, p.MaxConcurrent)
+		for j := range p.Connections {
+			c := &p.Connections[j]
+			ad.gate.SetConnectionCaps(model.ConnRef{Provider: p.ID, Connection: c.ID}, c.MaxConcurrent, c.ModelConcurrency)
+		}
+	}
+}
+
+// setGlobalCap follows a settings change: a raised cap lets waiters in at
+// once, as in the gateway.
+func (s *sim) setGlobalCap() {
+	if s.adm.gate == nil {
+		return
+	}
+	s.adm.gate.SetGlobalCap(s.set.RequestQueue.GlobalMaxConcurrent)
+	s.granted(s.adm.gate.Grant())
 }
 
 func (s *sim) connCfg(ref model.ConnRef) *model.ConnectionConfig {
@@ -117,7 +122,7 @@ func (s *sim) queueLeft(id int32, c *model.ConnectionConfig) int64 {
 // admit runs an attempt the flow began through the admission stage.
 func (s *sim) admit(id int32, a *model.Attempt) {
 	if s.adm.lims == nil {
-		s.adm.init()
+		s.adm.init(&s.sc.Topology, s.set.RequestQueue.GlobalMaxConcurrent)
 	}
 	ref := model.ConnRef{Provider: a.Provider, Connection: a.Connection}
 	c := s.connCfg(ref)
@@ -209,58 +214,27 @@ func (s *sim) paced(id int32, gen uint32) {
 	}
 }
 
-func (s *sim) gateConn(ref model.ConnRef) *gateConn {
-	g := s.adm.conns[ref]
-	if g == nil {
-		g = &gateConn{models: map[string]int{}}
-		if c := s.connCfg(ref); c != nil {
-			g.slots.Cap = c.MaxConcurrent
-		}
-		s.adm.conns[ref] = g
-	}
-	return g
-}
-
-func (s *sim) gateInput(ref model.ConnRef, m string) model.AdmitInput {
-	g := s.gateConn(ref)
-	in := model.AdmitInput{Global: model.Slots{InUse: s.adm.global.InUse, Cap: s.set.RequestQueue.GlobalMaxConcurrent},
-		Provider: model.Slots{InUse: s.adm.provs[ref.Provider], Cap: s.provCap(ref.Provider)}, Connection: g.slots, Queued: g.queued}
-	if c := s.connCfg(ref); c != nil && c.ModelConcurrency[m] > 0 {
-		in.Model = model.Slots{InUse: g.models[m], Cap: c.ModelConcurrency[m]}
-	}
-	return in
-}
-
-func (s *sim) take(id int32, ref model.ConnRef, m string) {
-	g := s.gateConn(ref)
-	s.adm.global.InUse++
-	s.adm.provs[ref.Provider]++
-	g.slots.InUse++
-	g.models[m]++
-	s.adm.held[id] = heldSlot{ref: ref, model: m}
-}
-
 // gateAdmit: the composite concurrency gate (model.Admit).
 func (s *sim) gateAdmit(id int32, q *queued) {
 	ref := model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}
-	in := s.gateInput(ref, q.a.Model)
-	in.MaxQueueDepth, in.QueueLeftMs, in.FailOpen, in.NoConnectionCap = s.set.RequestQueue.MaxQueueDepth, s.queueLeft(id, s.connCfg(ref)), q.failOpen, q.noConn
-	d := model.Admit(in)
+	left := s.queueLeft(id, s.connCfg(ref))
+	d, h := s.adm.gate.Enter(uint64(id), model.GateRequest{Conn: ref, Model: q.a.Model, MaxQueueDepth: s.set.RequestQueue.MaxQueueDepth,
+		QueueLeftMs: left, FailOpen: q.failOpen, NoConnectionCap: q.noConn})
 	switch d.Action {
 	case model.AdmitGo:
-		s.take(id, ref, q.a.Model)
+		if h.Held() {
+			s.adm.held[id] = h
+		}
 		s.pace(id, q)
 	case model.AdmitBypass:
 		s.traceQueue(id, q, "fail_open", 0)
 		s.pace(id, q)
 	case model.AdmitReject:
-		s.refuse(id, q, d.Code, 0)
+		s.refuse(id, q, d.Code, d.RetryAfterMs())
 	default:
 		q.inGate = true
-		s.gateConn(ref).queued++
-		s.adm.waiters = append(s.adm.waiters, id)
-		s.traceQueue(id, q, "queued", in.QueueLeftMs)
-		s.schedule(id, q, s.now.Add(in.QueueLeftMs), evQueueTimeout)
+		s.traceQueue(id, q, "queued", left)
+		s.schedule(id, q, s.now.Add(left), evQueueTimeout)
 	}
 }
 
@@ -272,57 +246,42 @@ func (s *sim) queueTimeout(id int32, gen uint32) {
 		return
 	}
 	s.leaveGate(id, q)
-	if q.failOpen {
+	d := model.GateWaitExpired(q.failOpen)
+	if d.Action == model.AdmitBypass {
 		s.traceQueue(id, q, "fail_open", 0)
 		s.pace(id, q)
 		return
 	}
-	s.refuse(id, q, model.CodeSemaphoreTimeout, 1000)
+	s.refuse(id, q, d.Code, d.RetryAfterMs())
 }
 
 func (s *sim) leaveGate(id int32, q *queued) {
 	q.inGate = false
-	s.gateConn(model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}).queued--
-	for i, w := range s.adm.waiters {
-		if w == id {
-			s.adm.waiters = append(s.adm.waiters[:i], s.adm.waiters[i+1:]...)
-			break
-		}
-	}
+	s.adm.gate.Leave(uint64(id))
 }
 
-// release frees the request's gate slot when its attempt ends and hands
-// free slots to waiters in FIFO order at once (as the proxy's grantLocked);
-// the granted attempts begin from their own event.
+// release frees the request's gate slot when its attempt ends; the gate
+// hands free slots to waiters in FIFO order at once (model.Gate.Release),
+// and the granted attempts begin from their own event.
 func (s *sim) release(id int32) {
 	h, ok := s.adm.held[id]
 	if !ok {
 		return
 	}
 	delete(s.adm.held, id)
-	g := s.gateConn(h.ref)
-	s.adm.global.InUse--
-	s.adm.provs[h.ref.Provider]--
-	g.slots.InUse--
-	if g.models[h.model]--; g.models[h.model] <= 0 {
-		delete(g.models, h.model)
-	}
-	kept := s.adm.waiters[:0]
-	for _, w := range s.adm.waiters {
+	s.granted(s.adm.gate.Release(h))
+}
+
+// granted schedules the attempts the gate let in.
+func (s *sim) granted(grants []model.GateGrant) {
+	for _, g := range grants {
+		w := int32(g.ID)
 		q := s.adm.pending[w]
-		ref := model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}
-		in := s.gateInput(ref, q.a.Model)
-		if in.Global.Free() && in.Provider.Free() && (in.Connection.Free() || q.noConn) && in.Model.Free() {
-			q.inGate, q.granted = false, true
-			s.gateConn(ref).queued--
-			s.take(w, ref, q.a.Model)
-			q.gen++
-			s.heap.push(event{at: s.now, class: classFlow, kind: evAdmitGo, idx: w, gen: q.gen})
-			continue
-		}
-		kept = append(kept, w)
+		q.inGate, q.granted = false, true
+		s.adm.held[w] = g.Hold
+		q.gen++
+		s.heap.push(event{at: s.now, class: classFlow, kind: evAdmitGo, idx: w, gen: q.gen})
 	}
-	s.adm.waiters = kept
 }
 
 // admitGo begins an attempt the gate granted a slot.

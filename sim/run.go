@@ -900,6 +900,7 @@ func (s *sim) action(i int) {
 			s.eng.UpdateSettings(s.now, set)
 			s.set = s.eng.Settings()
 			s.tm = timersOf(&s.set)
+			s.setGlobalCap()
 		}
 	}
 	s.tr.rec()
