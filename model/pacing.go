@@ -93,6 +93,64 @@ func (l *Limiter) Recheck(now int64, model string, queueLeftMs, booked int64) Pa
 	return PaceDecision{AtMs: p}
 }
 
+// PaceWait is one request's place in its connection's limiter: the slot
+// it booked and the instant its queue budget ends.
+type PaceWait struct {
+	Booked     int64
+	QueueEndMs int64
+	booked     bool // Booked holds a slot (Enter did not refuse)
+}
+
+// PaceStep is what the shell does next with a request in the limiter
+// (docs/admission.md#pacing): dispatch now (Go), sleep until WakeAtMs and
+// call Limiter.Wake, or refuse it with Code (neutral for upstream health;
+// RetryAfterMs is how far off the slot was).
+type PaceStep struct {
+	Go           bool
+	WakeAtMs     int64
+	Code         Code
+	RetryAfterMs int64
+}
+
+func paceStep(now int64, d PaceDecision) PaceStep {
+	switch {
+	case d.Code == CodeRateLimitQueueFull:
+		return PaceStep{Code: d.Code}
+	case d.Code != "":
+		return PaceStep{Code: d.Code, RetryAfterMs: max(d.AtMs-now, 1)}
+	case d.AtMs <= now:
+		return PaceStep{Go: true}
+	}
+	return PaceStep{WakeAtMs: d.AtMs}
+}
+
+// Enter books a request's dispatch slot (Reserve) and says what to do: the
+// one pacing step both shells take, the gateway sleeping on the wall clock,
+// the simulator scheduling an event at WakeAtMs.
+func (l *Limiter) Enter(now int64, model string, lim ConnLimits, maxQueueDepth int, queueLeftMs int64) (PaceWait, PaceStep) {
+	d := l.Reserve(now, model, lim, maxQueueDepth, queueLeftMs)
+	w := PaceWait{QueueEndMs: now + queueLeftMs}
+	if d.Code == "" {
+		w.Booked, w.booked = d.AtMs, true
+	}
+	return w, paceStep(now, d)
+}
+
+// Wake runs when a waiting request's WakeAtMs arrives: a pause that began
+// meanwhile holds it longer, or refuses it at once when its queue budget
+// ends first (Recheck).
+func (l *Limiter) Wake(now int64, model string, w PaceWait) PaceStep {
+	return paceStep(now, l.Recheck(now, model, w.QueueEndMs-now, w.Booked))
+}
+
+// Leave gives a waiting request's slot back: it went away before it
+// dispatched, so it must not count against rpm.
+func (l *Limiter) Leave(w PaceWait) {
+	if w.booked {
+		l.Cancel(w.Booked)
+	}
+}
+
 // Pause drains the limiter until until: the whole connection when model is
 // "", else that model. A pause never shortens one already running.
 func (l *Limiter) Pause(model string, until int64) {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -337,4 +338,52 @@ func TestRapidLimiterInvariantsSpec5(t *testing.T) {
 			}
 		}
 	})
+}
+
+// docs/admission.md#pacing: the pacing step both shells take. Enter books
+// the slot and says to wait for it; a pause that begins meanwhile holds the
+// request at Wake, and refuses it at once (giving the slot back) when the
+// pause outlasts the queue budget; a request that leaves gives its slot back.
+func TestLimiterEnterWakeLeave(t *testing.T) {
+	var l Limiter
+	lim := ConnLimits{MinTimeMs: 100}
+	if _, st := l.Enter(0, "m", lim, 0, 1000); !st.Go {
+		t.Fatalf("first request goes at once: %+v", st)
+	}
+	w, st := l.Enter(10, "m", lim, 0, 1000)
+	if st.Go || st.Code != "" || st.WakeAtMs != 100 || w.QueueEndMs != 1010 {
+		t.Fatalf("second waits for minTimeMs: %+v %+v", st, w)
+	}
+	l.Pause("", 500)
+	if st := l.Wake(100, "m", w); st.Go || st.WakeAtMs != 500 {
+		t.Fatalf("a pause holds the woken request: %+v", st)
+	}
+	if st := l.Wake(500, "m", w); !st.Go {
+		t.Fatalf("the pause ended: %+v", st)
+	}
+	w, _ = l.Enter(500, "m", lim, 0, 1000)
+	l.Pause("", 5000)
+	if st := l.Wake(600, "m", w); st.Code != CodeRateLimitQueueTimeout || st.RetryAfterMs != 4400 {
+		t.Fatalf("a pause past the queue budget refuses at once: %+v", st)
+	}
+	if slices.Contains(l.Hits, w.Booked) {
+		t.Fatal("a refused request must give its slot back")
+	}
+	var l2 Limiter
+	l2.Enter(0, "m", lim, 0, 1000)
+	w2, _ := l2.Enter(0, "m", lim, 0, 1000)
+	l2.Leave(w2)
+	if len(l2.Hits) != 1 {
+		t.Fatalf("a request that left keeps no slot: %v", l2.Hits)
+	}
+	if _, st := l2.Enter(0, "m", ConnLimits{MinTimeMs: 100}, 1, 1000); st.Go {
+		t.Fatalf("unexpected go: %+v", st)
+	}
+	if _, st := l2.Enter(0, "m", ConnLimits{MinTimeMs: 100}, 1, 1000); st.Code != CodeRateLimitQueueFull || st.RetryAfterMs != 0 {
+		t.Fatalf("a full queue refuses RATE_LIMIT_QUEUE_FULL without a hint: %+v", st)
+	}
+	l2.Leave(PaceWait{}) // never booked: nothing to give back
+	if len(l2.Hits) != 2 {
+		t.Fatalf("leaving an unbooked wait changed the limiter: %v", l2.Hits)
+	}
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// The admission-queue limiter (SPEC §5): per connection, pacing from
-// rateLimitOverrides.rpm (over 60 s) and .minTimeMs, pauses from
-// body-declared retries and learned x-ratelimit-* windows. Limits are per
-// connection (SPEC "does better" 16), never a process-wide counter. Every
-// rule is model.Limiter's (shared with the simulator); the pacers only keep
-// one limiter per connection under a mutex and sleep on the wall clock.
+// The admission-queue limiter (docs/admission.md#pacing): per connection,
+// pacing from rateLimitOverrides.rpm (over 60 s) and .minTimeMs, pauses
+// from body-declared retries and learned x-ratelimit-* windows. Limits are
+// per connection, never a process-wide counter. Every rule and step is
+// model.Limiter's (shared with the simulator); the pacers only keep one
+// limiter per connection under a mutex and sleep on the wall clock.
 // Which attempts go through it is the engine's decision (Attempt.Limited:
 // rateLimitProtection or the apikey safety net).
 
@@ -48,52 +48,44 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 	return l
 }
 
-// wait books a dispatch slot for modelID on ref and sleeps until it; a pause
-// that begins meanwhile holds it longer, or refuses it at once when its
-// queue budget ends first. It returns how long it waited, or a typed
+// wait books a dispatch slot for modelID on ref and sleeps until it
+// (model.Limiter.Enter / Wake: every decision is the model's, the same
+// steps the simulator schedules). It returns how long it waited, or a typed
 // refusal (neutral for upstream health).
 func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration) (time.Duration, *model.Error) {
 	start := ps.now()
 	now := start.UnixMilli()
 	ps.mu.Lock()
 	l := ps.limiter(ref)
-	d := l.Reserve(now, modelID, limitsOf(o), depth, queueLeft.Milliseconds())
+	pw, st := l.Enter(now, modelID, limitsOf(o), depth, queueLeft.Milliseconds())
 	ps.mu.Unlock()
-	if d.Code != "" {
-		return 0, refusal(ref, modelID, o, depth, d, now)
-	}
-	booked := d.AtMs
-	for {
-		if w := time.Duration(d.AtMs-now) * time.Millisecond; w > 0 && !sleepCtx(ctx, w) {
+	for !st.Go {
+		if st.Code != "" {
+			return ps.now().Sub(start), refusal(ref, modelID, o, depth, st)
+		}
+		if w := time.Duration(st.WakeAtMs-now) * time.Millisecond; w > 0 && !sleepCtx(ctx, w) {
 			ps.mu.Lock()
-			l.Cancel(booked)
+			l.Leave(pw)
 			ps.mu.Unlock()
 			return ps.now().Sub(start), &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Model: modelID,
 				Message: "client went away while queued"}
 		}
 		now = ps.now().UnixMilli()
-		left := queueLeft.Milliseconds() - (now - start.UnixMilli())
 		ps.mu.Lock()
-		d = l.Recheck(now, modelID, left, booked)
+		st = l.Wake(now, modelID, pw)
 		ps.mu.Unlock()
-		if d.Code != "" {
-			return ps.now().Sub(start), refusal(ref, modelID, o, depth, d, now)
-		}
-		if d.AtMs <= now {
-			return ps.now().Sub(start), nil
-		}
 	}
+	return ps.now().Sub(start), nil
 }
 
-func refusal(ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, d model.PaceDecision, now int64) *model.Error {
-	e := &model.Error{Code: d.Code, Provider: ref.Provider, Model: modelID}
-	if d.Code == model.CodeRateLimitQueueFull {
+func refusal(ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, st model.PaceStep) *model.Error {
+	e := &model.Error{Code: st.Code, Provider: ref.Provider, Model: modelID, RetryAfterMs: st.RetryAfterMs}
+	if st.Code == model.CodeRateLimitQueueFull {
 		e.Message = fmt.Sprintf("admission queue for %s is full (maxQueueDepth %d)", ref, depth)
 		return e
 	}
-	e.RetryAfterMs = max(d.AtMs-now, 1)
 	e.Message = fmt.Sprintf("%s is paced or paused (rpm %d, minTimeMs %d): the next slot is in %d ms, after the queue budget",
-		ref, o.RPM, o.MinTimeMs, d.AtMs-now)
+		ref, o.RPM, o.MinTimeMs, st.RetryAfterMs)
 	return e
 }
 

@@ -34,10 +34,10 @@ type admission struct {
 // queued is an attempt waiting in the admission stage.
 type queued struct {
 	a        model.Attempt
-	gen      uint32 // invalidates stale timer events
-	inGate   bool   // waiting for the gate (else for a limiter slot)
-	granted  bool   // the gate handed it a slot; evAdmitGo paces it
-	booked   int64  // the limiter slot pace booked (Recheck gives it back on a refusal)
+	gen      uint32         // invalidates stale timer events
+	inGate   bool           // waiting for the gate (else for a limiter slot)
+	granted  bool           // the gate handed it a slot; evAdmitGo paces it
+	pw       model.PaceWait // its place in the connection's limiter
 	failOpen bool
 	noConn   bool // quota-share with its serialization off (docs/admission.md#concurrency-gates)
 	// checked: the selection invariants ran when the attempt entered the
@@ -161,19 +161,26 @@ func (s *sim) pace(id int32, q *queued) {
 	if c != nil {
 		lim = c.Limits
 	}
-	d := s.limiter(ref).Reserve(int64(s.now), q.a.Model, lim, s.set.RequestQueue.MaxQueueDepth, s.queueLeft(id, c))
-	if d.Code != "" {
+	var st model.PaceStep
+	q.pw, st = s.limiter(ref).Enter(int64(s.now), q.a.Model, lim, s.set.RequestQueue.MaxQueueDepth, s.queueLeft(id, c))
+	if !st.Go && st.Code == "" {
+		s.traceQueue(id, q, "paced", st.WakeAtMs-int64(s.now))
+	}
+	s.paceStep(id, q, st)
+}
+
+// paceStep does what the limiter said (model.PaceStep): dispatch, wake up
+// later, or refuse (giving the gate slot back).
+func (s *sim) paceStep(id int32, q *queued, st model.PaceStep) {
+	switch {
+	case st.Code != "":
 		s.release(id)
-		s.refuse(id, q, d.Code, max(d.AtMs-int64(s.now), 0))
-		return
+		s.refuse(id, q, st.Code, st.RetryAfterMs)
+	case !st.Go:
+		s.schedule(id, q, model.Time(st.WakeAtMs), evPaced)
+	default:
+		s.dispatch(id, q)
 	}
-	q.booked = d.AtMs
-	if d.AtMs > int64(s.now) {
-		s.traceQueue(id, q, "paced", d.AtMs-int64(s.now))
-		s.schedule(id, q, model.Time(d.AtMs), evPaced)
-		return
-	}
-	s.dispatch(id, q)
 }
 
 func (s *sim) limiter(ref model.ConnRef) *model.Limiter {
@@ -195,23 +202,14 @@ func (s *sim) schedule(id int32, q *queued, t model.Time, kind evKind) {
 }
 
 // paced: the booked limiter slot arrived; a pause that began meanwhile holds
-// it longer or refuses it at once (model.Limiter.Recheck).
+// it longer or refuses it at once (model.Limiter.Wake).
 func (s *sim) paced(id int32, gen uint32) {
 	q := s.adm.pending[id]
 	if q == nil || q.gen != gen || s.gaveUp(id, q) {
 		return
 	}
 	ref := model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}
-	d := s.limiter(ref).Recheck(int64(s.now), q.a.Model, s.queueLeft(id, s.connCfg(ref)), q.booked)
-	switch {
-	case d.Code != "":
-		s.release(id)
-		s.refuse(id, q, d.Code, d.AtMs-int64(s.now))
-	case d.AtMs > int64(s.now):
-		s.schedule(id, q, model.Time(d.AtMs), evPaced)
-	default:
-		s.dispatch(id, q)
-	}
+	s.paceStep(id, q, s.limiter(ref).Wake(int64(s.now), q.a.Model, q.pw))
 }
 
 // gateAdmit: the composite concurrency gate (model.Admit).
@@ -303,10 +301,10 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	if q.inGate {
 		s.leaveGate(id, q)
 	}
-	if q.booked != 0 {
-		// Never dispatched: its pacing slot goes back (the proxy's
-		// pacers.wait cancels it when the context ends).
-		s.limiter(model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}).Cancel(q.booked)
+	if q.a.Limited {
+		// Never dispatched: its pacing slot goes back (model.Limiter.Leave,
+		// as the gateway's pacers.wait when the context ends).
+		s.limiter(model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}).Leave(q.pw)
 	}
 	s.release(id)
 	delete(s.adm.pending, id)
