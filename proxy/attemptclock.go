@@ -4,18 +4,18 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
 )
 
 // attemptClock cancels one upstream attempt at the first of its deadlines,
-// with the cause its outcome is classified by (SPEC §11.6 phase timers):
-//
-//   - the whole attempt (attemptMs, cut by the execution bound and by the
-//     request deadline), fixed when the attempt starts;
-//   - a phase budget counted from the phase's start or its last progress:
-//     the response headers (responseHeaderMs), then, for a JSON body, the
-//     first content (firstContentMs) and the idle time between reads
-//     (streamIdleMs). A stream's phases are the stream watchdogs'
-//     (streamWatch).
+// with the cause its outcome is classified by. The plan (the whole
+// attempt's bound, then the header, first-content and idle phases) and
+// what ran out are model.TimerPlan's, the rule the simulator times
+// attempts by (docs/budget.md#attempt-bound); the clock keeps the plan's
+// moving parts in atomics (progress runs on the reading goroutine, fire on
+// the timer's) and arms the timer. A stream's phases are the stream
+// watchdogs' (streamWatch).
 //
 // One timer per attempt rather than one per deadline: every Go timer costs
 // allocations and a timer-heap insertion, and adding one can wake an idle
@@ -39,15 +39,13 @@ type attemptClock struct {
 // all (endErr when it runs out) and header until its response headers.
 func startAttemptClock(end time.Duration, endErr error, header time.Duration, cancel context.CancelCauseFunc) *attemptClock {
 	c := &attemptClock{cancel: cancel, base: time.Now(), end: end, endErr: endErr}
-	first := end
-	if header > 0 {
-		c.budget.Store(int64(header))
-		first = min(first, header)
-	}
+	p := model.HeaderPlan(int64(end), model.CutAttempt, int64(header))
+	c.budget.Store(p.Budget)
+	_, first := p.Due(0)
 	// fire re-arms c.t only after a progress call (at its first run a
 	// deadline is always due: timers never fire early), and progress runs on
 	// this goroutine after this store, publishing it through c.last.
-	c.t = time.AfterFunc(first, c.fire)
+	c.t = time.AfterFunc(time.Duration(first), c.fire)
 	return c
 }
 
@@ -76,24 +74,17 @@ func (c *attemptClock) fire() {
 		return
 	}
 	now := time.Since(c.base)
-	if now >= c.end {
+	p := model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
+	switch x, next := p.Due(int64(now)); x {
+	case model.TimerBound:
 		c.cancel(c.endErr)
-		return
+	case model.TimerHeader:
+		c.cancel(errHeaderTimeout)
+	case model.TimerBody:
+		c.cancel(errStall)
+	default:
+		c.t.Reset(time.Duration(next) - now)
 	}
-	next := c.end
-	if b := time.Duration(c.budget.Load()); b > 0 {
-		due := time.Duration(c.last.Load()) + b
-		if now >= due {
-			if c.stall.Load() {
-				c.cancel(errStall)
-			} else {
-				c.cancel(errHeaderTimeout)
-			}
-			return
-		}
-		next = min(next, due)
-	}
-	c.t.Reset(next - now)
 }
 
 func (c *attemptClock) stop() {

@@ -543,14 +543,12 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	}
 	// The model's attempt bound, as the proxy times it; the deadline's cut
 	// is the flow's deadline event below.
-	if end > s.tm.bound {
-		end = s.tm.bound
+	if cut, at := s.tm.bound.Before(end); cut != model.TimerNone {
+		end = at
 		tl.success = false
-		if s.tm.cut == model.CutExecution {
-			x.out, x.execCut = model.Outcome{Kind: model.OutcomeLocalQueue}, true
-		} else {
-			x.out = model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportAttemptTimeout}
-		}
+		var local *model.Error
+		x.out, local = s.tm.bound.TimerOutcome(cut)
+		x.execCut = local != nil && s.tm.bound.Cut == model.CutExecution // recorded as a local cut
 	}
 	endAt := s.now.Add(end)
 	if r.giveUpAt > 0 && endAt > r.giveUpAt {

@@ -19,19 +19,27 @@ type timeline struct {
 // timers are the shell's per-attempt timers (docs/settings.md#defaults), taken once per
 // settings change.
 type timers struct {
-	header int64
-	// bound is how long an attempt may run (model.AttemptBound without the
-	// deadline, which the flow's deadline event cuts) and cut which bound
-	// that is.
-	bound int64
-	cut   model.AttemptCut
-	set   *model.Settings // for the model's stream watchdogs
+	// header is the response-header phase (model.TimerPlan), bound the
+	// whole attempt's (model.AttemptBound without the deadline, which the
+	// flow's deadline event cuts): the gateway arms one timer for both,
+	// the simulator asks each where the upstream's events fall.
+	header model.TimerPlan
+	bound  model.TimerPlan
+	set    *model.Settings // for the model's stream watchdogs
 }
 
 func timersOf(s *model.Settings) timers {
 	_, execMax := s.QueueBudgets(model.ConnOverrides{})
 	bound, cut := model.AttemptBound(s, execMax, never)
-	return timers{header: int64(s.UpstreamTimeouts.ResponseHeaderMs), bound: bound, cut: cut, set: s}
+	return timers{header: model.HeaderPlan(never, model.CutAttempt, int64(s.UpstreamTimeouts.ResponseHeaderMs)),
+		bound: model.TimerPlan{End: bound, Cut: cut}, set: s}
+}
+
+// headerTimeout: the response-header timer ends the attempt before the
+// upstream's answer at t (model.TimerPlan.Before); at is when.
+func (tm *timers) headerTimeout(t int64) (at int64, cut bool) {
+	x, at := tm.header.Before(t)
+	return at, x == model.TimerHeader
 }
 
 func durMs(d interface{ Milliseconds() int64 }) int64 { return d.Milliseconds() }
@@ -49,16 +57,16 @@ const never = int64(1) << 60
 // nothing about stalls itself.
 func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream bool) timeline {
 	tl := timeline{firstByte: -1}
-	hdr := tm.header
 	switch {
 	case r.Fault == faults.Timeout:
-		tl.endMs, tl.kind, tl.transport = hdr, model.OutcomeTransport, model.TransportHeaderTimeout
+		tl.endMs, _ = tm.headerTimeout(never)
+		tl.kind, tl.transport = model.OutcomeTransport, model.TransportHeaderTimeout
 		return tl
 	case !stream && r.OK() && r.Fault != faults.Reset:
-		return jsonTimeline(r, latencyMs, hdr)
+		return jsonTimeline(r, latencyMs, tm)
 	case !r.OK() || r.Fault == faults.Reset:
-		if latencyMs >= hdr {
-			tl.endMs, tl.kind, tl.transport = hdr, model.OutcomeTransport, model.TransportHeaderTimeout
+		if at, cut := tm.headerTimeout(latencyMs); cut {
+			tl.endMs, tl.kind, tl.transport = at, model.OutcomeTransport, model.TransportHeaderTimeout
 			return tl
 		}
 		tl.endMs = latencyMs
@@ -170,7 +178,7 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 // then the chunks' generation time — and sends the body at once, so only
 // responseHeaderMs judges the wait. A cut body is a reset mid-body, a
 // malformed one the output validation case.
-func jsonTimeline(r *faults.Response, latencyMs, hdr int64) timeline {
+func jsonTimeline(r *faults.Response, latencyMs int64, tm *timers) timeline {
 	tl := timeline{firstByte: -1}
 	ready := latencyMs + int64(r.Chunks()-1)*durMs(r.ChunkInterval())
 	if r.Fault == faults.Stall {
@@ -180,8 +188,8 @@ func jsonTimeline(r *faults.Response, latencyMs, hdr int64) timeline {
 			ready += durMs(r.Stream.StallFor)
 		}
 	}
-	if ready >= hdr {
-		tl.endMs, tl.kind, tl.transport = hdr, model.OutcomeTransport, model.TransportHeaderTimeout
+	if at, cut := tm.headerTimeout(ready); cut {
+		tl.endMs, tl.kind, tl.transport = at, model.OutcomeTransport, model.TransportHeaderTimeout
 		return tl
 	}
 	tl.endMs, tl.firstByte = ready, ready
