@@ -61,23 +61,20 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 
 // leaseMove: when health or a cooldown keeps the leased connection out,
 // move the lease, same generation, to another free eligible connection of
-// the key (SPEC §2d; the arbiter's Transition). Without one the request
-// keeps its lease and gets the normal routing answer.
+// the key. Whether to move and where are model.Engine.LeaseMove's
+// (docs/leases.md#moving); the arbiter's Transition makes each move. Without
+// a target the request keeps its lease and gets the normal routing answer.
 func (rs *reqState) leaseMove(owner string, claim *model.LeaseClaim, row model.LeaseRow) (model.LeaseRow, bool) {
 	g := rs.g
 	now := g.modelNow()
 	held := g.leases.heldFor(now) // includes ours: excluded as lease_held, not a target
 	g.lock()
-	g.eng.Select(now, &model.Request{Route: rs.flow.Route, Allowed: []model.ConnRef{row.Conn}}, rs.sel)
-	blocked := len(rs.sel.Candidates) == 0 && len(rs.sel.Excluded) > 0
-	if blocked {
-		g.eng.Select(now, &model.Request{Route: rs.flow.Route, Allowed: rs.key.allowed, Held: held}, rs.sel)
-	}
+	blocked := g.eng.LeaseMove(now, rs.flow.Route, row.Conn, rs.key.allowed, held, rs.sel)
+	cands := append([]model.Candidate(nil), rs.sel.Candidates...) // the arbiter is called without the lock
 	g.unlock()
 	if !blocked {
 		return row, false
 	}
-	cands := append([]model.Candidate(nil), rs.sel.Candidates...)
 	for _, c := range cands {
 		l, _, err := g.leases.arb.Transition(rs.ctx, owner, claim.APIKeyID, claim.Generation, c.Provider, c.Connection, store.EndHealthOrCooldown)
 		var lc *store.LeaseConflict

@@ -81,7 +81,6 @@ var noRuleExceptions = []struct {
 	{"replica.go", "status", "rec.Status >= 400", "the request-log record keeps error details only for an error answer"},
 	{"leases_http.go", "decision", "g.eng.Select(", "lease acquire reports the model's ranking of the key's connections"},
 	{"leases_http.go", "decision", "model.Unavailable(", "lease acquire answers with the model's unavailable error"},
-	{"leases_fence.go", "decision", "g.eng.Select(", "the lease move asks the model whether the leased connection is blocked"},
 }
 
 func noRuleException(file, check, line string) int {
