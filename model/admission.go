@@ -1,9 +1,10 @@
 package model
 
-// Admission (docs/admission.md#concurrency-gates, docs/admission.md): the pure checks behind the gateway's composite
-// concurrency gate and per-connection pacing. The proxy owns the counters,
-// queues and sleeping; what a request may do is decided here, so the
-// simulator and the gateway admit alike.
+// Admission (docs/admission.md#concurrency-gates, docs/admission.md#pacing):
+// the pure checks behind the composite concurrency gate (Gate keeps its
+// counters and queue) and per-connection pacing (Limiter). The shells only
+// sleep, park and wake; what a request may do, and in which order waiters
+// go, is decided here, so the simulator and the gateway admit alike.
 
 // Level names one layer of the composite gate.
 type Level uint8
