@@ -1,5 +1,10 @@
 package model
 
+import (
+	"fmt"
+	"slices"
+)
+
 // LeaseMove is the lease move's decision (docs/leases.md#moving): normal
 // model, quota, health and cooldown rules still apply to a leased
 // connection, and when they keep it out of a managed request's route
@@ -20,4 +25,48 @@ func (e *Engine) LeaseMove(now Time, route Route, leased ConnRef, allowed, held 
 	}
 	e.Select(now, &Request{Route: route, Allowed: allowed, Held: held}, sel)
 	return true
+}
+
+// LeaseOffer is what a lease acquire may take (docs/leases.md#capacity):
+// the eligible connections of the key (healthy by every rule, leased or
+// not), the free ones, and the earliest expiry among the leases that hold
+// eligible connections (0 = none), which the 429's Retry-After counts to.
+type LeaseOffer struct {
+	Eligible, Free int
+	Earliest       Time
+}
+
+// NoteExpiry counts one more lease expiry towards Earliest (the shell notes
+// the leases the arbiter reports as it tries the targets).
+func (o *LeaseOffer) NoteExpiry(t Time) {
+	if t > 0 && (o.Earliest == 0 || t < o.Earliest) {
+		o.Earliest = t
+	}
+}
+
+// LeaseAcquire is the lease acquire's decision (docs/leases.md#capacity):
+// the connections a new lease on route may take, in sel.Candidates in
+// selection order (the key's allowed connections, routed around the ones
+// leased now: held, with heldUntil aligned), and the capacity counts.
+// Nothing eligible at all is not a lease dispute: the normal routing error.
+// The shell asks the arbiter for each target in turn.
+func (e *Engine) LeaseAcquire(now Time, route Route, allowed, held []ConnRef, heldUntil []Time, sel *Selection) (LeaseOffer, *Error) {
+	e.Select(now, &Request{Route: route, Allowed: allowed, Held: held}, sel)
+	var o LeaseOffer
+	o.Eligible, o.Free = LeaseCapacity(sel)
+	if o.Eligible == 0 {
+		if ue := Unavailable(now, &route, sel); ue != nil {
+			return o, ue
+		}
+		return o, &Error{Code: CodeNoExecutableTargets, Model: route.Model, Message: fmt.Sprintf("no connection can serve %q", route.Name)}
+	}
+	for _, x := range sel.Excluded {
+		if x.Reason != ExclLeaseHeld {
+			continue
+		}
+		if i := slices.Index(held, ConnRef{Provider: x.Provider, Connection: x.Connection}); i >= 0 && i < len(heldUntil) {
+			o.NoteExpiry(heldUntil[i])
+		}
+	}
+	return o, nil
 }

@@ -29,3 +29,34 @@ func TestLeaseMove(t *testing.T) {
 		t.Fatalf("nowhere to go: the request keeps its lease: %+v", sel.Candidates)
 	}
 }
+
+// docs/leases.md#capacity: a lease acquire offers the free eligible
+// connections of the key in selection order, counts eligible and free ones,
+// and retries at the earliest expiry of a lease holding an eligible
+// connection; nothing eligible at all is the normal routing error.
+func TestLeaseAcquireOffer(t *testing.T) {
+	p := oneProvider("p", ProfileAPIKey, 3)
+	e := mustEngine(t, topo(p), nil)
+	r := route(t, e, "p/m1")
+	k := func(id string) ConnRef { return ConnRef{"p", id} }
+	all := []ConnRef{k("k1"), k("k2"), k("k3")}
+	var sel Selection
+	o, err := e.LeaseAcquire(at(0), r, all, []ConnRef{k("k1"), k("k2")}, []Time{at(sec(30)), at(sec(10))}, &sel)
+	if err != nil || o.Eligible != 3 || o.Free != 1 || o.Earliest != at(sec(10)) {
+		t.Fatalf("offer %+v err %v, want 3 eligible, 1 free, earliest k2's expiry", o, err)
+	}
+	if got := candidates(&sel); len(got) != 1 || got[0] != "p/k3" {
+		t.Fatalf("targets %v, want k3", got)
+	}
+	o.NoteExpiry(at(sec(5)))
+	o.NoteExpiry(0)
+	if o.Earliest != at(sec(5)) {
+		t.Fatalf("an earlier expiry the arbiter reports counts: %v", o.Earliest)
+	}
+	for _, c := range all {
+		hit(t, e, at(0), "p", c.Connection, "m1", withHeader(429, "retry-after", "20"))
+	}
+	if _, err := e.LeaseAcquire(at(sec(1)), r, all, nil, nil, &sel); err == nil {
+		t.Fatal("nothing eligible: the normal routing error, not a lease dispute")
+	}
+}

@@ -298,7 +298,8 @@ func newOwner() (string, error) {
 // leaseAcquire picks the connection: among the key's allowedConnections
 // that serve the model and are eligible by the model's selection (breaker,
 // cooldown, lockout, terminal) and not held by another owner, in the
-// provider's strategy order; the arbiter has the last word on each.
+// provider's strategy order (model.Engine.LeaseAcquire); the arbiter has
+// the last word on each.
 func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clientKey, c leaseCall) {
 	g.lock()
 	route, err := g.eng.Resolve(c.model)
@@ -321,30 +322,11 @@ func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clie
 	sel := selPool.Get().(*model.Selection)
 	defer selPool.Put(sel)
 	g.lock()
-	g.eng.Select(g.modelNow(), &model.Request{Route: route, Allowed: key.allowed, Held: snap.held}, sel)
+	offer, ue := g.eng.LeaseAcquire(now, route, key.allowed, snap.held, snap.until, sel)
 	g.unlock()
-	eligible, free := model.LeaseCapacity(sel)
-	if eligible == 0 {
-		// Nothing eligible is not lease contention: the normal routing
-		// error (REFERENCE M16).
-		if ue := model.Unavailable(now, &route, sel); ue != nil {
-			writeModelError(w, ue)
-			return
-		}
-		writeModelError(w, &model.Error{Code: model.CodeNoExecutableTargets, Model: route.Model, Message: fmt.Sprintf("no connection can serve %q", route.Name)})
+	if ue != nil {
+		writeModelError(w, ue)
 		return
-	}
-	// The earliest expiry among the leases that hold eligible connections.
-	var earliest model.Time
-	note := func(t model.Time) {
-		if t > 0 && (earliest == 0 || t < earliest) {
-			earliest = t
-		}
-	}
-	for _, x := range sel.Excluded {
-		if x.Reason == model.ExclLeaseHeld {
-			note(snap.byConn[model.ConnRef{Provider: x.Provider, Connection: x.Connection}])
-		}
 	}
 	cands := append([]model.Candidate(nil), sel.Candidates...)
 	owner, err := newOwner()
@@ -369,22 +351,22 @@ func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clie
 			// the arbiter: the next candidate.
 			busy++
 			if lc.Kind == store.ConnectionBusy {
-				note(model.TimeOf(lc.ExpiresAt))
+				offer.NoteExpiry(model.TimeOf(lc.ExpiresAt))
 			}
 		default:
 			g.writeLeaseStoreDown(w, err)
 			return
 		}
 	}
-	ra := model.LeaseRetryAfterSeconds(g.modelNow(), earliest)
+	ra := model.LeaseRetryAfterSeconds(g.modelNow(), offer.Earliest)
 	w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
 	writeJSON(w, http.StatusTooManyRequests, leaseCapacityBody{
 		State:         model.LeaseWaitingState,
 		Error:         apiError{Type: model.LeaseErrorType, Code: string(model.CodeLeaseCapacity), Message: "every eligible connection is held by another lease; retry after the Retry-After seconds"},
 		Reason:        model.LeaseNoFreeEligibleReason,
 		RetryAfter:    ra,
-		EligibleCount: eligible,
-		FreeCount:     free - busy,
+		EligibleCount: offer.Eligible,
+		FreeCount:     offer.Free - busy,
 	})
 }
 

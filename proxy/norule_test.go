@@ -79,8 +79,6 @@ var noRuleExceptions = []struct {
 	{"chat.go", "status", "st.Status == 499", "reads the model's answer: 499 is the status model.Flow gives a client that went away"},
 	{"replica.go", "status", "rec.Status < 400", "the request-log record keeps error details only for an error answer"},
 	{"replica.go", "status", "rec.Status >= 400", "the request-log record keeps error details only for an error answer"},
-	{"leases_http.go", "decision", "g.eng.Select(", "lease acquire reports the model's ranking of the key's connections"},
-	{"leases_http.go", "decision", "model.Unavailable(", "lease acquire answers with the model's unavailable error"},
 }
 
 func noRuleException(file, check, line string) int {
