@@ -198,9 +198,7 @@ func (g *Gate) Release(h GateHold) []GateGrant {
 	h.p.slots.InUse--
 	h.c.slots.InUse--
 	if h.inModel {
-		if h.c.models[h.model]--; h.c.models[h.model] <= 0 {
-			delete(h.c.models, h.model)
-		}
+		h.c.models[h.model]-- // kept at 0: only capped models have an entry (bounded by the config)
 	}
 	if len(g.waiters) == 0 {
 		return nil

@@ -116,3 +116,27 @@ func TestGateModelCapsAndRaisedCap(t *testing.T) {
 		t.Fatalf("an unknown connection has no caps and holds nothing: %+v", d)
 	}
 }
+
+// The gate sits on every capped attempt of both shells: taking and freeing
+// a slot allocates nothing.
+func BenchmarkGateEnterRelease(b *testing.B) {
+	g := NewGate()
+	g.SetGlobalCap(64)
+	g.SetProviderCap("p", 32)
+	g.SetConnectionCaps(ConnRef{Provider: "p", Connection: "a"}, 8, map[string]int{"m": 4})
+	r := gateReq("a", "m")
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_, h := g.Enter(uint64(i), r)
+		g.Release(h)
+	}
+}
+
+func TestGateEnterReleaseDoesNotAllocate(t *testing.T) {
+	g := NewGate()
+	g.SetConnectionCaps(ConnRef{Provider: "p", Connection: "a"}, 8, map[string]int{"m": 4})
+	r := gateReq("a", "m")
+	if n := testing.AllocsPerRun(100, func() { _, h := g.Enter(1, r); g.Release(h) }); n != 0 {
+		t.Fatalf("Enter+Release allocates %v times", n)
+	}
+}
