@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/breakwater-gw/breakwater/model"
 )
@@ -29,6 +30,10 @@ type admission struct {
 	// refused counts each request's locally refused tries: they are flow
 	// attempts but not upstream calls (a window's upstreamCalls).
 	refused map[int32]int
+	// settable: a settings action may set a global cap during the run, so
+	// every attempt is counted on the gate from the start (the gateway
+	// counts them all: a cap set later holds the ones in flight).
+	settable bool
 }
 
 // queued is an attempt waiting in the admission stage.
@@ -47,12 +52,13 @@ type queued struct {
 	checked bool
 }
 
-func (ad *admission) init(topo *model.Topology, globalCap int) {
+func (ad *admission) init(topo *model.Topology, globalCap int, actions []Action) {
 	ad.lims = map[model.ConnRef]*model.Limiter{}
 	ad.pending = map[int32]*queued{}
 	ad.held = map[int32]model.GateHold{}
 	ad.cfg = map[model.ConnRef]*model.ConnectionConfig{}
 	ad.refused = map[int32]int{}
+	ad.settable = slices.ContainsFunc(actions, func(a Action) bool { return a.Kind == ActSet })
 	ad.gate = model.NewGate()
 	ad.gate.SetGlobalCap(globalCap)
 	for i := range topo.Providers {
@@ -92,9 +98,10 @@ func (s *sim) connCfg(ref model.ConnRef) *model.ConnectionConfig {
 	return out
 }
 
-// capped reports whether any concurrency cap can apply to the connection.
+// capped reports whether any concurrency cap can apply to the connection
+// during the run; the others skip the gate (nothing to count or queue for).
 func (s *sim) capped(provider string, c *model.ConnectionConfig) bool {
-	return s.set.RequestQueue.GlobalMaxConcurrent > 0 || s.provCap(provider) > 0 ||
+	return s.set.RequestQueue.GlobalMaxConcurrent > 0 || s.adm.settable || s.provCap(provider) > 0 ||
 		(c != nil && (c.MaxConcurrent > 0 || len(c.ModelConcurrency) > 0))
 }
 
@@ -122,7 +129,7 @@ func (s *sim) queueLeft(id int32, c *model.ConnectionConfig) int64 {
 // admit runs an attempt the flow began through the admission stage.
 func (s *sim) admit(id int32, a *model.Attempt) {
 	if s.adm.lims == nil {
-		s.adm.init(&s.sc.Topology, s.set.RequestQueue.GlobalMaxConcurrent)
+		s.adm.init(&s.sc.Topology, s.set.RequestQueue.GlobalMaxConcurrent, s.sc.Actions)
 	}
 	ref := model.ConnRef{Provider: a.Provider, Connection: a.Connection}
 	c := s.connCfg(ref)
