@@ -46,8 +46,6 @@ var conformance = []struct {
 	{"failover-stream-cut.yaml", 2, "docs/streams.md a cut answer fails over before commit (a buffered client's whole answer, a stream's first chunks)"},
 	{"failover-stall.yaml", 4, "docs/streams.md a stall before content is retried once on the same account, then fails over, never cooling it"},
 	{"gate-before-pacing.yaml", 1, "docs/admission.md#concurrency-gates / docs/admission.md the gate before pacing: a gate refusal books no rpm slot"},
-	{"gate-cap-raised.yaml", 4, "docs/admission.md#concurrency-gates a raised global cap lets a queued request in at once (model.Gate.Grant)"},
-	{"gate-cap-set-in-flight.yaml", 4, "docs/admission.md#concurrency-gates a global cap set at run time counts the attempts in flight"},
 	{"all-excluded-answers.yaml", 4, "docs/selection.md#waiting-for-a-cooldown / docs/errors.md the typed answers when every target is excluded, by route and reason"},
 }
 

@@ -21,7 +21,6 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
 	"github.com/breakwater-gw/breakwater/sim"
-	"github.com/breakwater-gw/breakwater/store"
 )
 
 // env is what a replay talks to: a gateway and, when known, its fault
@@ -153,7 +152,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		e.clientKey = e.leases.client
 	}
 	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
-	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: e.log, Store: store.NewMemory(store.MemoryOptions{Now: now}),
+	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: e.log,
 		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

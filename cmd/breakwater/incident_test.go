@@ -287,7 +287,9 @@ func TestRequestLogAPI(t *testing.T) {
 		t.Errorf("JSONL limit 2: %d %v %s", code, h, body)
 	}
 
-	// A state store that keeps no request log: a typed 501.
+	// A state store that keeps no request log: a typed 501. stateOnly has
+	// nothing but the StateStore methods (no request log, no arbiter).
+	type stateOnly struct{ proxy.StateStore }
 	g2, err := proxy.New(context.Background(), cfg, proxy.Options{Seed: 1, Logger: slog.New(slog.DiscardHandler),
 		Store: stateOnly{store.NewMemory(store.MemoryOptions{})}})
 	if err != nil {
@@ -302,10 +304,6 @@ func TestRequestLogAPI(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "request_log_unavailable") {
-		t.Errorf("memory state store: %d %s", resp.StatusCode, b)
+		t.Errorf("a state store without a request log: %d %s", resp.StatusCode, b)
 	}
 }
-
-// stateOnly is a state store with nothing but the StateStore methods (no
-// request log, no lease arbiter).
-type stateOnly struct{ proxy.StateStore }
