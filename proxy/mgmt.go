@@ -69,6 +69,7 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
 	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
 	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
+	g.uiRoutes(r, m) // the dashboard and its read-only views (mgmt_ui.go)
 	return g.wrap(r)
 }
 
