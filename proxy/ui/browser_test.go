@@ -279,7 +279,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("HTML from the gateway was parsed: __pwned=%d, %d script/img/b elements in the page", pwned, scripts)
 	}
 
-	b.page("settings", textOf(`#main`)+`.includes('providerBreaker.apikey.failureThreshold')`)
+	// PATCH a setting through the edit dialog: its source becomes "saved".
+	const th = `[data-setting-source="providerBreaker.apikey.failureThreshold"]`
+	b.page("settings", textOf(th)+` === 'file'`)
+	b.js(`document.querySelector('button[aria-label="Edit providerBreaker.apikey.failureThreshold"]').click()`)
+	b.waitFor("the edit dialog", `document.getElementById('confirm').open && document.activeElement.id === 'setting-value'`)
+	b.js(`document.getElementById('setting-value').value = '3'; document.getElementById('confirm-ok').click()`)
+	b.waitFor("the saved setting", textOf(th)+` === 'saved' && `+textOf(`#status`)+`.includes('done')`)
 	b.screenshot("settings")
 	b.page("overview", `!!document.querySelector('#main .cards') && `+textOf(`#main`)+`.includes('Served by provider')`)
 	b.screenshot("overview")

@@ -417,7 +417,7 @@ pages.settings = async () => {
     table('Resilience settings', [
       { h: 'Setting', v: r => r[0] },
       { h: 'Value', v: r => JSON.stringify(r[1]), cls: 'wrap' },
-      { h: 'Source', v: r => src[r[0]] || '' },
+      { h: 'Source', v: r => el('span', { 'data-setting-source': r[0] }, src[r[0]] || '') },
       { h: 'Actions', v: r => [
         button('Edit', () => edit(r), { 'aria-label': 'Edit ' + r[0] }),
         src[r[0]] === 'saved' ? button('Revert', () => act('Revert ' + r[0], 'Drop the saved value of ' + r[0] + ' so the file or default applies again?', () => api('PATCH', '/api/resilience', patchFor(r[0], null))), { 'aria-label': 'Revert ' + r[0] }) : '',
