@@ -287,6 +287,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.js(`document.getElementById('setting-value').value = '3'; document.getElementById('confirm-ok').click()`)
 	b.waitFor("the saved setting", textOf(th)+` === 'saved' && `+textOf(`#status`)+`.includes('done')`)
 	b.screenshot("settings")
-	b.page("overview", `!!document.querySelector('#main .cards') && `+textOf(`#main`)+`.includes('Served by provider')`)
+	b.page("overview", `!!document.querySelector('#main .cards') && `+textOf(`#main`)+`.includes('Served by provider (last 60 s)')`)
 	b.screenshot("overview")
 }
