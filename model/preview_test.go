@@ -88,3 +88,19 @@ func TestPreviewReportsExclusions(t *testing.T) {
 		t.Fatalf("Strategy = %v %v, want fill-first", st, ok)
 	}
 }
+
+// The connection view shows the 401 ladder's strikes (toward expired) so an
+// operator sees how close a key is to terminal; a strike older than the
+// streak window no longer counts.
+func TestConnectionViewShowsLadderStrikes(t *testing.T) {
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
+	a := beginOn(t, e, at(0), "p", "k1", "m1")
+	e.Record(at(1), &a, status(401))
+	v := e.Connections(at(2), "p")[0]
+	if v.AuthStrikes != 1 || v.AuthStrikesMax != ExpiredRetryMax+1 || v.RejectedStrikes != 0 || v.RejectedStrikesMax != rejectedThreshold {
+		t.Fatalf("view after one 401 = %+v", v)
+	}
+	if v := e.Connections(at(1+streakWindowMs), "p")[0]; v.AuthStrikes != 0 {
+		t.Fatalf("a strike past the streak window still shows: %+v", v)
+	}
+}

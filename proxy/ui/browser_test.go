@@ -36,6 +36,7 @@ clientKeys:
 providers:
   - {id: flaky, profile: apikey, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: down}, {id: k2, apiKey: down}, {id: k3, apiKey: down}]}
   - {id: paid, profile: apikey, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: broke}, {id: k2, apiKey: fine}]}
+  - {id: locked, profile: apikey, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: unauth}]}
   - id: odd
     profile: apikey
     baseURL: "{{UP}}"
@@ -52,7 +53,7 @@ resilience:
 `
 
 // faultUpstream answers by the connection's key: "down" always fails with
-// a 500, "broke" says its credits are gone (a terminal status) with HTML in
+// a 500, "unauth" with a 401, "broke" says its credits are gone (a terminal status) with HTML in
 // the error, anything else succeeds.
 func faultUpstream(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +64,9 @@ func faultUpstream(t *testing.T) *httptest.Server {
 			return
 		}
 		switch key {
+		case "unauth":
+			w.WriteHeader(401)
+			io.WriteString(w, `{"error":{"message":"invalid api key"}}`)
 		case "down":
 			w.WriteHeader(500)
 			io.WriteString(w, `{"error":{"message":"upstream exploded"}}`)
@@ -240,7 +244,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	if code := chat("paid/m", "req-ui-credits"); code != 200 {
 		t.Fatalf("paid/m answered %d, want 200 from its second connection", code)
 	}
+	chat("locked/m", "")
 	b.page("connections", textOf(`[data-connection-status="paid/k1"]`)+` === 'credits_exhausted'`)
+	// The 401 ladder's first strike shows with how far it goes.
+	b.waitFor("locked/k1's auth strike", textOf(`#main`)+`.includes('auth 1 of 4 → expired')`)
 	lastErr := eval[string](b, `[...document.querySelectorAll('.last-error')].map(e => e.textContent).join('\n')`)
 	if !strings.Contains(lastErr, "<b>bold</b>") {
 		t.Fatalf("the last error is not shown as text: %q", lastErr)

@@ -32,8 +32,9 @@ function ms(v) {
   if (v < 1000) return v + ' ms';
   const s = v / 1000;
   if (s < 60) return s.toFixed(1) + ' s';
-  const m = Math.floor(s / 60);
-  if (m < 60) return m + ' min ' + Math.round(s % 60) + ' s';
+  const whole = Math.floor(s);
+  const m = Math.floor(whole / 60);
+  if (m < 60) return m + ' min ' + (whole % 60) + ' s';
   return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
 }
 
@@ -238,6 +239,12 @@ pages.connections = async () => {
       { h: 'Status', v: c => el('span', { 'data-connection-status': id(c) }, badge(c.status)) },
       { h: 'Cooldown left', v: c => ms(c.cooldownRemainingMs) },
       { h: 'Backoff level', v: c => String(c.backoffLevel), cls: 'num' },
+      { h: 'Ladders', v: c => {
+        const parts = [];
+        if (c.authStrikes) parts.push('auth ' + c.authStrikes + ' of ' + c.authStrikesMax + ' → expired');
+        if (c.rejectedStrikes) parts.push('rejected ' + c.rejectedStrikes + ' of ' + c.rejectedStrikesMax + ' → banned');
+        return parts.length ? parts.join(', ') : '—';
+      } },
       { h: 'In flight', v: c => String(c.inFlight), cls: 'num' },
       { h: 'Uses', v: c => String(c.uses), cls: 'num' },
       { h: 'Last error', v: c => c.lastErrorType ? [el('strong', {}, c.lastErrorType), c.errorCode ? ' (' + c.errorCode + ')' : '', c.lastError ? el('div', { class: 'last-error' }, c.lastError) : ''] : '—', cls: 'wrap' },
