@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/proxy"
+	"github.com/breakwater-gw/breakwater/scenarios"
+	"github.com/breakwater-gw/breakwater/sim"
 	"github.com/breakwater-gw/breakwater/store"
 	"github.com/chromedp/chromedp"
 )
@@ -294,6 +296,50 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.js(`document.getElementById('setting-value').value = '3'; document.getElementById('confirm-ok').click()`)
 	b.waitFor("the saved setting", textOf(th)+` === 'saved' && `+textOf(`#status`)+`.includes('done')`)
 	b.screenshot("settings")
+	// A scenario plot opens from disk in a frame sandboxed without scripts:
+	// a real `sim -plot` file renders, and a script in a plot never runs.
+	dir := t.TempDir()
+	hostilePlot := filepath.Join(dir, "hostile.html")
+	if err := os.WriteFile(hostilePlot, []byte(`<!doctype html><p>plot</p><script>parent.__pwned=1;window.__ran=1</script>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.page("plots", `!!document.getElementById('plot-file')`)
+	b.run("open a hostile plot", chromedp.SetUploadFiles(chromedp.ID("plot-file"), []string{hostilePlot}))
+	b.waitFor("the sandboxed plot frame", `(() => { const f = document.querySelector('.plot iframe');
+		return !!f && f.getAttribute('sandbox') === '' && f.src.startsWith('blob:') })()`)
+	time.Sleep(500 * time.Millisecond) // the frame loads; its script must not run
+	if pwned := eval[int](b, `window.__pwned === undefined ? 0 : 1`); pwned != 0 {
+		t.Fatal("a plot's script reached the dashboard")
+	}
+	b.run("open a real plot", chromedp.SetUploadFiles(chromedp.ID("plot-file"), []string{simPlot(t, dir)}))
+	b.waitFor("the real plot", textOf(`#main h2`)+` === 'plot.html'`)
+	time.Sleep(300 * time.Millisecond) // let the frame paint for the screenshot
+	b.screenshot("plots")
+
 	b.page("overview", `!!document.querySelector('#main .cards') && `+textOf(`#main`)+`.includes('Served by provider (last 60 s)')`)
 	b.screenshot("overview")
+}
+
+// simPlot writes the HTML plot of a library scenario, as
+// `breakwater sim -plot plot.html` does.
+func simPlot(t *testing.T, dir string) string {
+	sc, err := scenarios.LoadFile("../../scenarios/library/breaker-trip-lazy-half-open.yaml", scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := sim.NewTimeline()
+	res, err := sim.Run(sc, sim.Options{Timeline: tl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "plot.html")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := tl.WriteHTML(f, res); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
