@@ -492,7 +492,7 @@ async function refresh(force = true) {
   const page = pages[state.page];
   if (!page) return;
   const active = document.activeElement;
-  if (!force && active && active.closest && active.closest('#main form')) return;
+  if (!force && active && active.closest && active.closest('#main') && active.matches('input:not([type=checkbox]):not([type=file]), textarea, select')) return;
   state.busy = true;
   try {
     await render(page);
