@@ -160,7 +160,16 @@ func (b *browser) page(name, readyJS string) {
 	b.t.Helper()
 	b.js(fmt.Sprintf(`location.hash = %q`, "#"+name))
 	b.waitFor(name+" page", readyJS)
+	// Every control has a name a screen reader can read out.
+	if unnamed := eval[[]string](b, unnamedControls); len(unnamed) > 0 {
+		b.t.Fatalf("%s page: controls without a label or text: %v", name, unnamed)
+	}
 }
+
+const unnamedControls = `[...document.querySelectorAll('input, select, textarea, button')]
+	.filter(e => e.offsetParent !== null)
+	.filter(e => !((e.labels && e.labels.length) || e.getAttribute('aria-label') || e.textContent.trim()))
+	.map(e => e.outerHTML.slice(0, 80))`
 
 func (b *browser) screenshot(name string) {
 	b.t.Helper()

@@ -63,7 +63,7 @@ function latency(v) { return (v || 0) + ' ms'; }
 function table(caption, cols, rows, rowAttrs) {
   const head = el('tr', {}, cols.map(c => el('th', { scope: 'col', class: c.cls }, c.h)));
   const body = rows.map(r => el('tr', rowAttrs ? rowAttrs(r) : {}, cols.map(c => el('td', { class: c.cls }, c.v(r)))));
-  const t = el('table', {}, el('caption', { class: 'muted', style: 'text-align:left' }, caption), el('thead', {}, head), el('tbody', {}, body));
+  const t = el('table', {}, el('caption', { class: 'muted' }, caption), el('thead', {}, head), el('tbody', {}, body));
   if (!rows.length) t.querySelector('tbody').append(el('tr', {}, el('td', { colspan: cols.length, class: 'muted' }, 'none')));
   return el('div', { class: 'tablewrap' }, t);
 }
