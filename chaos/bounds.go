@@ -145,7 +145,7 @@ func classify(w *Window, topo *model.Topology) WindowClass {
 }
 
 // onlyModelScoped: 404 (model not found) never cools a connection; a 429
-// on a per-model-quota provider locks the model family instead (SPEC §11.3).
+// on a per-model-quota provider locks the model family instead (docs/classification.md#verdicts).
 func onlyModelScoped(statuses []int, p *model.ProviderConfig) bool {
 	for _, s := range statuses {
 		switch {

@@ -238,7 +238,7 @@ func judgeResponse(resp *http.Response, stream bool, res *Outcome, onFirst func(
 }
 
 // needsRetryAfter: the gateway's own typed unavailability answers always
-// know when to come back (SPEC §11.4: "503 + Retry-After", "429 +
+// know when to come back (docs/errors.md: "503 + Retry-After", "429 +
 // Retry-After").
 func needsRetryAfter(status int, code string) bool {
 	switch code {

@@ -271,7 +271,7 @@ func TestBreakerOpensAccountsForDedup(t *testing.T) {
 	if r := checkBreakerOpens(tr); r.Status != Pass {
 		t.Fatalf("with dedup: %+v, want pass", r)
 	}
-	// SPEC §11.6's default dedup (5 s per connection): 5 counted failures on
+	// docs/settings.md#defaults's default dedup (5 s per connection): 5 counted failures on
 	// 2 connections need 10 s, longer than the 4 s window, so the breaker
 	// cannot open from it: not exercised, not a violation.
 	tr.Settings.ProviderBreaker.Dedup.ConnectionMs = 5000
@@ -402,7 +402,7 @@ func TestBadModelCheck(t *testing.T) {
 	if r := checkBadModel(cooled); r.Status != Fail {
 		t.Errorf("a bad model cooled its connection: %+v, want fail", r)
 	}
-	// A 503 for one model cools the connection by design (SPEC §11.3): not
+	// A 503 for one model cools the connection by design (docs/classification.md#verdicts): not
 	// a bad-model window at all.
 	tr := newTrace(t, "duration: 10s\nfaults:\n  - {at: 1s, until: 5s, match: {provider: alpha, model: m2}, respond: {status: 503}}\n", 6000, func(at int64, s *Sample) {})
 	if tr.Windows[0].Class == ClassBadModel {

@@ -10,7 +10,7 @@
 //   - as a real OpenAI-compatible upstream (Server, an http.Handler) for proxy
 //     tests, `breakwater replay`, chaos runs and `breakwater upstream`.
 //
-// Rules follow the `upstream:` section of a scenario file (CONTRACTS §4):
+// Rules follow the `upstream:` section of a scenario file (docs/scenarios.md):
 // each rule matches provider / connection / model, is active in a half-open
 // window [from, until), and answers with `respond` or a `sequence` (one item
 // per attempt the rule answers, the last repeating). The LAST matching rule

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// SpendWall is a fake subscription upstream with a spend wall (SPEC §2b,
-// wire names §11.10), wrapped around any chat upstream (usually a Server).
+// SpendWall is a fake subscription upstream with a spend wall (docs/spendwall.md,
+// wire names docs/spendwall.md#wire-names), wrapped around any chat upstream (usually a Server).
 // For each walled connection (the API key names it, as for Server):
 //
 //   - a chat request without `anthropic-usage-limit: slow` gets a 429 with

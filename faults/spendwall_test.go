@@ -9,7 +9,7 @@ import (
 )
 
 // TestSpendWallFaultUpstream pins the fake spend wall's wire behaviour
-// (SPEC §11.10): the wall, the lane pass-through, the usage block and the
+// (docs/spendwall.md#wire-names): the wall, the lane pass-through, the usage block and the
 // reset call that lifts the wall.
 func TestSpendWallFaultUpstream(t *testing.T) {
 	reset := time.Unix(1767229200, 0)

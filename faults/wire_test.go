@@ -9,7 +9,7 @@ import (
 )
 
 // The fault upstream answers the anthropic and gemini provider types
-// (SPEC §11.2) in their native wire formats, selected by path; the rules
+// (docs/classification.md#provider-types) in their native wire formats, selected by path; the rules
 // are the same as for OpenAI attempts.
 
 func post(t *testing.T, url, body string, hdr ...string) (*http.Response, string) {

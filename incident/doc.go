@@ -1,5 +1,5 @@
-// Package incident turns a window of the gateway's request log (SPEC §11.9)
-// into a scenario file (CONTRACTS §4) that replays it: `breakwater incident
+// Package incident turns a window of the gateway's request log (docs/store.md#request-log)
+// into a scenario file (docs/scenarios.md) that replays it: `breakwater incident
 // export`.
 //
 // It owns reading the log (a Postgres request_log table, proxy_logs, or a

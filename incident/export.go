@@ -784,7 +784,7 @@ func newMap(flow bool) mapNode {
 }
 
 // scalar builds a scalar node directly (Node.Encode per scalar costs a
-// marshal and a parse: 70% of an export). A !!str tag makes the encoder
+// marshal and a parse, most of an export's work). A !!str tag makes the encoder
 // quote any string that would otherwise read back as a number, a bool or
 // null ("200", "true", "~").
 func scalar(v any) *yaml.Node {

@@ -17,7 +17,7 @@ var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
 // TestExportItemPerLoggedOutcome pins how each outcome the gateway logs
-// (SPEC §11.9; proxy/replica.go) becomes a sequence item: the recorded
+// (docs/store.md#request-log; proxy/replica.go) becomes a sequence item: the recorded
 // status, classification headers, body and time to headers; transport
 // failures as reset / timeout faults; watchdog and quality failures as the
 // stream faults that make the simulator observe the same outcome kind.
@@ -190,7 +190,7 @@ func TestExportTopologyFromConfig(t *testing.T) {
 	}
 }
 
-// TestExportRedactsAgain: the store redacts before keeping (SPEC §11.9);
+// TestExportRedactsAgain: the store redacts before keeping (docs/store.md#request-log);
 // the export redacts again, so a hand-made JSONL file cannot leak a key into
 // a scenario that gets attached to a ticket.
 func TestExportRedactsAgain(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestReadPostgresWindow: the database source reads exactly what a
-// Postgres store wrote to its request log (SPEC §11.9) for [from, to), in
+// Postgres store wrote to its request log (docs/store.md#request-log) for [from, to), in
 // time order, across keyset pages, and exports it. Without a database it
 // skips locally and FAILS under CI=true (pgtest).
 func TestReadPostgresWindow(t *testing.T) {

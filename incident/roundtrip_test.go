@@ -182,7 +182,7 @@ var sourceTopology = &Topology{
 }
 
 // TestExportReplaysEachConnectionsAnswers pins the export's promise (issue
-// 5, SPEC §11.9 → CONTRACTS §4): an incident recorded in the request log,
+// 5, docs/store.md#request-log → docs/scenarios.md): an incident recorded in the request log,
 // exported and replayed in the simulator, makes every connection answer
 // exactly what it answered in the log, in the same order, and the recorded
 // facts written as expects hold on the replay.

@@ -1,6 +1,6 @@
 package incident
 
-// Topology is what an export takes from the gateway config (CONTRACTS §2):
+// Topology is what an export takes from the gateway config (docs/config.md):
 // the parts the model reads. The command fills it from proxy.Config; it is
 // a type of its own so this package never depends on the gateway, and so
 // that nothing secret (apiKey, baseURL, client keys) can reach it.

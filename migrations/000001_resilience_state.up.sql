@@ -63,7 +63,7 @@ CREATE TABLE provider_connections (
     last_error_type          text        NOT NULL DEFAULT '',
     error_code               integer     NOT NULL DEFAULT 0,
     last_error_at            timestamptz,
-    -- request-rejected and expired-retry streaks (SPEC §2, "does better" 11)
+    -- request-rejected and expired-retry streaks (docs/cooldowns.md#ladders)
     rejected_count           integer     NOT NULL DEFAULT 0,
     rejected_last_at         timestamptz,
     rejected_cooldown_until  timestamptz,
@@ -118,7 +118,7 @@ CREATE TABLE key_value (
     PRIMARY KEY (namespace, key)
 );
 
--- Session affinity pins (SPEC §2c, model.Pin). session_hash is the opaque
+-- Session affinity pins (docs/selection.md#session-affinity, model.Pin). session_hash is the opaque
 -- session key the shell gives the model — a hash of the session header
 -- (store.SessionHash); the session id itself is never stored.
 CREATE TABLE session_affinity_pins (

@@ -1,4 +1,4 @@
--- Exclusive session leases (SPEC §2d, §11.8, REFERENCE M16). The database is
+-- Exclusive session leases (docs/leases.md, docs/leases.md#the-database-arbitrates). The database is
 -- the arbiter: the two unique partial indexes make a second ACTIVE lease on a
 -- connection, or a second ACTIVE lease of one owner, impossible whatever the
 -- application does. Only the SHA-256 hex of an owner token is stored.

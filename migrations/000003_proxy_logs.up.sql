@@ -1,4 +1,4 @@
--- Request log, one row per upstream attempt (SPEC §11.9), written behind in
+-- Request log, one row per upstream attempt (docs/store.md#request-log), written behind in
 -- batches. Never prompts or completions: error_body is the first 2 KB of an
 -- error body with anything that looks like a key redacted.
 CREATE TABLE proxy_logs (
@@ -21,6 +21,6 @@ CREATE TABLE proxy_logs (
 -- Incident export and retention (by time).
 CREATE INDEX idx_pl_timestamp ON proxy_logs (ts);
 -- Per connection history, and the last known egress IP of each connection of
--- a provider in the last 24 h (SPEC §7 egress-bucketed siblings).
+-- a provider in the last 24 h (docs/cooldowns.md#egress-buckets).
 CREATE INDEX idx_pl_provider_connection_ts ON proxy_logs (provider, connection_id, ts DESC);
 CREATE INDEX idx_pl_request_id ON proxy_logs (request_id) WHERE request_id <> '';

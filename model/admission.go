@@ -1,6 +1,6 @@
 package model
 
-// Admission (SPEC §4, §5): the pure checks behind the gateway's composite
+// Admission (docs/admission.md#concurrency-gates, docs/admission.md): the pure checks behind the gateway's composite
 // concurrency gate and per-connection pacing. The proxy owns the counters,
 // queues and sleeping; what a request may do is decided here, so the
 // simulator and the gateway admit alike.
@@ -35,7 +35,7 @@ type AdmitInput struct {
 	Queued        int
 	MaxQueueDepth int   // 0 = unbounded
 	QueueLeftMs   int64 // what is left of the request's queue budget
-	// FailOpen: quota-share serialization (SPEC §4) proceeds without a slot
+	// FailOpen: quota-share serialization (docs/admission.md#concurrency-gates) proceeds without a slot
 	// instead of refusing.
 	FailOpen bool
 	// NoConnectionCap: a quota-share request with
@@ -45,7 +45,7 @@ type AdmitInput struct {
 }
 
 // QuotaShareAdmission is how a request's admission treats quota-share
-// (SPEC §4): a quota-share combo's requests fail open when
+// (docs/admission.md#concurrency-gates): a quota-share combo's requests fail open when
 // quotaShareConcurrencyLimit is on (the default), and are not serialized on
 // the connection semaphore at all when it is off. Other requests: neither.
 func (s *Settings) QuotaShareAdmission(quotaShareCombo bool) (failOpen, noConnectionCap bool) {
@@ -128,7 +128,7 @@ type PaceInput struct {
 	MaxQueueDepth int   // 0 = unbounded
 	QueueLeftMs   int64 // what is left of the request's queue budget
 	// PausedUntilMs: the limiter drains until then (a body-declared retry or
-	// a learned zero-remaining window, SPEC §5); 0 = not paused.
+	// a learned zero-remaining window, docs/admission.md); 0 = not paused.
 	PausedUntilMs int64
 }
 
@@ -173,7 +173,7 @@ func Pace(in PaceInput) PaceDecision {
 }
 
 // PacingApplies says whether a connection's requests go through its
-// admission-queue limiter (SPEC §5): protection is on explicitly
+// admission-queue limiter (docs/admission.md): protection is on explicitly
 // (rateLimitProtection: true), or by the safety net that covers every active
 // apikey-profile connection (requestQueue.autoEnableApiKeyProviders). false
 // and unset mean the same. No limit needs to be set: a covered connection

@@ -2,7 +2,7 @@ package model
 
 import "testing"
 
-// SPEC §4, §5: the composite gate's admission check.
+// docs/admission.md#concurrency-gates, docs/admission.md: the composite gate's admission check.
 func TestAdmit(t *testing.T) {
 	free := Slots{}
 	full1 := Slots{InUse: 1, Cap: 1}
@@ -42,7 +42,7 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-// SPEC §5: per-connection pacing (rpm over 60 s, minTimeMs spacing).
+// docs/admission.md: per-connection pacing (rpm over 60 s, minTimeMs spacing).
 func TestPace(t *testing.T) {
 	cases := []struct {
 		name string
@@ -72,7 +72,7 @@ func TestPace(t *testing.T) {
 }
 
 func TestPacingApplies(t *testing.T) {
-	// SPEC §5 rateLimitProtection and the apikey safety net: protection puts
+	// docs/admission.md rateLimitProtection and the apikey safety net: protection puts
 	// a connection through the admission queue with NO rpm by default.
 	s := DefaultSettings()
 	cases := []struct {
@@ -96,7 +96,7 @@ func TestPacingApplies(t *testing.T) {
 	}
 }
 
-// SPEC §4: quota-share combos fail open with quotaShareConcurrencyLimit on
+// docs/admission.md#concurrency-gates: quota-share combos fail open with quotaShareConcurrencyLimit on
 // (default), are not serialized with it off; other requests are neither.
 func TestQuotaShareAdmissionSpec4(t *testing.T) {
 	s := DefaultSettings()

@@ -2,7 +2,7 @@ package model
 
 import "slices"
 
-// Pin is a session affinity pin (SPEC §2c): one client session stays on one
+// Pin is a session affinity pin (docs/selection.md#session-affinity): one client session stays on one
 // connection of a provider, so a multi-turn agent keeps its account.
 // Session is an opaque key chosen by the shell — a hash of the session
 // header, never the raw id, which must not be stored or logged.

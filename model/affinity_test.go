@@ -6,7 +6,7 @@ import (
 )
 
 func TestSessionAffinity(t *testing.T) {
-	// SPEC §2c: a session is pinned to one connection per provider for
+	// docs/selection.md#session-affinity: a session is pinned to one connection per provider for
 	// sessionAffinityTtlMs (sliding); 0 disables; an ineligible pin is dropped.
 	mk := func(ttl Millis) *Engine {
 		p := oneProvider("p", ProfileAPIKey, 3)

@@ -8,8 +8,8 @@ const (
 	// (Outcome{Kind: OutcomeTransport, Transport: TransportAttemptTimeout}).
 	CutAttempt AttemptCut = iota
 	// CutExecution: requestQueue.executionMaxWaitMs, the gateway's own
-	// safety bound (SPEC §5): RATE_LIMIT_EXECUTION_TIMEOUT, neutral for
-	// upstream health (§11.4). Record it with Flow.RecordLocalCut(...,
+	// safety bound (docs/admission.md): RATE_LIMIT_EXECUTION_TIMEOUT, neutral for
+	// upstream health (docs/errors.md). Record it with Flow.RecordLocalCut(...,
 	// ExecutionTimeout(), committed).
 	CutExecution
 	// CutDeadline: requestBudget.deadlineMs; the request's budget is spent

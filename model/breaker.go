@@ -1,7 +1,7 @@
 package model
 
-// Breaker is one provider's circuit breaker as a plain value (SPEC §1,
-// REFERENCE M1 with the fixes of SPEC "does better" 2–6).
+// Breaker is one provider's circuit breaker as a plain value (docs/breaker.md,
+// docs/breaker.md with the fixes of docs/breaker.md#half-open to docs/breaker.md#trip-statuses).
 //
 // It has no clock: every method takes now and refreshes lazily, so an OPEN
 // breaker whose deadline passed reads as HALF_OPEN without any timer, and a
@@ -171,8 +171,8 @@ func (b *Breaker) retryAfter(now Time, o breakerOpts) int64 {
 	return 0
 }
 
-// acquire is the one try-acquire permit operation every path uses (SPEC
-// "does better" 2): CLOSED/DEGRADED hand out a plain permit, HALF_OPEN hands
+// acquire is the one try-acquire permit operation every path uses (
+// docs/breaker.md#half-open): CLOSED/DEGRADED hand out a plain permit, HALF_OPEN hands
 // out at most halfOpenRequests probe permits, OPEN refuses.
 func (b *Breaker) acquire(now Time, o breakerOpts) (Permit, bool) {
 	switch b.State {
@@ -210,7 +210,7 @@ func (b *Breaker) record(now Time, pm Permit, eff BreakerEffect, kind FailureKin
 	}
 	switch b.State {
 	case Open:
-		// Failures while OPEN do not extend the open period (SPEC better 5).
+		// Failures while OPEN do not extend the open period (docs/breaker.md#open).
 		return Transition{}
 	case HalfOpen:
 		if pm.Probe == 0 || !b.takeProbe(pm.Probe) {
@@ -283,7 +283,7 @@ func (b *Breaker) reset() Transition {
 	return Transition{From: from, To: Closed, Reason: "manual-reset"}
 }
 
-// connectionTestPassed moves a DEGRADED breaker to CLOSED (SPEC §11.7).
+// connectionTestPassed moves a DEGRADED breaker to CLOSED (docs/api.md#operator-actions).
 func (b *Breaker) connectionTestPassed() Transition {
 	if b.State != Degraded {
 		return Transition{}

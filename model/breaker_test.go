@@ -16,7 +16,7 @@ func failN(t *testing.T, e *Engine, provider string, start Time, n int, code int
 }
 
 func TestBreakerProfileThresholds(t *testing.T) {
-	// SPEC §1 table: degraded at / open at per profile (consecutive
+	// docs/breaker.md table: degraded at / open at per profile (consecutive
 	// provider-level failures).
 	cases := []struct {
 		name          string
@@ -25,9 +25,9 @@ func TestBreakerProfileThresholds(t *testing.T) {
 		openAt        int
 		resetTimeoutS int64
 	}{
-		{"SPEC §1 oauth degrades at 5 opens at 8, reset 60 s", ProfileOAuth, 5, 8, 60},
-		{"SPEC §1 apikey degrades at 7 opens at 12, reset 30 s", ProfileAPIKey, 7, 12, 30},
-		{"SPEC §1 local degrades below open, opens at 2, reset 15 s", ProfileLocal, 1, 2, 15},
+		{"docs/breaker.md oauth degrades at 5 opens at 8, reset 60 s", ProfileOAuth, 5, 8, 60},
+		{"docs/breaker.md apikey degrades at 7 opens at 12, reset 30 s", ProfileAPIKey, 7, 12, 30},
+		{"docs/breaker.md local degrades below open, opens at 2, reset 15 s", ProfileLocal, 1, 2, 15},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,7 +53,7 @@ func TestBreakerProfileThresholds(t *testing.T) {
 			if got := stateAt(e, openedAt, "p"); got != Open {
 				t.Fatalf("after %d failures: %v, want OPEN", tc.openAt, got)
 			}
-			// OPEN→HALF_OPEN at exactly resetTimeout (>=, REFERENCE M1 refresh).
+			// OPEN→HALF_OPEN at exactly resetTimeout (>=, docs/breaker.md refresh).
 			if got := stateAt(e, openedAt.Add(sec(tc.resetTimeoutS)-1), "p"); got != Open {
 				t.Fatalf("1 ms before reset timeout: %v, want OPEN", got)
 			}
@@ -65,7 +65,7 @@ func TestBreakerProfileThresholds(t *testing.T) {
 }
 
 func TestBreakerTripStatuses(t *testing.T) {
-	// SPEC "does better" 6: only 408/500/502/503/504 and transport errors
+	// docs/breaker.md#trip-statuses: only 408/500/502/503/504 and transport errors
 	// count; 429 and other account-level errors are neutral.
 	trips := []Outcome{status(408), status(500), status(502), status(503), status(504),
 		{Kind: OutcomeTransport, Transport: TransportRefused}, {Kind: OutcomeTransport, Transport: TransportReset},
@@ -74,7 +74,7 @@ func TestBreakerTripStatuses(t *testing.T) {
 		e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 		hit(t, e, at(0), "p", "k1", "m1", o)
 		if got := breakerOf(e, "p").FailureCount; got != 1 {
-			t.Errorf("SPEC §1 trip status %v/%v: failureCount %d, want 1", o.Status, o.Transport, got)
+			t.Errorf("docs/breaker.md trip status %v/%v: failureCount %d, want 1", o.Status, o.Transport, got)
 		}
 	}
 	neutral := []Outcome{status(429), status(401), status(403), status(404), status(400),
@@ -85,13 +85,13 @@ func TestBreakerTripStatuses(t *testing.T) {
 			hit(t, e, at(sec(i)), "p", "k1", "m1", o)
 		}
 		if b := breakerOf(e, "p"); b.FailureCount != 0 || b.State != Closed {
-			t.Errorf("SPEC §1 neutral outcome %v %d: breaker %v fc=%d, want CLOSED 0", o.Kind, o.Status, b.State, b.FailureCount)
+			t.Errorf("docs/breaker.md neutral outcome %v %d: breaker %v fc=%d, want CLOSED 0", o.Kind, o.Status, b.State, b.FailureCount)
 		}
 	}
 }
 
 func TestBreakerProbeBudget(t *testing.T) {
-	// SPEC "does better" 2: HALF_OPEN admits exactly halfOpenRequests probes
+	// docs/breaker.md#half-open: HALF_OPEN admits exactly halfOpenRequests probes
 	// through the one try-acquire permit operation.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 3)), func(s *Settings) {
 		s.ProviderBreaker.Local.HalfOpenRequests = 2
@@ -126,7 +126,7 @@ func TestBreakerProbeBudget(t *testing.T) {
 }
 
 func TestBreakerProbeTimeoutFreesPermit(t *testing.T) {
-	// SPEC "does better" 2: a probe whose result never comes frees its
+	// docs/breaker.md#half-open: a probe whose result never comes frees its
 	// permit after probeTimeoutMs.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 2)), func(s *Settings) {
 		s.ProviderBreaker.Local.ProbeTimeoutMs = 5000
@@ -153,7 +153,7 @@ func TestBreakerProbeTimeoutFreesPermit(t *testing.T) {
 }
 
 func TestBreakerFailuresWhileOpenIgnored(t *testing.T) {
-	// SPEC "does better" 5 and the generation counter: failures while OPEN
+	// docs/breaker.md#open and the generation counter: failures while OPEN
 	// (late results of attempts admitted before it opened) do not extend it.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 3)), nil)
 	late := beginOn(t, e, at(0), "p", "k3", "m1")
@@ -170,7 +170,7 @@ func TestBreakerFailuresWhileOpenIgnored(t *testing.T) {
 }
 
 func TestBreakerLateSuccessFromOldGeneration(t *testing.T) {
-	// DESIGN "late results carry the generation": a success admitted before
+	// docs/breaker.md#generations: a success admitted before
 	// the breaker re-opened cannot close the newer HALF_OPEN.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 3)), nil)
 	old := beginOn(t, e, at(0), "p", "k3", "m1")
@@ -182,7 +182,7 @@ func TestBreakerLateSuccessFromOldGeneration(t *testing.T) {
 }
 
 func TestBreakerOpenCycleEscalation(t *testing.T) {
-	// REFERENCE M1 effectiveResetTimeout: after backoffEscalationCount open
+	// docs/breaker.md effectiveResetTimeout: after backoffEscalationCount open
 	// cycles the reset doubles per cycle, capped at maxBackoffMultiplier×.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 1)), func(s *Settings) {
 		s.ProviderBreaker.Local.BackoffEscalationCount = 1
@@ -212,7 +212,7 @@ func TestBreakerOpenCycleEscalation(t *testing.T) {
 }
 
 func TestBreakerCooldownByKind(t *testing.T) {
-	// SPEC §1 / "does better" 3: failures carry their kind, so
+	// docs/breaker.md / docs/breaker.md#failure-kinds: failures carry their kind, so
 	// cooldownByKind overrides resetTimeout on every path.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 1)), func(s *Settings) {
 		s.ProviderBreaker.Local.CooldownByKind = map[string]Millis{"timeout": 2000}
@@ -228,7 +228,7 @@ func TestBreakerCooldownByKind(t *testing.T) {
 }
 
 func TestBreakerDegradedExits(t *testing.T) {
-	// SPEC §1: DEGRADED returns to CLOSED after enough successes, a valid
+	// docs/breaker.md: DEGRADED returns to CLOSED after enough successes, a valid
 	// connection test, or a quiet period = longest OPEN hold × multiplier.
 	mk := func() *Engine {
 		e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
@@ -238,14 +238,14 @@ func TestBreakerDegradedExits(t *testing.T) {
 		}
 		return e
 	}
-	t.Run("REFERENCE M1 success recovery (fc <= degradation after decrement)", func(t *testing.T) {
+	t.Run("docs/breaker.md success recovery (fc <= degradation after decrement)", func(t *testing.T) {
 		e := mk()
 		hit(t, e, at(sec(7)), "p", "k1", "m1", status(200))
 		if b := breakerOf(e, "p"); b.State != Closed || b.FailureCount != 6 {
 			t.Fatalf("got %v fc=%d, want CLOSED 6", b.State, b.FailureCount)
 		}
 	})
-	t.Run("SPEC §11.7 connection test closes DEGRADED", func(t *testing.T) {
+	t.Run("docs/api.md#operator-actions connection test closes DEGRADED", func(t *testing.T) {
 		e := mk()
 		if err := e.ConnectionTestPassed(at(sec(7)), ConnRef{"p", "k1"}); err != nil {
 			t.Fatal(err)
@@ -254,7 +254,7 @@ func TestBreakerDegradedExits(t *testing.T) {
 			t.Fatalf("got %v", b.State)
 		}
 	})
-	t.Run("SPEC §1 quiet period 30 s × 4 after the last failure, read lazily", func(t *testing.T) {
+	t.Run("docs/breaker.md quiet period 30 s × 4 after the last failure, read lazily", func(t *testing.T) {
 		e := mk()
 		last := at(sec(6))
 		if got := stateAt(e, last.Add(sec(120)-1), "p"); got != Degraded {
@@ -270,7 +270,7 @@ func TestBreakerDegradedExits(t *testing.T) {
 }
 
 func TestBreakerDedup(t *testing.T) {
-	// SPEC "does better" 20 / §11.3: a failure on the same connection within
+	// docs/breaker.md#dedup / docs/classification.md#verdicts: a failure on the same connection within
 	// 5 s of the last counted one, or a transport failure on the provider
 	// within 10 s, does not count again.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 3)), func(s *Settings) {
@@ -305,12 +305,12 @@ func TestBreakerResetAndSettingsChange(t *testing.T) {
 		t.Fatalf("reset: %d %v", n, err)
 	}
 	if b := breakerOf(e, "p"); b.State != Closed || b.FailureCount != 0 || b.OpenCycles != 0 {
-		t.Fatalf("SPEC §1 reset: %+v", *b)
+		t.Fatalf("docs/breaker.md reset: %+v", *b)
 	}
 	if _, err := e.ResetBreakers(at(0), "nope"); err == nil {
 		t.Fatal("reset of an unknown provider must fail")
 	}
-	// SPEC "does better" 4: changing options re-evaluates an OPEN deadline.
+	// docs/breaker.md#options: changing options re-evaluates an OPEN deadline.
 	failN(t, e, "p", at(sec(3)), 2, 503) // opens at 4 s for 15 s
 	s := e.Settings()
 	s.ProviderBreaker.Local.ResetTimeoutMs = 5000
@@ -321,7 +321,7 @@ func TestBreakerResetAndSettingsChange(t *testing.T) {
 }
 
 func TestBreakerResetRestartsTheConnectionDedup(t *testing.T) {
-	// SPEC §1 dedup: one connection's failures count once per window. An
+	// docs/breaker.md dedup: one connection's failures count once per window. An
 	// operator's reset starts the breaker over, the dedup with it: the
 	// first failure after it counts (it was swallowed by a window opened
 	// before the reset).

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Classification (SPEC §7, §11.3): one upstream outcome in, one Verdict out,
+// Classification (docs/classification.md, docs/classification.md#verdicts): one upstream outcome in, one Verdict out,
 // naming every effect. The order is restatement → provider rules (operator,
 // then built-in for the provider type) → the generic rows below. Rules are
 // consulted for every status; a rule's effects replace the generic row.
@@ -45,7 +45,7 @@ import (
 // A per-model-quota provider (ClassifyContext.PerModelQuota) turns 429s, a
 // quota 402/403, a forbidden 403 and 5xx other than exactly 500 into
 // specific model lockouts instead of connection cooldowns; exactly 500 only
-// records the error (SPEC §11.2, §11.3).
+// records the error (docs/classification.md#provider-types, docs/classification.md#verdicts).
 
 // Classifier turns outcomes into verdicts. It is compiled once from settings
 // (lower-cased markers and signals, operator rules by provider id) and is
@@ -123,7 +123,7 @@ func (c *Classifier) Classify(ctx ClassifyContext, o Outcome) Verdict {
 		return v
 	case OutcomeStall, OutcomeThroughput:
 		// The error is recorded, no cooldown: the engine turns it into one
-		// when streamStallCooldown.enabled (SPEC §2).
+		// when streamStallCooldown.enabled (docs/cooldowns.md).
 		msg := "stream stall"
 		if o.Kind == OutcomeThroughput {
 			msg = "stream throughput below minimum"
@@ -135,7 +135,7 @@ func (c *Classifier) Classify(ctx ClassifyContext, o Outcome) Verdict {
 	case OutcomeLocalQueue:
 		return Verdict{Reason: ReasonLocalQueue, Next: NextConnection, Message: "local queue refused or timed out"}
 	case OutcomeQuality:
-		// The gateway's own synthetic 502 (SPEC §3).
+		// The gateway's own synthetic 502 (docs/lockouts.md).
 		return Verdict{Reason: ReasonQualityFailure, Scope: ScopeExactModel, Next: NextConnection, WindowCounts: true,
 			Lockout:      LockoutAction{Scope: ScopeExactModel, Reason: ReasonQualityFailure, Generic: true},
 			ClientStatus: 502, Message: "502 quality_failure: output validation rejected the answer"}
@@ -181,7 +181,7 @@ func (c *Classifier) classifyResponse(ctx ClassifyContext, o *Outcome) Verdict {
 	x := classification{c: c, ctx: ctx, h: o.Headers, typ: strings.ToLower(ctx.ProviderType), status: o.Status,
 		t: text{s: strings.ToLower(bodyPrefix(o.Body))}}
 
-	// Step 1: restatement (SPEC §7): operator rules for the provider id, then
+	// Step 1: restatement (docs/classification.md): operator rules for the provider id, then
 	// the built-in ones of its type; the first match wins.
 	r := findRestatement(c.restate[ctx.Provider], x.status, &x.t)
 	if r == nil {
@@ -199,7 +199,7 @@ func (c *Classifier) classifyResponse(ctx ClassifyContext, o *Outcome) Verdict {
 	v.ClientStatus = x.status
 	if r != nil {
 		// The synthetic retry hint is for the client only; internal cooldowns
-		// stay governed by the verdict (SPEC §7).
+		// stay governed by the verdict (docs/classification.md).
 		v.ClientRetryAfterMs = r.defaultRetryAfterMs
 		if h := x.upstreamHint(); h.Ms > 0 {
 			v.ClientRetryAfterMs = h.Ms
@@ -238,7 +238,7 @@ func (x *classification) byRule() (Verdict, bool) {
 	return Verdict{}, false
 }
 
-// ruleVerdict maps a rule match to its effects (SPEC §7):
+// ruleVerdict maps a rule match to its effects (docs/classification.md):
 //   - scope model (or family/exact): a specific lockout of the model on this
 //     connection with the rule's cooldown; the connection only records the
 //     error; the request moves to the next target;
@@ -281,7 +281,7 @@ func (x *classification) ruleVerdict(r *providerRule, cooldownMs int64, honoured
 	return v
 }
 
-// generic applies the SPEC §11.3 rows to a non-2xx status.
+// generic applies the docs/classification.md#verdicts rows to a non-2xx status.
 func (x *classification) generic() Verdict {
 	s, t := x.status, &x.t
 	if t.any(x.c.banned) {
@@ -317,7 +317,7 @@ func (x *classification) generic() Verdict {
 	case s == 400:
 		return x.badRequest()
 	case s == 432:
-		return x.quota(subscriptionDefaultMs) // plan limit (REFERENCE M4.4 step 7)
+		return x.quota(subscriptionDefaultMs) // plan limit (docs/classification.md#failure-catalogue)
 	case s >= 400 && s <= 499:
 		if isCredits(t, x.typ) {
 			return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
@@ -329,7 +329,7 @@ func (x *classification) generic() Verdict {
 }
 
 // providerFailure: 408, 500, 502, 503, 504 count against the provider
-// breaker (SPEC §1, §11.3).
+// breaker (docs/breaker.md, docs/classification.md#verdicts).
 func (x *classification) providerFailure() Verdict {
 	reason, kind := ReasonServerError, KindServerError
 	switch {
@@ -378,13 +378,13 @@ func (x *classification) throttled() Verdict {
 	if x.typ == "gemini" {
 		// Gemini says "exceeded your current quota" for its ordinary
 		// free-tier rate limit; a per-day metric or a typed retry delay of an
-		// hour or more is the exhausted daily quota (REFERENCE M4.1 step 3,
+		// hour or more is the exhausted daily quota (docs/classification.md#failure-catalogue,
 		// M4.4 step 4e).
 		if isGeminiPerDay(t) || (h.Source == HintRetryInfo && h.Ms >= hour) {
 			return x.quota(0)
 		}
 	} else if h.Source == HintRetryInfo && h.Ms < hour {
-		// A typed short retry delay is a rate limit (REFERENCE M4.1 step 3).
+		// A typed short retry delay is a rate limit (docs/classification.md#failure-catalogue).
 		return x.rateLimited()
 	}
 	if d, ok := x.quotaText(); ok {
@@ -400,7 +400,7 @@ func (x *classification) throttled() Verdict {
 }
 
 // quotaText reports quota-exhausted text and its default reset when no hint
-// is stated (REFERENCE M4.1 step 4, M4.4 steps 4g–4k). For type gemini only
+// is stated (docs/classification.md#failure-catalogue, docs/classification.md#failure-catalogue). For type gemini only
 // the period and subscription phrases count (see throttled).
 func (x *classification) quotaText() (defaultMs int64, ok bool) {
 	t := &x.t
@@ -504,7 +504,7 @@ func (x *classification) quota(defaultMs int64) Verdict {
 
 // perModelFamily: on a per-model-quota provider a rate limit or quota wall
 // locks the model's quota family on this connection instead of cooling the
-// connection (SPEC §11.3); its 429s stay out of the provider window.
+// connection (docs/classification.md#verdicts); its 429s stay out of the provider window.
 func (x *classification) perModelFamily(v *Verdict) {
 	if !x.ctx.PerModelQuota {
 		return
@@ -514,7 +514,7 @@ func (x *classification) perModelFamily(v *Verdict) {
 	v.WindowCounts = x.status != 429
 }
 
-// concurrency: the account is busy, not exhausted (SPEC §2): next
+// concurrency: the account is busy, not exhausted (docs/cooldowns.md): next
 // connection at once, a fixed short cooldown (or the hint), backoff level
 // unchanged, breaker neutral, no lockout.
 func (x *classification) concurrency() Verdict {

@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// Fuzz targets for every parser of untrusted upstream input (DESIGN.md
-// "go test -fuzz targets for every parser of untrusted input"). Seed corpora
+// Fuzz targets for every parser of untrusted upstream input (docs/testing.md#kinds-of-tests:
+// fuzz targets for every parser of upstream text). Seed corpora
 // live in testdata/fuzz/<FuzzName>/ besides the f.Add seeds below.
 
 func FuzzParseRetryAfter(f *testing.F) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Conn is one connection's resilience state as a plain value (SPEC §2).
+// Conn is one connection's resilience state as a plain value (docs/cooldowns.md).
 type Conn struct {
 	// Status is active or a terminal status; "cooldown" is derived from
 	// RateLimitedUntil at read time (see StatusAt).
@@ -26,7 +26,7 @@ type Conn struct {
 	LastErrorType Reason `json:"lastErrorType,omitempty"`
 	ErrorCode     int    `json:"errorCode,omitempty"`
 	LastErrorAt   Time   `json:"lastErrorAt,omitempty"`
-	// Rejected is the request-rejected streak (REFERENCE M6).
+	// Rejected is the request-rejected streak (docs/cooldowns.md#ladders).
 	Rejected Streak `json:"rejected"`
 	// Auth is the expired-retry streak (EXPIRED_RETRY_MAX).
 	Auth Streak `json:"auth"`
@@ -34,14 +34,14 @@ type Conn struct {
 	LastBreakerFailAt Time `json:"lastBreakerFailAt"`
 	HasBreakerFail    bool `json:"hasBreakerFail"`
 	// Window is the provider:connection entry of the optional provider
-	// cooldown tracker (SPEC §1b).
+	// cooldown tracker (docs/breaker.md#provider-cooldown).
 	WindowFailures int  `json:"windowFailures,omitempty"`
 	WindowLastAt   Time `json:"windowLastAt,omitempty"`
 	// EgressIP is the connection's last known egress address and when it
-	// was seen (SPEC §7 egress buckets); older than 24 h it is not used.
+	// was seen (docs/cooldowns.md#egress-buckets); older than 24 h it is not used.
 	EgressIP string `json:"egressIP,omitempty"`
 	EgressAt Time   `json:"egressAt,omitempty"`
-	// RateLimitProtection is POST /api/rate-limits' choice (SPEC §5); unset
+	// RateLimitProtection is POST /api/rate-limits' choice (docs/admission.md); unset
 	// keeps the config file's rateLimitProtection.
 	RateLimitProtection Toggle `json:"rateLimitProtection,omitempty"`
 	// Use accounting for least-used and p2c.
@@ -137,7 +137,7 @@ type Streak struct {
 
 const (
 	// ExpiredRetryMax is how many retries an auth failure gets before the
-	// connection becomes terminal `expired` (SPEC §2).
+	// connection becomes terminal `expired` (docs/cooldowns.md).
 	ExpiredRetryMax = 3
 	// expiredRetryBaseMs is the expired ladder's first step: 5, 10, 20 min.
 	expiredRetryBaseMs = 5 * minute

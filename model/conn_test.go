@@ -5,7 +5,7 @@ import (
 )
 
 func TestConnectionBackoffEscalatesAcrossRequests(t *testing.T) {
-	// SPEC §2 and "does better" 1: base·2^level capped by maxBackoffSteps;
+	// docs/cooldowns.md and docs/cooldowns.md#backoff: base·2^level capped by maxBackoffSteps;
 	// the level survives an expired cooldown (fail → wait → fail escalates).
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
 	now := at(0)
@@ -21,7 +21,7 @@ func TestConnectionBackoffEscalatesAcrossRequests(t *testing.T) {
 		}
 		now = c.RateLimitedUntil // wait it out, then fail again
 	}
-	// SPEC §2: a success clears every error field and backoffLevel.
+	// docs/cooldowns.md: a success clears every error field and backoffLevel.
 	hit(t, e, now, "p", "k1", "m1", status(200))
 	if c := connOf(e, "p", "k1"); !c.clean() || c.StatusAt(now) != StatusActive {
 		t.Fatalf("success must clear the connection: %+v", *c)
@@ -29,7 +29,7 @@ func TestConnectionBackoffEscalatesAcrossRequests(t *testing.T) {
 }
 
 func TestConnectionCooldownBoundary(t *testing.T) {
-	// REFERENCE M5: eligible again as soon as rateLimitedUntil <= now.
+	// docs/cooldowns.md: eligible again as soon as rateLimitedUntil <= now.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	hit(t, e, at(0), "p", "k1", "m1", status(503))
 	if s := selectAt(t, e, at(2999), "p/m1"); len(s.Candidates) != 0 || s.Excluded[0].Reason != ExclConnectionCooldown || s.Excluded[0].RemainingMs != 1 {
@@ -41,7 +41,7 @@ func TestConnectionCooldownBoundary(t *testing.T) {
 }
 
 func TestConnectionBackoffDecay(t *testing.T) {
-	// SPEC "does better" 1: a quiet period lowers the level by one per
+	// docs/cooldowns.md#backoff: a quiet period lowers the level by one per
 	// backoffDecayMs (10 min), counted from the end of the cooldown.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	now := at(0)
@@ -69,7 +69,7 @@ func TestConnectionBackoffDecay(t *testing.T) {
 }
 
 func TestThunderingHerdRaisesLevelOnce(t *testing.T) {
-	// SPEC §2 thundering-herd guard: N concurrent failures raise
+	// docs/cooldowns.md thundering-herd guard: N concurrent failures raise
 	// backoffLevel once, not N times.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	var as []Attempt
@@ -95,7 +95,7 @@ func TestThunderingHerdRaisesLevelOnce(t *testing.T) {
 }
 
 func TestRetryAfterFloorCapAndExtendOnly(t *testing.T) {
-	// SPEC "does better" 10: a hint is a floor, capped by the operator
+	// docs/cooldowns.md#hints: a hint is a floor, capped by the operator
 	// ceiling, and may only extend an active cooldown. For every profile.
 	for _, prof := range []Profile{ProfileOAuth, ProfileAPIKey} {
 		e := mustEngine(t, topo(oneProvider("p", prof, 1)), nil)
@@ -129,7 +129,7 @@ func TestRetryAfterFloorCapAndExtendOnly(t *testing.T) {
 }
 
 func TestConcurrencyLimited429(t *testing.T) {
-	// SPEC §2: a concurrency-limit 429 cools 1 s, keeps backoffLevel, does
+	// docs/cooldowns.md: a concurrency-limit 429 cools 1 s, keeps backoffLevel, does
 	// not touch the breaker, and the request moves on at once.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
 	hit(t, e, at(0), "p", "k1", "m1", status(503)) // level 1
@@ -153,7 +153,7 @@ func TestConcurrencyLimited429(t *testing.T) {
 }
 
 func TestExpiredLadder(t *testing.T) {
-	// SPEC §2 / §11.3: 401 cools 5, 10, 20 min; after EXPIRED_RETRY_MAX (3)
+	// docs/cooldowns.md / docs/classification.md#verdicts: 401 cools 5, 10, 20 min; after EXPIRED_RETRY_MAX (3)
 	// failed retries the connection is terminal `expired`.
 	e := mustEngine(t, topo(oneProvider("p", ProfileOAuth, 1)), nil)
 	now := at(0)
@@ -206,7 +206,7 @@ func TestExpiredLadderWindow(t *testing.T) {
 }
 
 func TestRequestRejectedLadder(t *testing.T) {
-	// SPEC "does better" 11 / REFERENCE M6: an unrecognised 403 cools 5 min,
+	// docs/cooldowns.md#ladders / docs/cooldowns.md#ladders: an unrecognised 403 cools 5 min,
 	// then 15 min; the 3rd within 24 h bans. Ban text bans at once.
 	e := mustEngine(t, topo(oneProvider("p", ProfileOAuth, 2)), nil)
 	now := at(0)
@@ -230,7 +230,7 @@ func TestRequestRejectedLadder(t *testing.T) {
 }
 
 func TestCreditsExhaustedTerminal(t *testing.T) {
-	// SPEC §11.3: credits exhausted (402) is terminal credits_exhausted.
+	// docs/classification.md#verdicts: credits exhausted (402) is terminal credits_exhausted.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	hit(t, e, at(0), "p", "k1", "m1", withBody(402, `{"error":{"message":"Your credit balance is too low"}}`))
 	if st := connOf(e, "p", "k1").StatusAt(at(0)); st != StatusCreditsExhausted {
@@ -239,7 +239,7 @@ func TestCreditsExhaustedTerminal(t *testing.T) {
 }
 
 func TestQuotaCooldownToDailyReset(t *testing.T) {
-	// SPEC "does better" 9: quota without a hint cools until the provider's
+	// docs/lockouts.md#quota-reset: quota without a hint cools until the provider's
 	// dailyResetUtc (never host midnight), capped by maxCooldownMs; a stated
 	// reset is honoured up to maxStatedResetMs.
 	p := oneProvider("p", ProfileAPIKey, 2)
@@ -264,7 +264,7 @@ func TestQuotaCooldownToDailyReset(t *testing.T) {
 }
 
 func TestStreamStallRecordsWithoutCooldown(t *testing.T) {
-	// SPEC §2: a stall records the error but sets no cooldown, unless
+	// docs/cooldowns.md: a stall records the error but sets no cooldown, unless
 	// streamStallCooldown.enabled.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	v := hit(t, e, at(0), "p", "k1", "m1", Outcome{Kind: OutcomeStall})
@@ -290,7 +290,7 @@ func TestDisableCooling(t *testing.T) {
 }
 
 func TestRequestScopedTouchesNothing(t *testing.T) {
-	// SPEC §11.3: context length / content filter are request-scoped: no
+	// docs/classification.md#verdicts: context length / content filter are request-scoped: no
 	// cooldown, no breaker, no lockout; the client gets the error.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.ModelLockout.Enabled = true })
 	for _, body := range []string{
@@ -308,7 +308,7 @@ func TestRequestScopedTouchesNothing(t *testing.T) {
 }
 
 func TestEgressBucketCoolsSiblings(t *testing.T) {
-	// SPEC §7 egress buckets: a 429 on an egress-bucketed provider cools every
+	// docs/cooldowns.md#egress-buckets: a 429 on an egress-bucketed provider cools every
 	// sibling with the same fresh egress IP; terminal siblings, longer
 	// cooldowns, other IPs and disableCooling are left alone; never terminal.
 	p := oneProvider("o", ProfileAPIKey, 5)
@@ -354,7 +354,7 @@ func TestEgressBucketCoolsSiblings(t *testing.T) {
 }
 
 func TestClearingCooldownsKeepsTheLadders(t *testing.T) {
-	// SPEC §2, §3b: the cooldown manager lifts a cooldown but never clears
+	// docs/cooldowns.md, docs/api.md#cooldown-manager: the cooldown manager lifts a cooldown but never clears
 	// a terminal state, so it must not wipe the 401 ladder's strikes
 	// either: a key that keeps answering 401 still reaches expired after
 	// clears (each clear restarted its ladder at 5 min: never terminal).
@@ -378,7 +378,7 @@ func TestClearingCooldownsKeepsTheLadders(t *testing.T) {
 }
 
 func TestConnectionTestKeepsTheLadders(t *testing.T) {
-	// SPEC §11.7 / §2: a passed connection test clears a non-terminal
+	// docs/api.md#operator-actions / docs/cooldowns.md: a passed connection test clears a non-terminal
 	// cooldown, but a /models that answers says nothing of the requests the
 	// key had refused: the 403 ladder's strikes stay, so a key tested
 	// between refusals still reaches banned (each test restarted it).

@@ -35,7 +35,7 @@
 //
 // # Layers
 //
-// Each failure touches only its own layer (SPEC §11.3): provider-level
+// Each failure touches only its own layer (docs/classification.md#verdicts): provider-level
 // statuses (408, 5xx, transport) count in the breaker; account-level errors
 // (401/403/429/quota) cool the connection; per-model errors lock the model on
 // that connection; bans, expiry and exhausted credits are terminal and only an

@@ -52,7 +52,7 @@ type connState struct {
 	st       Conn
 	locks    lockoutSet
 	inflight int
-	lane     LaneState // spend-wall lane (SPEC §2b): process memory, not in State
+	lane     LaneState // spend-wall lane (docs/spendwall.md): process memory, not in State
 	// cred is the fingerprint of the key this process uses for the
 	// connection, and retiredAs the terminal status that key was retired
 	// with (StatusActive: not retired). Process memory: replicas may hold
@@ -88,7 +88,7 @@ type comboState struct {
 }
 
 // Window is the provider-level window gate of the optional provider
-// cooldown (SPEC §1b): failures inside the trailing window, and the instant
+// cooldown (docs/breaker.md#provider-cooldown): failures inside the trailing window, and the instant
 // a trip's cooling ends.
 type Window struct {
 	Failures  []Time `json:"failures,omitempty"`
@@ -172,7 +172,7 @@ func (e *Engine) Settings() Settings { return e.settings }
 func (e *Engine) Topology() *Topology { return &e.topo }
 
 // EgressBucketed reports whether a provider of this type is limited per
-// egress IP (SPEC §7: the opencode free tier), unless the topology says
+// egress IP (docs/cooldowns.md#egress-buckets: the opencode free tier), unless the topology says
 // otherwise. Shells use it to learn egress IPs only where they matter.
 func EgressBucketed(typ string, override *bool) bool {
 	if override != nil {
@@ -188,8 +188,8 @@ func (e *Engine) setSettings(s Settings) {
 
 // UpdateSettings swaps the settings at run time (PATCH /api/resilience).
 // Breaker options are read on every step, so an OPEN breaker's deadline and
-// a DEGRADED breaker's thresholds are re-evaluated at once (SPEC "does
-// better" 4).
+// a DEGRADED breaker's thresholds are re-evaluated at once (
+// docs/breaker.md#options).
 func (e *Engine) UpdateSettings(now Time, s Settings) {
 	e.Refresh(now) // what was due under the old settings happens first
 	e.setSettings(s)
@@ -224,10 +224,10 @@ type Attempt struct {
 	Permit     Permit `json:"permit"`
 	Target     int    `json:"target"` // combo target index, 0 for single-model routes
 	// Limited: the connection goes through the admission-queue limiter
-	// (SPEC §5 rateLimitProtection or the apikey safety net).
+	// (docs/admission.md rateLimitProtection or the apikey safety net).
 	Limited bool `json:"limited,omitempty"`
 	// SlowLane: the connection's spend-wall lane is active; the shell adds
-	// the lane request header (SPEC §2b).
+	// the lane request header (docs/spendwall.md).
 	SlowLane bool `json:"slowLane,omitempty"`
 	p, c     int32
 	done     bool
@@ -244,7 +244,7 @@ func (a *Attempt) Dispatch(now Time) { a.Started = now }
 func (a *Attempt) Probe() bool { return a.Permit.Probe != 0 }
 
 // Begin starts an attempt on a candidate: it takes the breaker permit (the
-// one try-acquire operation of SPEC "does better" 2) and counts the use.
+// one try-acquire operation of docs/breaker.md#half-open) and counts the use.
 // It fails with ErrCircuitOpen when the breaker admits nothing.
 func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 	if int(c.p) >= len(e.provs) || int(c.c) >= len(e.provs[c.p].conns) || e.provs[c.p].id != c.Provider {
@@ -322,7 +322,7 @@ const egressFreshMs = 24 * hour
 
 // applyEgressBucket: on an egress-bucketed provider a 429 that is a rate
 // limit or exhausted quota cools every sibling whose last known egress IP is
-// the failing one's (SPEC §7): they would fail for certain. Never terminal;
+// the failing one's (docs/classification.md): they would fail for certain. Never terminal;
 // terminal siblings, longer cooldowns and disableCooling are left alone.
 func (e *Engine) applyEgressBucket(now Time, p *provState, c *connState, v *Verdict) {
 	if !p.egressBucket || v.ClientStatus != 429 || c.cfg.DisableCooling || c.st.Status.Terminal() ||
@@ -394,7 +394,7 @@ func (e *Engine) applyBreaker(now Time, p *provState, c *connState, a *Attempt, 
 	return connDirty
 }
 
-// applyConn applies the verdict's connection action (SPEC §2, §11.3). It
+// applyConn applies the verdict's connection action (docs/cooldowns.md, docs/classification.md#verdicts). It
 // reports whether the connection's state changed.
 func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *Verdict) bool {
 	st := &c.st
@@ -533,7 +533,7 @@ func untilDailyReset(now Time, resetMin int) int64 {
 	return d
 }
 
-// applyLockout applies the verdict's model lockout (SPEC §3), or the success
+// applyLockout applies the verdict's model lockout (docs/lockouts.md), or the success
 // decay that halves failureCount and removes the entry at 0.
 func (e *Engine) applyLockout(now Time, p *provState, c *connState, a *Attempt, v *Verdict) {
 	if a.Model == "" {
@@ -626,7 +626,7 @@ func (p *provState) family(model string) string {
 	return familyOf(p.cfg, model)
 }
 
-// applyWindow feeds the optional provider cooldown tracker (SPEC §1b).
+// applyWindow feeds the optional provider cooldown tracker (docs/breaker.md#provider-cooldown).
 func (e *Engine) applyWindow(now Time, p *provState, c *connState, a *Attempt, v *Verdict, connDirty *bool) {
 	pc := &e.settings.ProviderCooldown
 	if !pc.Enabled {
@@ -645,7 +645,7 @@ func (e *Engine) applyWindow(now Time, p *provState, c *connState, a *Attempt, v
 		return
 	}
 	if !v.WindowCounts {
-		return // classification decides what counts (SPEC §1b, REFERENCE M9)
+		return // classification decides what counts (docs/breaker.md#provider-cooldown, docs/breaker.md#provider-cooldown)
 	}
 	c.st.WindowFailures++
 	c.st.WindowLastAt = now

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Code is a stable error code of the gateway itself (SPEC §11.4).
+// Code is a stable error code of the gateway itself (docs/errors.md).
 type Code string
 
 const (
@@ -101,7 +101,7 @@ func (e *Error) RetryAfterSeconds() int64 {
 }
 
 // Unavailable turns a selection with no candidate into the typed answer of
-// SPEC §4b and §11.4, with Retry-After whenever a recovery time is known.
+// docs/selection.md#waiting-for-a-cooldown and docs/errors.md, with Retry-After whenever a recovery time is known.
 // It returns nil when the selection has candidates.
 func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if len(sel.Candidates) > 0 {
@@ -115,10 +115,10 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
 	}
 	var timers, transient, circuit, locks, others, leased, unfit int
-	// SPEC §4b: an exclusion after an auth or not-found error is a skip,
+	// docs/selection.md#waiting-for-a-cooldown: an exclusion after an auth or not-found error is a skip,
 	// not a time to come back at. For a single-model route that holds for a
 	// cooling connection only: a model lockout keeps its time (429
-	// model_cooldown, §11.4). For a combo it holds for lockouts too.
+	// model_cooldown, docs/errors.md). For a combo it holds for lockouts too.
 	var noEndConn, noEndLock, nonTransient int
 	var leaseEnd int64                      // ms until the first lease_held exclusion ends (0 = unknown)
 	var knownEndSingle, knownEndCombo int64 // ms until the first timer with an end to come back at
@@ -190,7 +190,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	n := len(sel.Excluded)
 	if unfit == n {
 		// Nothing eligible and no timer involved: the client key may use
-		// none of the connections, or no target serves the model (§11.4).
+		// none of the connections, or no target serves the model (docs/errors.md).
 		why := "no configured target serves the model"
 		if slices.ContainsFunc(sel.Excluded, func(x Excluded) bool { return x.Reason == ExclNotAllowed }) {
 			why = "the client key is not allowed on any connection that serves it"
@@ -200,7 +200,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	}
 	if leased > 0 && leased+never == n {
 		// Everything that could serve is held by other clients' exclusive
-		// leases (SPEC §2d): a wait state, not a failure; retry when the
+		// leases (docs/leases.md): a wait state, not a failure; retry when the
 		// first lease ends (clamped like the lease endpoint's answer). The
 		// rest (banned, not allowed to this key) would never serve, so it
 		// does not turn the wait into a skip.
@@ -223,7 +223,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 			return &Error{Code: CodeModelCooldown, Provider: r.Provider, Model: model, RetryAfterMs: retry,
 				Message: fmt.Sprintf("all credentials for model %s are cooling down", r.Model)}
 		case others == 0:
-			// §11.4: every connection cooling (a quota reset included),
+			// docs/errors.md: every connection cooling (a quota reset included),
 			// no wait allowed: 429 with the first end.
 			return &Error{Code: CodeRateLimit, Provider: r.Provider, Model: model, RetryAfterMs: retry,
 				Message: fmt.Sprintf("all connections of %s are cooling down", r.Provider)}
@@ -237,7 +237,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 			Message: "all targets were skipped by pre-dispatch filters"}
 	case r.weighted:
 		// A weighted pool that lost every target with a resilience timer
-		// among the exclusions (SPEC §4b, REFERENCE M12).
+		// among the exclusions (docs/selection.md#waiting-for-a-cooldown, docs/selection.md#combos).
 		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
 			Message: "all targets are cooling down"}
 	case transient == timers:
@@ -246,7 +246,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		return &Error{Code: CodeRateLimit, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
 			Message: "all targets are cooling down"}
 	case nonTransient == timers:
-		// quota_exhausted / auth_error / not_found only (SPEC §4b):
+		// quota_exhausted / auth_error / not_found only (docs/selection.md#waiting-for-a-cooldown):
 		// skipped, with Retry-After only when one of them has a known end
 		// (a quota reset). Beside a breaker or provider cooldown, the
 		// answer is the cooling one below, with the timers' first end.
@@ -260,7 +260,7 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 		Message: "all targets were skipped by pre-dispatch filters"}
 }
 
-// WaitDecision is the cooldown-aware retry rule of SPEC §4b: wait for the
+// WaitDecision is the cooldown-aware retry rule of docs/selection.md#waiting-for-a-cooldown: wait for the
 // earliest transient expiry instead of failing, within the budgets.
 func WaitDecision(now Time, sel *Selection, enabled bool, maxWaitMs int64, attempt, maxAttempts int, budgetLeftMs int64) (waitMs int64, ok bool) {
 	if !enabled || sel.EarliestTransient == 0 || len(sel.Candidates) > 0 {

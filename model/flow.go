@@ -5,7 +5,7 @@ import "slices"
 // Flow is one client request's way through the model: which connection to
 // try next, when to wait for a short cooldown instead of failing, and what to
 // answer. The proxy and the simulator drive the same Flow, so they fail over,
-// wait and answer identically (DESIGN "one model, two shells").
+// wait and answer identically (docs/README.md#one-model-two-shells).
 //
 // The shell loops:
 //
@@ -23,7 +23,7 @@ type Flow struct {
 	Route   Route
 	Session string
 	Allowed []ConnRef
-	// Held: connections other owners' exclusive leases hold (SPEC §2d);
+	// Held: connections other owners' exclusive leases hold (docs/leases.md);
 	// the shell sets it after StartFlow.
 	Held      []ConnRef
 	HeldUntil []Time // aligned with Held: when each lease ends (0 = unknown)
@@ -46,7 +46,7 @@ type Flow struct {
 	lastConn        ConnRef
 	answer          Step
 	answered        bool
-	sw              spendFlow // spend-wall lane / limit reset (SPEC §2b)
+	sw              spendFlow // spend-wall lane / limit reset (docs/spendwall.md)
 }
 
 // StepKind says what the shell must do next.
@@ -57,7 +57,7 @@ const (
 	StepWait                    // wait Step.WaitMs, then Flow.Next again
 	StepAnswer                  // answer the client with Step's status; the flow is over
 	// StepLimitReset: call the usage / reset endpoints of Step.LastConnection
-	// (SPEC §2b), then Flow.LimitResetDone.
+	// (docs/spendwall.md), then Flow.LimitResetDone.
 	StepLimitReset
 )
 
@@ -168,8 +168,8 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 }
 
 // noCandidate: nothing left to try. Wait for a short transient cooldown when
-// the settings allow it (SPEC §4b), fall back to the emergency target
-// (SPEC §11.7), else answer.
+// the settings allow it (docs/selection.md#waiting-for-a-cooldown), fall back to the emergency target
+// (docs/api.md#operator-actions), else answer.
 func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	if len(f.tried) > 0 || len(f.skipTargets) > 0 {
 		// After a wait every connection is fair game again: judge the wait
@@ -211,7 +211,7 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		if r, err := e.Resolve(ef.Target); err == nil && r.Name != f.Route.Name {
 			f.emergency = true
 			if f.attempts >= e.settings.RequestBudget.MaxAttempts {
-				// The fallback is tried instead of failing (SPEC §11.7),
+				// The fallback is tried instead of failing (docs/api.md#operator-actions),
 				// once, even when waits and failures spent the attempt
 				// budget; the deadline still holds.
 				f.grace = 1
@@ -224,8 +224,8 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		}
 	}
 	if f.hasLast && f.local != nil {
-		// The last try was refused by the local admission queue (SPEC §5,
-		// §11.4): the client gets that typed error, never a made-up 502.
+		// The last try was refused by the local admission queue (docs/admission.md,
+		// docs/errors.md): the client gets that typed error, never a made-up 502.
 		return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.local, RetryAfterMs: f.local.RetryAfterMs})
 	}
 	if f.hasLast {
@@ -234,7 +234,7 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		retry := f.last.ClientRetryAfterMs
 		if retry == 0 && unavail != nil && (st == 429 || st == 503) {
 			// When to come back belongs to a "come back later" answer
-			// (CONTRACTS §3); a 404 that locked the model gets none.
+			// (docs/api.md); a 404 that locked the model gets none.
 			retry = unavail.RetryAfterMs
 		}
 		return f.finish(Step{Kind: StepAnswer, Status: st, Result: ResultUpstream, RetryAfterMs: retry})
@@ -280,7 +280,7 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		return v, &f.answer
 	case o.Kind == OutcomeClientAbort && now >= f.deadline:
 		// The shell cut the attempt at the request's deadline: the budget
-		// is spent, not the client gone (SPEC §11.4). A committed stream
+		// is spent, not the client gone (docs/errors.md). A committed stream
 		// ends with that as its SSE error event.
 		err := &Error{Code: CodeBudgetExhausted, Message: "the request deadline (requestBudget.deadlineMs) was reached"}
 		if committed {
@@ -306,7 +306,7 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		f.skipTargets = append(f.skipTargets, f.targetOf(a))
 	case NextRetry:
 		// Before commit a watchdog abort may re-open the attempt once on the
-		// same account (SPEC §6); after that the connection is skipped.
+		// same account (docs/streams.md); after that the connection is skipped.
 		if f.retriedSame {
 			f.tried = append(f.tried, ref)
 		}
@@ -320,7 +320,7 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 // RecordLocal reports an attempt the shell's admission queue refused before
 // it reached the upstream (RATE_LIMIT_QUEUE_TIMEOUT / _FULL, SEMAPHORE_*):
 // neutral for upstream health, the flow moves on, and if nothing else serves
-// the client gets err (SPEC §5, §11.4).
+// the client gets err (docs/admission.md, docs/errors.md).
 func (f *Flow) RecordLocal(now Time, e *Engine, a *Attempt, err *Error) (Verdict, *Step) {
 	e.unuse(now, a) // it never reached the upstream: not a use (least-used, p2c)
 	return f.RecordLocalCut(now, e, a, err, false)

@@ -61,12 +61,12 @@ func TestFlowFailsOverAcrossConnectionsAndTargets(t *testing.T) {
 		return status(200), false
 	})
 	if st.Result != ResultFallback || st.Status != 200 || len(trail) != 3 || trail[2] != "b/k1" {
-		t.Fatalf("SPEC §11.3 next connection, then next target: %+v %v", st, trail)
+		t.Fatalf("docs/classification.md#verdicts next connection, then next target: %+v %v", st, trail)
 	}
 }
 
 func TestFlowNotFoundSkipsTheTarget(t *testing.T) {
-	// SPEC §11.3: 404 → next target, not the provider's next connection.
+	// docs/classification.md#verdicts: 404 → next target, not the provider's next connection.
 	a := oneProvider("a", ProfileAPIKey, 3)
 	b := oneProvider("b", ProfileAPIKey, 1)
 	tp := topo(a, b)
@@ -84,7 +84,7 @@ func TestFlowNotFoundSkipsTheTarget(t *testing.T) {
 }
 
 func TestFlowRequestScopedStops(t *testing.T) {
-	// SPEC §11.3: a context-length 400 is not retried.
+	// docs/classification.md#verdicts: a context-length 400 is not retried.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 3)), nil)
 	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
 		return withBody(400, "maximum context length exceeded"), false
@@ -95,7 +95,7 @@ func TestFlowRequestScopedStops(t *testing.T) {
 }
 
 func TestFlowAttemptBudget(t *testing.T) {
-	// SPEC §11.4 request_budget_exhausted: no retry storms.
+	// docs/errors.md request_budget_exhausted: no retry storms.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 5)), func(s *Settings) { s.RequestBudget.MaxAttempts = 2 })
 	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) { return status(502), false })
 	if st.Err == nil || st.Err.Code != CodeBudgetExhausted || st.Status != 503 || len(trail) != 2 {
@@ -104,7 +104,7 @@ func TestFlowAttemptBudget(t *testing.T) {
 }
 
 func TestFlowWaitsForShortCooldown(t *testing.T) {
-	// SPEC §4b waitForCooldown: every connection in a short cooldown → wait
+	// docs/selection.md#waiting-for-a-cooldown waitForCooldown: every connection in a short cooldown → wait
 	// for the earliest and select again instead of failing.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
 	st, trail, end := drive(t, e, at(0), "a/m1", func(a *Attempt, n int) (Outcome, bool) {
@@ -125,7 +125,7 @@ func TestFlowWaitsForShortCooldown(t *testing.T) {
 }
 
 func TestFlowNoWaitWithTheAttemptBudgetSpent(t *testing.T) {
-	// SPEC §4b, §11.4: a wait is for the attempt after it. With
+	// docs/selection.md#waiting-for-a-cooldown, docs/errors.md: a wait is for the attempt after it. With
 	// requestBudget.maxAttempts spent, both connections cooling for 20 s
 	// answer the last upstream 429 with Retry-After at once; the flow
 	// slept 20 s and then answered 503 request_budget_exhausted without one.
@@ -139,7 +139,7 @@ func TestFlowNoWaitWithTheAttemptBudgetSpent(t *testing.T) {
 }
 
 func TestFlowNeverWaitsOnQuota(t *testing.T) {
-	// SPEC §4b: never wait on quota_exhausted.
+	// docs/selection.md#waiting-for-a-cooldown: never wait on quota_exhausted.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
 	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
 		return withBody(429, "You exceeded your daily quota"), false
@@ -150,7 +150,7 @@ func TestFlowNeverWaitsOnQuota(t *testing.T) {
 }
 
 func TestFlowCommittedStreamIsNotReplayed(t *testing.T) {
-	// SPEC §6: after the first byte reached the client a failure ends the
+	// docs/streams.md: after the first byte reached the client a failure ends the
 	// stream with an error event; it is never replayed elsewhere.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 3)), nil)
 	st, trail, _ := drive(t, e, at(0), "a/m1", func(*Attempt, int) (Outcome, bool) {
@@ -162,7 +162,7 @@ func TestFlowCommittedStreamIsNotReplayed(t *testing.T) {
 }
 
 func TestFlowStallRetriesOnceOnSameConnection(t *testing.T) {
-	// SPEC §6: before commit a stalled attempt may be re-opened on the same
+	// docs/streams.md: before commit a stalled attempt may be re-opened on the same
 	// account once; then the connection is skipped.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 2)), nil)
 	_, trail, _ := drive(t, e, at(0), "a/m1", func(a *Attempt, n int) (Outcome, bool) {
@@ -185,7 +185,7 @@ func TestFlowDeadline(t *testing.T) {
 }
 
 func TestFlowEmergencyFallback(t *testing.T) {
-	// SPEC §11.7: when every target is excluded, route to the emergency
+	// docs/api.md#operator-actions: when every target is excluded, route to the emergency
 	// target instead of failing.
 	a := oneProvider("a", ProfileAPIKey, 1)
 	b := oneProvider("b", ProfileAPIKey, 1)
@@ -201,8 +201,8 @@ func TestFlowEmergencyFallback(t *testing.T) {
 }
 
 func TestFlowNoRetryAfterOnAPassedThrough404(t *testing.T) {
-	// CONTRACTS §3 / SPEC §4b: Retry-After goes with 429 and 503. A local
-	// provider's 404 locks the model (SPEC §11.2); the client gets the 404,
+	// docs/api.md / docs/selection.md#waiting-for-a-cooldown: Retry-After goes with 429 and 503. A local
+	// provider's 404 locks the model (docs/classification.md#provider-types); the client gets the 404,
 	// without the lockout's time as Retry-After.
 	p := oneProvider("l", ProfileLocal, 1)
 	p.Type = "local"
@@ -214,7 +214,7 @@ func TestFlowNoRetryAfterOnAPassedThrough404(t *testing.T) {
 }
 
 func TestFlowTypedAnswerWithoutAttempts(t *testing.T) {
-	// SPEC §11.4: nothing dispatchable → the model's typed answer.
+	// docs/errors.md: nothing dispatchable → the model's typed answer.
 	e := mustEngine(t, topo(oneProvider("a", ProfileLocal, 1)), nil)
 	hit(t, e, at(0), "a", "k1", "m1", status(503))
 	hit(t, e, at(0), "a", "k1", "m1", status(503))
@@ -225,7 +225,7 @@ func TestFlowTypedAnswerWithoutAttempts(t *testing.T) {
 }
 
 func TestFlowDeadlineCutIsBudgetExhausted(t *testing.T) {
-	// SPEC §11.4: an attempt the shell cuts at the request deadline answers
+	// docs/errors.md: an attempt the shell cuts at the request deadline answers
 	// 503 request_budget_exhausted, not a client-abort 499.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), func(s *Settings) { s.RequestBudget.DeadlineMs = 100 })
 	f := e.StartFlow(at(0), route(t, e, "a/m1"), "", nil)
@@ -312,7 +312,7 @@ func TestFlowRecordCutAnswersItsError(t *testing.T) {
 }
 
 func TestStreamErrorCodeNamesWhoEndedIt(t *testing.T) {
-	// SPEC §6 / "does better" 15: the committed stream's error event names
+	// docs/streams.md / docs/classification.md#restatement: the committed stream's error event names
 	// its cause. A stream the gateway's own attemptMs cut is not one "the
 	// upstream cut" (stream_interrupted); a stall names both stall timers
 	// (it named streamIdleMs when firstContentMs had fired).
@@ -345,7 +345,7 @@ func TestFlowRecordLocalIsNoUse(t *testing.T) {
 }
 
 func TestFlowEmergencyFallbackAfterTheBudget(t *testing.T) {
-	// SPEC §11.7: the emergency target is tried instead of failing — also
+	// docs/api.md#operator-actions: the emergency target is tried instead of failing — also
 	// when cooldown waits and retries spent the attempt budget (the client
 	// got request_budget_exhausted and the healthy fallback was never
 	// called). It gets one attempt past the budget; the deadline holds.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Retry hints (SPEC §2, REFERENCE M4.1/M4.2): when an upstream says when to
+// Retry hints (docs/cooldowns.md, docs/classification.md#failure-catalogue/docs/cooldowns.md#hints): when an upstream says when to
 // come back. Everything here parses untrusted text, so every function is
 // total: no input panics, numbers saturate instead of overflowing, and every
 // hint is clamped to [0, MaxHintMs].
@@ -331,7 +331,7 @@ type proseAnchor struct {
 	kind proseKind
 }
 
-// proseAnchors in precedence order (REFERENCE M4.2 step 3): absolute
+// proseAnchors in precedence order (docs/cooldowns.md#hints): absolute
 // timestamps first, then reset countdowns, then retry-in phrases. Every
 // occurrence of an anchor is tried before the next anchor.
 var proseAnchors = [...]proseAnchor{
@@ -620,7 +620,7 @@ func parseTimestamp(s string) (ms int64, n int, ok bool) {
 	return t.UnixMilli() - int64(offset)*1000, n, true
 }
 
-// httpDateLayouts are the three date formats HTTP/1.1 allows (RFC 9110 §5.6.7).
+// httpDateLayouts are the three date formats HTTP/1.1 allows (RFC 9110 docs/admission.md.7).
 var httpDateLayouts = [...]string{
 	"Mon, 02 Jan 2006 15:04:05 GMT",  // IMF-fixdate (RFC 1123)
 	"Monday, 02-Jan-06 15:04:05 GMT", // RFC 850

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Exclusive session leases (SPEC §2d, §11.8, REFERENCE M16): the pure part.
+// Exclusive session leases (docs/leases.md, docs/leases.md#the-database-arbitrates, docs/leases.md): the pure part.
 // The proxy mints owner tokens (crypto/rand) and hashes them (SHA-256); the
 // store arbitrates acquire / renew / transition. What is decided here, so
 // the proxy and the simulator decide it alike: the wire forms of the owner
@@ -32,7 +32,7 @@ const (
 	LeaseScope = "lease:exclusive"
 )
 
-// Lease error codes (REFERENCE M16 HTTP mapping). Their type is lease_error.
+// Lease error codes (docs/leases.md HTTP mapping). Their type is lease_error.
 const (
 	CodeLeaseContextRequired  Code = "LEASE_CONTEXT_REQUIRED"
 	CodeLeaseContextInvalid   Code = "LEASE_CONTEXT_INVALID"
@@ -107,7 +107,7 @@ func isBase64URL(c byte) bool {
 }
 
 // ParseLeaseGeneration parses a generation: ^[1-9]\d*$ and at most 2^53-1
-// (REFERENCE M16). Leading zeros, signs, spaces, exponents and fractions
+// (docs/leases.md). Leading zeros, signs, spaces, exponents and fractions
 // are refused, so one generation has exactly one spelling.
 func ParseLeaseGeneration(s string) (int64, error) {
 	if s == "" {
@@ -162,7 +162,7 @@ type LeaseClaim struct {
 	Conn       ConnRef // zero = not a dispatch (status / renew)
 }
 
-// Fence is the fence check's answer (REFERENCE M16 assertFence).
+// Fence is the fence check's answer (docs/leases.md assertFence).
 type Fence uint8
 
 const (
@@ -179,7 +179,7 @@ func (f Fence) String() string { return fenceNames.name(uint8(f), "Fence") }
 
 // Code is the lease error code a failed fence answers with ("" for VALID).
 // A token presented with another client key is refused as a permission
-// problem; the order of the checks is REFERENCE M16's.
+// problem; the order of the checks is docs/leases.md's.
 func (f Fence) Code() Code {
 	switch f {
 	case FenceRequired:
@@ -245,7 +245,7 @@ func LeaseCapacity(sel *Selection) (eligible, free int) {
 
 // LeaseAcquireRoute checks that a route can be leased: a lease owns one
 // connection, so a combo (a fan-out over targets) is refused before any
-// dispatch (REFERENCE M16 "managed combos").
+// dispatch (docs/leases.md "managed combos").
 func LeaseAcquireRoute(r *Route) error {
 	if r.IsCombo() {
 		return leaseErr(CodeLeaseContextInvalid, "model %q is a combo; a lease holds one connection, so name a provider model", r.Name)

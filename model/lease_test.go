@@ -8,7 +8,7 @@ import (
 const testOwner = "bwl_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 func TestLeaseOwnerForm(t *testing.T) {
-	// SPEC §2d / REFERENCE M16: owner = bwl_ + 43 base64url characters;
+	// docs/leases.md / docs/leases.md: owner = bwl_ + 43 base64url characters;
 	// anything else is LEASE_CONTEXT_INVALID, an empty one REQUIRED, and the
 	// message never echoes the presented value.
 	ok := []string{testOwner, "bwl_" + strings.Repeat("-", 43), "bwl_" + strings.Repeat("_", 42) + "Z"}
@@ -42,7 +42,7 @@ func TestLeaseOwnerForm(t *testing.T) {
 }
 
 func TestLeaseGenerationForm(t *testing.T) {
-	// REFERENCE M16: generation ^[1-9]\d*$ and a safe integer (≤ 2^53-1).
+	// docs/leases.md: generation ^[1-9]\d*$ and a safe integer (≤ 2^53-1).
 	good := map[string]int64{"1": 1, "42": 42, "9007199254740991": MaxLeaseGeneration}
 	for s, want := range good {
 		if n, err := ParseLeaseGeneration(s); err != nil || n != want {
@@ -62,7 +62,7 @@ func TestLeaseGenerationForm(t *testing.T) {
 }
 
 func TestLeaseTTLClamp(t *testing.T) {
-	// SPEC §11.8 / REFERENCE M16: default 120 s, clamped to [1 s, 30 min];
+	// docs/leases.md#the-database-arbitrates / docs/leases.md: default 120 s, clamped to [1 s, 30 min];
 	// a negative TTL is bad input, not a clamp.
 	cases := map[int64]int64{0: 120_000, 1: 1000, 999: 1000, 5000: 5000, 1_800_000: 1_800_000, 1 << 40: 1_800_000}
 	for in, want := range cases {
@@ -76,7 +76,7 @@ func TestLeaseTTLClamp(t *testing.T) {
 }
 
 func TestLeaseFenceOrder(t *testing.T) {
-	// REFERENCE M16 assertFence: none → REQUIRED; generation → STALE; key →
+	// docs/leases.md assertFence: none → REQUIRED; generation → STALE; key →
 	// AUTHORIZATION_MISMATCH; connection → CONNECTION_MISMATCH; else VALID.
 	// An expired row is no lease.
 	row := &LeaseRow{OwnerHash: "h", APIKeyID: "team-a", Conn: ConnRef{"p", "k1"}, Generation: 3, ExpiresAt: at(sec(10))}
@@ -117,7 +117,7 @@ func TestLeaseFenceOrder(t *testing.T) {
 }
 
 func TestLeaseRetryAfter(t *testing.T) {
-	// REFERENCE M16: Retry-After = clamp(ceil((earliestExpiry-now)/1000), 1, 3600), 1 when unknown.
+	// docs/leases.md: Retry-After = clamp(ceil((earliestExpiry-now)/1000), 1, 3600), 1 when unknown.
 	cases := []struct {
 		earliest Time
 		want     int64
@@ -131,7 +131,7 @@ func TestLeaseRetryAfter(t *testing.T) {
 }
 
 func TestSelectExcludesLeaseHeld(t *testing.T) {
-	// SPEC §2d / §11.5: another owner's leased connection is excluded with
+	// docs/leases.md / docs/names.md: another owner's leased connection is excluded with
 	// reason lease_held, after the health rules (a held connection that is
 	// also cooling reports the cooldown); LeaseCapacity counts eligible and
 	// free connections from that selection; Held flows through Flow.
@@ -169,7 +169,7 @@ func TestSelectExcludesLeaseHeld(t *testing.T) {
 }
 
 func TestUnavailableWhenEveryConnectionIsLeased(t *testing.T) {
-	// SPEC §2d: every connection held by other owners' leases is a wait
+	// docs/leases.md: every connection held by other owners' leases is a wait
 	// state for an ordinary request: 429 LEASE_CAPACITY_UNAVAILABLE with
 	// Retry-After from the first lease's end (HeldUntil), clamped to
 	// [1, 3600] s, 1 s when unknown. A mix with a cooling connection keeps
@@ -205,7 +205,7 @@ func TestUnavailableWhenEveryConnectionIsLeased(t *testing.T) {
 }
 
 func TestLeaseAcquireRouteRefusesCombos(t *testing.T) {
-	// REFERENCE M16: managed combos reject every fan-out route before dispatch.
+	// docs/leases.md: managed combos reject every fan-out route before dispatch.
 	if err := LeaseAcquireRoute(&Route{Name: "c", Combo: "c"}); err == nil || err.(*LeaseError).Code != CodeLeaseContextInvalid {
 		t.Fatalf("combo: %v", err)
 	}
@@ -258,7 +258,7 @@ func BenchmarkFenceCheck(b *testing.B) {
 }
 
 func TestUnavailableLeasedWithANeverEligibleSibling(t *testing.T) {
-	// SPEC §2d: a connection held by another owner's lease beside one that
+	// docs/leases.md: a connection held by another owner's lease beside one that
 	// will never serve (banned, or not allowed to this key) is still the
 	// lease wait (429 LEASE_CAPACITY_UNAVAILABLE with the lease's end), not
 	// 503 ALL_TARGETS_SKIPPED "terminal or not allowed" with no Retry-After.

@@ -1,6 +1,6 @@
 package model
 
-// LockKey names what a model lockout covers on one connection (SPEC §3).
+// LockKey names what a model lockout covers on one connection (docs/lockouts.md).
 // Name is a model id, or "family:<name>" for a quota family; Exact keys lock
 // only the exact provider/connection/model triple.
 type LockKey struct {
@@ -36,8 +36,8 @@ func (l *Lockout) inert(now Time, windowMs int64) bool {
 	return now > l.Until && now.Sub(l.LastFailureAt) > windowMs+l.LastCooldownMs
 }
 
-// lockoutCooldown computes a new lockout's cooldown (SPEC §3, "does better"
-// 8 and 9): a rule's fixed value, else an upstream hint, else the daily reset
+// lockoutCooldown computes a new lockout's cooldown (docs/lockouts.md#escalation,
+// docs/lockouts.md#quota-reset): a rule's fixed value, else an upstream hint, else the daily reset
 // for quota, else base·2^(n-1) capped.
 func lockoutCooldown(s *ModelLockoutSettings, cc *ConnectionCooldownSettings, v *Verdict, failures int, untilDailyReset int64) int64 {
 	maxMs := int64(s.MaxCooldownMs)

@@ -15,7 +15,7 @@ func lockUntil(t *testing.T, e *Engine, provider, conn string, key LockKey) Time
 }
 
 func TestLockoutGenericPathNeedsEnabled(t *testing.T) {
-	// SPEC §3: `enabled` switches the generic path; off by default.
+	// docs/lockouts.md: `enabled` switches the generic path; off by default.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	hit(t, e, at(0), "p", "k1", "m1", status(503))
 	if len(locksOf(e, "p", "k1")) != 0 {
@@ -36,7 +36,7 @@ func TestLockoutGenericPathNeedsEnabled(t *testing.T) {
 }
 
 func TestLockoutScopeByStatus(t *testing.T) {
-	// SPEC §3 lock key by status: 429/403/402 → quota family; 404 → the
+	// docs/lockouts.md lock key by status: 429/403/402 → quota family; 404 → the
 	// model itself; anything else → the exact triple.
 	p := oneProvider("p", ProfileAPIKey, 1)
 	p.Models = []string{"gpt-5", "gpt-5-mini", "o3"}
@@ -65,7 +65,7 @@ func TestLockoutScopeByStatus(t *testing.T) {
 }
 
 func TestLockoutSpecificRulesIgnoreEnabled(t *testing.T) {
-	// SPEC §3: 404 from a local provider and 429/5xx on a per-model-quota
+	// docs/lockouts.md: 404 from a local provider and 429/5xx on a per-model-quota
 	// provider lock whatever `enabled` says; the connection stays active.
 	local := oneProvider("l", ProfileLocal, 1)
 	local.Type = "local"
@@ -94,7 +94,7 @@ func TestLockoutSpecificRulesIgnoreEnabled(t *testing.T) {
 }
 
 func TestLockoutEscalationWindow(t *testing.T) {
-	// SPEC "does better" 8: failures inside modelLockout.escalationWindowMs
+	// docs/lockouts.md#escalation: failures inside modelLockout.escalationWindowMs
 	// escalate base·2^(n-1) up to maxCooldownMs; outside it they start over.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) {
 		s.ModelLockout.Enabled = true
@@ -119,7 +119,7 @@ func TestLockoutEscalationWindow(t *testing.T) {
 }
 
 func TestLockoutBoundaryInclusive(t *testing.T) {
-	// REFERENCE M8: locked while now <= until.
+	// docs/lockouts.md: locked while now <= until.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.ModelLockout.Enabled = true })
 	hit(t, e, at(0), "p", "k1", "m1", status(404))
 	connOf(e, "p", "k1").RateLimitedUntil = 0
@@ -133,7 +133,7 @@ func TestLockoutBoundaryInclusive(t *testing.T) {
 }
 
 func TestLockoutSuccessDecay(t *testing.T) {
-	// SPEC §3 and "does better" 7: a success halves failureCount and removes
+	// docs/lockouts.md and docs/lockouts.md#success-decay: a success halves failureCount and removes
 	// the lockout when it reaches 0.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) {
 		s.ModelLockout.Enabled = true
@@ -160,7 +160,7 @@ func TestLockoutSuccessDecay(t *testing.T) {
 }
 
 func TestLockoutQuotaUntilDailyReset(t *testing.T) {
-	// SPEC "does better" 9 for lockouts: quota without a hint locks until the
+	// docs/lockouts.md#quota-reset for lockouts: quota without a hint locks until the
 	// provider's daily reset, capped by maxCooldownMs unless stated.
 	g := oneProvider("g", ProfileAPIKey, 1)
 	g.Type = "gemini"
@@ -180,7 +180,7 @@ func TestLockoutQuotaUntilDailyReset(t *testing.T) {
 }
 
 func TestClearLockoutHonoursConnection(t *testing.T) {
-	// SPEC "does better" 13: DELETE model-cooldowns honours the connection.
+	// docs/api.md#model-cooldowns: DELETE model-cooldowns honours the connection.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), func(s *Settings) { s.ModelLockout.Enabled = true })
 	hit(t, e, at(0), "p", "k1", "m1", status(404))
 	hit(t, e, at(0), "p", "k2", "m1", status(404))

@@ -93,7 +93,7 @@ func (s *BreakerState) UnmarshalText(b []byte) error {
 	return parseInto(breakerStateNames, b, "breaker state", (*uint8)(s))
 }
 
-// ConnStatus is a connection's status as shown to operators (SPEC §11.5).
+// ConnStatus is a connection's status as shown to operators (docs/names.md).
 type ConnStatus uint8
 
 const (
@@ -116,7 +116,7 @@ func (s *ConnStatus) UnmarshalText(b []byte) error {
 // new credentials.
 func (s ConnStatus) Terminal() bool { return s >= StatusBanned }
 
-// Reason is a verdict's or lockout's reason (SPEC §11.5).
+// Reason is a verdict's or lockout's reason (docs/names.md).
 type Reason uint8
 
 const (
@@ -138,7 +138,7 @@ const (
 	ReasonClientAbort
 	ReasonLocalQueue
 	ReasonUnknown
-	ReasonSpendWall // a spend-wall 429 the lane or a limit reset absorbed (SPEC §2b)
+	ReasonSpendWall // a spend-wall 429 the lane or a limit reset absorbed (docs/spendwall.md)
 )
 
 var reasonNames = enumNames{"", "rate_limit_exceeded", "quota_exhausted", "concurrency_limited",
@@ -159,7 +159,7 @@ func ParseReason(s string) (Reason, error) {
 }
 
 // Transient reports whether a lockout with this reason is a short, self-healing
-// timer worth waiting for (SPEC §4b): never quota, auth or not-found.
+// timer worth waiting for (docs/selection.md#waiting-for-a-cooldown): never quota, auth or not-found.
 func (r Reason) Transient() bool {
 	switch r {
 	case ReasonQuotaExhausted, ReasonAuthError, ReasonNotFound, ReasonCreditsExhausted,
@@ -223,7 +223,7 @@ func ParseFailureKind(s string) (FailureKind, error) {
 }
 
 // Exclusion is the layer that kept a connection or target out of a selection
-// (SPEC §11.5).
+// (docs/names.md).
 type Exclusion uint8
 
 const (

@@ -223,7 +223,7 @@ func (e *Engine) ResetBreakers(now Time, provider string) (int, error) {
 	return n, nil
 }
 
-// ClearResult is the cooldown manager's answer (SPEC §3b).
+// ClearResult is the cooldown manager's answer (docs/api.md#cooldown-manager).
 type ClearResult struct {
 	Cleared         int `json:"cleared"`
 	Unchanged       int `json:"unchanged"`
@@ -273,7 +273,7 @@ func (e *Engine) ClearCooldowns(now Time, refs []ConnRef, all bool, provider str
 		changed := false
 		if c.st.RateLimitedUntil > now || c.st.BackoffLevel > 0 {
 			// The timer and the backoff go; the 401 / 403 ladders' strikes
-			// stay (SPEC §2, §3b: terminal states are never cleared here,
+			// stay (docs/cooldowns.md, docs/api.md#cooldown-manager: terminal states are never cleared here,
 			// and wiping the evidence would let a key that keeps failing
 			// never reach one — each clear restarted it at 5 min). Their
 			// step timers go with the cooldown, so the next failure is the
@@ -339,8 +339,8 @@ func (e *Engine) startOver(now Time, p *provState, c *connState) {
 // SetCredential tells the engine which key this process uses for a
 // connection, by its fingerprint fp (the shell's one-way hash; "" = none):
 // at start for every connection, and when PUT /api/providers changes a
-// key. A change of key on this process starts the connection over (SPEC
-// §11.7: new credentials clear a terminal state), the old key recorded as
+// key. A change of key on this process starts the connection over (
+// docs/api.md#operator-actions: new credentials clear a terminal state), the old key recorded as
 // retired when it was terminal. Whether the key in use is a retired one is
 // this process's own judgement (a replica, or a restart on a config file,
 // that still has the old key keeps it terminal; one with the new key does
@@ -378,7 +378,7 @@ func (e *Engine) RefreshCredentials() {
 }
 
 // ClearLockout is DELETE /api/resilience/model-cooldowns for one
-// provider/connection/model (SPEC "does better" 13): it removes every key
+// provider/connection/model (docs/api.md#model-cooldowns): it removes every key
 // covering the model on that connection. It reports how many were removed.
 func (e *Engine) ClearLockout(now Time, ref ConnRef, model string) (int, error) {
 	p, c, err := e.conn(ref)
@@ -419,7 +419,7 @@ func (e *Engine) ClearAllLockouts(now Time) int {
 	return n
 }
 
-// ConnectionTestPassed records a valid connection test (SPEC §11.7): the
+// ConnectionTestPassed records a valid connection test (docs/api.md#operator-actions): the
 // connection's non-terminal cooldown clears and a DEGRADED breaker closes.
 func (e *Engine) ConnectionTestPassed(now Time, ref ConnRef) error {
 	p, c, err := e.conn(ref)

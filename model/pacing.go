@@ -5,13 +5,13 @@ import (
 	"strings"
 )
 
-// Admission-queue limiter (SPEC §5): the per-connection state behind pacing
+// Admission-queue limiter (docs/admission.md): the per-connection state behind pacing
 // (rpm, minTimeMs), body-declared retry pauses and learned x-ratelimit-*
 // windows, as a plain value. The proxy keeps one per connection under its
 // own mutex and sleeps on the wall clock; the simulator keeps one per
 // connection and schedules events on virtual time. Both ask the same methods
 // here, so they queue, pause and refuse alike. Limiters are per connection
-// and per process, never a process-wide counter (SPEC "does better" 16), and
+// and per process, never a process-wide counter (docs/admission.md#pacing), and
 // are not persisted: a pause is at most a queue budget long, or it is also a
 // connection cooldown / model lockout, which are persisted by the engine.
 
@@ -79,7 +79,7 @@ func (l *Limiter) Cancel(at int64) {
 // Recheck runs when a queued request's booked slot (booked, Reserve's AtMs)
 // arrives: a pause that began while it waited holds it until the pause ends
 // (queued calls run when the limiter refills), or refuses it at once when
-// its remaining queue budget ends first (SPEC §5). A refused request gives
+// its remaining queue budget ends first (docs/admission.md). A refused request gives
 // its slot back: it never dispatches, so it must not count against rpm.
 func (l *Limiter) Recheck(now int64, model string, queueLeftMs, booked int64) PaceDecision {
 	p := l.pausedUntil(model)
@@ -136,21 +136,21 @@ const (
 	// LimiterConnection: one limiter for the whole connection.
 	LimiterConnection LimiterScope = iota
 	// LimiterModel: pauses are per model (providers whose quota is per
-	// model: gemini, local, perModelQuota: true; REFERENCE M13 limiter key
+	// model: gemini, local, perModelQuota: true; docs/admission.md#pacing limiter key
 	// p:conn:model).
 	LimiterModel
 )
 
-// RetryPlan is what a body-declared retry does to the limiter (SPEC §5).
+// RetryPlan is what a body-declared retry does to the limiter (docs/admission.md).
 type RetryPlan struct {
 	PauseMs   int64 // drain the limiter this long (0 = no pause)
 	LockoutMs int64 // lock the model on the connection this long instead
 }
 
-// maxRetryLockoutMs caps a lockout made from a typed retry delay (SPEC §5).
+// maxRetryLockoutMs caps a lockout made from a typed retry delay (docs/admission.md).
 const maxRetryLockoutMs = 24 * hour
 
-// BodyRetry is SPEC §5's body-declared retry rule, a pure function of the
+// BodyRetry is docs/admission.md's body-declared retry rule, a pure function of the
 // hint's kind, the limiter's scope and the connection's queue budget:
 //   - a hint that fits in maxWaitMs is pacing: pause the limiter that long,
 //     queued calls run when it refills;
@@ -161,7 +161,7 @@ const maxRetryLockoutMs = 24 * hour
 //   - prose hints ("retry after 20s"), untyped delays and connection-wide
 //     limiters keep the pause, however long.
 //
-// Header hints are not body-declared: they only drive the cooldown (§2).
+// Header hints are not body-declared: they only drive the cooldown (docs/cooldowns.md).
 func BodyRetry(h Hint, scope LimiterScope, maxWaitMs int64) RetryPlan {
 	if h.Ms <= 0 || (h.Source != HintRetryInfo && h.Source != HintBody) {
 		return RetryPlan{}
@@ -173,7 +173,7 @@ func BodyRetry(h Hint, scope LimiterScope, maxWaitMs int64) RetryPlan {
 }
 
 // LearnedPause is the simple form of learning from upstream x-ratelimit-*
-// headers (SPEC §5): x-ratelimit-remaining-requests: 0 with a parseable
+// headers (docs/admission.md): x-ratelimit-remaining-requests: 0 with a parseable
 // x-ratelimit-reset-requests pauses the connection's limiter until the
 // reset. It returns the pause length from now (0 = nothing learned).
 func LearnedPause(h Headers, now Time) int64 {
@@ -248,7 +248,7 @@ func (e *Engine) LimiterFeedback(now Time, a *Attempt, o *Outcome, v *Verdict, m
 	return fb
 }
 
-// retryLockout makes sure model is locked on c for at least ms (SPEC §5: a
+// retryLockout makes sure model is locked on c for at least ms (docs/admission.md: a
 // long typed retry delay on a model-scoped limiter). Classification usually
 // locked it already (per-model quota); this only extends a shorter lock, or
 // adds one on the bare model when none covers it.
@@ -290,7 +290,7 @@ const (
 	ToggleOff
 )
 
-// limiterApplies: the connection goes through the admission queue (SPEC §5)
+// limiterApplies: the connection goes through the admission queue (docs/admission.md)
 // — rateLimitProtection on (POST /api/rate-limits beats the config file), or
 // the apikey safety net.
 func (e *Engine) limiterApplies(p *provState, c *connState) bool {
@@ -322,7 +322,7 @@ func (e *Engine) RateLimitProtection(ref ConnRef) (protection, queued bool, err 
 	return protection, e.limiterApplies(p, c), nil
 }
 
-// SetRateLimitProtection is POST /api/rate-limits (SPEC §5): it records the
+// SetRateLimitProtection is POST /api/rate-limits (docs/admission.md): it records the
 // operator's choice in the connection's state, so it is persisted and shared
 // like every other connection field and survives a restart.
 func (e *Engine) SetRateLimitProtection(now Time, ref ConnRef, on bool) error {

@@ -7,7 +7,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// SPEC §5 body-declared retry: pacing vs lockout is a pure function of the
+// docs/admission.md body-declared retry: pacing vs lockout is a pure function of the
 // hint's kind, the limiter's scope and maxWaitMs.
 func TestBodyRetrySpec5(t *testing.T) {
 	const wait = 30_000
@@ -35,7 +35,7 @@ func TestBodyRetrySpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5: learning from x-ratelimit-* (the simple form): zero remaining
+// docs/admission.md: learning from x-ratelimit-* (the simple form): zero remaining
 // requests with a reset pauses until the reset.
 func TestLearnedPauseSpec5(t *testing.T) {
 	cases := []struct {
@@ -61,7 +61,7 @@ func TestLearnedPauseSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5: a limiter that really pauses rejects at once a caller whose
+// docs/admission.md: a limiter that really pauses rejects at once a caller whose
 // remaining queue time ends before the pause does; queued calls run when it
 // refills. Explicit virtual times.
 func TestLimiterPauseSpec5(t *testing.T) {
@@ -108,7 +108,7 @@ func TestLimiterPauseSpec5(t *testing.T) {
 	if !q.Idle(now+8000+PaceWindowMs) || q.Idle(now) {
 		t.Fatalf("Idle: wrong")
 	}
-	// SPEC §5: refused beyond its budget, a queued call gives its booked
+	// docs/admission.md: refused beyond its budget, a queued call gives its booked
 	// slot back (it never dispatches: no phantom use of the rpm window).
 	var r2 Limiter
 	b := r2.Reserve(now, "m1", ConnLimits{RPM: 4}, 0, 30_000)
@@ -121,7 +121,7 @@ func TestLimiterPauseSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5 "does better" 16: rpm and minTimeMs are per connection, with FIFO
+// docs/admission.md docs/admission.md#pacing: rpm and minTimeMs are per connection, with FIFO
 // reservations; Cancel gives a slot back.
 func TestLimiterRPMPerConnection(t *testing.T) {
 	now := int64(at(0))
@@ -144,7 +144,7 @@ func TestLimiterRPMPerConnection(t *testing.T) {
 	}
 }
 
-// SPEC §5: LimiterFeedback on the engine — the long typed retry delay on a
+// docs/admission.md: LimiterFeedback on the engine — the long typed retry delay on a
 // model-scoped limiter (gemini) becomes a model lockout (capped 24 h) and no
 // pause; on a connection-wide limiter (openai) it keeps the pause; prose
 // within maxWaitMs pauses the model; a connection outside the admission
@@ -193,7 +193,7 @@ func TestLimiterFeedbackSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5: POST /api/rate-limits' choice lives in the connection's state:
+// docs/admission.md: POST /api/rate-limits' choice lives in the connection's state:
 // it beats the config file, and survives a snapshot/restore (restart).
 func TestRateLimitProtectionToggleSpec5(t *testing.T) {
 	oauth := oneProvider("o", ProfileOAuth, 1)
@@ -231,7 +231,7 @@ func TestRateLimitProtectionToggleSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5, §11.4: a local admission refusal is neutral and, when nothing else
+// docs/admission.md, docs/errors.md: a local admission refusal is neutral and, when nothing else
 // serves, the client gets the typed error (503 RATE_LIMIT_QUEUE_TIMEOUT).
 func TestFlowRecordLocalSpec5(t *testing.T) {
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.WaitForCooldown.Enabled = false })
@@ -252,13 +252,13 @@ func TestFlowRecordLocalSpec5(t *testing.T) {
 	if v := e.Connections(at(0), "p"); v[0].Status != StatusActive || v[0].CooldownRemainingMs != 0 {
 		t.Fatalf("a local refusal never cools the connection: %+v", v[0])
 	}
-	// SPEC §4: a saturated gate never disables a provider or creates a lockout
+	// docs/admission.md#concurrency-gates: a saturated gate never disables a provider or creates a lockout
 	if st := stateAt(e, at(0), "p"); st != Closed || len(e.Lockouts(at(0))) != 0 {
 		t.Fatalf("a local refusal must be neutral: breaker %v, lockouts %v", st, e.Lockouts(at(0)))
 	}
 }
 
-// The limiter check on the decision path (SPEC §5 performance target: ≤ 1
+// The limiter check on the decision path (docs/admission.md performance target: ≤ 1
 // µs): one Reserve per dispatch on a connection with rpm 600 and minTimeMs
 // 0, in steady state (hits leave the window as new ones arrive).
 func BenchmarkPaceLimiterReserve(b *testing.B) {
@@ -285,7 +285,7 @@ func BenchmarkPaceBodyRetry(b *testing.B) {
 	_ = sink
 }
 
-// SPEC §5 / "does better" 16, as a property: whatever the arrivals, pauses
+// docs/admission.md / docs/admission.md#pacing, as a property: whatever the arrivals, pauses
 // and budgets, a connection's limiter never books more than rpm dispatches
 // in any 60 s window, never two closer than minTimeMs, never one inside a
 // pause, and never one past the caller's queue budget (it refuses instead).

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestPurity pins the rule of DESIGN.md "one model, two shells": model/ never
+// TestPurity pins the rule of docs/README.md#one-model-two-shells: model/ never
 // reads the wall clock, sleeps, starts goroutines, uses channels or mutexes,
 // does I/O, or draws from global randomness. The proxy and the simulator must
 // decide identically, which only holds if every input arrives as an argument.

@@ -12,7 +12,7 @@ import (
 
 // The property tests drive the engine with random sequences of requests,
 // outcomes, time steps and operator actions over a small fixed topology and
-// check the invariants of SPEC.md after every step.
+// check the invariants of docs/testing.md#kinds-of-tests after every step.
 
 var rapidOutcomes = []Outcome{
 	status(200), status(200), status(503), status(500), status(502), status(408),
@@ -210,7 +210,7 @@ func (r *runner) step(a action) string {
 func checkInvariants(t *rapid.T, r *runner, a action, before State, line string) {
 	e := r.e
 	now := r.now
-	// A terminal connection is never selected (SPEC §2).
+	// A terminal connection is never selected (docs/cooldowns.md).
 	if a.Kind == 1 {
 		for _, c := range r.sel.Candidates {
 			if connOf(e, c.Provider, c.Connection).Status.Terminal() {
@@ -222,7 +222,7 @@ func checkInvariants(t *rapid.T, r *runner, a action, before State, line string)
 		p := &e.provs[i]
 		b := &p.breaker
 		o := e.opts(p)
-		// OPEN admits nothing before its deadline (SPEC §1).
+		// OPEN admits nothing before its deadline (docs/breaker.md).
 		if b.State == Open && now < b.openUntil(o) {
 			if _, err := e.tryBegin(now, p.id, p.conns[0].id, "m1"); err == nil {
 				t.Fatalf("OPEN breaker %s admitted before its deadline", p.id)
@@ -244,7 +244,7 @@ func checkInvariants(t *rapid.T, r *runner, a action, before State, line string)
 			}
 		}
 	}
-	// A 429 never moves breaker counters (SPEC "does better" 6).
+	// A 429 never moves breaker counters (docs/breaker.md#trip-statuses).
 	if a.Kind == 2 && r.last.Provider != "" && rapidOutcomes[a.Outcome].Status == 429 {
 		for _, pr := range before.Providers {
 			if pr.Provider != r.last.Provider {
@@ -278,7 +278,7 @@ func TestRapidInvariants(t *testing.T) {
 }
 
 func TestRapidSnapshotRestoreChangesNoDecision(t *testing.T) {
-	// SPEC "does better" 14: snapshot → restore at any step changes no later
+	// docs/store.md#restore: snapshot → restore at any step changes no later
 	// decision.
 	rapid.Check(t, func(t *rapid.T) {
 		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
@@ -301,7 +301,7 @@ func TestRapidSnapshotRestoreChangesNoDecision(t *testing.T) {
 }
 
 func TestRapidLazyReadsEqualTicking(t *testing.T) {
-	// SPEC §1 lazy recovery: reading state lazily at t equals having ticked
+	// docs/breaker.md lazy recovery: reading state lazily at t equals having ticked
 	// (Refresh) at every step up to t.
 	rapid.Check(t, func(t *rapid.T) {
 		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
@@ -322,7 +322,7 @@ func TestRapidLazyReadsEqualTicking(t *testing.T) {
 }
 
 func TestRapidDeterministicChanges(t *testing.T) {
-	// DESIGN: same inputs and seed give identical change records.
+	// docs/model.md#determinism: same inputs and seed give identical change records.
 	rapid.Check(t, func(t *rapid.T) {
 		acts := rapid.SliceOfN(actionGen(), 50, 200).Draw(t, "actions")
 		seed := rapid.Uint64().Draw(t, "seed")
@@ -397,7 +397,7 @@ func normalizeState(s State) State {
 }
 
 func TestRapidConcurrentFailuresRaiseLevelOnce(t *testing.T) {
-	// SPEC §2 thundering herd: N concurrent failures on one connection raise
+	// docs/cooldowns.md thundering herd: N concurrent failures on one connection raise
 	// backoffLevel once.
 	rapid.Check(t, func(t *rapid.T) {
 		r := newRunner(t, nil, 1)
@@ -421,7 +421,7 @@ func TestRapidConcurrentFailuresRaiseLevelOnce(t *testing.T) {
 }
 
 func TestRapidSuccessDecayHalves(t *testing.T) {
-	// SPEC §3: a healthy response halves a covering lockout's failureCount
+	// docs/lockouts.md: a healthy response halves a covering lockout's failureCount
 	// (floor) and removes it at 0.
 	rapid.Check(t, func(t *rapid.T) {
 		r := newRunner(t, func(s *Settings) { s.ModelLockout.Enabled = true }, 1)

@@ -7,7 +7,7 @@ import (
 )
 
 // refBreaker is a deliberately naive second implementation of the breaker
-// rules of SPEC §1 (no dedup), written from the spec rather than from
+// rules of docs/breaker.md (no dedup), written from the spec rather than from
 // breaker.go. The rapid test feeds both the same attempts and verdicts and
 // demands the same state after every step.
 type refBreaker struct {
@@ -133,7 +133,7 @@ func (m *refModel) record(now Time, a refAdmission, v Verdict) {
 }
 
 func TestRapidBreakerAgainstReference(t *testing.T) {
-	// SPEC §1 and "does better" 2–6, checked against refModel: breaker state
+	// docs/breaker.md and docs/breaker.md#half-open to docs/breaker.md#trip-statuses, checked against refModel: breaker state
 	// and failure count agree after every step of random traffic.
 	rapid.Check(t, func(t *rapid.T) {
 		r := newRunner(t, func(s *Settings) {

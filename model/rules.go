@@ -6,13 +6,13 @@ import (
 	"strings"
 )
 
-// Restatement and provider rules (SPEC §7, REFERENCE M4.5, M4.6).
+// Restatement and provider rules (docs/classification.md, docs/classification.md#restatement, docs/classification.md#provider-rules).
 //
 // Both are consulted for every non-2xx response status, 400 included (the
-// reference never reached its rules on a 400: SPEC "does better" 15). Both
+// reference never reached its rules on a 400: docs/classification.md#restatement). Both
 // match against the lower-cased body prefix (MaxBodyPrefix bytes).
 //
-// Built-in entries are keyed by provider TYPE (SPEC §11.2), never by the id
+// Built-in entries are keyed by provider TYPE (docs/classification.md#provider-types), never by the id
 // an operator picks; operator entries (Settings.StatusRestatements,
 // Settings.ProviderErrorRules) are keyed by provider id and come first.
 //
@@ -36,7 +36,7 @@ type restatement struct {
 	defaultRetryAfterMs int64
 }
 
-// builtinRestatements by provider type (REFERENCE M4.5).
+// builtinRestatements by provider type (docs/classification.md#restatement).
 var builtinRestatements = map[string][]restatement{
 	"agentrouter": {{
 		id:                  "agentrouter-quota-misstatus",
@@ -96,7 +96,7 @@ type providerRule struct {
 // honorsRuleScope is HONORS_RULE_LOCK_SCOPE, by provider type.
 var honorsRuleScope = map[string]bool{"agentrouter": true, "opencode": true}
 
-// builtinRules by provider type (REFERENCE M4.6). opencode-zen/-go/-cli map
+// builtinRules by provider type (docs/classification.md#provider-rules). opencode-zen/-go/-cli map
 // to type opencode. minimax (per-model quota header) and cloudflare-ai are
 // not provider types of breakwater and are left out. agentrouter's
 // model-access-denied rule is checked before its quota rule (the reference

@@ -17,13 +17,13 @@ type Route struct {
 	Model    string `json:"model"`
 	combo    int32
 	provider int32
-	weighted bool // a weighted combo (its all-excluded answer, SPEC §4b)
+	weighted bool // a weighted combo (its all-excluded answer, docs/selection.md#waiting-for-a-cooldown)
 }
 
 // IsCombo reports whether the route is a combo.
 func (r *Route) IsCombo() bool { return r.Combo != "" }
 
-// Resolve turns a client model name into a route (SPEC §11.6): combo id →
+// Resolve turns a client model name into a route (docs/settings.md#defaults): combo id →
 // alias → provider/model with a configured provider → a bare model listed
 // by exactly one provider → a CodeModelNotFound error naming the candidates.
 func (e *Engine) Resolve(name string) (Route, error) {
@@ -102,7 +102,7 @@ type ConnRef struct {
 	Connection string `json:"connection"`
 }
 
-// String is the "provider/connection" form (SPEC §11.5).
+// String is the "provider/connection" form (docs/names.md).
 func (r ConnRef) String() string { return r.Provider + "/" + r.Connection }
 
 // ParseConnRef parses "provider/connection".
@@ -122,10 +122,10 @@ type Request struct {
 	Allowed []ConnRef
 	// Skip lists connections already tried by this request.
 	Skip []ConnRef
-	// Session is the opaque session key for affinity (SPEC §2c); "" = none.
+	// Session is the opaque session key for affinity (docs/selection.md#session-affinity); "" = none.
 	Session string
 	// Held lists the connections another owner's exclusive lease holds
-	// (SPEC §2d): excluded with reason lease_held, after every health rule,
+	// (docs/leases.md): excluded with reason lease_held, after every health rule,
 	// so a held connection that is also cooling reports the cooldown.
 	Held []ConnRef
 	// HeldUntil, when set, is aligned with Held: when each lease ends (0 =
@@ -164,7 +164,7 @@ type Selection struct {
 	Excluded   []Excluded
 	// Earliest is the first instant a timer exclusion ends (0 = none), and
 	// EarliestTransient the first end among the transient connection
-	// cooldowns and model lockouts that a wait may bridge (SPEC §4b).
+	// cooldowns and model lockouts that a wait may bridge (docs/selection.md#waiting-for-a-cooldown).
 	Earliest          Time
 	EarliestTransient Time
 	targets           []int32
@@ -187,7 +187,7 @@ func (s *Selection) exclude(now Time, x Excluded) {
 		s.Earliest = at
 	}
 	// Only a short connection cooldown or lockout is worth waiting for
-	// (SPEC §4b); an open breaker or a cooling provider answers at once.
+	// (docs/selection.md#waiting-for-a-cooldown); an open breaker or a cooling provider answers at once.
 	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() {
 		if s.EarliestTransient == 0 || at < s.EarliestTransient {
 			s.EarliestTransient = at
@@ -381,7 +381,7 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 			return 0
 		})
 	}
-	// SPEC §4: a connection at its maxConcurrent cap holds requests in its
+	// docs/admission.md#concurrency-gates: a connection at its maxConcurrent cap holds requests in its
 	// queue. While a sibling has a free slot, that sibling goes first
 	// (stable: the strategy's order otherwise): a request waits on a full
 	// connection only when every connection is full, never while another

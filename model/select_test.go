@@ -8,7 +8,7 @@ import (
 )
 
 func TestResolveOrder(t *testing.T) {
-	// SPEC §11.6 model resolution: combo id → alias → provider/model →
+	// docs/settings.md#defaults model resolution: combo id → alias → provider/model →
 	// bare model listed by exactly one provider → 404 naming candidates.
 	a := oneProvider("a", ProfileAPIKey, 1)
 	a.Models = []string{"shared", "only-a", "org/model"}
@@ -62,19 +62,19 @@ func TestSelectionStrategies(t *testing.T) {
 		p.Connections[2].Priority = 2
 		return mustEngine(t, topo(p), nil)
 	}
-	t.Run("SPEC §11.6 fill-first is config order", func(t *testing.T) {
+	t.Run("docs/settings.md#defaults fill-first is config order", func(t *testing.T) {
 		e := mk(FillFirst)
 		if got := candidates(selectAt(t, e, at(0), "p/m1")); !reflect.DeepEqual(got, []string{"p/k1", "p/k2", "p/k3"}) {
 			t.Fatal(got)
 		}
 	})
-	t.Run("SPEC §8 priority ascending", func(t *testing.T) {
+	t.Run("docs/selection.md#strategies priority ascending", func(t *testing.T) {
 		e := mk(Priority)
 		if got := candidates(selectAt(t, e, at(0), "p/m1")); !reflect.DeepEqual(got, []string{"p/k2", "p/k3", "p/k1"}) {
 			t.Fatal(got)
 		}
 	})
-	t.Run("SPEC §8 round-robin rotates", func(t *testing.T) {
+	t.Run("docs/selection.md#strategies round-robin rotates", func(t *testing.T) {
 		e := mk(RoundRobin)
 		var firsts []string
 		for i := 0; i < 4; i++ {
@@ -84,7 +84,7 @@ func TestSelectionStrategies(t *testing.T) {
 			t.Fatal(firsts)
 		}
 	})
-	t.Run("SPEC §8 least-used prefers fewer uses", func(t *testing.T) {
+	t.Run("docs/selection.md#strategies least-used prefers fewer uses", func(t *testing.T) {
 		e := mk(LeastUsed)
 		hit(t, e, at(0), "p", "k1", "m1", status(200))
 		hit(t, e, at(1), "p", "k3", "m1", status(200))
@@ -92,7 +92,7 @@ func TestSelectionStrategies(t *testing.T) {
 			t.Fatal(got)
 		}
 	})
-	t.Run("SPEC §8 p2c prefers fewer in flight", func(t *testing.T) {
+	t.Run("docs/selection.md#strategies p2c prefers fewer in flight", func(t *testing.T) {
 		e := mk(P2C)
 		beginOn(t, e, at(0), "p", "k1", "m1")
 		beginOn(t, e, at(0), "p", "k2", "m1")
@@ -104,7 +104,7 @@ func TestSelectionStrategies(t *testing.T) {
 			}
 		}
 	})
-	t.Run("SPEC §8 random uses only the injected source", func(t *testing.T) {
+	t.Run("docs/selection.md#strategies random uses only the injected source", func(t *testing.T) {
 		run := func() []string {
 			p := oneProvider("p", ProfileAPIKey, 3)
 			p.Strategy = Random
@@ -123,7 +123,7 @@ func TestSelectionStrategies(t *testing.T) {
 }
 
 func TestSelectionExclusionsAndEarliest(t *testing.T) {
-	// SPEC §11.5: every excluded connection names its layer with time left,
+	// docs/names.md: every excluded connection names its layer with time left,
 	// and the earliest recovery instant is reported for Retry-After.
 	p := oneProvider("p", ProfileAPIKey, 4)
 	e := mustEngine(t, topo(p), func(s *Settings) { s.ModelLockout.Enabled = true })
@@ -153,7 +153,7 @@ func TestSelectionExclusionsAndEarliest(t *testing.T) {
 }
 
 func TestUnavailableAnswers(t *testing.T) {
-	// SPEC §4b / §11.4: the typed answer when nothing is eligible.
+	// docs/selection.md#waiting-for-a-cooldown / docs/errors.md: the typed answer when nothing is eligible.
 	a := oneProvider("a", ProfileLocal, 1)
 	b := oneProvider("b", ProfileAPIKey, 1)
 	tp := topo(a, b)
@@ -188,7 +188,7 @@ func TestUnavailableAnswers(t *testing.T) {
 		}
 	})
 	t.Run("auth cooldowns → 503 ALL_TARGETS_SKIPPED, Retry-After only from a timer with a known end", func(t *testing.T) {
-		// SPEC §4b: auth_error / not_found → ALL_TARGETS_SKIPPED, no
+		// docs/selection.md#waiting-for-a-cooldown: auth_error / not_found → ALL_TARGETS_SKIPPED, no
 		// Retry-After for them (the 401 ladder's 5 min is not a time the
 		// request will succeed at).
 		e := mustEngine(t, tp, nil)
@@ -245,7 +245,7 @@ func TestUnavailableAnswers(t *testing.T) {
 		}
 	})
 	t.Run("client key allowed on no connection of the route → 404 no_executable_targets", func(t *testing.T) {
-		// §11.4: nothing eligible and no timer involved, so not a 503 that
+		// docs/errors.md: nothing eligible and no timer involved, so not a 503 that
 		// invites a retry.
 		e := mustEngine(t, tp, nil)
 		for _, name := range []string{"b/m1", "c"} {
@@ -259,7 +259,7 @@ func TestUnavailableAnswers(t *testing.T) {
 			}
 		}
 		// One terminal connection among the disallowed ones is still the
-		// non-transient skip of §4b.
+		// non-transient skip of docs/selection.md#waiting-for-a-cooldown.
 		hit(t, e, at(0), "b", "k1", "m1", withBody(402, "insufficient credits"))
 		req := Request{Route: route(t, e, "c"), Allowed: []ConnRef{{"b", "k1"}}}
 		var sel Selection
@@ -279,7 +279,7 @@ func TestUnavailableAnswers(t *testing.T) {
 }
 
 func TestComboSelectionOrderAndWindowGate(t *testing.T) {
-	// SPEC §1b: the window gate (off by default) skips a provider for combo
+	// docs/breaker.md#provider-cooldown: the window gate (off by default) skips a provider for combo
 	// target resolution after N failures inside the window.
 	a := oneProvider("a", ProfileLocal, 1)
 	noPerModel := false
@@ -314,7 +314,7 @@ func TestComboSelectionOrderAndWindowGate(t *testing.T) {
 }
 
 func TestCooldownUnderALongerLockoutAnswersTheLockout(t *testing.T) {
-	// SPEC "does better" 10 / §11.4: Retry-After whenever a recovery time
+	// docs/cooldowns.md#hints / docs/errors.md: Retry-After whenever a recovery time
 	// is known — the true one. A plain 429 with model lockouts on cools the
 	// connection 3 s and locks the model 120 s: while both run, the
 	// connection serves the model again only after the lockout, so that is
@@ -337,7 +337,7 @@ func TestCooldownUnderALongerLockoutAnswersTheLockout(t *testing.T) {
 }
 
 func TestFullConnectionGoesAfterAFreeSibling(t *testing.T) {
-	// SPEC §4: a connection at its maxConcurrent cap queues requests; a
+	// docs/admission.md#concurrency-gates: a connection at its maxConcurrent cap queues requests; a
 	// sibling with a free slot is tried first (fill-first sent every
 	// request to k1's queue while k2 idled). With every connection full the
 	// strategy's order stands: the request waits on the first.
@@ -381,7 +381,7 @@ func TestFullConnectionGoesAfterAFreeSibling(t *testing.T) {
 }
 
 func TestModelCapFullGoesAfterAFreeSibling(t *testing.T) {
-	// SPEC §4 per-model caps: a connection whose modelConcurrency cap for
+	// docs/admission.md#concurrency-gates per-model caps: a connection whose modelConcurrency cap for
 	// the model is taken goes after a sibling that can take it, as for
 	// maxConcurrent (all ten requests went to k1 one after another while k2
 	// was never called); another model on the same connection is not held.
@@ -405,7 +405,7 @@ func TestModelCapFullGoesAfterAFreeSibling(t *testing.T) {
 }
 
 func TestTriedConnectionIsNamedSo(t *testing.T) {
-	// SPEC §9: the debug log and traces say why each connection was left
+	// docs/README.md#troubleshooting: the debug log and traces say why each connection was left
 	// out. One this request already tried is "tried", not "not_allowed"
 	// (the key may well use it).
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)

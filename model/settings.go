@@ -1,6 +1,6 @@
 package model
 
-// Settings is the one resilience settings tree (SPEC §11.1): the config file's
+// Settings is the one resilience settings tree (docs/settings.md#layers): the config file's
 // `resilience:` section, PATCH /api/resilience, a scenario's `settings:` and
 // `sim -set a.b.c=value` all address these keys. JSON names are the public
 // names. Every value passes through Normalize before the model uses it.
@@ -23,7 +23,7 @@ type Settings struct {
 	SessionAffinityTTLMs       Millis                     `json:"sessionAffinityTtlMs"`
 	EmergencyFallback          EmergencyFallback          `json:"emergencyFallback"`
 	// ProviderErrorRules are operator classification rules keyed by provider
-	// id (SPEC §7); at most 50 in all.
+	// id (docs/classification.md); at most 50 in all.
 	ProviderErrorRules map[string][]ProviderErrorRule `json:"providerErrorRules"`
 	// StatusRestatements are operator restatement rules keyed by provider id,
 	// consulted before the built-in ones of the provider's type.
@@ -40,7 +40,7 @@ type Switch struct {
 	Enabled bool `json:"enabled"`
 }
 
-// BreakerProfile holds one profile's provider-breaker options (SPEC §1).
+// BreakerProfile holds one profile's provider-breaker options (docs/breaker.md).
 type BreakerProfile struct {
 	DegradationThreshold   int    `json:"degradationThreshold"`
 	FailureThreshold       int    `json:"failureThreshold"`
@@ -63,7 +63,7 @@ type ProviderBreakerSettings struct {
 	Local  BreakerProfile `json:"local"`
 	// Dedup: a failure on the same connection within ConnectionMs of the last
 	// counted one, or a transport failure on the same provider within
-	// TransportMs, does not count again (SPEC "does better" 20).
+	// TransportMs, does not count again (docs/breaker.md#dedup).
 	Dedup BreakerDedup `json:"dedup"`
 }
 
@@ -84,7 +84,7 @@ func (s *ProviderBreakerSettings) For(p Profile) *BreakerProfile {
 	return &s.APIKey
 }
 
-// WindowProfile is one profile's provider cooldown window gate (SPEC §1b).
+// WindowProfile is one profile's provider cooldown window gate (docs/breaker.md#provider-cooldown).
 type WindowProfile struct {
 	ProviderFailureThreshold int    `json:"providerFailureThreshold"`
 	ProviderFailureWindowMs  Millis `json:"providerFailureWindowMs"`
@@ -113,7 +113,7 @@ func (s *ProviderCooldownSettings) For(p Profile) *WindowProfile {
 	return &s.APIKey
 }
 
-// CooldownProfile is one profile's connection cooldown (SPEC §2).
+// CooldownProfile is one profile's connection cooldown (docs/cooldowns.md).
 type CooldownProfile struct {
 	BaseCooldownMs  Millis `json:"baseCooldownMs"`
 	MaxBackoffSteps int    `json:"maxBackoffSteps"`
@@ -147,7 +147,7 @@ func (s *ConnectionCooldownSettings) For(p Profile) *CooldownProfile {
 }
 
 // ModelLockoutSettings are DEFAULT_MODEL_LOCKOUT_SETTINGS plus the escalation
-// window (SPEC §3).
+// window (docs/lockouts.md).
 type ModelLockoutSettings struct {
 	Enabled               bool   `json:"enabled"`
 	ErrorCodes            []int  `json:"errorCodes"`
@@ -158,7 +158,7 @@ type ModelLockoutSettings struct {
 	EscalationWindowMs    Millis `json:"escalationWindowMs"`
 }
 
-// RequestQueueSettings are the admission budgets (SPEC §5).
+// RequestQueueSettings are the admission budgets (docs/admission.md).
 type RequestQueueSettings struct {
 	MaxWaitMs                 Millis `json:"maxWaitMs"`
 	ExecutionMaxWaitMs        Millis `json:"executionMaxWaitMs"`
@@ -167,7 +167,7 @@ type RequestQueueSettings struct {
 	AutoEnableAPIKeyProviders bool   `json:"autoEnableApiKeyProviders"`
 }
 
-// WaitForCooldownSettings: single-model cooldown-aware retry (SPEC §4b).
+// WaitForCooldownSettings: single-model cooldown-aware retry (docs/selection.md#waiting-for-a-cooldown).
 type WaitForCooldownSettings struct {
 	Enabled         bool   `json:"enabled"`
 	MaxRetries      int    `json:"maxRetries"`
@@ -175,7 +175,7 @@ type WaitForCooldownSettings struct {
 	BudgetMs        Millis `json:"budgetMs"`
 }
 
-// ComboCooldownWaitSettings: combo cooldown wait (SPEC §4b).
+// ComboCooldownWaitSettings: combo cooldown wait (docs/selection.md#waiting-for-a-cooldown).
 type ComboCooldownWaitSettings struct {
 	Enabled     bool   `json:"enabled"`
 	MaxWaitMs   Millis `json:"maxWaitMs"`
@@ -188,7 +188,7 @@ type StreamRecoverySettings struct {
 	ThroughputWatchdog ThroughputWatchdog `json:"throughputWatchdog"`
 }
 
-// ThroughputWatchdog is the opt-in slow-stream detector (SPEC §6).
+// ThroughputWatchdog is the opt-in slow-stream detector (docs/streams.md).
 type ThroughputWatchdog struct {
 	Enabled                 bool   `json:"enabled"`
 	WarmupMs                Millis `json:"warmupMs"`
@@ -197,7 +197,7 @@ type ThroughputWatchdog struct {
 	MinUsefulBytes          int    `json:"minUsefulBytes"`
 }
 
-// UpstreamTimeouts are the executor's per-phase timeouts (SPEC §11.6).
+// UpstreamTimeouts are the executor's per-phase timeouts (docs/settings.md#defaults).
 type UpstreamTimeouts struct {
 	ConnectMs        Millis `json:"connectMs"`
 	ResponseHeaderMs Millis `json:"responseHeaderMs"`
@@ -218,7 +218,7 @@ type EmergencyFallback struct {
 	Target  string `json:"target"`
 }
 
-// ProviderErrorRule is an operator classification rule (SPEC §7 step 2).
+// ProviderErrorRule is an operator classification rule (docs/classification.md#provider-rules).
 type ProviderErrorRule struct {
 	Status     int    `json:"status"`
 	Match      string `json:"match"`  // case-insensitive substring of the error text
@@ -227,7 +227,7 @@ type ProviderErrorRule struct {
 	CooldownMs Millis `json:"cooldownMs"`
 }
 
-// RestatementRule rewrites a misstated upstream status (SPEC §7 step 1).
+// RestatementRule rewrites a misstated upstream status (docs/classification.md#restatement).
 type RestatementRule struct {
 	ID                  string   `json:"id"`
 	FromStatuses        []int    `json:"fromStatuses"`
@@ -243,8 +243,8 @@ const (
 	hour   = 60 * minute
 )
 
-// DefaultSettings returns the built-in defaults (SPEC §1–§6, §11.6,
-// REFERENCE M3, M8, M17).
+// DefaultSettings returns the built-in defaults (docs/breaker.md–docs/streams.md, docs/settings.md#defaults,
+// docs/breaker.md#profiles, docs/lockouts.md, docs/settings.md#validation).
 func DefaultSettings() Settings {
 	return Settings{
 		ProviderBreaker: ProviderBreakerSettings{

@@ -12,7 +12,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Property tests and fuzz targets of the settings layers (SPEC §11.1, "does
+// Property tests and fuzz targets of the settings layers (docs/settings.md#layers, "does
 // better" 12): one normalisation that is idempotent, strict decoding that
 // fails with a typed error naming a field, never a panic.
 
@@ -149,13 +149,13 @@ func checkSettingsErrorsNamed(t interface{ Fatalf(string, ...any) }, err error) 
 	for _, se := range ses {
 		// An unknown key may itself be "" (named by the quotes in its message).
 		if (se.Field == "" && se.Problem != ProblemUnknownKey) || se.Problem == "" {
-			t.Fatalf("SPEC §11.1: problem %q names no field", se.Error())
+			t.Fatalf("docs/settings.md#layers: problem %q names no field", se.Error())
 		}
 	}
 }
 
 func TestSettingsNormalizeIdempotentRapid(t *testing.T) {
-	// SPEC §11.1: Normalize(Normalize(x)) == Normalize(x) for any decodable settings.
+	// docs/settings.md#layers: Normalize(Normalize(x)) == Normalize(x) for any decodable settings.
 	rapid.Check(t, func(t *rapid.T) {
 		tree := drawSettingsTree(t, settingsSchema, false, "s", 0).(map[string]any)
 		raw, err := decodeSettingsTree(mergeSettingsTrees(map[string]any(DefaultSettings().Layer()), tree))
@@ -183,7 +183,7 @@ func TestSettingsNormalizeIdempotentRapid(t *testing.T) {
 
 func TestResolveRandomTreesRapid(t *testing.T) {
 	// Any tree either fails with SettingsErrors naming fields, or resolves to a
-	// fixed point of Normalize whose GET output re-submits ("does better" 12).
+	// fixed point of Normalize whose GET output re-submits (docs/settings.md#validation).
 	rapid.Check(t, func(t *rapid.T) {
 		tree := drawSettingsTree(t, settingsSchema, true, "s", 0)
 		l, _ := tree.(map[string]any)
@@ -219,7 +219,7 @@ func checkResolvedFixedPoint(t interface{ Fatalf(string, ...any) }, s Settings, 
 }
 
 func TestResolveSourcesRapid(t *testing.T) {
-	// SPEC §11.1: every value comes from the highest layer that sets it.
+	// docs/settings.md#layers: every value comes from the highest layer that sets it.
 	names := []string{"file", "env", "saved"}
 	rapid.Check(t, func(t *rapid.T) {
 		var layers []NamedLayer
@@ -454,7 +454,7 @@ func TestSettingsRefuseNUL(t *testing.T) {
 	}
 }
 
-// SPEC §11.1 (one validation for every source) and §11.6: a negative number
+// docs/settings.md#layers (one validation for every source) and docs/settings.md#defaults: a negative number
 // means nothing in any setting (the named env variables always refused it;
 // the file and PATCH clamped -5 to 0, which turned a global concurrency cap
 // off), and a timer or budget of 0 would clamp to 1 ms and cut every request

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Settings layers and precedence (SPEC §11.1), as pure functions.
+// Settings layers and precedence (docs/settings.md#layers), as pure functions.
 //
 // A Layer is a sparse settings tree: the JSON object form of Settings with only
 // the keys that layer sets, e.g. {"providerBreaker":{"apikey":{"failureThreshold":5}}}.
@@ -449,7 +449,7 @@ type plainSettings Settings
 // Layer returns s as a full settings tree: every key, empty maps as {} and
 // empty lists as [] (never null), durations as integer milliseconds. It is
 // what GET /api/resilience shows, and resolving it as a layer gives s back
-// (SPEC "does better" 12: the API can always re-submit what it returns).
+// (docs/settings.md#validation: the API can always re-submit what it returns).
 func (s Settings) Layer() Layer {
 	b, err := json.Marshal(plainSettings(s))
 	if err != nil {
@@ -803,7 +803,7 @@ func (d *settingsDecoder) check(v any, n *settingsNode, path string, depth int) 
 		// One validation for every source (file, env, PATCH, scenario):
 		// a negative value means nothing anywhere (the named env variables
 		// always refused it), and a timer of 0 would clamp to 1 ms and
-		// cut every request. Values above a range still clamp (SPEC §11.1).
+		// cut every request. Values above a range still clamp (docs/settings.md#layers).
 		switch {
 		case ms < 0:
 			d.fail(path, "must not be negative, got %s", describeSettingValue(v))
@@ -1033,7 +1033,7 @@ func EnvVars() []EnvVar {
 			add("BREAKWATER_PROVIDER_BREAKER_"+p.env+"_"+f.env, "providerBreaker."+p.key+"."+f.key, p.key+" profile: "+f.doc)
 		}
 	}
-	add("BREAKWATER_PROVIDER_COOLDOWN_ENABLED", "providerCooldown.enabled", "turns on the provider cooldown window gate (SPEC §1b)")
+	add("BREAKWATER_PROVIDER_COOLDOWN_ENABLED", "providerCooldown.enabled", "turns on the provider cooldown window gate (docs/breaker.md#provider-cooldown)")
 	for _, p := range profiles {
 		for _, f := range []struct{ env, key, doc string }{
 			{"FAILURE_THRESHOLD", "providerFailureThreshold", "failures inside the window that make the provider cool"},
@@ -1049,18 +1049,18 @@ func EnvVars() []EnvVar {
 		add("BREAKWATER_CONNECTION_COOLDOWN_"+p.env+"_BASE_COOLDOWN_MS", "connectionCooldown."+p.key+".baseCooldownMs", p.key+" profile: base connection cooldown (doubles per backoff level)")
 		add("BREAKWATER_CONNECTION_COOLDOWN_"+p.env+"_MAX_BACKOFF_STEPS", "connectionCooldown."+p.key+".maxBackoffSteps", p.key+" profile: maximum backoff level")
 	}
-	add("BREAKWATER_RATE_LIMIT_AUTO_ENABLE", "requestQueue.autoEnableApiKeyProviders", "every active apikey connection goes through the admission queue (SPEC §5)")
+	add("BREAKWATER_RATE_LIMIT_AUTO_ENABLE", "requestQueue.autoEnableApiKeyProviders", "every active apikey connection goes through the admission queue (docs/admission.md)")
 	add("BREAKWATER_RATE_LIMIT_MAX_WAIT_MS", "requestQueue.maxWaitMs", "queue-wait budget of a request")
 	add("BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS", "requestQueue.executionMaxWaitMs", "execution bound of a queued request")
 	add("BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH", "requestQueue.maxQueueDepth", "jobs allowed to wait per provider+connection (0 = unbounded)")
 	add("BREAKWATER_RATE_LIMIT_GLOBAL_MAX_CONCURRENT", "requestQueue.globalMaxConcurrent", "gateway-wide concurrency cap (0 = unlimited)")
-	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED", "streamRecovery.throughputWatchdog.enabled", "turns on the slow-stream watchdog (SPEC §6)")
+	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED", "streamRecovery.throughputWatchdog.enabled", "turns on the slow-stream watchdog (docs/streams.md)")
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_WARMUP_MS", "streamRecovery.throughputWatchdog.warmupMs", "throughput watchdog warm-up")
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS", "streamRecovery.throughputWatchdog.windowMs", "throughput watchdog sliding window")
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND", "streamRecovery.throughputWatchdog.minUsefulBytesPerSecond", "minimum useful output rate")
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES", "streamRecovery.throughputWatchdog.minUsefulBytes", "minimum measurable bytes in the window")
 	add("BREAKWATER_STREAM_STALL_COOLDOWN_ENABLED", "streamStallCooldown.enabled", "a stream stall also cools the connection")
-	add("BREAKWATER_MODEL_LOCKOUT_ENABLED", "modelLockout.enabled", "turns on the generic model lockout path (SPEC §3)")
+	add("BREAKWATER_MODEL_LOCKOUT_ENABLED", "modelLockout.enabled", "turns on the generic model lockout path (docs/lockouts.md)")
 	add("BREAKWATER_MODEL_LOCKOUT_BASE_COOLDOWN_MS", "modelLockout.baseCooldownMs", "first lockout duration")
 	add("BREAKWATER_MODEL_LOCKOUT_MAX_COOLDOWN_MS", "modelLockout.maxCooldownMs", "lockout cap")
 	add("BREAKWATER_SESSION_AFFINITY_TTL_MS", "sessionAffinityTtlMs", "session pin lifetime (0 = off)")

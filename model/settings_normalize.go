@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// This file holds the one normalisation of the settings tree (SPEC §11.1,
-// "does better" 12): every source — config file, env, saved settings, PATCH,
+// This file holds the one normalisation of the settings tree (docs/settings.md#layers,
+// docs/settings.md#validation): every source — config file, env, saved settings, PATCH,
 // scenario `settings:`, `sim -set` — ends in Normalize.
 //
 // The policy:
-//   - numbers out of their range are CLAMPED (REFERENCE M17 / M8), silently:
+//   - numbers out of their range are CLAMPED (docs/settings.md#validation / docs/lockouts.md), silently:
 //     a clamped value is a valid value, and the API returns what it applied;
 //   - what cannot be clamped is REJECTED with a *SettingsError naming the
 //     field: wrong types, bad enum values, unknown keys (including unknown
@@ -44,7 +44,7 @@ const (
 )
 
 // DefaultLockoutErrorCodes is modelLockout.errorCodes when none is configured
-// (REFERENCE M8). Callers must not modify it.
+// (docs/lockouts.md). Callers must not modify it.
 func DefaultLockoutErrorCodes() []int { return []int{403, 404, 429, 502, 503, 504} }
 
 // ---------------------------------------------------------------------------
@@ -573,8 +573,8 @@ func sortedSettingKeys[V any](m map[string]V) []string {
 // ---------------------------------------------------------------------------
 // Per-connection overrides
 
-// ConnOverrides are a connection's `rateLimitOverrides` queue budgets (SPEC §5,
-// §11.1): they beat the global requestQueue values. 0 (or a negative value)
+// ConnOverrides are a connection's `rateLimitOverrides` queue budgets (docs/admission.md,
+// docs/settings.md#layers): they beat the global requestQueue values. 0 (or a negative value)
 // falls through to the global value.
 type ConnOverrides struct {
 	MaxWaitMs          Millis `json:"maxWaitMs"`

@@ -56,7 +56,7 @@ func wantSettingsError(t *testing.T, err error, field string, wants ...string) *
 }
 
 func TestSettingsDefaultsAreAFixedPoint(t *testing.T) {
-	// SPEC §11.1 / "does better" 12: one normalisation; the defaults pass it unchanged.
+	// docs/settings.md#layers / docs/settings.md#validation: one normalisation; the defaults pass it unchanged.
 	d := DefaultSettings()
 	n := mustNormalize(t, d)
 	if !reflect.DeepEqual(n, d) {
@@ -83,16 +83,16 @@ func TestSettingsDefaultsMatchSpec(t *testing.T) {
 		got  any
 		want any
 	}{
-		{"SPEC §1 oauth breaker 5/8/60s", []any{d.ProviderBreaker.OAuth.DegradationThreshold, d.ProviderBreaker.OAuth.FailureThreshold, d.ProviderBreaker.OAuth.ResetTimeoutMs}, []any{5, 8, Millis(60000)}},
-		{"SPEC §1 apikey breaker 7/12/30s", []any{d.ProviderBreaker.APIKey.DegradationThreshold, d.ProviderBreaker.APIKey.FailureThreshold, d.ProviderBreaker.APIKey.ResetTimeoutMs}, []any{7, 12, Millis(30000)}},
-		{"SPEC §1 local breaker opens at 2 after 15s", []any{d.ProviderBreaker.Local.FailureThreshold, d.ProviderBreaker.Local.ResetTimeoutMs}, []any{2, Millis(15000)}},
-		{"SPEC §3 model lockout off, 120s..30min, 10 steps", []any{d.ModelLockout.Enabled, d.ModelLockout.BaseCooldownMs, d.ModelLockout.MaxCooldownMs, d.ModelLockout.MaxBackoffSteps}, []any{false, Millis(120000), Millis(1800000), 10}},
-		{"SPEC §3 lockout errorCodes", d.ModelLockout.ErrorCodes, []int{403, 404, 429, 502, 503, 504}},
-		{"SPEC §5 queue budgets 30s / 600s, unbounded depth", []any{d.RequestQueue.MaxWaitMs, d.RequestQueue.ExecutionMaxWaitMs, d.RequestQueue.MaxQueueDepth}, []any{Millis(30000), Millis(600000), 0}},
-		{"SPEC §4b waitForCooldown 5 / 90s / 300s", []any{d.WaitForCooldown.Enabled, d.WaitForCooldown.MaxRetries, d.WaitForCooldown.MaxRetryWaitSec, d.WaitForCooldown.BudgetMs}, []any{true, 5, 90, Millis(300000)}},
-		{"SPEC §6 throughput watchdog off, 30s/30s/4/1", []any{d.StreamRecovery.ThroughputWatchdog.Enabled, d.StreamRecovery.ThroughputWatchdog.WarmupMs, d.StreamRecovery.ThroughputWatchdog.WindowMs, d.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond, d.StreamRecovery.ThroughputWatchdog.MinUsefulBytes}, []any{false, Millis(30000), Millis(30000), 4, 1}},
-		{"SPEC §11.6 session affinity off", d.SessionAffinityTTLMs, Millis(0)},
-		{"SPEC §11.6 probe timeout = attemptMs", d.ProbeTimeout(ProfileAPIKey), int64(600000)},
+		{"docs/breaker.md oauth breaker 5/8/60s", []any{d.ProviderBreaker.OAuth.DegradationThreshold, d.ProviderBreaker.OAuth.FailureThreshold, d.ProviderBreaker.OAuth.ResetTimeoutMs}, []any{5, 8, Millis(60000)}},
+		{"docs/breaker.md apikey breaker 7/12/30s", []any{d.ProviderBreaker.APIKey.DegradationThreshold, d.ProviderBreaker.APIKey.FailureThreshold, d.ProviderBreaker.APIKey.ResetTimeoutMs}, []any{7, 12, Millis(30000)}},
+		{"docs/breaker.md local breaker opens at 2 after 15s", []any{d.ProviderBreaker.Local.FailureThreshold, d.ProviderBreaker.Local.ResetTimeoutMs}, []any{2, Millis(15000)}},
+		{"docs/lockouts.md model lockout off, 120s..30min, 10 steps", []any{d.ModelLockout.Enabled, d.ModelLockout.BaseCooldownMs, d.ModelLockout.MaxCooldownMs, d.ModelLockout.MaxBackoffSteps}, []any{false, Millis(120000), Millis(1800000), 10}},
+		{"docs/lockouts.md lockout errorCodes", d.ModelLockout.ErrorCodes, []int{403, 404, 429, 502, 503, 504}},
+		{"docs/admission.md queue budgets 30s / 600s, unbounded depth", []any{d.RequestQueue.MaxWaitMs, d.RequestQueue.ExecutionMaxWaitMs, d.RequestQueue.MaxQueueDepth}, []any{Millis(30000), Millis(600000), 0}},
+		{"docs/selection.md#waiting-for-a-cooldown waitForCooldown 5 / 90s / 300s", []any{d.WaitForCooldown.Enabled, d.WaitForCooldown.MaxRetries, d.WaitForCooldown.MaxRetryWaitSec, d.WaitForCooldown.BudgetMs}, []any{true, 5, 90, Millis(300000)}},
+		{"docs/streams.md throughput watchdog off, 30s/30s/4/1", []any{d.StreamRecovery.ThroughputWatchdog.Enabled, d.StreamRecovery.ThroughputWatchdog.WarmupMs, d.StreamRecovery.ThroughputWatchdog.WindowMs, d.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond, d.StreamRecovery.ThroughputWatchdog.MinUsefulBytes}, []any{false, Millis(30000), Millis(30000), 4, 1}},
+		{"docs/settings.md#defaults session affinity off", d.SessionAffinityTTLMs, Millis(0)},
+		{"docs/settings.md#defaults probe timeout = attemptMs", d.ProbeTimeout(ProfileAPIKey), int64(600000)},
 	}
 	for _, c := range cases {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -108,198 +108,198 @@ func TestSettingsNormalizeClamps(t *testing.T) {
 		get    func(*Settings) any
 		expect any
 	}{
-		{"REFERENCE M17: failureThreshold clamped to [1,1000] (low)",
+		{"docs/settings.md#validation: failureThreshold clamped to [1,1000] (low)",
 			func(s *Settings) { s.ProviderBreaker.APIKey.FailureThreshold = 0 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.FailureThreshold }, 1},
-		{"REFERENCE M17: failureThreshold clamped to [1,1000] (high)",
+		{"docs/settings.md#validation: failureThreshold clamped to [1,1000] (high)",
 			func(s *Settings) { s.ProviderBreaker.OAuth.FailureThreshold = 5000 },
 			func(s *Settings) any { return s.ProviderBreaker.OAuth.FailureThreshold }, 1000},
-		{"REFERENCE M17: degradation clamped below failure",
+		{"docs/settings.md#validation: degradation clamped below failure",
 			func(s *Settings) {
 				s.ProviderBreaker.APIKey.FailureThreshold = 5
 				s.ProviderBreaker.APIKey.DegradationThreshold = 9
 			},
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.DegradationThreshold }, 4},
-		{"REFERENCE M17: degradation is 1 when failureThreshold <= 1",
+		{"docs/settings.md#validation: degradation is 1 when failureThreshold <= 1",
 			func(s *Settings) {
 				s.ProviderBreaker.Local.FailureThreshold = 1
 				s.ProviderBreaker.Local.DegradationThreshold = 7
 			},
 			func(s *Settings) any { return s.ProviderBreaker.Local.DegradationThreshold }, 1},
-		{"REFERENCE M17: degradation at least 1",
+		{"docs/settings.md#validation: degradation at least 1",
 			func(s *Settings) { s.ProviderBreaker.OAuth.DegradationThreshold = -3 },
 			func(s *Settings) any { return s.ProviderBreaker.OAuth.DegradationThreshold }, 1},
-		{"REFERENCE M17: resetTimeoutMs at least 1 s",
+		{"docs/settings.md#validation: resetTimeoutMs at least 1 s",
 			func(s *Settings) { s.ProviderBreaker.APIKey.ResetTimeoutMs = 10 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.ResetTimeoutMs }, Millis(1000)},
-		{"REFERENCE M17: resetTimeoutMs at most 24 h",
+		{"docs/settings.md#validation: resetTimeoutMs at most 24 h",
 			func(s *Settings) { s.ProviderBreaker.APIKey.ResetTimeoutMs = 1 << 50 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.ResetTimeoutMs }, Millis(86_400_000)},
-		{"SPEC better 2: halfOpenRequests [1,100]",
+		{"docs/breaker.md#half-open: halfOpenRequests [1,100]",
 			func(s *Settings) { s.ProviderBreaker.APIKey.HalfOpenRequests = 0 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.HalfOpenRequests }, 1},
-		{"SPEC §1: maxBackoffMultiplier [1,1024]",
+		{"docs/breaker.md: maxBackoffMultiplier [1,1024]",
 			func(s *Settings) { s.ProviderBreaker.APIKey.MaxBackoffMultiplier = 4096 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.MaxBackoffMultiplier }, 1024},
-		{"SPEC §1: backoffEscalationCount [0,100]",
+		{"docs/breaker.md: backoffEscalationCount [0,100]",
 			func(s *Settings) { s.ProviderBreaker.APIKey.BackoffEscalationCount = -1 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.BackoffEscalationCount }, 0},
-		{"SPEC §1: cooldownByKind values clamped to [0,24h]",
+		{"docs/breaker.md: cooldownByKind values clamped to [0,24h]",
 			func(s *Settings) {
 				s.ProviderBreaker.APIKey.CooldownByKind = map[string]Millis{"timeout": -5, "transport": 1 << 40}
 			},
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.CooldownByKind },
 			map[string]Millis{"timeout": 0, "transport": 86_400_000}},
-		{"SPEC §11.6: probeTimeoutMs 0 means attemptMs and stays 0",
+		{"docs/settings.md#defaults: probeTimeoutMs 0 means attemptMs and stays 0",
 			func(s *Settings) { s.ProviderBreaker.APIKey.ProbeTimeoutMs = -1 },
 			func(s *Settings) any { return s.ProviderBreaker.APIKey.ProbeTimeoutMs }, Millis(0)},
-		{"SPEC better 20: dedup [0,10min]",
+		{"docs/breaker.md#dedup: dedup [0,10min]",
 			func(s *Settings) { s.ProviderBreaker.Dedup.TransportMs = 1 << 40 },
 			func(s *Settings) any { return s.ProviderBreaker.Dedup.TransportMs }, Millis(600_000)},
-		{"SPEC §1b: providerFailureThreshold [1,1000]",
+		{"docs/breaker.md#provider-cooldown: providerFailureThreshold [1,1000]",
 			func(s *Settings) { s.ProviderCooldown.APIKey.ProviderFailureThreshold = 0 },
 			func(s *Settings) any { return s.ProviderCooldown.APIKey.ProviderFailureThreshold }, 1},
-		{"SPEC §1b: providerFailureWindowMs at least 1 s",
+		{"docs/breaker.md#provider-cooldown: providerFailureWindowMs at least 1 s",
 			func(s *Settings) { s.ProviderCooldown.OAuth.ProviderFailureWindowMs = 0 },
 			func(s *Settings) any { return s.ProviderCooldown.OAuth.ProviderFailureWindowMs }, Millis(1000)},
-		{"SPEC §1b: providerCooldownMs at most 1 day",
+		{"docs/breaker.md#provider-cooldown: providerCooldownMs at most 1 day",
 			func(s *Settings) { s.ProviderCooldown.OAuth.ProviderCooldownMs = 2 * msDay24h },
 			func(s *Settings) any { return s.ProviderCooldown.OAuth.ProviderCooldownMs }, Millis(msDay24h)},
-		{"REFERENCE M17: providerCooldown max >= min",
+		{"docs/settings.md#validation: providerCooldown max >= min",
 			func(s *Settings) {
 				s.ProviderCooldown.MinRetryCooldownMs = 60_000
 				s.ProviderCooldown.MaxRetryCooldownMs = 1_000
 			},
 			func(s *Settings) any { return s.ProviderCooldown.MaxRetryCooldownMs }, Millis(60_000)},
-		{"REFERENCE M17: providerCooldown min at most 1 h",
+		{"docs/settings.md#validation: providerCooldown min at most 1 h",
 			func(s *Settings) { s.ProviderCooldown.MinRetryCooldownMs = 2 * hour },
 			func(s *Settings) any { return s.ProviderCooldown.MinRetryCooldownMs }, Millis(hour)},
-		{"REFERENCE M17: connection base cooldown [0,24h]",
+		{"docs/settings.md#validation: connection base cooldown [0,24h]",
 			func(s *Settings) { s.ConnectionCooldown.OAuth.BaseCooldownMs = -1 },
 			func(s *Settings) any { return s.ConnectionCooldown.OAuth.BaseCooldownMs }, Millis(0)},
-		{"REFERENCE M17: connection maxBackoffSteps [0,32]",
+		{"docs/settings.md#validation: connection maxBackoffSteps [0,32]",
 			func(s *Settings) { s.ConnectionCooldown.APIKey.MaxBackoffSteps = 99 },
 			func(s *Settings) any { return s.ConnectionCooldown.APIKey.MaxBackoffSteps }, 32},
-		{"SPEC better 10: maxStatedResetMs never below maxCooldownMs",
+		{"docs/cooldowns.md#hints: maxStatedResetMs never below maxCooldownMs",
 			func(s *Settings) {
 				s.ConnectionCooldown.MaxCooldownMs = 2 * hour
 				s.ConnectionCooldown.MaxStatedResetMs = hour
 			},
 			func(s *Settings) any { return s.ConnectionCooldown.MaxStatedResetMs }, Millis(2 * hour)},
-		{"SPEC §11.6: maxCooldownMs at least 1 s",
+		{"docs/settings.md#defaults: maxCooldownMs at least 1 s",
 			func(s *Settings) { s.ConnectionCooldown.MaxCooldownMs = 0 },
 			func(s *Settings) any { return s.ConnectionCooldown.MaxCooldownMs }, Millis(1000)},
-		{"SPEC better 1: backoffDecayMs 0 (never decay) is kept",
+		{"docs/cooldowns.md#backoff: backoffDecayMs 0 (never decay) is kept",
 			func(s *Settings) { s.ConnectionCooldown.BackoffDecayMs = 0 },
 			func(s *Settings) any { return s.ConnectionCooldown.BackoffDecayMs }, Millis(0)},
-		{"SPEC §2: concurrencyCooldownMs at most 10 min",
+		{"docs/cooldowns.md: concurrencyCooldownMs at most 10 min",
 			func(s *Settings) { s.ConnectionCooldown.ConcurrencyCooldownMs = hour },
 			func(s *Settings) any { return s.ConnectionCooldown.ConcurrencyCooldownMs }, Millis(600_000)},
-		{"REFERENCE M8: errorCodes filtered to 100..599, sorted",
+		{"docs/lockouts.md: errorCodes filtered to 100..599, sorted",
 			func(s *Settings) { s.ModelLockout.ErrorCodes = []int{503, 42, 429, 600, 503} },
 			func(s *Settings) any { return s.ModelLockout.ErrorCodes }, []int{429, 503}},
-		{"REFERENCE M8: empty errorCodes → default list",
+		{"docs/lockouts.md: empty errorCodes → default list",
 			func(s *Settings) { s.ModelLockout.ErrorCodes = []int{7} },
 			func(s *Settings) any { return s.ModelLockout.ErrorCodes }, []int{403, 404, 429, 502, 503, 504}},
-		{"REFERENCE M8: lockout base at most 10 min (0 allowed for simulations)",
+		{"docs/lockouts.md: lockout base at most 10 min (0 allowed for simulations)",
 			func(s *Settings) { s.ModelLockout.BaseCooldownMs = hour },
 			func(s *Settings) any { return s.ModelLockout.BaseCooldownMs }, Millis(600_000)},
-		{"REFERENCE M8: lockout base 0 is kept",
+		{"docs/lockouts.md: lockout base 0 is kept",
 			func(s *Settings) { s.ModelLockout.BaseCooldownMs = 0 },
 			func(s *Settings) any { return s.ModelLockout.BaseCooldownMs }, Millis(0)},
-		{"REFERENCE M8: lockout max [5s,1h]",
+		{"docs/lockouts.md: lockout max [5s,1h]",
 			func(s *Settings) {
 				s.ModelLockout.BaseCooldownMs = 0
 				s.ModelLockout.MaxCooldownMs = 10
 			},
 			func(s *Settings) any { return s.ModelLockout.MaxCooldownMs }, Millis(5000)},
-		{"SPEC §3: maxCooldownMs >= baseCooldownMs",
+		{"docs/lockouts.md: maxCooldownMs >= baseCooldownMs",
 			func(s *Settings) {
 				s.ModelLockout.BaseCooldownMs = 500_000
 				s.ModelLockout.MaxCooldownMs = 100_000
 			},
 			func(s *Settings) any { return s.ModelLockout.MaxCooldownMs }, Millis(500_000)},
-		{"REFERENCE M8: lockout maxBackoffSteps [0,20]",
+		{"docs/lockouts.md: lockout maxBackoffSteps [0,20]",
 			func(s *Settings) { s.ModelLockout.MaxBackoffSteps = 21 },
 			func(s *Settings) any { return s.ModelLockout.MaxBackoffSteps }, 20},
-		{"SPEC better 8: escalationWindowMs at most 7 days",
+		{"docs/lockouts.md#escalation: escalationWindowMs at most 7 days",
 			func(s *Settings) { s.ModelLockout.EscalationWindowMs = 8 * msDay24h },
 			func(s *Settings) any { return s.ModelLockout.EscalationWindowMs }, Millis(msWeek)},
-		{"SPEC §5: maxWaitMs clamps to 1 ms",
+		{"docs/admission.md: maxWaitMs clamps to 1 ms",
 			func(s *Settings) { s.RequestQueue.MaxWaitMs = -5 },
 			func(s *Settings) any { return s.RequestQueue.MaxWaitMs }, Millis(1)},
-		{"SPEC §5: executionMaxWaitMs clamps to 24 h",
+		{"docs/admission.md: executionMaxWaitMs clamps to 24 h",
 			func(s *Settings) { s.RequestQueue.ExecutionMaxWaitMs = 2 * msDay24h },
 			func(s *Settings) any { return s.RequestQueue.ExecutionMaxWaitMs }, Millis(msDay24h)},
-		{"SPEC §5: maxQueueDepth [0,100000]",
+		{"docs/admission.md: maxQueueDepth [0,100000]",
 			func(s *Settings) { s.RequestQueue.MaxQueueDepth = 1_000_000 },
 			func(s *Settings) any { return s.RequestQueue.MaxQueueDepth }, 100_000},
-		{"SPEC §4: globalMaxConcurrent [0,100000]",
+		{"docs/admission.md#concurrency-gates: globalMaxConcurrent [0,100000]",
 			func(s *Settings) { s.RequestQueue.GlobalMaxConcurrent = -1 },
 			func(s *Settings) any { return s.RequestQueue.GlobalMaxConcurrent }, 0},
-		{"REFERENCE M17: waitForCooldown maxRetryWaitSec [0,300]",
+		{"docs/settings.md#validation: waitForCooldown maxRetryWaitSec [0,300]",
 			func(s *Settings) { s.WaitForCooldown.MaxRetryWaitSec = 301 },
 			func(s *Settings) any { return s.WaitForCooldown.MaxRetryWaitSec }, 300},
-		{"REFERENCE M17: waitForCooldown maxRetries [0,10]",
+		{"docs/settings.md#validation: waitForCooldown maxRetries [0,10]",
 			func(s *Settings) { s.WaitForCooldown.MaxRetries = 11 },
 			func(s *Settings) any { return s.WaitForCooldown.MaxRetries }, 10},
-		{"REFERENCE M17: waitForCooldown budget >= maxRetryWaitSec*1000",
+		{"docs/settings.md#validation: waitForCooldown budget >= maxRetryWaitSec*1000",
 			func(s *Settings) {
 				s.WaitForCooldown.MaxRetryWaitSec = 120
 				s.WaitForCooldown.BudgetMs = 1000
 			},
 			func(s *Settings) any { return s.WaitForCooldown.BudgetMs }, Millis(120_000)},
-		{"REFERENCE M17: waitForCooldown budget at most 300 s",
+		{"docs/settings.md#validation: waitForCooldown budget at most 300 s",
 			func(s *Settings) { s.WaitForCooldown.BudgetMs = hour },
 			func(s *Settings) any { return s.WaitForCooldown.BudgetMs }, Millis(300_000)},
-		{"REFERENCE M17: enabled is not rewritten when maxRetries is 0 (the decision treats 0 as no wait)",
+		{"docs/settings.md#validation: enabled is not rewritten when maxRetries is 0 (the decision treats 0 as no wait)",
 			func(s *Settings) { s.WaitForCooldown.MaxRetries = 0 },
 			func(s *Settings) any { return s.WaitForCooldown.Enabled }, true},
-		{"REFERENCE M17 / M5-14: comboCooldownWait maxWaitMs up to 300 s (the default 90 s re-submits)",
+		{"docs/settings.md#validation / docs/cooldowns.md-14: comboCooldownWait maxWaitMs up to 300 s (the default 90 s re-submits)",
 			func(s *Settings) { s.ComboCooldownWait.MaxWaitMs = hour },
 			func(s *Settings) any { return s.ComboCooldownWait.MaxWaitMs }, Millis(300_000)},
-		{"REFERENCE M17: comboCooldownWait budget >= maxWaitMs",
+		{"docs/settings.md#validation: comboCooldownWait budget >= maxWaitMs",
 			func(s *Settings) {
 				s.ComboCooldownWait.MaxWaitMs = 200_000
 				s.ComboCooldownWait.BudgetMs = 0
 			},
 			func(s *Settings) any { return s.ComboCooldownWait.BudgetMs }, Millis(200_000)},
-		{"REFERENCE M17: comboCooldownWait attempts [0,10]",
+		{"docs/settings.md#validation: comboCooldownWait attempts [0,10]",
 			func(s *Settings) { s.ComboCooldownWait.MaxAttempts = -2 },
 			func(s *Settings) any { return s.ComboCooldownWait.MaxAttempts }, 0},
-		{"REFERENCE M14: watchdog warmup [0,10min]",
+		{"docs/streams.md: watchdog warmup [0,10min]",
 			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.WarmupMs = -1 },
 			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.WarmupMs }, Millis(0)},
-		{"REFERENCE M14: watchdog window [1s,10min]",
+		{"docs/streams.md: watchdog window [1s,10min]",
 			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.WindowMs = 1 },
 			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.WindowMs }, Millis(1000)},
-		{"REFERENCE M14: watchdog min bytes/s [1,1e6]",
+		{"docs/streams.md: watchdog min bytes/s [1,1e6]",
 			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond = 0 },
 			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.MinUsefulBytesPerSecond }, 1},
-		{"REFERENCE M14: watchdog min bytes [1,1e6]",
+		{"docs/streams.md: watchdog min bytes [1,1e6]",
 			func(s *Settings) { s.StreamRecovery.ThroughputWatchdog.MinUsefulBytes = 2_000_000 },
 			func(s *Settings) any { return s.StreamRecovery.ThroughputWatchdog.MinUsefulBytes }, 1_000_000},
-		{"SPEC §11.6: upstream timeouts at least 1 ms",
+		{"docs/settings.md#defaults: upstream timeouts at least 1 ms",
 			func(s *Settings) { s.UpstreamTimeouts.StreamIdleMs = 0 },
 			func(s *Settings) any { return s.UpstreamTimeouts.StreamIdleMs }, Millis(1)},
-		{"SPEC §11.6: requestBudget maxAttempts [1,100]",
+		{"docs/settings.md#defaults: requestBudget maxAttempts [1,100]",
 			func(s *Settings) { s.RequestBudget.MaxAttempts = 0 },
 			func(s *Settings) any { return s.RequestBudget.MaxAttempts }, 1},
-		{"SPEC §11.6: requestBudget deadline at most 24 h",
+		{"docs/settings.md#defaults: requestBudget deadline at most 24 h",
 			func(s *Settings) { s.RequestBudget.DeadlineMs = 1 << 62 },
 			func(s *Settings) any { return s.RequestBudget.DeadlineMs }, Millis(msDay24h)},
-		{"SPEC §2c: sessionAffinityTtlMs [0,30 days]",
+		{"docs/selection.md#session-affinity: sessionAffinityTtlMs [0,30 days]",
 			func(s *Settings) { s.SessionAffinityTTLMs = 31 * msDay24h },
 			func(s *Settings) any { return s.SessionAffinityTTLMs }, Millis(ms30Days)},
-		{"SPEC §11.7: emergency fallback target is trimmed",
+		{"docs/api.md#operator-actions: emergency fallback target is trimmed",
 			func(s *Settings) { s.EmergencyFallback = EmergencyFallback{Enabled: true, Target: "  openai/gpt-5 "} },
 			func(s *Settings) any { return s.EmergencyFallback.Target }, "openai/gpt-5"},
-		{"SPEC §7: banned signals trimmed, lower-cased, empties and duplicates dropped",
+		{"docs/classification.md: banned signals trimmed, lower-cased, empties and duplicates dropped",
 			func(s *Settings) {
 				s.BannedSignals = []string{" Account Suspended ", "", "  ", "account suspended", "BANNED"}
 			},
 			func(s *Settings) any { return s.BannedSignals }, []string{"account suspended", "banned"}},
-		{"SPEC §11.1: empty maps and lists are canonically nil",
+		{"docs/settings.md#layers: empty maps and lists are canonically nil",
 			func(s *Settings) {
 				s.BannedSignals = []string{}
 				s.ProviderErrorRules = map[string][]ProviderErrorRule{"glm": nil}
@@ -338,17 +338,17 @@ func TestSettingsNormalizeRules(t *testing.T) {
 	n := mustNormalize(t, s)
 	r := n.ProviderErrorRules["agentrouter"][0]
 	if r.Reason != ReasonQuotaExhausted {
-		t.Errorf("REFERENCE M4.6: a rule's reason defaults to quota_exhausted, got %v", r.Reason)
+		t.Errorf("docs/classification.md#provider-rules: a rule's reason defaults to quota_exhausted, got %v", r.Reason)
 	}
 	g := n.ProviderErrorRules["glm"][0]
 	if g.Match != "model is unavailable" || g.CooldownMs != 0 {
-		t.Errorf("SPEC §7: match lower-cased and cooldown clamped, got %+v", g)
+		t.Errorf("docs/classification.md: match lower-cased and cooldown clamped, got %+v", g)
 	}
 	rr := n.StatusRestatements["agentrouter"][0]
 	want := RestatementRule{ID: "agentrouter-quota", FromStatuses: []int{400, 403}, ToStatus: 429,
 		TextMarkers: []string{"额度不足", "quota"}, ExcludeMarkers: []string{"无权访问"}, DefaultRetryAfterMs: 60_000}
 	if !reflect.DeepEqual(rr, want) {
-		t.Errorf("REFERENCE M4.5: restatement normalised to %+v, want %+v", rr, want)
+		t.Errorf("docs/classification.md#restatement: restatement normalised to %+v, want %+v", rr, want)
 	}
 	if s.StatusRestatements["agentrouter"][0].ID != " agentrouter-quota " || s.ProviderErrorRules["glm"][0].Match != "Model Is Unavailable" {
 		t.Errorf("Normalize modified its input")
@@ -376,23 +376,23 @@ func TestSettingsNormalizeErrors(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"SPEC better 3: cooldownByKind keys are failure kinds",
+		{"docs/breaker.md#failure-kinds: cooldownByKind keys are failure kinds",
 			func(s *Settings) { s.ProviderBreaker.APIKey.CooldownByKind = map[string]Millis{"rate_limit": 60_000} },
 			"providerBreaker.apikey.cooldownByKind.rate_limit", "timeout, server_error or transport"},
-		{"SPEC §11.7: emergency fallback needs a target",
+		{"docs/api.md#operator-actions: emergency fallback needs a target",
 			func(s *Settings) { s.EmergencyFallback.Enabled = true },
 			"emergencyFallback.target", "required"},
-		{"REFERENCE M4.6: rule status 100..599", rule(func(r *ProviderErrorRule) { r.Status = 99 }),
+		{"docs/classification.md#provider-rules: rule status 100..599", rule(func(r *ProviderErrorRule) { r.Status = 99 }),
 			"providerErrorRules.glm[0].status", "100..599"},
-		{"REFERENCE M4.6: rule match required", rule(func(r *ProviderErrorRule) { r.Match = "  " }),
+		{"docs/classification.md#provider-rules: rule match required", rule(func(r *ProviderErrorRule) { r.Match = "  " }),
 			"providerErrorRules.glm[0].match", "required"},
-		{"REFERENCE M4.6: rule scope required", rule(func(r *ProviderErrorRule) { r.Scope = ScopeNone }),
+		{"docs/classification.md#provider-rules: rule scope required", rule(func(r *ProviderErrorRule) { r.Scope = ScopeNone }),
 			"providerErrorRules.glm[0].scope", "model, provider or connection"},
-		{"REFERENCE M4.6: rule scope is model|provider|connection", rule(func(r *ProviderErrorRule) { r.Scope = ScopeExactModel }),
+		{"docs/classification.md#provider-rules: rule scope is model|provider|connection", rule(func(r *ProviderErrorRule) { r.Scope = ScopeExactModel }),
 			"providerErrorRules.glm[0].scope", `"exact"`},
-		{"REFERENCE M4.6: rule reason must be an outcome", rule(func(r *ProviderErrorRule) { r.Reason = ReasonClientAbort }),
+		{"docs/classification.md#provider-rules: rule reason must be an outcome", rule(func(r *ProviderErrorRule) { r.Reason = ReasonClientAbort }),
 			"providerErrorRules.glm[0].reason", "client_abort"},
-		{"REFERENCE M4.6: at most 50 rules in all",
+		{"docs/classification.md#provider-rules: at most 50 rules in all",
 			func(s *Settings) {
 				s.ProviderErrorRules = map[string][]ProviderErrorRule{}
 				for _, p := range []string{"a", "b"} {
@@ -402,23 +402,23 @@ func TestSettingsNormalizeErrors(t *testing.T) {
 				}
 			},
 			"providerErrorRules", "at most 50"},
-		{"SPEC §7: restatement id required", rest(func(r *RestatementRule) { r.ID = " " }),
+		{"docs/classification.md: restatement id required", rest(func(r *RestatementRule) { r.ID = " " }),
 			"statusRestatements.ar[0].id", "required"},
-		{"SPEC §7: restatement fromStatuses 100..599", rest(func(r *RestatementRule) { r.FromStatuses = []int{403, 1000} }),
+		{"docs/classification.md: restatement fromStatuses 100..599", rest(func(r *RestatementRule) { r.FromStatuses = []int{403, 1000} }),
 			"statusRestatements.ar[0].fromStatuses", "1000"},
-		{"SPEC §7: restatement needs a fromStatus", rest(func(r *RestatementRule) { r.FromStatuses = nil }),
+		{"docs/classification.md: restatement needs a fromStatus", rest(func(r *RestatementRule) { r.FromStatuses = nil }),
 			"statusRestatements.ar[0].fromStatuses", "at least one"},
-		{"SPEC §7: restatement toStatus 100..599", rest(func(r *RestatementRule) { r.ToStatus = 0 }),
+		{"docs/classification.md: restatement toStatus 100..599", rest(func(r *RestatementRule) { r.ToStatus = 0 }),
 			"statusRestatements.ar[0].toStatus", "100..599"},
-		{"SPEC §7: restatement needs a text marker", rest(func(r *RestatementRule) { r.TextMarkers = []string{" "} }),
+		{"docs/classification.md: restatement needs a text marker", rest(func(r *RestatementRule) { r.TextMarkers = []string{" "} }),
 			"statusRestatements.ar[0].textMarkers", "at least one"},
-		{"SPEC §7: restatement ids unique per provider",
+		{"docs/classification.md: restatement ids unique per provider",
 			func(s *Settings) {
 				r := RestatementRule{ID: "r1", FromStatuses: []int{403}, ToStatus: 429, TextMarkers: []string{"q"}}
 				s.StatusRestatements = map[string][]RestatementRule{"ar": {r, r}}
 			},
 			"statusRestatements.ar[1].id", "duplicate"},
-		{"SPEC §7: provider id must not be empty",
+		{"docs/classification.md: provider id must not be empty",
 			func(s *Settings) {
 				s.ProviderErrorRules = map[string][]ProviderErrorRule{"": {{Status: 429, Match: "x", Scope: ScopeModel}}}
 			},
@@ -431,12 +431,12 @@ func TestSettingsNormalizeErrors(t *testing.T) {
 			n, err := Normalize(s)
 			wantSettingsError(t, err, c.field, c.want)
 			if !reflect.DeepEqual(n, Settings{}) {
-				t.Fatalf("SPEC §11.1: never a partial update: Normalize returned %+v with its error", n)
+				t.Fatalf("docs/settings.md#layers: never a partial update: Normalize returned %+v with its error", n)
 			}
 		})
 	}
 
-	t.Run("SPEC §11.1: several problems each name their field", func(t *testing.T) {
+	t.Run("docs/settings.md#layers: several problems each name their field", func(t *testing.T) {
 		s := DefaultSettings()
 		s.EmergencyFallback.Enabled = true
 		s.ProviderBreaker.OAuth.CooldownByKind = map[string]Millis{"bogus": 1}
@@ -456,12 +456,12 @@ func TestSettingsMillisJSON(t *testing.T) {
 		want     Millis
 		err      string
 	}{
-		{"SPEC §11.1: integer ms", `30000`, 30000, ""},
-		{"SPEC §11.1: duration string", `"30s"`, 30000, ""},
-		{"SPEC §11.1: compound duration", `"1m30s"`, 90000, ""},
-		{"SPEC §11.1: ms duration", `"250ms"`, 250, ""},
-		{"SPEC §11.1: a string holding ms", `"1500"`, 1500, ""},
-		{"SPEC §11.1: integral float", `1.5e3`, 1500, ""},
+		{"docs/settings.md#layers: integer ms", `30000`, 30000, ""},
+		{"docs/settings.md#layers: duration string", `"30s"`, 30000, ""},
+		{"docs/settings.md#layers: compound duration", `"1m30s"`, 90000, ""},
+		{"docs/settings.md#layers: ms duration", `"250ms"`, 250, ""},
+		{"docs/settings.md#layers: a string holding ms", `"1500"`, 1500, ""},
+		{"docs/settings.md#layers: integral float", `1.5e3`, 1500, ""},
 		{"negatives are left for Normalize to clamp", `-5`, -5, ""},
 		{"negative durations too", `"-2s"`, -2000, ""},
 		{"huge integers saturate (then clamp)", `123456789012345678901234567890`, Millis(1<<63 - 1), ""},
@@ -490,7 +490,7 @@ func TestSettingsMillisJSON(t *testing.T) {
 		A Millis `json:"a"`
 	}{A: 90000})
 	if err != nil || string(b) != `{"a":90000}` {
-		t.Fatalf("SPEC §11.1: Millis marshals as integer ms, got %s %v", b, err)
+		t.Fatalf("docs/settings.md#layers: Millis marshals as integer ms, got %s %v", b, err)
 	}
 	var m Millis = 7
 	if err := json.Unmarshal([]byte(`null`), &m); err != nil || m != 7 {
@@ -515,12 +515,12 @@ func TestResolvePrecedence(t *testing.T) {
 		got, want  any
 		src        string
 	}{
-		{"SPEC §11.1: saved beats env beats file", "providerBreaker.apikey.failureThreshold", s.ProviderBreaker.APIKey.FailureThreshold, 30, "saved"},
-		{"SPEC §11.1: a file value with no higher layer applies", "providerBreaker.apikey.resetTimeoutMs", s.ProviderBreaker.APIKey.ResetTimeoutMs, Millis(45000), "file"},
-		{"SPEC §11.1: objects merge key by key", "requestQueue.maxWaitMs", s.RequestQueue.MaxWaitMs, Millis(1000), "file"},
-		{"SPEC §11.1: untouched values keep the default", "requestQueue.executionMaxWaitMs", s.RequestQueue.ExecutionMaxWaitMs, Millis(600000), SourceDefault},
-		{"SPEC §11.1: saved switch", "waitForCooldown.enabled", s.WaitForCooldown.Enabled, false, "saved"},
-		{"SPEC §11.1: sibling keys of a saved object keep their source", "waitForCooldown.maxRetries", s.WaitForCooldown.MaxRetries, 5, SourceDefault},
+		{"docs/settings.md#layers: saved beats env beats file", "providerBreaker.apikey.failureThreshold", s.ProviderBreaker.APIKey.FailureThreshold, 30, "saved"},
+		{"docs/settings.md#layers: a file value with no higher layer applies", "providerBreaker.apikey.resetTimeoutMs", s.ProviderBreaker.APIKey.ResetTimeoutMs, Millis(45000), "file"},
+		{"docs/settings.md#layers: objects merge key by key", "requestQueue.maxWaitMs", s.RequestQueue.MaxWaitMs, Millis(1000), "file"},
+		{"docs/settings.md#layers: untouched values keep the default", "requestQueue.executionMaxWaitMs", s.RequestQueue.ExecutionMaxWaitMs, Millis(600000), SourceDefault},
+		{"docs/settings.md#layers: saved switch", "waitForCooldown.enabled", s.WaitForCooldown.Enabled, false, "saved"},
+		{"docs/settings.md#layers: sibling keys of a saved object keep their source", "waitForCooldown.maxRetries", s.WaitForCooldown.MaxRetries, 5, SourceDefault},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) || src[c.path] != c.src {
@@ -532,7 +532,7 @@ func TestResolvePrecedence(t *testing.T) {
 	walkSettingsLeaves(map[string]any(s.Layer()), settingsSchema, "", true, func(p string) {
 		n++
 		if src[p] == "" {
-			t.Errorf("SPEC §11.1: no source for %s", p)
+			t.Errorf("docs/settings.md#layers: no source for %s", p)
 		}
 	})
 	if n != len(src) || n < 80 {
@@ -544,28 +544,28 @@ func TestResolveStrictKeys(t *testing.T) {
 	cases := []struct {
 		rule, js, field, want string
 	}{
-		{"CONTRACTS §2: unknown key names the key and the nearest known one",
+		{"docs/config.md: unknown key names the key and the nearest known one",
 			`{"providerBreaker":{"apikey":{"failureTreshold":5}}}`,
 			"providerBreaker.apikey.failureTreshold",
 			`unknown key "providerBreaker.apikey.failureTreshold" (did you mean "failureThreshold"?)`},
-		{"CONTRACTS §2: keys are case-sensitive, the right spelling is suggested",
+		{"docs/config.md: keys are case-sensitive, the right spelling is suggested",
 			`{"RequestQueue":{}}`, "RequestQueue", `did you mean "requestQueue"?`},
-		{"CONTRACTS §2: far-off keys list what is allowed",
+		{"docs/config.md: far-off keys list what is allowed",
 			`{"requestQueue":{"zzzzzzzzzzzz":1}}`, "requestQueue.zzzzzzzzzzzz", "known keys: maxWaitMs"},
-		{"SPEC §11.1: wrong type names the field", `{"requestQueue":{"maxQueueDepth":"lots"}}`,
+		{"docs/settings.md#layers: wrong type names the field", `{"requestQueue":{"maxQueueDepth":"lots"}}`,
 			"requestQueue.maxQueueDepth", "want an integer"},
-		{"SPEC §11.1: a section must be an object", `{"requestQueue":5}`, "requestQueue", "want an object"},
-		{"SPEC §11.1: lists must be arrays", `{"modelLockout":{"errorCodes":429}}`, "modelLockout.errorCodes", "want an array"},
-		{"SPEC §11.1: *Ms reject non-durations", `{"requestQueue":{"maxWaitMs":"half a minute"}}`, "requestQueue.maxWaitMs", "Go duration"},
-		{"SPEC §11.1: booleans", `{"modelLockout":{"enabled":"maybe"}}`, "modelLockout.enabled", "true or false"},
-		{"SPEC §7: rule fields are checked", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"everywhere"}]}}`,
+		{"docs/settings.md#layers: a section must be an object", `{"requestQueue":5}`, "requestQueue", "want an object"},
+		{"docs/settings.md#layers: lists must be arrays", `{"modelLockout":{"errorCodes":429}}`, "modelLockout.errorCodes", "want an array"},
+		{"docs/settings.md#layers: *Ms reject non-durations", `{"requestQueue":{"maxWaitMs":"half a minute"}}`, "requestQueue.maxWaitMs", "Go duration"},
+		{"docs/settings.md#layers: booleans", `{"modelLockout":{"enabled":"maybe"}}`, "modelLockout.enabled", "true or false"},
+		{"docs/classification.md: rule fields are checked", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"everywhere"}]}}`,
 			"providerErrorRules.glm[0].scope", "model, provider or connection"},
-		{"SPEC §7: unknown rule keys", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"model","cooldown":5}]}}`,
+		{"docs/classification.md: unknown rule keys", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"model","cooldown":5}]}}`,
 			"providerErrorRules.glm[0].cooldown", `did you mean "cooldownMs"?`},
-		{"SPEC §7: reasons are checked", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"model","reason":"oops"}]}}`,
+		{"docs/classification.md: reasons are checked", `{"providerErrorRules":{"glm":[{"status":429,"match":"x","scope":"model","reason":"oops"}]}}`,
 			"providerErrorRules.glm[0].reason", `unknown reason "oops"`},
-		{"SPEC §7: list elements must not be null", `{"bannedSignals":["a",null]}`, "bannedSignals[1]", "null"},
-		{"SPEC §11.1: normalisation errors carry the layer", `{"emergencyFallback":{"enabled":true}}`,
+		{"docs/classification.md: list elements must not be null", `{"bannedSignals":["a",null]}`, "bannedSignals[1]", "null"},
+		{"docs/settings.md#layers: normalisation errors carry the layer", `{"emergencyFallback":{"enabled":true}}`,
 			"emergencyFallback.target", "required"},
 	}
 	for _, c := range cases {
@@ -581,7 +581,7 @@ func TestResolveStrictKeys(t *testing.T) {
 		})
 	}
 
-	t.Run("SPEC §11.1: errors of several layers are all reported", func(t *testing.T) {
+	t.Run("docs/settings.md#layers: errors of several layers are all reported", func(t *testing.T) {
 		_, _, err := Resolve(
 			NamedLayer{"file", mustLayer(t, `{"bogus":1}`)},
 			NamedLayer{"saved", mustLayer(t, `{"requestQueue":{"maxWaitMs":true}}`)})
@@ -618,7 +618,7 @@ func TestResolveLenientScalarsAndYAMLShapes(t *testing.T) {
 }
 
 func TestResolveNullMeansUnset(t *testing.T) {
-	// SPEC §11.1: inside a layer, null does not set the key; the lower layer applies.
+	// docs/settings.md#layers: inside a layer, null does not set the key; the lower layer applies.
 	file := mustLayer(t, `{"requestQueue":{"maxWaitMs":1234}}`)
 	saved := mustLayer(t, `{"requestQueue":{"maxWaitMs":null}}`)
 	s, src, err := Resolve(NamedLayer{"file", file}, NamedLayer{"saved", saved})
@@ -649,7 +649,7 @@ func TestResolveMapsMergeByKey(t *testing.T) {
 	// An empty list in a higher layer removes a lower layer's rules for that provider.
 	s, _, err = Resolve(NamedLayer{"file", file}, NamedLayer{"saved", mustLayer(t, `{"providerErrorRules":{"glm":[]}}`)})
 	if err != nil || s.ProviderErrorRules != nil {
-		t.Fatalf("SPEC §11.1: arrays replace: got %v %v", s.ProviderErrorRules, err)
+		t.Fatalf("docs/settings.md#layers: arrays replace: got %v %v", s.ProviderErrorRules, err)
 	}
 }
 
@@ -657,7 +657,7 @@ func TestMergePatch(t *testing.T) {
 	saved := mustLayer(t, `{"requestQueue":{"maxWaitMs":5000,"maxQueueDepth":3},"bannedSignals":["a","b"]}`)
 	savedCopy := cloneSettingsValue(map[string]any(saved))
 
-	t.Run("SPEC §11.1: null deletes the saved value", func(t *testing.T) {
+	t.Run("docs/settings.md#layers: null deletes the saved value", func(t *testing.T) {
 		file := mustLayer(t, `{"requestQueue":{"maxWaitMs":7000}}`)
 		next, s, src, err := ApplyPatch([]NamedLayer{{"file", file}}, saved, mustLayer(t, `{"requestQueue":{"maxWaitMs":null}}`))
 		if err != nil {
@@ -679,7 +679,7 @@ func TestMergePatch(t *testing.T) {
 			t.Fatalf("got %v, want %v", next, want)
 		}
 	})
-	t.Run("CONTRACTS §3: a bad patch changes nothing and names the field", func(t *testing.T) {
+	t.Run("docs/api.md: a bad patch changes nothing and names the field", func(t *testing.T) {
 		_, err := MergePatch(saved, mustLayer(t, `{"requestQueue":{"maxWaitMz":null}}`))
 		se := wantSettingsError(t, err, "requestQueue.maxWaitMz", `did you mean "maxWaitMs"?`)
 		if se.Source != "patch" {
@@ -694,7 +694,7 @@ func TestMergePatch(t *testing.T) {
 			t.Fatalf("MergePatch modified the saved layer")
 		}
 	})
-	t.Run("SPEC §11.7: emergency fallback is switchable at run time", func(t *testing.T) {
+	t.Run("docs/api.md#operator-actions: emergency fallback is switchable at run time", func(t *testing.T) {
 		file := mustLayer(t, `{"emergencyFallback":{"target":"openai/gpt-5"}}`)
 		_, s, _, err := ApplyPatch([]NamedLayer{{"file", file}}, nil, mustLayer(t, `{"emergencyFallback":{"enabled":true}}`))
 		if err != nil || !s.EmergencyFallback.Enabled || s.EmergencyFallback.Target != "openai/gpt-5" {
@@ -704,7 +704,7 @@ func TestMergePatch(t *testing.T) {
 }
 
 func TestSettingsGETOutputResubmits(t *testing.T) {
-	// SPEC "does better" 12: the API can always re-submit what it returns.
+	// docs/settings.md#validation: the API can always re-submit what it returns.
 	file := mustLayer(t, `{"providerBreaker":{"local":{"failureThreshold":1,"degradationThreshold":9}},
 		"bannedSignals":["Account Suspended"],
 		"comboCooldownWait":{"maxWaitMs":"90s"},
@@ -747,21 +747,21 @@ func TestSetPath(t *testing.T) {
 		rule, path, value string
 		check             func(Settings) bool
 	}{
-		{"CONTRACTS §4: -set uses the settings path", "providerBreaker.apikey.failureThreshold", "5",
+		{"docs/scenarios.md: -set uses the settings path", "providerBreaker.apikey.failureThreshold", "5",
 			func(s Settings) bool { return s.ProviderBreaker.APIKey.FailureThreshold == 5 }},
-		{"SPEC §11.1: *Ms accept a duration", "requestQueue.maxWaitMs", "30s",
+		{"docs/settings.md#layers: *Ms accept a duration", "requestQueue.maxWaitMs", "30s",
 			func(s Settings) bool { return s.RequestQueue.MaxWaitMs == 30000 }},
-		{"SPEC §11.1: booleans", "modelLockout.enabled", "true",
+		{"docs/settings.md#layers: booleans", "modelLockout.enabled", "true",
 			func(s Settings) bool { return s.ModelLockout.Enabled }},
-		{"SPEC §11.1: lists as JSON", "modelLockout.errorCodes", "[429, 503]",
+		{"docs/settings.md#layers: lists as JSON", "modelLockout.errorCodes", "[429, 503]",
 			func(s Settings) bool { return slices.Equal(s.ModelLockout.ErrorCodes, []int{429, 503}) }},
-		{"SPEC §11.1: whole objects as JSON", "waitForCooldown", `{"enabled":false}`,
+		{"docs/settings.md#layers: whole objects as JSON", "waitForCooldown", `{"enabled":false}`,
 			func(s Settings) bool { return !s.WaitForCooldown.Enabled && s.WaitForCooldown.MaxRetries == 5 }},
-		{"SPEC §11.7: plain strings", "emergencyFallback.target", "openai/gpt-5",
+		{"docs/api.md#operator-actions: plain strings", "emergencyFallback.target", "openai/gpt-5",
 			func(s Settings) bool { return s.EmergencyFallback.Target == "openai/gpt-5" }},
-		{"SPEC §7: provider ids may contain dots", "providerErrorRules.my.provider", `[{"status":429,"match":"x","scope":"model"}]`,
+		{"docs/classification.md: provider ids may contain dots", "providerErrorRules.my.provider", `[{"status":429,"match":"x","scope":"model"}]`,
 			func(s Settings) bool { return len(s.ProviderErrorRules["my.provider"]) == 1 }},
-		{"SPEC §1: map entries", "providerBreaker.oauth.cooldownByKind.timeout", "1m",
+		{"docs/breaker.md: map entries", "providerBreaker.oauth.cooldownByKind.timeout", "1m",
 			func(s Settings) bool { return s.ProviderBreaker.OAuth.CooldownByKind["timeout"] == 60000 }},
 	}
 	for _, c := range cases {
@@ -796,13 +796,13 @@ func TestSetPath(t *testing.T) {
 	errCases := []struct {
 		rule, path, value, field, want string
 	}{
-		{"CONTRACTS §2: unknown path names the nearest key", "providerBreaker.apikey.failureTreshold", "5",
+		{"docs/config.md: unknown path names the nearest key", "providerBreaker.apikey.failureTreshold", "5",
 			"providerBreaker.apikey.failureTreshold", `did you mean "failureThreshold"?`},
-		{"CONTRACTS §2: unknown section", "providerBraker.apikey.failureThreshold", "5", "providerBraker", `did you mean "providerBreaker"?`},
-		{"SPEC §11.1: wrong type", "providerBreaker.apikey.failureThreshold", "many", "providerBreaker.apikey.failureThreshold", "want an integer"},
-		{"SPEC §11.1: below a value", "requestQueue.maxWaitMs.x", "5", "requestQueue.maxWaitMs", "is a value"},
-		{"SPEC §11.1: empty path", "", "5", "", "empty"},
-		{"SPEC §11.1: trailing dot", "requestQueue.", "5", "requestQueue.", "dot"},
+		{"docs/config.md: unknown section", "providerBraker.apikey.failureThreshold", "5", "providerBraker", `did you mean "providerBreaker"?`},
+		{"docs/settings.md#layers: wrong type", "providerBreaker.apikey.failureThreshold", "many", "providerBreaker.apikey.failureThreshold", "want an integer"},
+		{"docs/settings.md#layers: below a value", "requestQueue.maxWaitMs.x", "5", "requestQueue.maxWaitMs", "is a value"},
+		{"docs/settings.md#layers: empty path", "", "5", "", "empty"},
+		{"docs/settings.md#layers: trailing dot", "requestQueue.", "5", "requestQueue.", "dot"},
 	}
 	for _, c := range errCases {
 		t.Run(c.rule, func(t *testing.T) {
@@ -811,7 +811,7 @@ func TestSetPath(t *testing.T) {
 		})
 	}
 
-	t.Run("SPEC §11.1: null removes the key from the layer", func(t *testing.T) {
+	t.Run("docs/settings.md#layers: null removes the key from the layer", func(t *testing.T) {
 		l, err := SetPath(mustLayer(t, `{"requestQueue":{"maxWaitMs":5}}`), "requestQueue.maxWaitMs", "null")
 		if err != nil {
 			t.Fatal(err)
@@ -880,21 +880,21 @@ func TestEnvLayer(t *testing.T) {
 		rule string
 		ok   bool
 	}{
-		{"SPEC §1: BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD", s.ProviderBreaker.APIKey.FailureThreshold == 20},
-		{"SPEC §1: BREAKWATER_PROVIDER_BREAKER_OAUTH_RESET_TIMEOUT_MS takes a duration", s.ProviderBreaker.OAuth.ResetTimeoutMs == 120000},
-		{"SPEC §1: BREAKWATER_PROVIDER_BREAKER_LOCAL_*", s.ProviderBreaker.Local.DegradationThreshold == 1},
-		{"REFERENCE M9: BREAKWATER_PROVIDER_COOLDOWN_ENABLED", s.ProviderCooldown.Enabled},
-		{"SPEC §5: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=0 turns the safety net off", !s.RequestQueue.AutoEnableAPIKeyProviders},
-		{"SPEC §5: BREAKWATER_RATE_LIMIT_MAX_WAIT_MS", s.RequestQueue.MaxWaitMs == 15000},
-		{"SPEC §5: BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS", s.RequestQueue.ExecutionMaxWaitMs == 300000},
-		{"SPEC §5: BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH (first occurrence)", s.RequestQueue.MaxQueueDepth == 50},
-		{"SPEC §6: BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED", s.StreamRecovery.ThroughputWatchdog.Enabled},
-		{"SPEC §3: BREAKWATER_MODEL_LOCKOUT_ENABLED", s.ModelLockout.Enabled},
-		{"SPEC §3: an empty variable is unset", s.ModelLockout.BaseCooldownMs == 120000},
-		{"SPEC §2c: BREAKWATER_SESSION_AFFINITY_TTL_MS", s.SessionAffinityTTLMs == 3_600_000},
-		{"SPEC §11.1: generic BREAKWATER_SETTINGS__ form", s.EmergencyFallback.Target == "openai/gpt-5" && slices.Equal(s.BannedSignals, []string{"suspended"})},
+		{"docs/breaker.md: BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD", s.ProviderBreaker.APIKey.FailureThreshold == 20},
+		{"docs/breaker.md: BREAKWATER_PROVIDER_BREAKER_OAUTH_RESET_TIMEOUT_MS takes a duration", s.ProviderBreaker.OAuth.ResetTimeoutMs == 120000},
+		{"docs/breaker.md: BREAKWATER_PROVIDER_BREAKER_LOCAL_*", s.ProviderBreaker.Local.DegradationThreshold == 1},
+		{"docs/breaker.md#provider-cooldown: BREAKWATER_PROVIDER_COOLDOWN_ENABLED", s.ProviderCooldown.Enabled},
+		{"docs/admission.md: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=0 turns the safety net off", !s.RequestQueue.AutoEnableAPIKeyProviders},
+		{"docs/admission.md: BREAKWATER_RATE_LIMIT_MAX_WAIT_MS", s.RequestQueue.MaxWaitMs == 15000},
+		{"docs/admission.md: BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS", s.RequestQueue.ExecutionMaxWaitMs == 300000},
+		{"docs/admission.md: BREAKWATER_RATE_LIMIT_MAX_QUEUE_DEPTH (first occurrence)", s.RequestQueue.MaxQueueDepth == 50},
+		{"docs/streams.md: BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_ENABLED", s.StreamRecovery.ThroughputWatchdog.Enabled},
+		{"docs/lockouts.md: BREAKWATER_MODEL_LOCKOUT_ENABLED", s.ModelLockout.Enabled},
+		{"docs/lockouts.md: an empty variable is unset", s.ModelLockout.BaseCooldownMs == 120000},
+		{"docs/selection.md#session-affinity: BREAKWATER_SESSION_AFFINITY_TTL_MS", s.SessionAffinityTTLMs == 3_600_000},
+		{"docs/settings.md#layers: generic BREAKWATER_SETTINGS__ form", s.EmergencyFallback.Target == "openai/gpt-5" && slices.Equal(s.BannedSignals, []string{"suspended"})},
 		{"README: env booleans take 1/0 in the generic form too", !s.WaitForCooldown.Enabled && s.StreamStallCooldown.Enabled},
-		{"SPEC §11.1: Sources credits env", src["requestQueue.maxWaitMs"] == "env" && src["requestQueue.maxQueueDepth"] == "env"},
+		{"docs/settings.md#layers: Sources credits env", src["requestQueue.maxWaitMs"] == "env" && src["requestQueue.maxQueueDepth"] == "env"},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -908,24 +908,24 @@ func TestEnvLayer(t *testing.T) {
 			t.Fatalf("%q: %v", v, err)
 		}
 		if s, _, _ := Resolve(NamedLayer{"env", l}); s.RequestQueue.AutoEnableAPIKeyProviders {
-			t.Errorf("SPEC §5: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=%q must turn it off", v)
+			t.Errorf("docs/admission.md: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=%q must turn it off", v)
 		}
 	}
 
 	errCases := []struct {
 		rule, env, field, want string
 	}{
-		{"SPEC §11.1: a bad value names the variable (no silent fallback)", "BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=soon",
+		{"docs/settings.md#layers: a bad value names the variable (no silent fallback)", "BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=soon",
 			"requestQueue.maxWaitMs", "env BREAKWATER_RATE_LIMIT_MAX_WAIT_MS"},
-		{"SPEC §11.1: negative numbers are bad values", "BREAKWATER_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD=-1",
+		{"docs/settings.md#layers: negative numbers are bad values", "BREAKWATER_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD=-1",
 			"providerBreaker.oauth.failureThreshold", "negative"},
-		{"SPEC §5: booleans are true/1/on or false/0/off", "BREAKWATER_RATE_LIMIT_AUTO_ENABLE=yes please",
+		{"docs/admission.md: booleans are true/1/on or false/0/off", "BREAKWATER_RATE_LIMIT_AUTO_ENABLE=yes please",
 			"requestQueue.autoEnableApiKeyProviders", "true/1/on"},
-		{"SPEC §1: a misspelt settings variable names the nearest", "BREAKWATER_PROVIDER_BREAKER_APIKEY_FAILURE_THRESHOLD=5",
+		{"docs/breaker.md: a misspelt settings variable names the nearest", "BREAKWATER_PROVIDER_BREAKER_APIKEY_FAILURE_THRESHOLD=5",
 			"BREAKWATER_PROVIDER_BREAKER_APIKEY_FAILURE_THRESHOLD", `did you mean "BREAKWATER_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD"?`},
-		{"SPEC §11.1: generic form: unknown path", "BREAKWATER_SETTINGS__requestQueue__maxWait=5",
+		{"docs/settings.md#layers: generic form: unknown path", "BREAKWATER_SETTINGS__requestQueue__maxWait=5",
 			"requestQueue.maxWait", "env BREAKWATER_SETTINGS__requestQueue__maxWait"},
-		{"SPEC §11.1: generic form: bad value", "BREAKWATER_SETTINGS__modelLockout__enabled=perhaps",
+		{"docs/settings.md#layers: generic form: bad value", "BREAKWATER_SETTINGS__modelLockout__enabled=perhaps",
 			"modelLockout.enabled", "true or false"},
 	}
 	for _, c := range errCases {
@@ -935,7 +935,7 @@ func TestEnvLayer(t *testing.T) {
 		})
 	}
 
-	t.Run("SPEC §11.1: two variables for one setting are an error", func(t *testing.T) {
+	t.Run("docs/settings.md#layers: two variables for one setting are an error", func(t *testing.T) {
 		_, err := EnvLayer([]string{
 			"BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=1000",
 			"BREAKWATER_SETTINGS__requestQueue=" + `{"maxWaitMs":2000}`,
@@ -968,7 +968,7 @@ func TestEnvVarsDocumented(t *testing.T) {
 	}
 	for _, name := range required {
 		if _, ok := byName[name]; !ok {
-			t.Errorf("SPEC §1/§5/§6/§11.1: %s is not supported", name)
+			t.Errorf("docs/breaker.md/docs/admission.md/docs/streams.md/docs/settings.md#layers: %s is not supported", name)
 		}
 	}
 	// Each variable works with a plausible value of its kind.
@@ -987,11 +987,11 @@ func TestSettingsQueueBudgets(t *testing.T) {
 		o          ConnOverrides
 		wait, exec int64
 	}{
-		{"SPEC §5: no override → global budgets", ConnOverrides{}, 30000, 600000},
-		{"SPEC §11.1: per-connection maxWaitMs beats the global value", ConnOverrides{MaxWaitMs: 5000}, 5000, 600000},
-		{"SPEC §11.1: per-connection executionMaxWaitMs beats the global value", ConnOverrides{ExecutionMaxWaitMs: 90000}, 30000, 90000},
-		{"SPEC §5: override clamps to 24 h", ConnOverrides{MaxWaitMs: 1 << 40}, 86_400_000, 600000},
-		{"SPEC §11.1: 0 or negative falls through", ConnOverrides{MaxWaitMs: -1}, 30000, 600000},
+		{"docs/admission.md: no override → global budgets", ConnOverrides{}, 30000, 600000},
+		{"docs/settings.md#layers: per-connection maxWaitMs beats the global value", ConnOverrides{MaxWaitMs: 5000}, 5000, 600000},
+		{"docs/settings.md#layers: per-connection executionMaxWaitMs beats the global value", ConnOverrides{ExecutionMaxWaitMs: 90000}, 30000, 90000},
+		{"docs/admission.md: override clamps to 24 h", ConnOverrides{MaxWaitMs: 1 << 40}, 86_400_000, 600000},
+		{"docs/settings.md#layers: 0 or negative falls through", ConnOverrides{MaxWaitMs: -1}, 30000, 600000},
 	}
 	for _, c := range cases {
 		w, e := s.QueueBudgets(c.o)

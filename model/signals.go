@@ -2,7 +2,7 @@ package model
 
 import "strings"
 
-// Text signals of classification (REFERENCE M4.1, M4.4). Every list is
+// Text signals of classification (docs/classification.md#failure-catalogue, docs/classification.md#failure-catalogue). Every list is
 // lower-case and matched against the lower-cased body prefix.
 //
 // Matching cost matters (a failure with a 1 KB body must classify in
@@ -188,9 +188,9 @@ func (t *text) word(p *phrase) bool {
 	return false
 }
 
-// deactivatedSignals are ACCOUNT_DEACTIVATED_SIGNALS (REFERENCE M4.4) plus
+// deactivatedSignals are ACCOUNT_DEACTIVATED_SIGNALS (docs/classification.md#failure-catalogue) plus
 // explicit account-ban phrases. On any non-2xx status they make the
-// connection terminal `banned` at once (REFERENCE 4a, SPEC "does better" 11).
+// connection terminal `banned` at once (docs/classification.md#failure-catalogue, docs/cooldowns.md#ladders).
 // Settings.BannedSignals are appended per classifier.
 var deactivatedSignals = mk(
 	"account_deactivated",
@@ -210,16 +210,16 @@ var deactivatedSignals = mk(
 )
 
 // bannedWord on a 403 is an explicit ban; Cloudflare's
-// browser_signature_banned (error 1010) is not an account ban (REFERENCE 4n).
+// browser_signature_banned (error 1010) is not an account ban (docs/classification.md#failure-catalogue).
 var (
 	bannedWord             = mkPhrase("banned")
 	browserSignatureBanned = mkPhrase("signature_banned")
 )
 
-// creditsSignals are CREDITS_EXHAUSTED_SIGNALS (REFERENCE M4.4) plus the
+// creditsSignals are CREDITS_EXHAUSTED_SIGNALS (docs/classification.md#failure-catalogue) plus the
 // Chinese "insufficient balance". Gemini's "resource has been exhausted" is
 // deliberately absent (#8631). The first two are what a gemini 429 says for
-// its ordinary free-tier rate limit (REFERENCE M4.4 step 4e runs before 4f),
+// its ordinary free-tier rate limit (the per-day check runs before the credits check),
 // so they are not credits for type gemini.
 var (
 	geminiRateLimitCredits = mk("exceeded your current quota", "exceeded your current usage quota")
@@ -246,15 +246,15 @@ var (
 )
 
 // isCredits reports credits-exhausted text: the signal list, or "suspended"
-// near billing words (REFERENCE 4d, within 120 chars in either order).
+// near billing words (docs/classification.md#failure-catalogue, within 120 chars in either order).
 func isCredits(t *text, typ string) bool {
 	return t.any(creditsSignals) || (typ != "gemini" && t.any(geminiRateLimitCredits)) ||
 		t.near(suspended, billingWords, 120)
 }
 
 // Quota-exhausted text. weekly/session/subscription carry a default reset
-// when no hint is stated (REFERENCE 4i, 4j, 4h); daily text relies on the
-// provider's daily reset (SPEC "does better" 9).
+// when no hint is stated (docs/classification.md#failure-catalogue); daily text relies on the
+// provider's daily reset (docs/lockouts.md#quota-reset).
 var (
 	weeklySignals                = mk("weekly usage limit", "weekly limit", "reached your weekly")
 	sessionSignals               = mk("session usage limit", "session limit reached")
@@ -266,9 +266,9 @@ var (
 )
 
 const (
-	weeklyDefaultMs       = 24 * hour // REFERENCE 4i
-	sessionDefaultMs      = 5 * hour  // REFERENCE 4j
-	subscriptionDefaultMs = 1 * hour  // REFERENCE 4h
+	weeklyDefaultMs       = 24 * hour // docs/classification.md#failure-catalogue
+	sessionDefaultMs      = 5 * hour  // docs/classification.md#failure-catalogue
+	subscriptionDefaultMs = 1 * hour  // docs/classification.md#failure-catalogue
 )
 
 // explicitQuota are the reference's QUOTA patterns (M4.1 step 4) and the
@@ -302,7 +302,7 @@ var broadQuota = []seq{
 	{mk("plan"), mk("limit")},
 }
 
-// concurrencySignals: the account is busy, not exhausted (SPEC §2).
+// concurrencySignals: the account is busy, not exhausted (docs/cooldowns.md).
 var concurrencySignals = mk(
 	"too many concurrent requests", "concurrency limit", "concurrent request limit",
 	"concurrent requests limit", "concurrency exceeded", "concurrency_limit", "parallel request limit",
@@ -310,14 +310,14 @@ var concurrencySignals = mk(
 )
 
 // rateLimitSignals: throttling prose that turns a 400 or 403 into a rate
-// limit (REFERENCE M4.4 step 8; its "non-compliant" is left out: content
+// limit (docs/classification.md#failure-catalogue; its "non-compliant" is left out: content
 // moderation uses the word too).
 var rateLimitSignals = mk(
 	"rate limit", "ratelimit", "rate_limit", "rate-limit", "too many requests",
 	"high frequency", "high-frequency", "high_frequency", "highfrequency", "频繁", "频率",
 )
 
-// perDaySignals mark a gemini 429 as a per-day quota (REFERENCE 4e "rpd").
+// perDaySignals mark a gemini 429 as a per-day quota (docs/classification.md#failure-catalogue "rpd").
 var (
 	perDaySignals = mk("perday", "per day", "per_day", "per-day")
 	rpdWord       = mkPhrase("rpd")
@@ -325,7 +325,7 @@ var (
 
 func isGeminiPerDay(t *text) bool { return t.any(perDaySignals) || t.word(&rpdWord) }
 
-// capacitySignals make a 503 a model_capacity failure (REFERENCE M4.3).
+// capacitySignals make a 503 a model_capacity failure (docs/classification.md#failure-catalogue).
 var capacitySignals = mk("overloaded", "capacity", "high demand")
 
 // credentialSignals are bad-credential texts (AUTH_CREDENTIAL_ERROR_PATTERNS
@@ -341,7 +341,7 @@ var credentialSignals = mk(
 	"oauth 2", "login cookie",
 )
 
-// modelAccessDenied is the model-access-denied family (REFERENCE M4.4): the
+// modelAccessDenied is the model-access-denied family (docs/classification.md#failure-catalogue): the
 // model is unusable on this connection whatever the request says. The
 // reference's "model ... does not support X" phrasing is left out: it names
 // a capability the request needs (tools, images), which is request-scoped,
@@ -365,7 +365,7 @@ func isModelAccessDenied(t *text) bool {
 	return t.anySeq(modelAccessDenied) || t.near(modelWord, accessWords, 60)
 }
 
-// Request-scoped 400 text (REFERENCE M4.4): the request itself cannot
+// Request-scoped 400 text (docs/classification.md#failure-catalogue): the request itself cannot
 // succeed anywhere; the client gets the upstream error.
 var (
 	contextOverflow = []seq{
@@ -400,13 +400,13 @@ func requestScopedDetail(t *text) string {
 	return ""
 }
 
-// modelRetiredSignals make a 404/410 a not-found model (REFERENCE 4b, 4c).
+// modelRetiredSignals make a 404/410 a not-found model (docs/classification.md#failure-catalogue).
 var modelRetiredSignals = mk("no longer available", "end-of-life", "end of life", "deprecated", "retired",
 	"decommissioned", "endpoint has moved", "no longer works", "update your base url")
 
 // resource404 recognises a 404 about a request-scoped resource (a file, a
 // previous response, a thread...), which says nothing about the model
-// (REFERENCE M5 step 2).
+// (docs/cooldowns.md).
 var resource404 = []seq{
 	{mk("no such file", "file not found", "previous_response", "response not found", "item not found",
 		"thread not found", "conversation not found", "batch not found", "upload not found",

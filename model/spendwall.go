@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Spend wall of subscription accounts (SPEC §2b, wire names §11.10).
+// Spend wall of subscription accounts (docs/spendwall.md, wire names docs/spendwall.md#wire-names).
 //
 // A subscription provider answers a spend wall with a 429 whose unified
 // rate-limit status is `rejected`. Two opt-in behaviours per connection
@@ -23,7 +23,7 @@ import (
 // The intercepted 429 never reaches classification: no cooldown, no backoff
 // change, breaker neutral. The lane and its timers live here; the shells
 // only add the header, wait and call the endpoints. Lane state is process
-// memory per connection (SPEC §2b): it is not part of State, so it is never
+// memory per connection (docs/spendwall.md): it is not part of State, so it is never
 // persisted, replicated or restored.
 
 // SpendWallConfig is a connection's opt-in (config key `spendWall`).
@@ -37,7 +37,7 @@ type SpendWallConfig struct {
 // Enabled reports whether either behaviour is on.
 func (c SpendWallConfig) Enabled() bool { return c.SlowLane || c.LimitReset }
 
-// Spend-wall timers (SPEC §2b). They are the provider's protocol, not
+// Spend-wall timers (docs/spendwall.md). They are the provider's protocol, not
 // operator tuning, so they are constants rather than settings.
 const (
 	SlowLaneGraceMs          = 60 * second    // the lane outlives the announced reset by this
@@ -58,7 +58,7 @@ const (
 	LimitResetFailurePauseMs = 15 * minute    // any failure of the reset calls
 )
 
-// Wire names of the anthropic spend wall (SPEC §11.10).
+// Wire names of the anthropic spend wall (docs/spendwall.md#wire-names).
 const (
 	HeaderUnifiedStatus      = "anthropic-ratelimit-unified-status"
 	HeaderUnifiedReset       = "anthropic-ratelimit-unified-reset"
@@ -182,7 +182,7 @@ func parseSpendInstant(v string, now Time) Time {
 	return 0
 }
 
-// LaneState is one connection's spend-wall memory (SPEC §2b).
+// LaneState is one connection's spend-wall memory (docs/spendwall.md).
 type LaneState struct {
 	// Active while the lane runs; it ends lazily at Until.
 	Active bool `json:"active"`

@@ -4,7 +4,7 @@ import "testing"
 
 // BenchmarkSpendWallLaneRequest: one whole request on an active lane
 // (Next → Begin with SlowLane → Record of a 200 `slow-status: active`), the
-// spend wall's hot path (SPEC §2b). Reported, never asserted.
+// spend wall's hot path (docs/spendwall.md). Reported, never asserted.
 func BenchmarkSpendWallLaneRequest(b *testing.B) {
 	e := mustEngine(b, topo(swProvider(laneOnly, 2)), nil)
 	now := at(0)

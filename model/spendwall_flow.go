@@ -2,7 +2,7 @@ package model
 
 import "fmt"
 
-// The spend wall inside a request's Flow (SPEC §2b). Flow.Record hands every
+// The spend wall inside a request's Flow (docs/spendwall.md). Flow.Record hands every
 // outcome to spendWallRecord first; when it intercepts one (a lane accept, a
 // limit-reset attempt, a slot_busy wait) the attempt is released neutrally
 // and the flow remembers what to do next, which Next then returns:

@@ -8,7 +8,7 @@ import (
 )
 
 // TestSpendWallRapidInvariants drives random request sequences through an
-// opted-in connection pair (SPEC §2b) and checks, after every step:
+// opted-in connection pair (docs/spendwall.md) and checks, after every step:
 //   - an intercepted spend-wall 429 (verdict reason spend_wall) never
 //     changes the connection's cooldown, backoff or error fields nor the
 //     provider breaker;

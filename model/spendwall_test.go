@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Spend wall tests (SPEC §2b, wire names §11.10). Every case runs on
+// Spend wall tests (docs/spendwall.md, wire names docs/spendwall.md#wire-names). Every case runs on
 // explicit virtual times from t0.
 
 func swProvider(cfg SpendWallConfig, n int) ProviderConfig {
@@ -105,7 +105,7 @@ func laneOf(t *testing.T, e *Engine, now Time, conn string) LaneState {
 }
 
 func TestSpendWallLaneAcceptRetriesSameConnectionWithoutCooldown(t *testing.T) {
-	// SPEC §2b: accept the offer, retry the SAME connection at once with the
+	// docs/spendwall.md: accept the offer, retry the SAME connection at once with the
 	// lane header; the intercepted 429 never reaches the cooldown path.
 	e := mustEngine(t, topo(swProvider(laneOnly, 2)), nil)
 	reset := at(sec(3600))
@@ -139,7 +139,7 @@ func TestSpendWallLaneAcceptRetriesSameConnectionWithoutCooldown(t *testing.T) {
 }
 
 func TestSpendWallTriggerNeedsOptInRejectedAndOffer(t *testing.T) {
-	// SPEC §2b / §11.10: only a 429 `rejected` on an opted-in connection
+	// docs/spendwall.md / docs/spendwall.md#wire-names: only a 429 `rejected` on an opted-in connection
 	// with a `treatment` offer opens the lane; anything else takes the
 	// normal cooldown path (and fails over to k2).
 	cases := []struct {
@@ -177,7 +177,7 @@ func TestSpendWallTriggerNeedsOptInRejectedAndOffer(t *testing.T) {
 }
 
 func TestSpendWallLaneResponses(t *testing.T) {
-	// SPEC §2b: how a lane response keeps or ends the lane. Ending ones take
+	// docs/spendwall.md: how a lane response keeps or ends the lane. Ending ones take
 	// the normal path (the connection cools); keeping ones leave it alone.
 	reset := at(sec(3600))
 	cases := []struct {
@@ -231,7 +231,7 @@ func TestSpendWallLaneResponses(t *testing.T) {
 }
 
 func TestSpendWallBudgetMemoBlocksReaccept(t *testing.T) {
-	// SPEC §2b: while budget_exhausted is remembered no lane is accepted;
+	// docs/spendwall.md: while budget_exhausted is remembered no lane is accepted;
 	// after it, the next offer is.
 	e := mustEngine(t, topo(swProvider(laneOnly, 1)), func(s *Settings) { s.WaitForCooldown.Enabled = false })
 	reset := at(sec(3600))
@@ -254,7 +254,7 @@ func TestSpendWallBudgetMemoBlocksReaccept(t *testing.T) {
 }
 
 func TestSlowRetryWaitClampAndJitter(t *testing.T) {
-	// SPEC §2b: slow retry-after default 20 s, clamped 5–600 s, ±30 % jitter.
+	// docs/spendwall.md: slow retry-after default 20 s, clamped 5–600 s, ±30 % jitter.
 	cases := []struct {
 		stated int64
 		u      float64
@@ -283,7 +283,7 @@ func TestSlowRetryWaitClampAndJitter(t *testing.T) {
 }
 
 func TestSpendWallSlotBusyWaitsAndRetries(t *testing.T) {
-	// SPEC §2b: slot_busy (429) or 529 on the lane: wait the slow
+	// docs/spendwall.md: slot_busy (429) or 529 on the lane: wait the slow
 	// retry-after (jittered) and retry the same connection on the lane;
 	// nothing cools, the breaker stays neutral.
 	for _, busy := range []Outcome{
@@ -312,7 +312,7 @@ func TestSpendWallSlotBusyWaitsAndRetries(t *testing.T) {
 }
 
 func TestSpendWallSlotBusyBoundedByMaxWaitThenBlocks(t *testing.T) {
-	// SPEC §2b: waiting is bounded by the server's max-wait (clamp min
+	// docs/spendwall.md: waiting is bounded by the server's max-wait (clamp min
 	// 1 min); then the lane ends, the response takes the normal path and
 	// re-accepting is blocked for 10 min.
 	e := mustEngine(t, topo(swProvider(laneOnly, 2)), nil)
@@ -368,7 +368,7 @@ func TestSpendWallSlotBusyBoundedByMaxWaitThenBlocks(t *testing.T) {
 }
 
 func TestSpendWallSlotBusyBoundedByRequestDeadline(t *testing.T) {
-	// SPEC §2b: a wait must end 5 s before the request's own deadline.
+	// docs/spendwall.md: a wait must end 5 s before the request's own deadline.
 	e := mustEngine(t, topo(swProvider(laneOnly, 1)), func(s *Settings) {
 		s.RequestBudget.DeadlineMs = Millis(20 * second)
 		s.WaitForCooldown.Enabled = false
@@ -385,7 +385,7 @@ func TestSpendWallSlotBusyBoundedByRequestDeadline(t *testing.T) {
 }
 
 func TestSpendWallLimitReset(t *testing.T) {
-	// SPEC §2b: the session limit reset is asked for first; `reset` retries
+	// docs/spendwall.md: the session limit reset is asked for first; `reset` retries
 	// the same connection at full speed; already_used / not_offered are
 	// memoised until next_available_at (default one week); any failure
 	// pauses 15 min. Without a reset the lane decision follows.
@@ -425,7 +425,7 @@ func TestSpendWallLimitReset(t *testing.T) {
 }
 
 func TestSpendWallLimitResetMemoAndPauseSkipTheCall(t *testing.T) {
-	// SPEC §2b: while memoised or paused, no usage call; the lane decides.
+	// docs/spendwall.md: while memoised or paused, no usage call; the lane decides.
 	e := mustEngine(t, topo(swProvider(bothOn, 1)), nil)
 	calls := 0
 	fail := func(ConnRef) LimitResetResult { calls++; return LimitResetResult{Outcome: LimitResetFailed} }
@@ -447,7 +447,7 @@ func TestSpendWallLimitResetMemoAndPauseSkipTheCall(t *testing.T) {
 }
 
 func TestSpendWallNoResetNoLaneTakesNormalPath(t *testing.T) {
-	// SPEC §2b: the reset failed and no lane offer: the held 429 is
+	// docs/spendwall.md: the reset failed and no lane offer: the held 429 is
 	// classified normally (cooldown with the stated hint) and the request
 	// fails over.
 	e := mustEngine(t, topo(swProvider(bothOn, 2)), nil)
@@ -483,7 +483,7 @@ func TestSpendWallOneLimitResetRoundPerRequest(t *testing.T) {
 }
 
 func TestReadSpendSignal(t *testing.T) {
-	// SPEC §11.10 wire names; garbled values count as absent.
+	// docs/spendwall.md#wire-names wire names; garbled values count as absent.
 	now := at(0)
 	cases := []struct {
 		name string

@@ -65,7 +65,7 @@ func (e *Engine) Changes() []Change {
 func (e *Engine) PendingChanges() int { return len(e.changes) }
 
 // State is the engine's whole state as a plain value: everything a restart
-// must restore so that no later decision changes (SPEC "does better" 14).
+// must restore so that no later decision changes (docs/store.md#restore).
 // Records are sorted by provider, connection and key.
 type State struct {
 	Providers   []ProviderRecord   `json:"providers"`

@@ -37,7 +37,7 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 }
 
 func TestDurableDropsProcessLocalState(t *testing.T) {
-	// SPEC "does better" 2/14: in-flight attempts and outstanding probes die
+	// docs/breaker.md#half-open/14: in-flight attempts and outstanding probes die
 	// with the process; a restored HALF_OPEN breaker gets its probe budget back.
 	e := mustEngine(t, topo(oneProvider("p", ProfileLocal, 2)), nil)
 	hit(t, e, at(0), "p", "k1", "m1", status(503))
@@ -119,7 +119,7 @@ func TestTopologyValidation(t *testing.T) {
 }
 
 func TestHealthViews(t *testing.T) {
-	// SPEC §9: breakers and every connection's cooldown in one place; reads
+	// docs/README.md#troubleshooting: breakers and every connection's cooldown in one place; reads
 	// refresh expired state.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), func(s *Settings) { s.ModelLockout.Enabled = true })
 	hit(t, e, at(0), "p", "k1", "m1", status(503))
@@ -144,7 +144,7 @@ func TestHealthViews(t *testing.T) {
 }
 
 func TestClearCooldownsSkipsTerminal(t *testing.T) {
-	// SPEC §3b: the cooldown manager clears cooldowns and lockouts, shows
+	// docs/api.md#cooldown-manager: the cooldown manager clears cooldowns and lockouts, shows
 	// terminal states but never clears them.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 3)), func(s *Settings) { s.ModelLockout.Enabled = true })
 	hit(t, e, at(0), "p", "k1", "m1", status(503))
@@ -195,7 +195,7 @@ func TestEnumTextRoundTrip(t *testing.T) {
 }
 
 func TestUntilDailyReset(t *testing.T) {
-	// SPEC "does better" 9: the provider's dailyResetUtc, never host midnight.
+	// docs/lockouts.md#quota-reset: the provider's dailyResetUtc, never host midnight.
 	cases := []struct {
 		now      Time
 		resetMin int
@@ -263,7 +263,7 @@ func TestNearestName(t *testing.T) {
 }
 
 func TestSetCredentialRetiresATerminalKey(t *testing.T) {
-	// SPEC §11.7: a credentials change clears a terminal state. The state
+	// docs/api.md#operator-actions: a credentials change clears a terminal state. The state
 	// outlives the change and is shared (it is stored; the runtime key is
 	// not): a process that holds the old, banned key — a restart on the
 	// config file, a replica that never got the new key — must keep it

@@ -1,7 +1,7 @@
 package model
 
-// The SSE error event that ends a committed stream (SPEC §6, "does better"
-// 15) names why the stream ended. Both shells take the code from here, so a
+// The SSE error event that ends a committed stream (docs/streams.md#abort,
+// docs/classification.md#restatement) names why the stream ended. Both shells take the code from here, so a
 // replayed scenario and a simulated one report the same code.
 
 // Stream error codes of the event that ends a committed stream.

@@ -139,7 +139,7 @@ func TestScanChatChunkUsageAsAnyKey(t *testing.T) {
 }
 
 // FuzzScanChatChunk: whenever the scanner answers, it answers exactly what
-// the decoder answers (SPEC §6: the watchdogs see the same progress
+// the decoder answers (docs/streams.md: the watchdogs see the same progress
 // whichever path read the event).
 func FuzzScanChatChunk(f *testing.F) {
 	for _, s := range chatChunkSeeds {

@@ -8,7 +8,7 @@ import (
 )
 
 // Strategy orders candidates: connections inside a provider, or a combo's
-// targets (SPEC §8). Randomness only comes from the engine's seeded source.
+// targets (docs/selection.md#strategies). Randomness only comes from the engine's seeded source.
 type Strategy uint8
 
 const (
@@ -53,7 +53,7 @@ type ProviderConfig struct {
 	// PerModelQuota overrides the type's default (true for gemini and local).
 	PerModelQuota *bool `json:"perModelQuota,omitempty"`
 	// EgressBucketed marks a free tier limited per egress IP, not per
-	// account (SPEC §7); default true for type opencode.
+	// account (docs/classification.md); default true for type opencode.
 	EgressBucketed *bool `json:"egressBucketed,omitempty"`
 	// DailyResetUTC is "HH:MM", when this provider's daily quota resets.
 	DailyResetUTC string `json:"dailyResetUtc,omitempty"`
@@ -62,7 +62,7 @@ type ProviderConfig struct {
 	// trailing "*", by prefix.
 	QuotaFamilies map[string][]string `json:"quotaFamilies,omitempty"`
 	Connections   []ConnectionConfig  `json:"connections"`
-	// MaxConcurrent is the provider-wide cap of the composite gate (SPEC §4;
+	// MaxConcurrent is the provider-wide cap of the composite gate (docs/admission.md#concurrency-gates;
 	// read by the simulator's gate, the proxy keeps a live copy); 0 = none.
 	MaxConcurrent int `json:"maxConcurrent,omitempty"`
 }
@@ -73,7 +73,7 @@ type ConnectionConfig struct {
 	Priority       int    `json:"priority,omitempty"`
 	Weight         int    `json:"weight,omitempty"`
 	DisableCooling bool   `json:"disableCooling,omitempty"`
-	// Admission (SPEC §4, §5). The engine reads RateLimitProtection (who
+	// Admission (docs/admission.md#concurrency-gates, docs/admission.md). The engine reads RateLimitProtection (who
 	// goes through the admission queue), MaxConcurrent and
 	// ModelConcurrency (a full connection is ordered after free siblings;
 	// Engine.SetCaps follows PUT /api/providers); the simulator's queue
@@ -85,10 +85,10 @@ type ConnectionConfig struct {
 	Limits              ConnLimits     `json:"limits,omitempty"`
 	MaxWaitMs           int64          `json:"maxWaitMs,omitempty"`
 	// EgressIP is a configured egress address (an egress proxy); the
-	// shells feed it to SetEgressIP for every attempt (SPEC §7).
+	// shells feed it to SetEgressIP for every attempt (docs/cooldowns.md#egress-buckets).
 	EgressIP string `json:"egressIp,omitempty"`
 	// SpendWall opts the connection into the spend-wall lane and session
-	// limit reset (SPEC §2b; model/spendwall.go).
+	// limit reset (docs/spendwall.md; model/spendwall.go).
 	SpendWall SpendWallConfig `json:"spendWall,omitzero"`
 }
 
@@ -98,7 +98,7 @@ type ComboConfig struct {
 	Strategy Strategy      `json:"strategy"`
 	Targets  []ComboTarget `json:"targets"`
 	// Mode "quota-share": several client keys share one upstream account;
-	// admission fails open (SPEC §4). "" = an ordinary combo.
+	// admission fails open (docs/admission.md#concurrency-gates). "" = an ordinary combo.
 	Mode string `json:"mode,omitempty"`
 }
 

@@ -1,6 +1,6 @@
 package model
 
-// ProviderTypes are the provider types of SPEC §11.2: a type selects the
+// ProviderTypes are the provider types of docs/classification.md#provider-types: a type selects the
 // provider's wire adapter and its built-in rules. A config file and a
 // scenario file refuse any other value, because an unknown type would
 // silently run without its rules.

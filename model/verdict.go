@@ -22,7 +22,7 @@ const (
 	// counts against upstream health.
 	OutcomeLocalQueue
 	// OutcomeQuality: the gateway's output validation rejected the answer
-	// (e.g. empty content); the synthetic 502 of SPEC §3.
+	// (e.g. empty content); the synthetic 502 of docs/lockouts.md.
 	OutcomeQuality
 )
 
@@ -86,7 +86,7 @@ type ClassifyContext struct {
 	ProviderType  string // openai, anthropic, gemini, local, glm, agentrouter, opencode
 	Model         string // upstream model id
 	Profile       Profile
-	PerModelQuota bool // SPEC §11.2: quota is per model on this provider
+	PerModelQuota bool // docs/classification.md#provider-types: quota is per model on this provider
 	Now           Time // for HTTP-date and absolute reset hints
 }
 
@@ -198,7 +198,7 @@ type Verdict struct {
 	Scope   Scope // the layer the failure belongs to
 	Breaker BreakerEffect
 	Kind    FailureKind // with BreakerFailure
-	// Transport failures are also deduplicated per provider (SPEC §11.3).
+	// Transport failures are also deduplicated per provider (docs/classification.md#verdicts).
 	Transport bool
 	Conn      ConnAction
 	Terminal  ConnStatus // with ConnTerminal
@@ -210,7 +210,7 @@ type Verdict struct {
 	Lockout  LockoutAction
 	Next     Next
 	// WindowCounts: the failure counts in the optional provider cooldown
-	// window gate (SPEC §1b).
+	// window gate (docs/breaker.md#provider-cooldown).
 	WindowCounts bool
 	// ClientStatus is the status the client sees if this is the final answer
 	// (after restatement); ClientRetryAfterMs a retry hint for the client only.

@@ -9,7 +9,7 @@ import (
 	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
 
-// StreamEvent is what one SSE event means to the stream watchdogs (SPEC §6).
+// StreamEvent is what one SSE event means to the stream watchdogs (docs/streams.md).
 type StreamEvent struct {
 	// UsefulBytes counts UTF-8 bytes of model text output.
 	UsefulBytes int
@@ -154,8 +154,8 @@ func decodeStreamEvent(data []byte) StreamEvent {
 
 // Watchdog holds both stream watchdogs of one upstream attempt. It is fed
 // every event (Observe) and ticked by the shell's timer (Check), so a silent
-// stream is caught by time, not only when a chunk arrives (SPEC "does
-// better" 18).
+// stream is caught by time, not only when a chunk arrives (
+// docs/streams.md#watchdogs-run-on-timers).
 type Watchdog struct {
 	start        Time
 	lastProgress Time
@@ -246,7 +246,7 @@ func (w *Watchdog) Check(now Time) (OutcomeKind, bool) {
 }
 
 // StreamErrorStatus reads the status an error event inside a 200 SSE
-// stream states (SPEC "does better" 15): a numeric code or status, else a
+// stream states (docs/classification.md#restatement): a numeric code or status, else a
 // status implied by the error type, else 500; and its message.
 func StreamErrorStatus(data []byte) (int, string) {
 	var e struct {
@@ -281,7 +281,7 @@ func StreamErrorStatus(data []byte) (int, string) {
 }
 
 // LegitimateEmpty reports whether a finish reason makes a stream without
-// text a valid answer (REFERENCE M14); any other empty stream is the
+// text a valid answer (docs/streams.md); any other empty stream is the
 // output-validation failure (OutcomeQuality).
 func LegitimateEmpty(finish string) bool {
 	switch finish {

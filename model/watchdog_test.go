@@ -27,13 +27,13 @@ func TestParseStreamEvent(t *testing.T) {
 	}
 	for _, c := range cases {
 		if got := ParseStreamEvent([]byte(c.data)); got != c.want {
-			t.Errorf("SPEC §6 %s: got %+v, want %+v", c.name, got, c.want)
+			t.Errorf("docs/streams.md %s: got %+v, want %+v", c.name, got, c.want)
 		}
 	}
 }
 
 func TestStallWatchdog(t *testing.T) {
-	// SPEC §6 / §2: no model output for the stall budget aborts; reasoning
+	// docs/streams.md / docs/cooldowns.md: no model output for the stall budget aborts; reasoning
 	// frames restart the budget; heartbeats do not; timers catch silence.
 	s := DefaultSettings()
 	s.UpstreamTimeouts.FirstContentMs = 5000
@@ -64,7 +64,7 @@ func TestStallWatchdog(t *testing.T) {
 }
 
 func TestThroughputWatchdog(t *testing.T) {
-	// SPEC §6: opt-in; needs warm-up plus a full window; aborts below the
+	// docs/streams.md: opt-in; needs warm-up plus a full window; aborts below the
 	// rate; suspends judgement while tool calls or reasoning are in flight.
 	s := DefaultSettings()
 	s.StreamRecovery.ThroughputWatchdog = ThroughputWatchdog{Enabled: true, WarmupMs: 10000, WindowMs: 10000, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1}
@@ -115,7 +115,7 @@ func FuzzParseStreamEvent(f *testing.F) {
 }
 
 func TestParseStreamEventFinishAndError(t *testing.T) {
-	// One reading per event (SPEC §6, "does better" 15): the finish reason
+	// One reading per event (docs/streams.md, docs/classification.md#restatement): the finish reason
 	// and an in-stream error object with the status it states come from
 	// ParseStreamEvent, so the shell parses each event once.
 	if ev := ParseStreamEvent([]byte(`{"choices":[{"delta":{},"finish_reason":"length"}]}`)); ev.FinishReason != "length" || ev.Error {
@@ -135,7 +135,7 @@ func TestParseStreamEventFinishAndError(t *testing.T) {
 }
 
 func TestStreamErrorStatus(t *testing.T) {
-	// SPEC "does better" 15: the status an in-stream error states.
+	// docs/classification.md#restatement: the status an in-stream error states.
 	cases := map[string]int{
 		`{"error":{"code":429,"message":"slow down"}}`:                    429,
 		`{"error":{"code":"503"}}`:                                        503,
@@ -154,7 +154,7 @@ func TestStreamErrorStatus(t *testing.T) {
 }
 
 func TestLegitimateEmpty(t *testing.T) {
-	// REFERENCE M14: finish reasons that make a stream without text valid.
+	// docs/streams.md: finish reasons that make a stream without text valid.
 	for f, want := range map[string]bool{"length": true, "tool_calls": true, "content_filter": true, "function_call": true, "stop": false, "": false} {
 		if LegitimateEmpty(f) != want {
 			t.Errorf("LegitimateEmpty(%q) != %v", f, want)

@@ -13,11 +13,11 @@ import (
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
-// TestGatewayConfigCarriesScenarioKeys pins CONTRACTS §4 ("the same
+// TestGatewayConfigCarriesScenarioKeys pins docs/scenarios.md ("the same
 // decisions"): every admission, egress, spend-wall and combo key the
-// scenario loader accepts reaches the generated gateway config (SPEC §4,
-// §5, §7, §2b), and lease actions get a traffic key plus one managed key
-// per leased connection (SPEC §2d).
+// scenario loader accepts reaches the generated gateway config (docs/admission.md#concurrency-gates,
+// docs/admission.md, docs/classification.md, docs/spendwall.md), and lease actions get a traffic key plus one managed key
+// per leased connection (docs/leases.md).
 func TestGatewayConfigCarriesScenarioKeys(t *testing.T) {
 	cg := gatewayConfig(load(t, "composite-gate-caps.yaml"), "127.0.0.1:1", "m", nil)
 	p := cg.Providers[0]
@@ -87,7 +87,7 @@ func TestScaleCoversAdmissionAndSpendWallDurations(t *testing.T) {
 	}
 }
 
-// TestLimitResetHandlerAnswers pins SPEC §2b / §11.10 as the gateway reads
+// TestLimitResetHandlerAnswers pins docs/spendwall.md / docs/spendwall.md#wire-names as the gateway reads
 // it (proxy/spendwall.go callLimitReset): each resetAnswer result becomes
 // the usage / reset answers that make the gateway see that outcome.
 func TestLimitResetHandlerAnswers(t *testing.T) {

@@ -37,7 +37,7 @@ type Diff struct {
 func (d Diff) String() string { return fmt.Sprintf("%s: sim %s, gateway %s", d.What, d.Sim, d.Gateway) }
 
 // Compare lists every difference between what the simulator decided and
-// what the replayed gateway did (CONTRACTS §4 "same decisions"): per
+// what the replayed gateway did (docs/scenarios.md "same decisions"): per
 // request its status, servedBy, attempts, typed error code and result; per `at:`
 // expect every breaker's state and failure count, every connection's
 // status, backoff level, last error and uses, and the set of lockouts
@@ -70,7 +70,7 @@ func Compare(s *Observed, g *Result) []Diff {
 			add(what+" attempts", fmt.Sprint(a.Attempts), attemptsStr(b.Attempts))
 		}
 		if a.Code != "" {
-			// A typed gateway error (SPEC §11.4) or client_abort; for
+			// A typed gateway error (docs/errors.md) or client_abort; for
 			// an upstream error the client gets the upstream's own body
 			// and code, which the simulator does not model.
 			add(what+" code", a.Code, b.Code)

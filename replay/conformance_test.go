@@ -13,7 +13,7 @@ import (
 )
 
 // conformance lists the library scenarios played both in the simulator and
-// against a real gateway (DESIGN "one model, two shells"; CONTRACTS §4
+// against a real gateway (docs/README.md#one-model-two-shells; docs/scenarios.md
 // "same decisions"), each with the speed-up that keeps its decisions off
 // timing knife-edges. docs/replay.md lists the scenarios left out and why.
 var conformance = []struct {
@@ -21,35 +21,35 @@ var conformance = []struct {
 	speed float64
 	pins  string // what it covers
 }{
-	{"failover-one-500.yaml", 4, "SPEC §2 fail-over on a 500, connection cooldown 3 s, success clears"},
-	{"failover-reset-before-headers.yaml", 4, "SPEC §1 transport failure counts, deduplicated; fail-over"},
-	{"failover-429-retry-after.yaml", 4, "SPEC §2 429 + Retry-After: fail over at once, cool for exactly the hint"},
-	{"failover-malformed-chunk.yaml", 4, "SPEC §6 output validation: a malformed chunk fails over"},
-	{"contracts-example.yaml", 4, "CONTRACTS §4 example: cooldown fail-over, combo fall-back, operator reset-breaker"},
-	{"wait-never-bridges-breaker.yaml", 4, "SPEC §1/§4b breaker OPEN on a combo target, never waited across"},
-	{"backoff-escalates-across-requests.yaml", 4, "SPEC does-better 1: backoff escalates across requests"},
-	{"local-404-lockout.yaml", 4, "SPEC §3 model lockout of a local 404, combo moves on"},
-	{"emergency-fallback.yaml", 4, "SPEC §11.7 emergency fallback, terminal credits_exhausted"},
-	{"wait-for-cooldown.yaml", 1, "SPEC §4b waitForCooldown re-selects after a short cooldown; a long Retry-After is not waited"},
-	{"thundering-herd.yaml", 4, "SPEC §2 thundering-herd guard: concurrent failures escalate once"},
-	{"concurrency-limit-429.yaml", 4, "SPEC §2 concurrency-limited 429: 1 s cooldown, backoff kept, breaker-neutral"},
-	{"failover-stream-cut-committed.yaml", 4, "SPEC §6 a stream cut after commit ends with the model's SSE error code, never replayed"},
-	{"stall-cooldown-opt-in.yaml", 4, "SPEC §6 streamStallCooldown opt-in: a stall cools the connection"},
-	{"quota-share-fail-open.yaml", 4, "SPEC §4 quota-share combo fails open on its queue budget; the same cap is hard for ordinary requests"},
-	{"composite-gate-caps.yaml", 4, "SPEC §4 composite gate: provider and per-model caps, SEMAPHORE_TIMEOUT, neutral for health"},
-	{"rate-limit-protection.yaml", 4, "SPEC §5 rpm / minTimeMs pacing, apikey safety net, learned x-ratelimit-* pause"},
-	{"egress-bucket-siblings.yaml", 4, "SPEC §7 egress-bucketed 429 cools siblings on the same configured egress IP"},
-	{"lease-held-routed-around.yaml", 4, "SPEC §2d traffic without a lease is routed around leased connections (lease_held)"},
-	{"spendwall-slot-busy.yaml", 4, "SPEC §2b slow lane: slot_busy waits and retries the same connection, nothing cools"},
-	{"spendwall-limit-reset.yaml", 16, "SPEC §2b session limit reset first, memoised; then the lane"},
-	{"execution-bound.yaml", 2, "SPEC §5 / §11.4 the execution bound cuts a stream: RATE_LIMIT_EXECUTION_TIMEOUT, neutral for health"},
-	{"failover-stream-cut.yaml", 2, "SPEC §6 a cut answer fails over before commit (a buffered client's whole answer, a stream's first chunks)"},
-	{"failover-stall.yaml", 4, "SPEC §6 a stall before content is retried once on the same account, then fails over, never cooling it"},
-	{"gate-before-pacing.yaml", 1, "SPEC §4 / §5 the gate before pacing: a gate refusal books no rpm slot"},
-	{"all-excluded-answers.yaml", 4, "SPEC §4b / §11.4 the typed answers when every target is excluded, by route and reason"},
+	{"failover-one-500.yaml", 4, "docs/cooldowns.md fail-over on a 500, connection cooldown 3 s, success clears"},
+	{"failover-reset-before-headers.yaml", 4, "docs/breaker.md transport failure counts, deduplicated; fail-over"},
+	{"failover-429-retry-after.yaml", 4, "docs/cooldowns.md 429 + Retry-After: fail over at once, cool for exactly the hint"},
+	{"failover-malformed-chunk.yaml", 4, "docs/streams.md output validation: a malformed chunk fails over"},
+	{"contracts-example.yaml", 4, "docs/scenarios.md example: cooldown fail-over, combo fall-back, operator reset-breaker"},
+	{"wait-never-bridges-breaker.yaml", 4, "docs/breaker.md/docs/selection.md#waiting-for-a-cooldown breaker OPEN on a combo target, never waited across"},
+	{"backoff-escalates-across-requests.yaml", 4, "docs/cooldowns.md#backoff: backoff escalates across requests"},
+	{"local-404-lockout.yaml", 4, "docs/lockouts.md model lockout of a local 404, combo moves on"},
+	{"emergency-fallback.yaml", 4, "docs/api.md#operator-actions emergency fallback, terminal credits_exhausted"},
+	{"wait-for-cooldown.yaml", 1, "docs/selection.md#waiting-for-a-cooldown waitForCooldown re-selects after a short cooldown; a long Retry-After is not waited"},
+	{"thundering-herd.yaml", 4, "docs/cooldowns.md thundering-herd guard: concurrent failures escalate once"},
+	{"concurrency-limit-429.yaml", 4, "docs/cooldowns.md concurrency-limited 429: 1 s cooldown, backoff kept, breaker-neutral"},
+	{"failover-stream-cut-committed.yaml", 4, "docs/streams.md a stream cut after commit ends with the model's SSE error code, never replayed"},
+	{"stall-cooldown-opt-in.yaml", 4, "docs/streams.md streamStallCooldown opt-in: a stall cools the connection"},
+	{"quota-share-fail-open.yaml", 4, "docs/admission.md#concurrency-gates quota-share combo fails open on its queue budget; the same cap is hard for ordinary requests"},
+	{"composite-gate-caps.yaml", 4, "docs/admission.md#concurrency-gates composite gate: provider and per-model caps, SEMAPHORE_TIMEOUT, neutral for health"},
+	{"rate-limit-protection.yaml", 4, "docs/admission.md rpm / minTimeMs pacing, apikey safety net, learned x-ratelimit-* pause"},
+	{"egress-bucket-siblings.yaml", 4, "docs/cooldowns.md#egress-buckets egress-bucketed 429 cools siblings on the same configured egress IP"},
+	{"lease-held-routed-around.yaml", 4, "docs/leases.md traffic without a lease is routed around leased connections (lease_held)"},
+	{"spendwall-slot-busy.yaml", 4, "docs/spendwall.md slow lane: slot_busy waits and retries the same connection, nothing cools"},
+	{"spendwall-limit-reset.yaml", 16, "docs/spendwall.md session limit reset first, memoised; then the lane"},
+	{"execution-bound.yaml", 2, "docs/admission.md / docs/errors.md the execution bound cuts a stream: RATE_LIMIT_EXECUTION_TIMEOUT, neutral for health"},
+	{"failover-stream-cut.yaml", 2, "docs/streams.md a cut answer fails over before commit (a buffered client's whole answer, a stream's first chunks)"},
+	{"failover-stall.yaml", 4, "docs/streams.md a stall before content is retried once on the same account, then fails over, never cooling it"},
+	{"gate-before-pacing.yaml", 1, "docs/admission.md#concurrency-gates / docs/admission.md the gate before pacing: a gate refusal books no rpm slot"},
+	{"all-excluded-answers.yaml", 4, "docs/selection.md#waiting-for-a-cooldown / docs/errors.md the typed answers when every target is excluded, by route and reason"},
 }
 
-// TestConformanceSimVsGateway pins CONTRACTS §4 ("the same decisions"): for
+// TestConformanceSimVsGateway pins docs/scenarios.md ("the same decisions"): for
 // each scenario above, every request's status, servedBy, attempts, code and
 // result, and every state read at an `at:` expect, are the same in the
 // simulator (virtual time) and through a real gateway and fault upstream

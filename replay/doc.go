@@ -1,4 +1,4 @@
-// Package replay plays a scenario file (CONTRACTS §4) against a real
+// Package replay plays a scenario file (docs/scenarios.md) against a real
 // gateway on the wall clock — `breakwater replay` — and checks the same
 // `expect`s the simulator checks, through the client API and the
 // management API only.

@@ -13,7 +13,7 @@ import (
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
-// The lease actions (SPEC §2d; sim/lease.go, docs/scenarios.md): a managed
+// The lease actions (docs/leases.md; sim/lease.go, docs/scenarios.md): a managed
 // client outside the scenario's traffic holds a connection, and the
 // traffic (which carries no lease) is routed around it (lease_held). The
 // replay does what such a client does against the gateway: a client key

@@ -12,7 +12,7 @@ import (
 )
 
 // limitResetHandler answers the spend wall's usage and reset endpoints
-// (SPEC §2b, wire names §11.10; proxy/spendwall.go callLimitReset) as the
+// (docs/spendwall.md, wire names docs/spendwall.md#wire-names; proxy/spendwall.go callLimitReset) as the
 // scenario's `spendWall.resetAnswer` says, per connection (the API key
 // names it), and passes everything else to the fault upstream. It is the
 // replay's counterpart of sim/spendwall.go: the simulator hands the model

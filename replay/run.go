@@ -95,7 +95,7 @@ type Result struct {
 	States     []sim.StateObservation   `json:"states"`
 }
 
-// event kinds, in their order at one instant (CONTRACTS §4: actions, then
+// event kinds, in their order at one instant (docs/scenarios.md: actions, then
 // arrivals, then expects).
 const (
 	evAction = iota

@@ -15,7 +15,7 @@ import (
 )
 
 // Scale returns a copy of sc with every duration of the file and of its
-// settings divided by speed (CONTRACTS §4: `replay -speed N`), and the
+// settings divided by speed (docs/scenarios.md: `replay -speed N`), and the
 // things it could not scale exactly, as warnings:
 //
 //   - offsets (traffic, actions, rules, expects), gaps, client timeouts,

@@ -19,7 +19,7 @@ func load(t *testing.T, name string) *sim.Scenario {
 	return sc
 }
 
-// TestScaleDividesEveryDuration pins CONTRACTS §4 `replay -speed N`: every
+// TestScaleDividesEveryDuration pins docs/scenarios.md `replay -speed N`: every
 // duration of the file and of its settings is divided by N, Retry-After
 // headers too, and the original scenario is not modified.
 func TestScaleDividesEveryDuration(t *testing.T) {
@@ -86,7 +86,7 @@ func TestScaleWarnsWhatItCannotScale(t *testing.T) {
 
 // TestScaledScenarioSimulatesAlike checks the scaling itself: the
 // simulator takes the same decisions on a file and on its scaled copy when
-// the file uses no constant the scaling cannot reach (SPEC §11.1 settings
+// the file uses no constant the scaling cannot reach (docs/settings.md#layers settings
 // only).
 func TestScaledScenarioSimulatesAlike(t *testing.T) {
 	for _, name := range []string{"contracts-example.yaml", "failover-one-500.yaml", "failover-persistent-503.yaml"} {

@@ -11,7 +11,7 @@ import (
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
-// TestReplayAgainstTarget pins the -target mode (CONTRACTS §4): a gateway
+// TestReplayAgainstTarget pins the -target mode (docs/scenarios.md): a gateway
 // already running (configured by its operator) and a `breakwater upstream`
 // given with -upstream; replay installs the file's rules there, cleans the
 // gateway's state first, and checks the same expects.
@@ -45,7 +45,7 @@ func TestReplayAgainstTarget(t *testing.T) {
 	}
 }
 
-// TestReplayTargetTwiceCountsThisRunsUses pins CONTRACTS §4 "same
+// TestReplayTargetTwiceCountsThisRunsUses pins docs/scenarios.md "same
 // decisions" for -target: a connection's use counter cannot be reset over the
 // management API, so a second replay on the same gateway must count `uses`
 // (expects and -compare) from its own start, as the first run did.

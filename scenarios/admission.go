@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Connection admission keys (SPEC §4, §5): the simulator runs the same
+// Connection admission keys (docs/admission.md#concurrency-gates, docs/admission.md): the simulator runs the same
 // limiter and concurrency gate as the gateway (sim/admission.go), so these
 // keys mean in a scenario what they mean in the config file.
 var rateLimitKeys = []string{"rpm", "minTimeMs", "maxWaitMs", "executionMaxWaitMs", "modelConcurrency"}
@@ -55,7 +55,7 @@ func (l *loader) connAdmission(key string, v *yaml.Node, f string, c *model.Conn
 }
 
 // millis decodes a *Ms value: an integer of milliseconds or a Go duration
-// string (SPEC §11.1).
+// string (docs/settings.md#layers).
 func (l *loader) millis(v *yaml.Node, f string) int64 {
 	if v != nil && v.Kind == yaml.ScalarNode {
 		if n, err := strconv.ParseInt(strings.TrimSpace(v.Value), 10, 64); err == nil {
@@ -69,7 +69,7 @@ func (l *loader) millis(v *yaml.Node, f string) int64 {
 	return l.d.Duration(v, f).Milliseconds()
 }
 
-// comboMode decodes a combo's mode: "" or quota-share (SPEC §4).
+// comboMode decodes a combo's mode: "" or quota-share (docs/admission.md#concurrency-gates).
 func (l *loader) comboMode(v *yaml.Node, f string) string {
 	s := l.d.String(v, f)
 	if s != "" && s != "quota-share" {

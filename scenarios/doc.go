@@ -1,4 +1,4 @@
-// Package scenarios owns the scenario file format of CONTRACTS §4 —
+// Package scenarios owns the scenario file format of docs/scenarios.md —
 // recorded incidents and what-if runs — its loader, and the library of
 // scenarios that pin every resilience rule (scenarios/library/*.yaml, run
 // by `go test` and so by `make test`).

@@ -257,7 +257,7 @@ func (l *loader) providers(n *yaml.Node) {
 				p.ID = l.d.String(v, ff)
 			case "type":
 				p.Type = l.d.String(v, ff)
-				l.checkName(v, ff, "provider type", p.Type, model.ProviderTypes) // SPEC §11.2
+				l.checkName(v, ff, "provider type", p.Type, model.ProviderTypes) // docs/classification.md#provider-types
 			case "profile":
 				s := l.d.String(v, ff)
 				pr, err := model.ParseProfile(s)

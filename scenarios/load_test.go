@@ -39,7 +39,7 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		{"unknown model", strings.Replace(base, "model: glm/glm-5", "model: glm/glm-9", 1), `traffic[0].model: model_not_found`},
 		{"settings not a mapping", base + "settings: 5\n", `t.yaml:6:11: settings: settings must be an object, got 5`},
 		{"count out of range", strings.Replace(base, "count: 3", "count: 1000000000000", 1), `traffic[0].count: 1000000000000 is out of range`},
-		// SPEC §11.2: the type selects the built-in rules; an unknown one would run without them.
+		// docs/classification.md#provider-types: the type selects the built-in rules; an unknown one would run without them.
 		{"unknown provider type", strings.Replace(base, "type: glm,", "type: locl,", 1), `t.yaml:3:21: providers[0].type: unknown provider type "locl" (did you mean "local"?)`},
 		{"bad strategy", base + "combos:\n  - {id: c, strategy: prority, targets: [glm/glm-5]}\n", `unknown strategy "prority" (did you mean "priority"?)`},
 		{"combo target model", base + "combos:\n  - {id: c, targets: [glm/glm-9]}\n", `combos[0].targets[0].model: provider "glm" does not list model "glm-9"`},
@@ -167,7 +167,7 @@ func FuzzLoad(f *testing.F) {
 }
 
 // TestLoadReportsEachProblemOnce pins "errors name file, line and field"
-// (CONTRACTS §4) without noise: a wrong type is one error, not also the range
+// (docs/scenarios.md) without noise: a wrong type is one error, not also the range
 // check of the zero it decoded to, and an expect whose only key is misspelt
 // gets the "did you mean", not also "checks nothing".
 func TestLoadReportsEachProblemOnce(t *testing.T) {

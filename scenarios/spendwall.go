@@ -10,7 +10,7 @@ import (
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
-// Spend wall keys of a scenario connection (SPEC §2b, docs/scenarios.md):
+// Spend wall keys of a scenario connection (docs/spendwall.md, docs/scenarios.md):
 //
 //	spendWall:
 //	  slowLane: true          # accept the low-priority lane offer

@@ -6,7 +6,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// The simulator's admission stage (SPEC §4, §5), the virtual-time twin of
+// The simulator's admission stage (docs/admission.md#concurrency-gates, docs/admission.md), the virtual-time twin of
 // proxy/ratelimit.go and proxy/admission.go: an attempt the flow began first
 // passes the composite concurrency gate (model.Admit: global → provider →
 // connection → model, quota-share fail-open), then its connection's limiter
@@ -47,7 +47,7 @@ type queued struct {
 	granted  bool   // the gate handed it a slot; evAdmitGo paces it
 	booked   int64  // the limiter slot pace booked (Recheck gives it back on a refusal)
 	failOpen bool
-	noConn   bool // quota-share with its serialization off (SPEC §4)
+	noConn   bool // quota-share with its serialization off (docs/admission.md#concurrency-gates)
 	// checked: the selection invariants ran when the attempt entered the
 	// queue (selection time); begin must not re-check them at dispatch,
 	// when its connection may have started cooling meanwhile (the proxy
@@ -122,7 +122,7 @@ func (s *sim) admit(id int32, a *model.Attempt) {
 	ref := model.ConnRef{Provider: a.Provider, Connection: a.Connection}
 	c := s.connCfg(ref)
 	if c != nil && c.EgressIP != "" {
-		// The attempt goes out from the connection's egress IP (SPEC §7):
+		// The attempt goes out from the connection's egress IP (docs/cooldowns.md#egress-buckets):
 		// known before its outcome is recorded, as in the proxy.
 		_ = s.eng.SetEgressIP(s.now, ref, c.EgressIP)
 		s.drain()
@@ -420,7 +420,7 @@ func (s *sim) afterAttempt(id int32, a *model.Attempt, o *model.Outcome, v *mode
 	}
 }
 
-// quotaShare: the request's route is a quota-share combo (SPEC §4).
+// quotaShare: the request's route is a quota-share combo (docs/admission.md#concurrency-gates).
 func (s *sim) quotaShare(id int32) bool {
 	r := &s.reqs[id].flow.Route
 	if !r.IsCombo() {

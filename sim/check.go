@@ -185,7 +185,7 @@ func (s *sim) flushPending() {
 }
 
 // RecoveryBound is the longest any self-healing state may last after the
-// faults end (SPEC §9: every self-healing state has a future expiry): the
+// faults end (docs/README.md#troubleshooting: every self-healing state has a future expiry): the
 // largest timer the settings allow.
 func RecoveryBound(st *model.Settings) int64 {
 	b := max(int64(st.ConnectionCooldown.MaxCooldownMs), int64(st.ConnectionCooldown.MaxStatedResetMs),

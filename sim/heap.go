@@ -2,7 +2,7 @@ package sim
 
 import "github.com/breakwater-gw/breakwater/model"
 
-// Event classes fix the order at one instant (CONTRACTS §4): operator
+// Event classes fix the order at one instant (docs/scenarios.md): operator
 // actions first, then request arrivals and upstream events, then expects.
 const (
 	classAction uint8 = iota

@@ -4,7 +4,7 @@ import (
 	"slices"
 )
 
-// Exclusive session leases in the simulator (SPEC §2d). The scenario's
+// Exclusive session leases in the simulator (docs/leases.md). The scenario's
 // traffic carries no lease, so what matters is the set of connections that
 // some other owner holds: a request excludes them (Flow.Held, reason
 // lease_held) exactly as the gateway excludes every leased connection for

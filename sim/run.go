@@ -430,8 +430,8 @@ func (s *sim) arrive(item int) {
 	s.step(id)
 }
 
-// wake ends a cooldown wait: the client may have given up meanwhile (SPEC
-// §4b: a disconnect during the wait ends it, 499).
+// wake ends a cooldown wait: the client may have given up meanwhile (
+// docs/selection.md#waiting-for-a-cooldown: a disconnect during the wait ends it, 499).
 func (s *sim) wake(id int32) {
 	r := &s.reqs[id]
 	if r.giveUpAt > 0 && s.now >= r.giveUpAt {
@@ -449,7 +449,7 @@ func (s *sim) step(id int32) {
 	// Next selects only when it has something to decide; an empty selection
 	// afterwards means it did not (e.g. the deadline was already spent).
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
-	r.flow.Held = s.held // the leases held now (SPEC §2d; lease.go), as the proxy does before every step
+	r.flow.Held = s.held // the leases held now (docs/leases.md; lease.go), as the proxy does before every step
 	st := r.flow.Next(s.now, s.eng, &s.sel)
 	s.drain()
 	if len(s.sel.Candidates) > 0 || len(s.sel.Excluded) > 0 {
@@ -580,7 +580,7 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		s.tr.int("rule", int64(rule))
 	}
 	if a.SlowLane {
-		s.tr.bool("slow", true) // the spend-wall lane header (SPEC §2b)
+		s.tr.bool("slow", true) // the spend-wall lane header (docs/spendwall.md)
 	}
 	s.tr.end(s.off(s.now))
 	s.tr.close()

@@ -11,12 +11,12 @@ import (
 var DefaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Scenario is one simulation input, as the scenarios loader builds it from
-// a file (CONTRACTS §4). Offsets are from the scenario start.
+// a file (docs/scenarios.md). Offsets are from the scenario start.
 type Scenario struct {
 	Name string
 	File string
 	Seed uint64
-	// Start is the virtual epoch (CONTRACTS §4 `start`).
+	// Start is the virtual epoch (docs/scenarios.md `start`).
 	Start time.Time
 	// Layers are the settings layers over the defaults ("scenario", then
 	// "set" for -set flags); Settings is what they resolve to.
@@ -30,7 +30,7 @@ type Scenario struct {
 	Actions  []Action
 	Expects  []Expect
 	// LimitResets are the simulated usage / reset endpoint answers by
-	// "provider/connection" (SPEC §2b; spendwall.go).
+	// "provider/connection" (docs/spendwall.md; spendwall.go).
 	LimitResets map[string]LimitResetAnswer
 	// NoLiveness skips the after-faults liveness check.
 	NoLiveness bool
@@ -50,7 +50,7 @@ type Traffic struct {
 	// content byte, so a later failure cannot fail over.
 	Stream bool
 	// Session is the client's session id (X-Session-Id) for affinity
-	// (SPEC §2c); "" = none.
+	// (docs/selection.md#session-affinity); "" = none.
 	Session string
 	// Timeout is when the client gives up (0 = never): the request ends
 	// with 499 and any attempt in flight is recorded as a client abort.
@@ -70,7 +70,7 @@ const (
 	ActConnectionTest                    // POST /api/providers/{id}/test passed
 	// ActLeaseAcquire: a managed client outside the scenario's traffic takes
 	// an exclusive lease on the connection (POST /api/v1/session-leases,
-	// SPEC §2d); the traffic is routed around it (lease_held).
+	// docs/leases.md); the traffic is routed around it (lease_held).
 	ActLeaseAcquire
 	ActLeaseRelease // that client releases it
 )
@@ -163,7 +163,7 @@ type ConnExpect struct {
 	HasCooldown bool
 	LastError   string // lastErrorType reason
 	Uses        *int   // attempts begun on the connection so far
-	// Lane is the spend-wall lane: "active" or "off" (SPEC §2b).
+	// Lane is the spend-wall lane: "active" or "off" (docs/spendwall.md).
 	Lane string
 }
 

@@ -19,8 +19,7 @@ import (
 )
 
 // TestNoRuleInSim: the simulator never compares an HTTP status; every
-// decision about a status belongs to the model (DESIGN "one model, two
-// shells").
+// decision about a status belongs to the model (docs/README.md#one-model-two-shells).
 func TestNoRuleInSim(t *testing.T) {
 	files, _ := filepath.Glob("*.go")
 	cmp := regexp.MustCompile(`(==|!=|<=|>=|<|>)\s*[2-5][0-9][0-9]\b|\b[2-5][0-9][0-9]\s*(==|!=|<=|>=|<|>)`)
@@ -220,7 +219,7 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
-// TestTraceHashIsTheFileHash (CONTRACTS §4): the printed trace SHA-256 is
+// TestTraceHashIsTheFileHash (docs/scenarios.md): the printed trace SHA-256 is
 // the SHA-256 of the trace lines a -trace file holds, so a user can check a
 // written trace with sha256sum.
 func TestTraceHashIsTheFileHash(t *testing.T) {

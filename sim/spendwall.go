@@ -10,7 +10,7 @@ import (
 
 // LimitResetAnswer is what the simulated usage / reset endpoints of one
 // connection answer when the model asks for a session limit reset
-// (SPEC §2b; scenario key `spendWall.resetAnswer` on a connection). The
+// (docs/spendwall.md; scenario key `spendWall.resetAnswer` on a connection). The
 // answer is immediate on virtual time: the model's decision, not the
 // endpoint latency, is what a scenario pins.
 type LimitResetAnswer struct {

@@ -16,7 +16,7 @@ type timeline struct {
 	success   bool
 }
 
-// timers are the shell's per-attempt timers (SPEC §11.6), taken once per
+// timers are the shell's per-attempt timers (docs/settings.md#defaults), taken once per
 // settings change.
 type timers struct {
 	header int64

@@ -8,7 +8,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// SPEC §7 / §5 across replicas: the egress IP and the rateLimitProtection
+// docs/cooldowns.md#egress-buckets / docs/admission.md across replicas: the egress IP and the rateLimitProtection
 // switch survive a merge (they used to be dropped by the three-way merge).
 func TestMergeKeepsEgressAndProtectionSpec7(t *testing.T) {
 	anc := model.Conn{}
@@ -28,7 +28,7 @@ func TestMergeKeepsEgressAndProtectionSpec7(t *testing.T) {
 	}
 }
 
-// SPEC §5 / §7 / "does better" 14: POST /api/rate-limits' switch and the last
+// docs/admission.md / docs/classification.md / docs/store.md#restore: POST /api/rate-limits' switch and the last
 // known egress IP live in the connection's state, so the Postgres store
 // keeps them across a restart.
 func TestPostgresKeepsProtectionAndEgressSpec5(t *testing.T) {
@@ -66,7 +66,7 @@ func TestPostgresKeepsProtectionAndEgressSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §11.7 across replicas and restarts: the credentials retired while
+// docs/api.md#operator-actions across replicas and restarts: the credentials retired while
 // terminal survive a merge (a dropped list would let a replica, or a
 // restart, send a banned key again).
 func TestMergeKeepsRetired(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Exclusive session leases (SPEC §2d, §11.8, REFERENCE M16). The store is
+// Exclusive session leases (docs/leases.md, docs/leases.md#the-database-arbitrates, docs/leases.md). The store is
 // the arbiter: with Postgres every operation is one transaction that first
 // expires overdue leases, and the unique partial indexes make two ACTIVE
 // leases on one connection, or of one owner, impossible; while the database
@@ -92,7 +92,7 @@ const (
 	LeaseTransitioned LeaseResult = "TRANSITIONED"
 )
 
-// End reasons (REFERENCE M16).
+// End reasons (docs/leases.md).
 const (
 	EndTTLExpired         = "TTL_EXPIRED"
 	EndOwnerExit          = "OWNER_EXIT"

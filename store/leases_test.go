@@ -34,7 +34,7 @@ func leaseStores(t *testing.T, f func(t *testing.T, l Leases, expire func())) {
 const ownerA, ownerB = "vlo_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "vlo_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
 func TestLeaseLifecycle(t *testing.T) {
-	// SPEC §2d / REFERENCE M16: acquire, reuse, one connection per owner and
+	// docs/leases.md / docs/leases.md: acquire, reuse, one connection per owner and
 	// one owner per connection, renew, release (idempotent), stale fences,
 	// generation increments, expiry in the operation's transaction.
 	leaseStores(t, func(t *testing.T, l Leases, expire func()) {
@@ -103,7 +103,7 @@ func TestLeaseLifecycle(t *testing.T) {
 }
 
 func TestLeaseRaceExactlyOneWins(t *testing.T) {
-	// SPEC "does better" 19: two replicas racing for one connection — exactly
+	// docs/store.md#replicas: two replicas racing for one connection — exactly
 	// one acquires, the other gets ConnectionBusy; and one owner racing for
 	// two connections gets at most one. Many rounds.
 	url := pgtest.NewDB(t)
@@ -175,7 +175,7 @@ func TestLeaseUniqueIndexesHoldWhateverTheCode(t *testing.T) {
 }
 
 func TestLeasesFailClosedWhileDatabaseDown(t *testing.T) {
-	// SPEC §11.8: with Postgres, lease operations fail closed while the
+	// docs/leases.md#the-database-arbitrates: with Postgres, lease operations fail closed while the
 	// database is down (typed ErrStoreUnavailable), and work again after.
 	url := pgtest.NewDB(t)
 	px := pgtest.NewProxy(t, url)

@@ -9,9 +9,9 @@ import (
 //
 // The records are encoded into slots that hold no pointers, so the slot
 // array is one noscan allocation the GC never walks. Kept as []LogRecord,
-// the ring was about 64 % of the live heap and ~90 000 pointers to separate
-// heap objects, all re-scanned every GC cycle: ~20 000 instructions of GC
-// work per proxied request under load (callgrind). A record its slot cannot
+// the ring would be most of the live heap and tens of thousands of
+// pointers to separate heap objects, all re-scanned every GC cycle: GC work
+// on every proxied request under load. A record its slot cannot
 // hold (see logSlot.encode) is kept whole in side, which holds at most one
 // entry per slot that failed that way.
 type logRing struct {

@@ -80,7 +80,7 @@ func hit(t testing.TB, e *model.Engine, now model.Time, route string, o model.Ou
 	return hitSession(t, e, now, route, "", o)
 }
 
-// hitSession is hit for a client session (affinity pins, SPEC §2c).
+// hitSession is hit for a client session (affinity pins, docs/selection.md#session-affinity).
 func hitSession(t testing.TB, e *model.Engine, now model.Time, route, session string, o model.Outcome) (model.Verdict, bool) {
 	t.Helper()
 	r, err := e.Resolve(route)
@@ -170,8 +170,8 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or a generous deadline passes (SPEC
-// §11.11: tests never assert durations; the targets are benchmarks).
+// eventually polls cond until it holds or a generous deadline passes (
+// docs/testing.md#time-in-tests: tests never assert durations; the targets are benchmarks).
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -140,8 +140,8 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 	out.Uses = pick3(anc.Uses, mine.Uses, theirs.Uses, greater[uint64])
 	out.LastUsedAt = pick3(anc.LastUsedAt, mine.LastUsedAt, theirs.LastUsedAt, greater[model.Time])
 	out.InFlight = mine.InFlight
-	// The last seen egress IP (SPEC §7) and the operator's rateLimitProtection
-	// switch (SPEC §5); on a true conflict the later sighting / "off" wins.
+	// The last seen egress IP (docs/cooldowns.md#egress-buckets) and the operator's rateLimitProtection
+	// switch (docs/admission.md); on a true conflict the later sighting / "off" wins.
 	type egress struct {
 		ip string
 		at model.Time

@@ -99,7 +99,7 @@ func TestMemoryStoreRoundTrip(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
-	// SPEC §11.9: error bodies and header values are redacted of anything
+	// docs/store.md#request-log: error bodies and header values are redacted of anything
 	// that looks like a key.
 	for _, in := range []string{
 		"sk-proj-abcdefghijklmnop1234",

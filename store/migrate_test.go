@@ -43,7 +43,7 @@ func schemaDump(t *testing.T, db *sql.DB) string {
 }
 
 func TestMigrationsUpDownUp(t *testing.T) {
-	// DESIGN "Postgres in tests": every down undoes its up exactly — up →
+	// docs/testing.md#postgres-in-tests: every down undoes its up exactly — up →
 	// down → up gives the same schema, and down leaves nothing behind.
 	db, err := sql.Open("postgres", pgtest.NewEmptyDB(t))
 	if err != nil {
@@ -150,7 +150,7 @@ func TestMigrateDirtyStopsWithTheFix(t *testing.T) {
 }
 
 func TestOpenWithMigrate(t *testing.T) {
-	// `serve` with a postgres URL applies migrations at start (CONTRACTS §1);
+	// `serve` with a postgres URL applies migrations at start (docs/cli.md);
 	// doing it twice (or from two replicas) is harmless.
 	url := pgtest.NewEmptyDB(t)
 	for i := 0; i < 2; i++ {

@@ -91,8 +91,8 @@ func (l *pgLog) flush(ctx context.Context) error {
 		n := min(len(l.buf), logBatchMax)
 		// The writer's own batch slice, reused: a fresh copy per batch
 		// and a buffer regrown from nil after each flush cost the Postgres
-		// gateway ~6 % of its CPU at c50 (growslice, its memmove, and the
-		// scavenger returning the garbage).
+		// gateway a visible share of its CPU under load (growslice, its
+		// memmove, and the scavenger returning the garbage).
 		batch := append(l.batch[:0], l.buf[:n]...)
 		l.batch = batch
 		start := l.removed

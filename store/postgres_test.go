@@ -42,7 +42,7 @@ func driveIncident(t testing.TB, e *model.Engine, s Store) model.Time {
 }
 
 func TestPostgresRestoreEqualsMemory(t *testing.T) {
-	// SPEC "does better" 14: every kind of state survives a restart, and the
+	// docs/store.md#restore: every kind of state survives a restart, and the
 	// Postgres store restores what the memory store holds.
 	url := pgtest.NewDB(t)
 	e := newEngine(t)
@@ -290,7 +290,7 @@ func TestPostgresCoalescesWrites(t *testing.T) {
 }
 
 func TestPostgresSettingsSavedAndShared(t *testing.T) {
-	// SPEC §11.1: saved settings are persisted (key_value) and another
+	// docs/settings.md#layers: saved settings are persisted (key_value) and another
 	// replica gets them through the change feed.
 	url := pgtest.NewDB(t)
 	a, b := openPG(t, url, nil), openPG(t, url, nil)
@@ -328,7 +328,7 @@ func TestPostgresSettingsSavedAndShared(t *testing.T) {
 }
 
 func TestPostgresPinsPersistedAndShared(t *testing.T) {
-	// SPEC §2c: pins are persisted (by session hash only), restored and
+	// docs/selection.md#session-affinity: pins are persisted (by session hash only), restored and
 	// shared between replicas.
 	rs := newReplicas(t, 2)
 	a, b := rs[0], rs[1]
@@ -377,8 +377,8 @@ func TestPostgresPinsPersistedAndShared(t *testing.T) {
 }
 
 func TestPostgresRequestLog(t *testing.T) {
-	// SPEC §11.9: one row per attempt, classification headers only, error
-	// body cut to 2 KB and redacted; the egress lookup of SPEC §7.
+	// docs/store.md#request-log: one row per attempt, classification headers only, error
+	// body cut to 2 KB and redacted; the egress lookup of docs/cooldowns.md#egress-buckets.
 	url := pgtest.NewDB(t)
 	s := openPG(t, url, nil)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -466,7 +466,7 @@ func TestPostgresRequestLogPlainBatchReadsBackTheSame(t *testing.T) {
 	}
 }
 
-// Rule (SPEC §11.9, bad input never blocks the log): a record carrying
+// Rule (docs/store.md#request-log, bad input never blocks the log): a record carrying
 // invalid UTF-8 or a NUL byte — a client's X-Request-Id, an upstream's
 // error body or header — is stored with U+FFFD in their place, and the
 // records after it are written too (Postgres refuses such text, and the

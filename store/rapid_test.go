@@ -16,7 +16,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// The state-machine test of SPEC "does better" 14 through the Postgres
+// The state-machine test of docs/store.md#restore through the Postgres
 // store: random requests, outcomes, time steps and operator actions drive a
 // reference engine and a live engine in lockstep; the live engine's changes
 // go through the store, which suffers random outages (a proxy that cuts

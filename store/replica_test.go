@@ -57,7 +57,7 @@ func connState(e *model.Engine, now model.Time, p, c string) model.ConnectionVie
 }
 
 func TestReplicasShareAnOpenBreaker(t *testing.T) {
-	// SPEC "does better" 19: a breaker opened by one replica is OPEN on the
+	// docs/store.md#replicas: a breaker opened by one replica is OPEN on the
 	// other, which then skips the provider.
 	rs := newReplicas(t, 2)
 	a, b := rs[0], rs[1]

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// LogRecord is one upstream attempt in the request log (SPEC §11.9). It
+// LogRecord is one upstream attempt in the request log (docs/store.md#request-log). It
 // never holds a prompt or a completion.
 type LogRecord struct {
 	Time        time.Time `json:"time"`
@@ -50,7 +50,7 @@ const (
 )
 
 // classificationHeaderPrefixes are the response headers worth keeping:
-// they are what classification read (SPEC §11.9).
+// they are what classification read (docs/store.md#request-log).
 var classificationHeaderPrefixes = []string{
 	"retry-after", "x-ratelimit-", "x-rate-limit-", "ratelimit", "anthropic-ratelimit-",
 	"x-request-id", "request-id",

@@ -36,13 +36,13 @@ type Store interface {
 	SaveSettings(ctx context.Context, l model.Layer) error
 	LoadSettings(ctx context.Context) (model.Layer, error)
 
-	// Leases returns the exclusive session lease arbiter (SPEC §2d, §11.8).
+	// Leases returns the exclusive session lease arbiter (docs/leases.md, docs/leases.md#the-database-arbitrates).
 	Leases() Leases
 
-	// LogAttempt queues one upstream attempt for the request log (SPEC
-	// §11.9); it never blocks. RecentAttempts reads the log back (incident
+	// LogAttempt queues one upstream attempt for the request log (
+	// docs/store.md#request-log); it never blocks. RecentAttempts reads the log back (incident
 	// export), newest first; LastEgressIPs returns the last known egress IP
-	// of each connection of a provider since a time (SPEC §7).
+	// of each connection of a provider since a time (docs/classification.md).
 	LogAttempt(rec LogRecord)
 	RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord, error)
 	LastEgressIPs(ctx context.Context, provider string, since time.Time) (map[string]string, error)

@@ -46,7 +46,7 @@ func runChaos(args []string) int {
 		fmt.Fprintln(fs.Output(), chaosUsage)
 		fs.PrintDefaults()
 	}
-	configPath := fs.String("config", "", "gateway config file (YAML, CONTRACTS §2)")
+	configPath := fs.String("config", "", "gateway config file (YAML, docs/config.md)")
 	mode := fs.String("mode", "chaos", "chaos, soak or heap")
 	duration := fs.Duration("duration", 0, "chaos: the fault phase (default: the schedule's, else 20s); soak: each rate step (default 30s)")
 	schedulePath := fs.String("schedule", "", "chaos: schedule file (default: a random mix of faults from -seed)")
@@ -145,7 +145,7 @@ func runChaos(args []string) int {
 		}
 	}
 	var progress io.Writer
-	// CONTRACTS §1: progress on a terminal, quiet otherwise or with -json.
+	// docs/cli.md: progress on a terminal, quiet otherwise or with -json.
 	if isTerminal(os.Stderr) && !*quiet && *jsonOut == "" {
 		progress = os.Stderr
 	}

@@ -18,13 +18,11 @@ const heapHeadroomEnv = "BREAKWATER_HEAP_HEADROOM_MB"
 // Why: with GOGC=100 the GC runs when the heap doubles, and never below
 // 4 MiB. The gateway's live heap is small (a few MiB: config, model state,
 // metrics, the memory store's request log), so under load it ran a cycle
-// every few hundred requests, each marking the whole live heap again.
-// Counted with `make bench-instr` (JSON, instructions per request): 136k
-// with no floor, 132.5k with 4 MiB, 128k with 8 MiB. But the floor lets
-// that much more garbage wait between cycles, and with 500 held streams
-// RSS per stream was 53–55 KiB with no floor or 4 MiB and 61 KiB with
-// 8 MiB, against a 64 KiB budget; steady RSS at c50 is 31 MB with 4 MiB.
-// So 4 (docs/gateway.md, "Measuring"). A big live heap (many held streams)
+// every few hundred requests, each marking the whole live heap again. A
+// floor saves GC work per request (`make bench-instr`), but it lets that
+// much more garbage wait between cycles, which raises RSS per held stream;
+// 4 MiB saves most of the GC work while 500 held streams stay within the
+// 64 KiB-per-stream budget, and 8 MiB does not (docs/performance.md). A big live heap (many held streams)
 // is left to GOGC=100 as before: the headroom is a floor, never a ceiling.
 // GOMEMLIMIT still bounds everything.
 const defaultHeapHeadroomMB = 4

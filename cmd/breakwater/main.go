@@ -1,5 +1,5 @@
 // Command breakwater is the single binary: the gateway, the simulator, the
-// fake upstream, chaos runs and database migrations (CONTRACTS.md §1).
+// fake upstream, chaos runs and database migrations (docs/cli.md).
 package main
 
 import (

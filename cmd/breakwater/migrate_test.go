@@ -23,7 +23,7 @@ func runStderr(run func([]string) int, args ...string) (int, string) {
 func runMigrateStderr(args ...string) (int, string) { return runStderr(runMigrate, args...) }
 
 func TestMigrateRefusesBadURLAndArguments(t *testing.T) {
-	// CONTRACTS §1 `breakwater migrate`: a -database that is not a
+	// docs/cli.md `breakwater migrate`: a -database that is not a
 	// postgres:// URL is a usage error (exit 2) that says so, before any
 	// connection, and never echoes the URL; so is an extra argument.
 	for _, u := range []string{"mysql://root:hunter2@db/x", "not a url"} {

@@ -7,7 +7,7 @@ import (
 )
 
 // TestReplayCommandExitCodes pins the `breakwater replay` contract
-// (CONTRACTS §1, §4): exit 0 when every expect holds (and, with -compare,
+// (docs/cli.md, docs/scenarios.md): exit 0 when every expect holds (and, with -compare,
 // every decision equals the simulator's), 1 on a failing expect, 2 on a
 // file that does not load or bad flags.
 func TestReplayCommandExitCodes(t *testing.T) {

@@ -27,7 +27,7 @@ func init() {
 
 func runServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configPath := fs.String("config", "", "config file (YAML, CONTRACTS §2)")
+	configPath := fs.String("config", "", "config file (YAML, docs/config.md)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	fs.Usage = func() {

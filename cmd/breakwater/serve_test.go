@@ -111,7 +111,7 @@ func TestServeErrorNamesTheEnvOverride(t *testing.T) {
 	}
 }
 
-// CONTRACTS §1: serve reads flags before or after other arguments like the
+// docs/cli.md: serve reads flags before or after other arguments like the
 // other commands, refuses a stray argument with a message (it printed only
 // the usage, or ignored it), and -h is not an error.
 func TestServeArgumentErrors(t *testing.T) {
@@ -131,7 +131,7 @@ func TestServeArgumentErrors(t *testing.T) {
 	}
 }
 
-// CONTRACTS §1: chaos, like serve and upstream, takes no positional
+// docs/cli.md: chaos, like serve and upstream, takes no positional
 // argument and refuses one instead of ignoring it.
 func TestChaosRefusesAStrayArgument(t *testing.T) {
 	if code, out := runStderr(runChaos, "examples/chaos.yaml"); code != 2 || !strings.Contains(out, `unexpected argument "examples/chaos.yaml"`) {
@@ -139,7 +139,7 @@ func TestChaosRefusesAStrayArgument(t *testing.T) {
 	}
 }
 
-// CONTRACTS §1: upstream refuses what it would otherwise ignore.
+// docs/cli.md: upstream refuses what it would otherwise ignore.
 func TestUpstreamArgumentErrors(t *testing.T) {
 	for _, args := range [][]string{{"extra", "-listen", "127.0.0.1:0"}, {"-listen", "127.0.0.1:0", "-speed", "0"}, {"-listen", "127.0.0.1:0", "-speed", "-1"}} {
 		if code, out := runStderr(runUpstream, args...); code != 2 || len(out) == 0 {

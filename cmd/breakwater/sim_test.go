@@ -53,7 +53,7 @@ func TestUpstreamCommandRefusesNonLoopback(t *testing.T) {
 	}
 }
 
-// TestSimSameNamedFilesKeepTheirOwnTrace pins CONTRACTS §1 `sim FILE...
+// TestSimSameNamedFilesKeepTheirOwnTrace pins docs/cli.md `sim FILE...
 // -trace OUT.jsonl -plot OUT.svg` with several files: each scenario gets its
 // own trace and plot, also when two files share a name (a/x.yaml, b/x.yaml)
 // — the second must not overwrite the first's.

@@ -1,7 +1,6 @@
 package pgtest
 
-// The testcontainers step of the resolution order (DESIGN.md "Postgres in
-// tests"). testcontainers-go panics or waits when no engine answers — a
+// The testcontainers step of the resolution order (docs/testing.md#postgres-in-tests). testcontainers-go panics or waits when no engine answers — a
 // docker CLI on PATH with no daemon behind it is enough — so it is called only
 // after probeDocker has had GET /_ping answered "OK", within probeTimeout, by
 // one of the hosts testcontainers-go itself would use; and any panic on the

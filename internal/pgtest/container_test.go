@@ -22,7 +22,8 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
-// fast is what "fails fast" means here: well under the 2 s DESIGN allows.
+// fast is what "fails fast" means here: well under 2 s: the engine probe
+// has a short timeout (docs/testing.md#postgres-in-tests).
 const fast = 1500 * time.Millisecond
 
 // sockDir is a short directory for unix sockets (their paths are limited to

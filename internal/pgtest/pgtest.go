@@ -2,7 +2,7 @@
 // server and handing each test a fresh, migrated database; it never touches
 // a database it did not create.
 //
-// Resolution order (DESIGN.md "Postgres in tests"):
+// Resolution order (docs/testing.md#postgres-in-tests):
 //
 //  1. TEST_DATABASE_URL, when set (.ci/run sets it to the local server);
 //  2. a postgres container from testcontainers-go, when a Docker engine

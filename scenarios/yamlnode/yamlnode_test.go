@@ -37,7 +37,7 @@ func TestFindAndErrors(t *testing.T) {
 }
 
 // TestParseNamesTheLineOfASyntaxError pins "errors name file, line and
-// field" (CONTRACTS §4 scenario files) for malformed YAML: the line is the
+// field" (docs/scenarios.md scenario files) for malformed YAML: the line is the
 // one with the mistake, not yaml.v3's context line (the line before the
 // enclosing block, which read "line 2" for all of these).
 func TestParseNamesTheLineOfASyntaxError(t *testing.T) {
