@@ -39,6 +39,7 @@ providers:
   - {id: flaky, profile: apikey, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: down}, {id: k2, apiKey: down}, {id: k3, apiKey: down}]}
   - {id: paid, profile: apikey, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: broke}, {id: k2, apiKey: fine}]}
   - {id: locked, profile: apikey, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: unauth}]}
+  - {id: loc, type: local, baseURL: "{{UP}}", models: [m], connections: [{id: k1, apiKey: nomodel}]}
   - id: odd
     profile: apikey
     baseURL: "{{UP}}"
@@ -55,7 +56,8 @@ resilience:
 `
 
 // faultUpstream answers by the connection's key: "down" always fails with
-// a 500, "unauth" with a 401, "broke" says its credits are gone (a terminal status) with HTML in
+// a 500, "unauth" with a 401, "nomodel" says the model is missing (a
+// model lockout), "broke" says its credits are gone (a terminal status) with HTML in
 // the error, anything else succeeds.
 func faultUpstream(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,6 +68,9 @@ func faultUpstream(t *testing.T) *httptest.Server {
 			return
 		}
 		switch key {
+		case "nomodel":
+			w.WriteHeader(404)
+			io.WriteString(w, `{"error":{"message":"model m not found"}}`)
 		case "unauth":
 			w.WriteHeader(401)
 			io.WriteString(w, `{"error":{"message":"invalid api key"}}`)
@@ -271,6 +276,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	b.js(`document.getElementById('confirm-ok').click()`)
 	b.waitFor("paid/k1 reset to active", textOf(`[data-connection-status="paid/k1"]`)+` === 'active'`)
+
+	// A model lockout is listed on its connection and cleared from there.
+	chat("loc/m", "")
+	const clearLock = `button[aria-label="Clear lockout of m on loc/k1"]`
+	b.waitFor("loc/k1's lockout of m", `!!document.querySelector('`+clearLock+`')`)
+	b.js(`document.querySelector('` + clearLock + `').click()`)
+	b.waitFor("the confirmation dialog", `document.getElementById('confirm').open`)
+	b.js(`document.getElementById('confirm-ok').click()`)
+	b.waitFor("the lockout gone", `!document.querySelector('`+clearLock+`') && `+textOf(`#status`)+`.includes('removed: 1')`)
 
 	// Combos: what main would pick now and why flaky is out.
 	b.page("combos", `document.getElementById('main').textContent.includes('circuit_open')`)
