@@ -218,7 +218,7 @@ pages.providers = async () => {
       { h: 'Base URL', v: r => r.baseURL, cls: 'wrap' },
       { h: 'Models', v: r => (r.models || []).join(', ') || 'any', cls: 'wrap' },
       { h: 'Connections', v: r => String((r.connections || []).length), cls: 'num' },
-      { h: 'Actions', v: r => [
+      { h: 'Actions', cls: 'actions', v: r => [
         button('Test', () => act('Test provider ' + r.id, 'Send one test request (GET models) on every connection of ' + r.id + '?', () => api('POST', '/api/providers/' + encodeURIComponent(r.id) + '/test')), { 'aria-label': 'Test provider ' + r.id }),
         button('Reset breaker', () => act('Reset breaker of ' + r.id, 'Close the breaker of ' + r.id + ' now?', () => api('POST', '/api/resilience/reset', { provider: r.id })), { 'aria-label': 'Reset breaker of ' + r.id }),
       ] },
@@ -251,7 +251,7 @@ pages.connections = async () => {
       { h: 'Lockouts', v: c => (c.lockouts || []).length ? el('ul', {}, c.lockouts.map(l => el('li', {},
         l.model + ': ' + l.reason + ', ' + ms(l.remainingMs) + ' left' + (l.failureCount ? ', ladder step ' + l.failureCount : '') + ' ',
         button('Clear', () => act('Clear lockout', 'Clear the lockout of ' + l.model + ' on ' + id(c) + '?', () => api('DELETE', '/api/resilience/model-cooldowns', { provider: c.provider, connection: c.connection, model: l.model })), { 'aria-label': 'Clear lockout of ' + l.model + ' on ' + id(c) })))) : '—', cls: 'wrap' },
-      { h: 'Actions', v: c => [
+      { h: 'Actions', cls: 'actions', v: c => [
         button('Clear cooldown', () => act('Clear cooldown', 'Clear the cooldown of ' + id(c) + '?', () => api('POST', '/api/resilience/cooldowns', { connectionIds: [id(c)] })), { 'aria-label': 'Clear cooldown of ' + id(c) }),
         button('Reset', () => act('Reset connection', 'Reset ' + id(c) + ' (clears a terminal status, its cooldown and backoff)?', () => api('POST', '/api/resilience/connections/' + encodeURIComponent(c.provider) + '/' + encodeURIComponent(c.connection) + '/reset')), { 'aria-label': 'Reset ' + id(c) }),
       ] },
@@ -433,7 +433,7 @@ pages.settings = async () => {
       { h: 'Setting', v: r => r[0] },
       { h: 'Value', v: r => JSON.stringify(r[1]), cls: 'wrap' },
       { h: 'Source', v: r => el('span', { 'data-setting-source': r[0] }, src[r[0]] || '') },
-      { h: 'Actions', v: r => [
+      { h: 'Actions', cls: 'actions', v: r => [
         button('Edit', () => edit(r), { 'aria-label': 'Edit ' + r[0] }),
         src[r[0]] === 'saved' ? button('Revert', () => act('Revert ' + r[0], 'Drop the saved value of ' + r[0] + ' so the file or default applies again?', () => api('PATCH', '/api/resilience', patchFor(r[0], null))), { 'aria-label': 'Revert ' + r[0] }) : '',
       ] },
