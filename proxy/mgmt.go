@@ -180,12 +180,6 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
-func (s *statusRecorder) endBody() {
-	if e, ok := s.ResponseWriter.(bodyEnder); ok {
-		e.endBody()
-	}
-}
-
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) code() int {
@@ -984,7 +978,7 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 			changed[c.ID] = true
 		}
 	}
-	np := newProvRuntime(next)
+	np := newProvRuntime(next, cur.pool)
 	g.provs[id] = np
 	var cfgs []ProviderConfig
 	for _, pid := range g.provOrder {

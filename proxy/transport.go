@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Upstream calls go through net/http's Transport, one per provider, which
+// owns the framing: it bounds response heads (MaxResponseHeaderBytes,
+// interim 1xx answers included), drops a pooled connection that receives
+// bytes nobody asked for (an upstream that writes past its answer never
+// hands them to the next request), and speaks HTTP/2 to https upstreams
+// that offer it.
+//
+// A request that was written is never sent again by this layer: every
+// retry is the model's decision and counts in the request budget. The
+// Transport re-sends a request only when nothing of it reached the
+// connection (a kept-alive connection the upstream had closed), or when
+// the request is replayable, which a POST without an Idempotency-Key
+// header never is; the gateway sets no such header.
+
+// maxResponseHeaderBytes bounds an upstream's response head.
+const maxResponseHeaderBytes = 1 << 20
+
+// upstreamIdleFor closes an idle upstream connection.
+const upstreamIdleFor = 90 * time.Second
+
+// upstreamPool is a provider's Transport. The Transport's
+// ResponseHeaderTimeout follows upstreamTimeouts.responseHeaderMs (a
+// backstop: the attempt clock cuts first and names the cause); a change
+// of that setting at run time builds a new Transport, and the old one's
+// connections close as they go idle.
+type upstreamPool struct {
+	g    *Gateway
+	idle int // MaxIdleConnsPerHost: the provider's concurrency
+
+	mu  sync.Mutex
+	cur atomic.Pointer[tunedTransport]
+}
+
+type tunedTransport struct {
+	tr     *http.Transport
+	header time.Duration
+}
+
+func newUpstreamPool(g *Gateway, idle int) *upstreamPool {
+	return &upstreamPool{g: g, idle: idle}
+}
+
+// transport returns the Transport tuned for the current header budget.
+func (p *upstreamPool) transport(header time.Duration) *http.Transport {
+	if t := p.cur.Load(); t != nil && t.header == header {
+		return t.tr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.cur.Load()
+	if old != nil && old.header == header {
+		return old.tr
+	}
+	t := &tunedTransport{tr: newUpstreamTransport(p.g, p.idle, header), header: header}
+	p.cur.Store(t)
+	if old != nil {
+		old.tr.CloseIdleConnections()
+	}
+	return t.tr
+}
+
+func (p *upstreamPool) closeIdle() {
+	if t := p.cur.Load(); t != nil {
+		t.tr.CloseIdleConnections()
+	}
+}
+
+func newUpstreamTransport(g *Gateway, idle int, header time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            g.dialUpstream,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConnsPerHost:    idle,
+		IdleConnTimeout:        upstreamIdleFor,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  header,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		DisableCompression:     true, // pass bodies through as they are
+	}
+}
+
+// idleConnsFor sizes a provider's idle upstream connections to its
+// concurrency: the sum of its connections' caps, bounded by the
+// provider's and the global cap; 1024 when nothing bounds it.
+func idleConnsFor(p ProviderConfig, global int) int {
+	n := 0
+	for _, c := range p.Connections {
+		if c.MaxConcurrent <= 0 {
+			n = 0
+			break
+		}
+		n += c.MaxConcurrent
+	}
+	for _, limit := range []int{p.MaxConcurrent, global} {
+		if limit > 0 && (n == 0 || limit < n) {
+			n = limit
+		}
+	}
+	if n == 0 {
+		n = 1024
+	}
+	return n
+}
+
+// roundTrip sends one attempt's request on its provider's Transport.
+// Redirects are not followed: a 3xx is the upstream's answer.
+func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
+	return p.pool.transport(header).RoundTrip(req)
+}
