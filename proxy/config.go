@@ -454,6 +454,21 @@ var (
 	targetType = reflect.TypeOf(ComboTarget{})
 )
 
+// headerValueProblem says why v cannot be sent as an HTTP header value
+// (a connection's key goes out in Authorization or the provider's key
+// header), or "". A control character is refused here rather than left to
+// the Transport, which would refuse every attempt with it and charge the
+// failures to the provider. The value itself is never quoted: it is a
+// credential.
+func headerValueProblem(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == 0x7f {
+			return fmt.Sprintf("contains a control character (byte 0x%02x at offset %d); a header value cannot carry it", c, i)
+		}
+	}
+	return ""
+}
+
 // removedKeys are keys the config no longer has, with what to do instead: a
 // config that still sets one is refused with that message rather than the
 // generic unknown-key one.
@@ -821,6 +836,9 @@ func (c *Config) validate() []error {
 			}
 			if cn.RateLimitOverrides.RPM < 0 {
 				add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
+			}
+			if problem := headerValueProblem(cn.APIKey); problem != "" {
+				add(c.errAt(cf+".apiKey", "%s", problem))
 			}
 			if cn.EgressIP != "" && net.ParseIP(cn.EgressIP) == nil {
 				add(c.errAt(cf+".egressIp", "want an IP address, got %q", cn.EgressIP))

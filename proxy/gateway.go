@@ -272,7 +272,11 @@ func (g *Gateway) dialUpstream(ctx context.Context, network, addr string) (net.C
 		defer c.progress(c.suspend())
 	}
 	d := net.Dialer{Timeout: g.settings().UpstreamTimeouts.ConnectMs.Duration(), KeepAlive: 30 * time.Second}
-	return d.DialContext(ctx, network, addr)
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{Conn: c}, nil // the reuse guard's view of it (transport.go)
 }
 
 func newTransport(g *Gateway) *http.Transport {

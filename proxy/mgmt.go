@@ -973,6 +973,12 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 			}
 			c.RateLimitOverrides = o
 		}
+		if cp.APIKey != nil {
+			if problem := headerValueProblem(*cp.APIKey); problem != "" {
+				bad("connections[%d].apiKey: %s", i, problem)
+				return
+			}
+		}
 		if cp.APIKey != nil && *cp.APIKey != c.APIKey {
 			c.APIKey = *cp.APIKey
 			changed[c.ID] = true

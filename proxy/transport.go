@@ -1,7 +1,12 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"errors"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,5 +119,91 @@ func idleConnsFor(p ProviderConfig, global int) int {
 // roundTrip sends one attempt's request on its provider's Transport.
 // Redirects are not followed: a 3xx is the upstream's answer.
 func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), reuseGuard))
 	return p.pool.transport(header).RoundTrip(req)
+}
+
+// Reuse guard. The Transport puts an HTTP/1.1 connection back in its idle
+// pool as soon as an answer's body has been read, and only then looks at
+// whether bytes nobody asked for wait on it (an upstream that wrote past
+// its answer); a request that takes the connection in between reads those
+// bytes as its own answer — another client's. So before a reused
+// connection carries a request, reuseGuard waits until the Transport has
+// looked (its read is blocked on the socket: nothing was waiting) or has
+// dropped the connection (then the request, not yet written, goes out on
+// a fresh one). Bytes that arrive after that and before the request is
+// written are refused the same way. Bytes that arrive after the request
+// went out cannot be told from its answer on HTTP/1.1; HTTP/2 (https
+// upstreams that offer it) frames every answer by stream.
+var reuseGuard = &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+	if !info.Reused {
+		return
+	}
+	uc, plain := info.Conn.(*upConn)
+	if tc, ok := info.Conn.(*tls.Conn); ok {
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return // framed by stream
+		}
+		// HTTP/1.1 over TLS: wait for the look the same way; the raw
+		// bytes are TLS records (a session ticket may come at any time),
+		// so they are not judged.
+		uc, _ = tc.NetConn().(*upConn)
+	}
+	if uc == nil {
+		return
+	}
+	for i := 0; !uc.settled(); i++ {
+		if i < 100 {
+			runtime.Gosched()
+		} else if i < 100+settleWaits {
+			time.Sleep(settleStep)
+		} else {
+			break // the Transport's read loop did not run for settleWaits×settleStep: go on
+		}
+	}
+	if plain {
+		uc.handed.Store(true)
+	}
+}}
+
+const (
+	settleWaits = 1000
+	settleStep  = 100 * time.Microsecond
+)
+
+// errUnsolicited is what a reused connection's read returns for bytes that
+// arrived before the next request was written.
+var errUnsolicited = errors.New("upstream sent bytes on an idle connection")
+
+// upConn is an upstream connection as dialed: it tracks whether the
+// Transport is reading from it and whether the request it was handed for
+// has been written yet. It does no framing.
+type upConn struct {
+	net.Conn
+	reading atomic.Bool // a Read is blocked on the socket
+	closed  atomic.Bool
+	handed  atomic.Bool // handed to a request on reuse, not yet written
+}
+
+func (c *upConn) settled() bool { return c.reading.Load() || c.closed.Load() }
+
+func (c *upConn) Read(p []byte) (int, error) {
+	c.reading.Store(true)
+	n, err := c.Conn.Read(p)
+	c.reading.Store(false)
+	if n > 0 && c.handed.Load() {
+		c.Conn.Close()
+		return 0, errUnsolicited
+	}
+	return n, err
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	c.handed.Store(false)
+	return c.Conn.Write(p)
+}
+
+func (c *upConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
 }
