@@ -42,7 +42,7 @@ fuzz:
 run:
 	$(GO) run ./cmd/breakwater serve -config examples/demo.yaml
 
-## bench-proxy: perfkit (../shared/perfkit) against the mock directly and through the gateway
+## bench-proxy: perfkit (../shared/perfkit) against the mock directly, through the plain net/http floor (examples/bareproxy) and through the gateway, in one run
 bench-proxy:
 	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-proxy.sh
 
