@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"regexp"
 	"runtime"
 	"strings"
@@ -493,5 +494,77 @@ func TestKeysWithControlCharactersAreRefused(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "k\x01ey") {
 		t.Fatalf("the config error quotes the key: %v", err)
+	}
+}
+
+// Shutdown ends an idle kept-alive connection and one whose next request
+// head is half sent at once (the header timeout does not hold the exit),
+// and returns.
+func TestShutdownEndsIdleAndHalfSentConnections(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello")))
+		}
+	})
+	g := rawGW(t, up, testBase)
+	body := `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`
+	var brs []*bufio.Reader
+	for _, half := range []bool{false, true} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("first request: %v %v", res, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		if half {
+			io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+		}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		brs = append(brs, br)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.g.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with an idle and a half-sent connection: %v", err)
+	}
+	for i, br := range brs {
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatalf("connection %d was not ended", i)
+		}
+	}
+}
+
+// The shared reuse guard is never the trace another one is composed into
+// (an attempt that already carries a trace, as the egress-IP probe's): its
+// hooks stay its own for every other request.
+func TestReuseGuardStaysShared(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err == nil {
+			io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello")))
+		}
+	})
+	g := rawGW(t, up, testBase)
+	wrote := false
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true }})
+	req, _ := http.NewRequestWithContext(ctx, "POST", up.baseURL()+"/chat/completions", strings.NewReader("{}"))
+	res, err := g.g.provider("p").roundTrip(req, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if !wrote {
+		t.Fatal("the attempt's own trace was not called")
+	}
+	if reuseGuard.WroteRequest != nil {
+		t.Fatal("the shared reuse guard took another trace's hooks")
 	}
 }

@@ -119,8 +119,16 @@ func idleConnsFor(p ProviderConfig, global int) int {
 // roundTrip sends one attempt's request on its provider's Transport.
 // Redirects are not followed: a 3xx is the upstream's answer.
 func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), reuseGuard))
-	return p.pool.transport(header).RoundTrip(req)
+	ctx := req.Context()
+	if httptrace.ContextClientTrace(ctx) == nil {
+		ctx = httptrace.WithClientTrace(ctx, reuseGuard)
+	} else {
+		// WithClientTrace composes the hooks already there into the trace
+		// it is given: the shared one must not be that trace.
+		g := *reuseGuard
+		ctx = httptrace.WithClientTrace(ctx, &g)
+	}
+	return p.pool.transport(header).RoundTrip(req.WithContext(ctx))
 }
 
 // Reuse guard. The Transport puts an HTTP/1.1 connection back in its idle
