@@ -279,19 +279,20 @@ func (g *Gateway) dialUpstream(ctx context.Context, network, addr string) (net.C
 	return &upConn{Conn: c}, nil // the reuse guard's view of it (transport.go)
 }
 
+// newTransport is the Transport of the gateway's calls outside an attempt
+// (the models probe, spend-wall resets): few, so few idle connections.
+// Attempts go through their provider's Transport (transport.go).
 func newTransport(g *Gateway) *http.Transport {
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           g.dialUpstream,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          2048,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass bodies through as they are
-		// Go's default 4 KiB buffers: 32 KiB ones cost ~50 KiB more per
-		// in-flight stream and per idle upstream connection (make heap).
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            g.dialUpstream,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		DisableCompression:     true, // pass bodies through as they are
 	}
 }
 
