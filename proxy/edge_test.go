@@ -568,3 +568,69 @@ func TestReuseGuardStaysShared(t *testing.T) {
 		t.Fatal("the shared reuse guard took another trace's hooks")
 	}
 }
+
+// A body trickled to a handler that reads none itself (here an unknown
+// path, whose unread body net/http drains) is bounded by the server's read
+// timeout, not held for as long as the client keeps sending.
+func TestTrickledBodyElsewhereIsBounded(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
+	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadTimeout = time.Second })
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		io.Copy(io.Discard, c)
+	}()
+	for i := 0; i < 40; i++ { // 40 bytes over 10 s at most
+		select {
+		case <-gone:
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			return
+		}
+	}
+	t.Fatal("a trickled body was read for 10 s with a 1 s read timeout")
+}
+
+// A stream runs past the server's read timeout and the body deadline: once
+// the chat body has been read to its end, net/http clears the read
+// deadline as it starts watching for the client going away, so neither
+// cuts the stream.
+func TestLongStreamOutlivesTheReadTimeout(t *testing.T) {
+	up := newFakeUp(t)
+	up.set("k", sse(streamOpt{chunks: 15, interval: 100 * time.Millisecond}))
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+up.url()+`
+    models: [m]
+    connections: [{id: c, apiKey: k}]
+`+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.srv.ReadTimeout = 500 * time.Millisecond
+	g.bodyReadTimeout = 500 * time.Millisecond
+	srv := serveGW(t, g)
+	t.Cleanup(func() { g.Close(context.Background()) })
+	res, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"p/m","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(b), "tok14") || !strings.Contains(string(b), "[DONE]") {
+		t.Fatalf("a 1.5 s stream with 0.5 s read and body timeouts: %d %s", res.StatusCode, b)
+	}
+}

@@ -227,9 +227,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		IdleTimeout:       idleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return g.base },
+		// The whole request of a handler that reads no body itself (the
+		// management API, a 404 whose unread body net/http drains):
+		// readBody sets its own deadline from the end of the head, and
+		// clears it once the body is in.
+		ReadTimeout:    readHeaderTimeout + bodyReadTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout:    idleTimeout,
+		BaseContext:    func(net.Listener) context.Context { return g.base },
 		// net/http reports what it refuses or recovers (a handler's panic)
 		// here; a request's own outcome is logged by the handler.
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),

@@ -39,18 +39,19 @@ func (e *errBadRequest) Error() string { return e.msg }
 // bytes that arrive, never from the declared Content-Length: a head that
 // declares limit bytes and sends one costs what arrived, not limit.
 //
-// The read deadline is cleared once the body is read: net/http then
+// Once the body has been read to its end, net/http clears the deadline and
 // watches the connection for the client going away, which cancels the
-// request's context, and a deadline left set would read as that. After a
-// failed read the deadline stays and the connection closes after the
-// answer.
+// request's context. After a failed read the deadline stays and the
+// connection closes after the answer.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
 		return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, limit)}
 	}
 	rc := http.NewResponseController(w)
-	deadline := timeout > 0 && rc.SetReadDeadline(time.Now().Add(timeout)) == nil
+	if timeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
+	}
 	// No context interrupts a body read: a request cut (the shutdown's
 	// drain ran out) ends its read through the deadline, and is answered.
 	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetReadDeadline(time.Now()) })
@@ -85,9 +86,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			}
 			return nil, &errBadRequest{http.StatusBadRequest, "invalid_request", "reading the request body failed: " + err.Error()}
 		}
-	}
-	if deadline && stop() {
-		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return body, nil
 }
