@@ -181,12 +181,6 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
-func (s *statusRecorder) endBody() {
-	if e, ok := s.ResponseWriter.(bodyEnder); ok {
-		e.endBody()
-	}
-}
-
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) code() int {
@@ -980,12 +974,18 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 			}
 			c.RateLimitOverrides = o
 		}
+		if cp.APIKey != nil {
+			if problem := headerValueProblem(*cp.APIKey); problem != "" {
+				bad("connections[%d].apiKey: %s", i, problem)
+				return
+			}
+		}
 		if cp.APIKey != nil && *cp.APIKey != c.APIKey {
 			c.APIKey = *cp.APIKey
 			changed[c.ID] = true
 		}
 	}
-	np := newProvRuntime(next)
+	np := newProvRuntime(next, cur.pool)
 	g.provs[id] = np
 	var cfgs []ProviderConfig
 	for _, pid := range g.provOrder {
