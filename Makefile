@@ -18,9 +18,9 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	@# The race build changes stack frames, so the held-stream stack pin runs
+	@# The race build changes allocations, so the held-stream heap pin runs
 	@# in a normal build as well.
-	$(GO) test -count=1 -run '^TestHeldStreamStack$$' ./proxy/
+	$(GO) test -count=1 -run '^TestHeldStreamHeap$$' ./proxy/
 
 ## bench: the decision-path benchmarks with allocations
 bench:
@@ -42,7 +42,7 @@ fuzz:
 run:
 	$(GO) run ./cmd/breakwater serve -config examples/demo.yaml
 
-## bench-proxy: perfkit (../shared/perfkit) against the mock directly and through the gateway
+## bench-proxy: perfkit (../shared/perfkit) against the mock directly, through the plain net/http floor (examples/bareproxy) and through the gateway, in one run
 bench-proxy:
 	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-proxy.sh
 

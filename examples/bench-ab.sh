@@ -9,9 +9,9 @@
 # ROUNDS (3), D (seconds per run, 3), WARM (1), RT (e.g. "chrt -r 20"),
 # BENCH_MOCK_ADDR, BENCH_GW_ADDR (the configs should listen on
 # ${BENCH_GW_ADDR} and point at ${BENCH_MOCK_ADDR}, as examples/bench-proxy.yaml).
-# Example: busy polling off against on (docs/gateway.md, "Busy polling"):
-#   sed 's/^  streamCommit:.*/&\n  busyPollUs: 0/' examples/bench-proxy.yaml >/tmp/off.yaml
-#   examples/bench-ab.sh /tmp/off.yaml examples/bench-proxy.yaml
+# Example: streams committed at the first event against at the first content:
+#   sed 's/^  streamCommit:.*/  streamCommit: first-event/' examples/bench-proxy.yaml >/tmp/first.yaml
+#   examples/bench-ab.sh /tmp/first.yaml examples/bench-proxy.yaml
 set -euo pipefail
 [[ $# -eq 2 ]] || { sed -n 2,14p "$0" >&2; exit 2; }
 A=$(realpath "$1") B=$(realpath "$2")

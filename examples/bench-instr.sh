@@ -40,7 +40,7 @@ measure() {
   rm -f "$OUT"/cg.out.*
   # asyncpreemptoff: callgrind does not survive Go's preemption signals.
   # cpu.rdtscp=off: valgrind 3.19 cannot decode RDTSCP, which the runtime uses on AMD CPUs.
-  GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off BREAKWATER_SYSMON_BACKOFF=off BENCH_GW_ADDR=$GW_ADDR BENCH_MOCK_ADDR=$MOCK_ADDR \
+  GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off BENCH_GW_ADDR=$GW_ADDR BENCH_MOCK_ADDR=$MOCK_ADDR \
     valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.out.%p" "$@" >"$OUT/$label.log" 2>&1 &
   local vg=$!
   for _ in $(seq 1 300); do

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # bench-proxy: measure the gateway's overhead with the shared perfkit: the
-# mock upstream measured directly and through the gateway, in one run, then
-# the summarize table. Env: PERFKIT (default ../shared/perfkit), LEVELS, REPS,
+# mock upstream measured directly, through the plain net/http floor
+# (examples/bareproxy: Server + Transport, no logic; label "bare-proxy") and
+# through the gateway, in one run, then the summarize table. Every gateway
+# figure is read against the floor's from the same run.
+# Env: PERFKIT (default ../shared/perfkit), LEVELS, REPS,
 # D, WARM (passed to perfkit's bench.sh), MOCK_ARGS (e.g. "-chunk-delay 100ms"),
 # BENCH_MOCK_ADDR, BENCH_GW_ADDR, OUT, RT (e.g. "chrt -r 20": run mock, gateway
 # and load tool at real-time priority on a shared machine).
 # BENCH_PG_URL (postgres://...): also run the matrix through a second gateway
 # on that database (state store + request log on), label "breakwater-pg", so
 # the table shows store/log on against the memory store in the same run.
-# BENCH_FLOOR=1: also run the matrix through examples/bareproxy (a proxy with
-# no logic), label "bare-proxy": the cost of any extra Go HTTP hop here.
+# BARE_ADDR: where the floor listens (default 127.0.0.1:9003).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PERFKIT=${PERFKIT:-../shared/perfkit}
@@ -26,6 +28,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 $RT "$BIN/mockupstream" -addr "$BENCH_MOCK_ADDR" ${MOCK_ARGS:-} & mock=$!; pids+=("$mock")
+BARE_ADDR=${BARE_ADDR:-127.0.0.1:9003}
+$RT "$BIN/bareproxy" "$BARE_ADDR" "$BENCH_MOCK_ADDR" & bare=$!; pids+=("$bare")
 $RT "$BIN/breakwater" serve -config examples/bench-proxy.yaml -log-level error & gw=$!; pids+=("$gw")
 wait_up() {
   for _ in $(seq 1 100); do
@@ -36,25 +40,25 @@ wait_up() {
 }
 wait_up "$BENCH_GW_ADDR"
 export LOAD="$BIN/load"
-rm -f "$OUT/direct.jsonl" "$OUT/gateway.jsonl" "$OUT/gateway-pg.jsonl"
+wait_bare() {
+  for _ in $(seq 1 100); do
+    curl -s -o /dev/null "http://$BARE_ADDR/" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "bench-proxy: the floor ($BARE_ADDR) did not come up" >&2; return 1
+}
+wait_bare
+rm -f "$OUT/direct.jsonl" "$OUT/bare.jsonl" "$OUT/gateway.jsonl" "$OUT/gateway-pg.jsonl"
 $RT "$PERFKIT/bench.sh" direct "http://$BENCH_MOCK_ADDR/v1/chat/completions" gpt-4o-mini "$mock" "$OUT/direct.jsonl"
+$RT "$PERFKIT/bench.sh" bare-proxy "http://$BARE_ADDR/v1/chat/completions" gpt-4o-mini "$bare" "$OUT/bare.jsonl"
 $RT "$PERFKIT/bench.sh" breakwater "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gw" "$OUT/gateway.jsonl"
-files=("$OUT/direct.jsonl" "$OUT/gateway.jsonl")
+files=("$OUT/direct.jsonl" "$OUT/bare.jsonl" "$OUT/gateway.jsonl")
 if [[ -n "${BENCH_PG_URL:-}" ]]; then
   kill "$gw" 2>/dev/null || true
   BENCH_STORE_URL="$BENCH_PG_URL" $RT "$BIN/breakwater" serve -config examples/bench-proxy.yaml -log-level error & gwpg=$!; pids+=("$gwpg")
   wait_up "$BENCH_GW_ADDR"
   $RT "$PERFKIT/bench.sh" breakwater-pg "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gwpg" "$OUT/gateway-pg.jsonl"
   files+=("$OUT/gateway-pg.jsonl")
-fi
-if [[ -n "${BENCH_FLOOR:-}" ]]; then
-  BARE_ADDR=${BARE_ADDR:-127.0.0.1:9003}
-  # The same runtime setting breakwater serve gives itself (cmd/breakwater/sysmon.go),
-  # so the floor is measured like for like.
-  GODEBUG=schedtrace=2147483647 $RT "$BIN/bareproxy" "$BARE_ADDR" "$BENCH_MOCK_ADDR" & bare=$!; pids+=("$bare")
-  sleep 0.5
-  $RT "$PERFKIT/bench.sh" bare-proxy "http://$BARE_ADDR/v1/chat/completions" gpt-4o-mini "$bare" "$OUT/bare.jsonl"
-  files+=("$OUT/bare.jsonl")
 fi
 echo
 echo "results: ${files[*]}"

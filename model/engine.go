@@ -25,6 +25,7 @@ type Engine struct {
 
 	pins    map[pinKey]Pin
 	changes []Change
+	peek    bool // inside Preview: the strategies neither move a cursor nor draw (preview.go)
 }
 
 type provState struct {

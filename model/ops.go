@@ -69,6 +69,22 @@ type ConnectionView struct {
 	InFlight            int           `json:"inFlight"`
 	Uses                uint64        `json:"uses"`
 	Lockouts            []LockoutView `json:"lockouts"`
+	// The refusal ladders' strikes still counting at now: auth failures
+	// toward `expired` and request rejections toward `banned`; the Max-th
+	// strike makes the connection terminal.
+	AuthStrikes        int `json:"authStrikes"`
+	AuthStrikesMax     int `json:"authStrikesMax"`
+	RejectedStrikes    int `json:"rejectedStrikes"`
+	RejectedStrikesMax int `json:"rejectedStrikesMax"`
+}
+
+// live is the streak's count while it still counts at now (a strike older
+// than the streak window starts the ladder over).
+func (s Streak) live(now Time) int {
+	if s.Count > 0 && now.Sub(s.LastAt) < streakWindowMs {
+		return s.Count
+	}
+	return 0
 }
 
 // LockoutView is one active model lockout.
@@ -110,7 +126,9 @@ func (e *Engine) Connections(now Time, provider string) []ConnectionView {
 			v := ConnectionView{Provider: p.id, Connection: c.id, Status: c.st.StatusAt(now),
 				CooldownRemainingMs: c.st.CooldownRemaining(now), BackoffLevel: c.st.LevelAt(now, decay),
 				LastErrorType: c.st.LastErrorType, LastError: c.st.LastError, ErrorCode: c.st.ErrorCode,
-				InFlight: c.inflight, Uses: c.st.Uses, Lockouts: []LockoutView{}}
+				InFlight: c.inflight, Uses: c.st.Uses, Lockouts: []LockoutView{},
+				AuthStrikes: c.st.Auth.live(now), AuthStrikesMax: ExpiredRetryMax + 1,
+				RejectedStrikes: c.st.Rejected.live(now), RejectedStrikesMax: rejectedThreshold}
 			if !c.st.Status.Terminal() && c.retiredAs.Terminal() {
 				// This process's key was retired while terminal.
 				v.Status, v.CooldownRemainingMs = c.retiredAs, 0

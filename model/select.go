@@ -336,14 +336,20 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 		slices.Reverse(buf[:k])
 		slices.Reverse(buf[k:])
 		slices.Reverse(buf)
-		p.cursor++
-		e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
+		if !e.peek {
+			p.cursor++
+			e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
+		}
 	case Random:
-		e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+		if !e.peek {
+			e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+		}
 	case Weighted:
-		e.weightedOrder(buf, func(i int32) int { return p.cfg.Connections[i].Weight })
+		if !e.peek {
+			e.weightedOrder(buf, func(i int32) int { return p.cfg.Connections[i].Weight })
+		}
 	case P2C:
-		if n >= 2 {
+		if n >= 2 && !e.peek {
 			i := e.rng.IntN(n)
 			j := e.rng.IntN(n - 1)
 			if j >= i {
@@ -473,12 +479,18 @@ func (e *Engine) orderTargets(now Time, cs *comboState, buf []int32) []int32 {
 		slices.Reverse(buf[:k])
 		slices.Reverse(buf[k:])
 		slices.Reverse(buf)
-		cs.cursor++
-		e.emit(Change{At: now, Kind: ChangeCursor, Combo: cs.cfg.ID, Cursor: cs.cursor})
+		if !e.peek {
+			cs.cursor++
+			e.emit(Change{At: now, Kind: ChangeCursor, Combo: cs.cfg.ID, Cursor: cs.cursor})
+		}
 	case Random:
-		e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+		if !e.peek {
+			e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
+		}
 	case Weighted:
-		e.weightedOrder(buf, func(i int32) int { return cs.cfg.Targets[i].Weight })
+		if !e.peek {
+			e.weightedOrder(buf, func(i int32) int { return cs.cfg.Targets[i].Weight })
+		}
 	case P2C, LeastUsed:
 		load := func(t int32) (inflight int, uses uint64) {
 			p := &e.provs[cs.tp[t]]
@@ -500,7 +512,7 @@ func (e *Engine) orderTargets(now Time, cs *comboState, buf []int32) []int32 {
 				}
 				return 0
 			})
-		} else if n >= 2 {
+		} else if n >= 2 && !e.peek {
 			i := e.rng.IntN(n)
 			j := e.rng.IntN(n - 1)
 			if j >= i {

@@ -38,7 +38,7 @@ func BenchmarkGateway(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close(context.Background())
-			addr := serveLoopback(b, g) // the production server: fast path included
+			addr := serveLoopback(b, g) // the production server
 			defer g.srv.Close()
 			body := `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
 			if stream {

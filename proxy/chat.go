@@ -155,7 +155,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes
 	}
-	body, err := readBody(w, r, limit)
+	body, err := readBody(w, r, limit, g.bodyReadTimeout)
 	if err == nil {
 		rs.req, err = parseChatRequest(body)
 	}

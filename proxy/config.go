@@ -64,10 +64,6 @@ type ServerConfig struct {
 	// elsewhere; "first-event" forwards the first event at once (lower
 	// time-to-first-event, fewer pre-commit retries).
 	StreamCommit string `yaml:"streamCommit"`
-	// BusyPollUs bounds how long a request polls for the upstream's answer,
-	// and a kept-alive connection for the client's next request, before
-	// parking (proxy/busypoll.go); default 300, 0 turns it off.
-	BusyPollUs *int `yaml:"busyPollUs"`
 }
 
 // DemoConfig is the `demo:` section.
@@ -458,6 +454,28 @@ var (
 	targetType = reflect.TypeOf(ComboTarget{})
 )
 
+// headerValueProblem says why v cannot be sent as an HTTP header value
+// (a connection's key goes out in Authorization or the provider's key
+// header), or "". A control character is refused here rather than left to
+// the Transport, which would refuse every attempt with it and charge the
+// failures to the provider. The value itself is never quoted: it is a
+// credential.
+func headerValueProblem(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == 0x7f {
+			return fmt.Sprintf("contains a control character (byte 0x%02x at offset %d); a header value cannot carry it", c, i)
+		}
+	}
+	return ""
+}
+
+// removedKeys are keys the config no longer has, with what to do instead: a
+// config that still sets one is refused with that message rather than the
+// generic unknown-key one.
+var removedKeys = map[string]string{
+	"server.busyPollUs": "the key was removed: client and upstream connections are served by net/http, which parks goroutines itself; delete the line",
+}
+
 func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
@@ -529,6 +547,10 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			fi, ok := idx[key]
 			if !ok && path == "" && strings.HasPrefix(key, "x-") {
 				continue // a top-level x- key holds YAML anchors for merge keys (as in Compose files)
+			}
+			if why, gone := removedKeys[fp]; !ok && gone {
+				d.fail(k, fp, "%s", why)
+				continue
 			}
 			if !ok {
 				if s := model.NearestName(key, names); s != "" {
@@ -742,9 +764,6 @@ func (c *Config) validate() []error {
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
 	}
-	if v := c.Server.BusyPollUs; v != nil && (*v < 0 || *v > maxBusyPollUs) {
-		add(c.errAt("server.busyPollUs", "want microseconds between 0 (off) and %d, got %d", maxBusyPollUs, *v))
-	}
 	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
 		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", redactURL(u))) // never print its password
 	} else if problem := postgresURLProblem(u); problem != "" {
@@ -817,6 +836,9 @@ func (c *Config) validate() []error {
 			}
 			if cn.RateLimitOverrides.RPM < 0 {
 				add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
+			}
+			if problem := headerValueProblem(cn.APIKey); problem != "" {
+				add(c.errAt(cf+".apiKey", "%s", problem))
 			}
 			if cn.EgressIP != "" && net.ParseIP(cn.EgressIP) == nil {
 				add(c.errAt(cf+".egressIp", "want an IP address, got %q", cn.EgressIP))

@@ -66,12 +66,19 @@ type Gateway struct {
 	gate      *gate
 	pace      *pacers
 	met       *metrics
-	transport *http.Transport
-	up        *upClient // plain-HTTP upstreams; falls back to client
-	client    *http.Client
+	transport *http.Transport // management probes and spend-wall calls
+	client    *http.Client    // over transport, redirects not followed
 
-	handler  http.Handler
-	srv      *h1Server
+	handler http.Handler
+	srv     *http.Server
+	// base is every served request's parent context: cutAll ends them all
+	// with errShutdown when the drain runs out of time.
+	base   context.Context
+	cutAll context.CancelCauseFunc
+	// bodyReadTimeout bounds the read of one request body (set before
+	// Serve; tests shorten it).
+	bodyReadTimeout time.Duration
+
 	draining atomic.Bool
 	drainCh  chan struct{} // closed when Shutdown begins: cooldown waits that would outlast the drain end
 	drainBy  atomic.Int64  // the drain's deadline (Unix ns; 0 = none), set before drainCh closes
@@ -95,6 +102,7 @@ type provRuntime struct {
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
 	egress    bool        // egress-bucketed (SPEC §7): learn each attempt's egress IP
+	pool      *upstreamPool
 }
 
 type connRuntime struct {
@@ -166,7 +174,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
 	}
 	for _, p := range cfg.Providers {
-		g.provs[p.ID] = newProvRuntime(p)
+		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
 		g.provOrder = append(g.provOrder, p.ID)
 	}
 	for _, k := range cfg.ClientKeys {
@@ -213,21 +221,36 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.leases = newLeaseMgr(ctx, g)
 	g.transport = newTransport(g)
 	g.client = &http.Client{Transport: g.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	g.up = newUpClient(g.client, g.dialUpstream)
 	g.met = newMetrics(g)
 	g.handler = g.routes()
-	g.srv = newH1Server(g.handler, g.log, 30*time.Second, 120*time.Second)
-	g.up.poll = newBusyPoller(cfg.Server.BusyPollUs)
-	g.srv.setPoller(g.up.poll)
+	g.base, g.cutAll = context.WithCancelCause(context.Background())
+	g.bodyReadTimeout = bodyReadTimeout
+	g.srv = &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		// The whole request of a handler that reads no body itself (the
+		// management API, a 404 whose unread body net/http drains):
+		// readBody sets its own deadline from the end of the head, and
+		// clears it once the body is in.
+		ReadTimeout:    readHeaderTimeout + bodyReadTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout:    idleTimeout,
+		BaseContext:    func(net.Listener) context.Context { return g.base },
+		// net/http reports what it refuses or recovers (a handler's panic)
+		// here; a request's own outcome is logged by the handler.
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
 	g.drainCh = make(chan struct{})
 	go g.pump()
 	return g, nil
 }
 
-func newProvRuntime(p ProviderConfig) *provRuntime {
+// newProvRuntime prepares a provider's runtime config; pool is its
+// upstream connections (kept when PUT /api/providers replaces the rest).
+func newProvRuntime(p ProviderConfig, pool *upstreamPool) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
 	pr := &provRuntime{cfg: p, modelsURL: base + "/models", conns: map[string]*connRuntime{},
-		egress: model.EgressBucketed(p.Type)}
+		egress: model.EgressBucketed(p.Type), pool: pool}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
 		pr.modelsURL = pr.wire.modelsURL()
 	} else {
@@ -255,22 +278,27 @@ func (g *Gateway) dialUpstream(ctx context.Context, network, addr string) (net.C
 		defer c.progress(c.suspend())
 	}
 	d := net.Dialer{Timeout: g.settings().UpstreamTimeouts.ConnectMs.Duration(), KeepAlive: 30 * time.Second}
-	return d.DialContext(ctx, network, addr)
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{Conn: c}, nil // the reuse guard's view of it (transport.go)
 }
 
+// newTransport is the Transport of the gateway's calls outside an attempt
+// (the models probe, spend-wall resets): few, so few idle connections.
+// Attempts go through their provider's Transport (transport.go).
 func newTransport(g *Gateway) *http.Transport {
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           g.dialUpstream,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          2048,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass bodies through as they are
-		// Go's default 4 KiB buffers: 32 KiB ones cost ~50 KiB more per
-		// in-flight stream and per idle upstream connection (make heap).
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            g.dialUpstream,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		DisableCompression:     true, // pass bodies through as they are
 	}
 }
 
@@ -390,7 +418,23 @@ func bearer(r *http.Request) (string, bool) {
 	return t, t != ""
 }
 
-// Serve serves the gateway on l until Shutdown.
+// The client edge's bounds (net/http's Server does the framing).
+const (
+	// readHeaderTimeout bounds the arrival of a request head: a client
+	// that trickles one is closed then.
+	readHeaderTimeout = 10 * time.Second
+	// maxHeaderBytes bounds a request head (431 past it).
+	maxHeaderBytes = 64 << 10
+	// idleTimeout ends a kept-alive client connection with no next request.
+	idleTimeout = 120 * time.Second
+	// bodyReadTimeout bounds the read of a request body, from the end of
+	// its head (408 past it): a body declared large and sent slowly holds
+	// a connection no longer than this.
+	bodyReadTimeout = 60 * time.Second
+)
+
+// Serve serves the gateway on l until Shutdown; like http.Server.Serve it
+// may run on several listeners at once.
 func (g *Gateway) Serve(l net.Listener) error {
 	err := g.srv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
@@ -434,7 +478,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		// Cut what is still in flight while the connections are open, so
 		// each request is answered — 503 gateway_shutting_down, or a
 		// committed stream's error event — rather than reset; then close.
-		g.srv.CutRequests(errShutdown)
+		g.cutAll(errShutdown)
 		for cut := time.Now(); g.active.Load() > 0 && time.Since(cut) < cutGrace; {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -487,7 +531,12 @@ func (g *Gateway) Close(ctx context.Context) error {
 		if e := g.store.Close(ctx); e != nil {
 			err = e // the store's own account: it says what could not be written
 		}
-		g.up.CloseIdle(true)
+		g.transport.CloseIdleConnections()
+		g.provMu.RLock()
+		for _, p := range g.provs {
+			p.pool.closeIdle()
+		}
+		g.provMu.RUnlock()
 	})
 	return err
 }

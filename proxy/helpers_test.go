@@ -223,8 +223,8 @@ type gw struct {
 	up    *fakeUp
 }
 
-// gwServer is a gateway served as `breakwater serve` serves it (Serve: the
-// fast path for chat, net/http for the rest) on a loopback port.
+// gwServer is a gateway served as `breakwater serve` serves it (Serve) on a
+// loopback port.
 type gwServer struct {
 	URL string
 	g   *Gateway

@@ -115,7 +115,7 @@ func (g *Gateway) handleSessionLeases(w http.ResponseWriter, r *http.Request) {
 		writeLeaseError(w, model.CodeLeaseUnsupportedMedia, "the body must be JSON (Content-Type: application/json)")
 		return
 	}
-	body, err := readBody(w, r, maxLeaseBody)
+	body, err := readBody(w, r, maxLeaseBody, g.bodyReadTimeout)
 	if err != nil {
 		var be *errBadRequest
 		if errors.As(err, &be) {

@@ -123,9 +123,7 @@ var (
 		"Requests waiting in a connection's admission queue.", []string{"provider", "connection"}, nil)
 	descSlots = prometheus.NewDesc("breakwater_connection_inflight",
 		"Admission slots in use per connection.", []string{"provider", "connection"}, nil)
-	descPins  = prometheus.NewDesc("breakwater_session_pins", "Live session affinity pins.", nil, nil)
-	descPolls = prometheus.NewDesc("breakwater_busy_polls_total",
-		"Socket polls before parking (server.busyPollUs) by site (client: a kept-alive connection's next request, upstream: the answer) and outcome (ready: data or the connection's end arrived, timeout: the window ran out).", []string{"site", "outcome"}, nil)
+	descPins = prometheus.NewDesc("breakwater_session_pins", "Live session affinity pins.", nil, nil)
 )
 
 // stateCollector reads the model's refreshed views at scrape time, so the
@@ -133,7 +131,7 @@ var (
 type stateCollector struct{ g *Gateway }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreaker, descBreakerFailures, descCooldown, descConnStatus, descLockouts, descQueue, descSlots, descPins, descPolls} {
+	for _, d := range []*prometheus.Desc{descBreaker, descBreakerFailures, descCooldown, descConnStatus, descLockouts, descQueue, descSlots, descPins} {
 		ch <- d
 	}
 }
@@ -160,12 +158,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(inUse), p, cn)
 	})
 	ch <- prometheus.MustNewConstMetric(descPins, prometheus.GaugeValue, float64(pins))
-	if p := g.up.poll; p != nil {
-		for _, site := range []pollSite{pollClient, pollUpstream} {
-			ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.ready[site].Load()), site.String(), "ready")
-			ch <- prometheus.MustNewConstMetric(descPolls, prometheus.CounterValue, float64(p.timeouts[site].Load()), site.String(), "timeout")
-		}
-	}
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }

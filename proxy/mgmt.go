@@ -69,6 +69,7 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
 	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
 	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
+	g.uiRoutes(r, m) // the dashboard and its read-only views (mgmt_ui.go)
 	return g.wrap(r)
 }
 
@@ -177,12 +178,6 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
-	}
-}
-
-func (s *statusRecorder) endBody() {
-	if e, ok := s.ResponseWriter.(bodyEnder); ok {
-		e.endBody()
 	}
 }
 
@@ -979,12 +974,18 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 			}
 			c.RateLimitOverrides = o
 		}
+		if cp.APIKey != nil {
+			if problem := headerValueProblem(*cp.APIKey); problem != "" {
+				bad("connections[%d].apiKey: %s", i, problem)
+				return
+			}
+		}
 		if cp.APIKey != nil && *cp.APIKey != c.APIKey {
 			c.APIKey = *cp.APIKey
 			changed[c.ID] = true
 		}
 	}
-	np := newProvRuntime(next)
+	np := newProvRuntime(next, cur.pool)
 	g.provs[id] = np
 	var cfgs []ProviderConfig
 	for _, pid := range g.provOrder {

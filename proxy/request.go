@@ -2,13 +2,17 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
+	"github.com/breakwater-gw/breakwater/model"
 )
 
 // chatRequest is a decoded client request: the fields the gateway reads and
@@ -30,33 +34,65 @@ type errBadRequest struct {
 
 func (e *errBadRequest) Error() string { return e.msg }
 
-// readBody reads the request body up to limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the request body up to limit bytes (413 past it) within
+// timeout (408 past it; 0: no bound of its own). The buffer grows with the
+// bytes that arrive, never from the declared Content-Length: a head that
+// declares limit bytes and sends one costs what arrived, not limit.
+//
+// Once the body has been read to its end, net/http clears the deadline and
+// watches the connection for the client going away, which cancels the
+// request's context. After a failed read the deadline stays and the
+// connection closes after the answer.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close")
 		return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, limit)}
 	}
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	var body []byte
-	var err error
-	if r.ContentLength > 0 {
-		// Exactly its length: the body is kept for the whole request (a
-		// bytes.Buffer would add at least 512 bytes of spare room).
-		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(rd, body)
-	} else {
-		var buf bytes.Buffer
-		_, err = buf.ReadFrom(rd)
-		body = buf.Bytes()
+	rc := http.NewResponseController(w)
+	if timeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
 	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
+	// No context interrupts a body read: a request cut (the shutdown's
+	// drain ran out) ends its read through the deadline, and is answered.
+	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetReadDeadline(time.Now()) })
+	defer stop()
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	body := make([]byte, 0, min(limit+1, firstBodyBuffer))
+	for {
+		if len(body) == cap(body) {
+			// Doubled, up to limit+1: MaxBytesReader reads one byte past
+			// the limit to tell that it was passed.
+			nb := make([]byte, len(body), min(2*int64(cap(body)), limit+1))
+			copy(nb, body)
+			body = nb
 		}
-		return nil, &errBadRequest{http.StatusBadRequest, "invalid_request", "reading the request body failed: " + err.Error()}
+		n, err := rd.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			w.Header().Set("Connection", "close")
+			var mbe *http.MaxBytesError
+			var ne net.Error
+			switch {
+			case errors.As(err, &mbe):
+				return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
+			case errors.As(err, &ne) && ne.Timeout():
+				return nil, &errBadRequest{http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body did not arrive within %s", timeout)}
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				// The client closed the connection before its body ended.
+				return nil, &errBadRequest{model.CodeClientClosed.HTTPStatus(), string(model.CodeClientClosed), "the client closed the connection before its request body ended"}
+			}
+			return nil, &errBadRequest{http.StatusBadRequest, "invalid_request", "reading the request body failed: " + err.Error()}
+		}
 	}
 	return body, nil
 }
+
+// firstBodyBuffer is the body buffer's first size; a chat request body of
+// a few hundred bytes fits without growing.
+const firstBodyBuffer = 1 << 10
 
 // parseChatRequest validates a chat completion body: a JSON object with a
 // string "model", optionally a boolean "stream" and an array "messages".

@@ -28,8 +28,7 @@ type sseReader struct {
 }
 
 // 4 KiB holds any ordinary event; a longer line is assembled by next, so
-// the buffer size bounds memory per stream, not event size. The listener
-// (h1server.go) reads client connections through the same pooled readers.
+// the buffer size bounds memory per stream, not event size.
 var (
 	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 	sseReaders = sync.Pool{New: func() any { return new(sseReader) }}

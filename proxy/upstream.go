@@ -152,9 +152,6 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		sl.release()
 		released = true
 		rs.count(status)
-		if e, ok := rs.w.(bodyEnder); ok {
-			e.endBody() // a stream's last chunk in the same write as its [DONE]
-		}
 		if f, ok := rs.w.(http.Flusher); ok {
 			f.Flush()
 		}
@@ -353,7 +350,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	setSpendWallHeader(h, cand) // SPEC §2b: the model put this attempt on the lane
 
 	t0 := time.Now()
-	resp, err := rs.g.up.Do(req)
+	resp, err := prov.roundTrip(req, to.ResponseHeaderMs.Duration())
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
@@ -457,6 +454,12 @@ func (rs *reqState) failure(actx context.Context, err error, afterHeaders bool) 
 			return transport(model.TransportConnectTimeout)
 		}
 		return transport(model.TransportRefused)
+	}
+	var te interface{ Timeout() bool }
+	if !afterHeaders && errors.As(err, &te) && te.Timeout() {
+		// The Transport's ResponseHeaderTimeout (the attempt clock's
+		// backstop) ran out.
+		return transport(model.TransportHeaderTimeout)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

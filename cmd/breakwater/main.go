@@ -48,8 +48,5 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	if os.Args[1] == "serve" {
-		withSysmonBackoff() // returns only when it does not apply (sysmon.go)
-	}
 	os.Exit(c.run(os.Args[2:]))
 }

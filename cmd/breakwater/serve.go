@@ -161,7 +161,7 @@ func shutdownResult(err error) (cut bool, failed error) {
 
 // serveEnvVars are the BREAKWATER_* variables serve reads besides the
 // resilience ones (model.EnvVars).
-var serveEnvVars = append(proxy.ServerEnvVars(), sysmonEnv, heapHeadroomEnv)
+var serveEnvVars = append(proxy.ServerEnvVars(), heapHeadroomEnv)
 
 // envTypoWarnings names BREAKWATER_* variables that serve does not read but
 // that are a few letters away from one it does: a mistyped override is

@@ -1,0 +1,636 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The edge against hostile peers: each test drives the gateway with a
+// raw-TCP upstream or client written here, so the bytes on the wire are
+// exactly the hostile ones (a well-kept server or client would refuse to
+// send them).
+
+// rawUp is an upstream on raw TCP: serve runs on every accepted connection.
+type rawUp struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newRawUp(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawUp {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUp{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.mu.Lock()
+			u.conns = append(u.conns, c)
+			u.mu.Unlock()
+			go func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		u.mu.Lock()
+		for _, c := range u.conns {
+			c.Close()
+		}
+		u.mu.Unlock()
+	})
+	return u
+}
+
+func (u *rawUp) baseURL() string { return "http://" + u.ln.Addr().String() + "/v1" }
+
+// rawGW is a gateway in front of a raw upstream (one provider p, one
+// connection c that never cools down), with extra YAML appended; tune, if
+// given, adjusts the gateway before it serves.
+func rawGW(t *testing.T, u *rawUp, extra string, tune ...func(*Gateway)) *gw {
+	t.Helper()
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+u.baseURL()+`
+    models: [m]
+    connections: [{id: c, apiKey: k, disableCooling: true}]
+`+extra), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tune {
+		f(g)
+	}
+	srv := serveGW(t, g)
+	t.Cleanup(func() { g.Close(context.Background()) })
+	return &gw{t: t, g: g, srv: srv}
+}
+
+// readRawRequest reads one request and its body off an upstream connection.
+func readRawRequest(br *bufio.Reader) (string, error) {
+	r, err := http.ReadRequest(br)
+	if err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(r.Body)
+	return string(b), err
+}
+
+func chatAnswerJSON(content string) string {
+	return fmt.Sprintf(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, content)
+}
+
+func rawAnswer(status int, body string) string {
+	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", status, http.StatusText(status), len(body), body)
+}
+
+var tagPattern = regexp.MustCompile(`tag-[0-9]+-[0-9]+`)
+
+// (1) Bytes an upstream writes after its answer — an unsolicited second
+// response, a body longer than its Content-Length, an error answer with
+// trailing bytes — never become another request's answer: the Transport
+// drops a pooled connection that holds bytes nobody asked for, and the
+// reuse guard (transport.go) keeps a request off the connection until it
+// has looked. Three clients in tight loops tag their requests and the
+// upstream echoes the tag; no client ever gets a tag but its own. On
+// failure the upstream's view (connection, order, tag) is logged.
+func TestUpstreamBytesAfterAnAnswerNeverReachAnotherClient(t *testing.T) {
+	var n atomic.Int64
+	var poisoned atomic.Int64
+	var logMu sync.Mutex
+	var seen []string
+	defer func() {
+		if t.Failed() {
+			logMu.Lock()
+			t.Log(strings.Join(seen, "\n"))
+			logMu.Unlock()
+		}
+	}()
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			body, err := readRawRequest(br)
+			if err != nil {
+				return
+			}
+			tag := tagPattern.FindString(body)
+			ans := rawAnswer(200, chatAnswerJSON(tag))
+			i := n.Add(1)
+			logMu.Lock()
+			seen = append(seen, fmt.Sprintf("%p i=%d %s", c, i, tag))
+			logMu.Unlock()
+			switch {
+			case i == 5:
+				// An error answer with the next answer already behind it.
+				ans = rawAnswer(500, `{"error":{"message":"boom"}}`) + ans
+				poisoned.Add(1)
+			case i%10 == 3:
+				// An unsolicited second response.
+				ans += rawAnswer(200, chatAnswerJSON(tag))
+				poisoned.Add(1)
+			case i%10 == 7:
+				// A body longer than its Content-Length.
+				ans += `,"excess":"` + tag + `"}`
+				poisoned.Add(1)
+			}
+			if _, err := io.WriteString(c, ans); err != nil { // one write: the excess is there when the answer is
+				return
+			}
+		}
+	})
+	g := rawGW(t, up, testBase)
+	const clients, each = 3, 60
+	var wg sync.WaitGroup
+	var ok, crossed atomic.Int64
+	for ci := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				tag := fmt.Sprintf("tag-%d-%d", ci, i)
+				r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"`+tag+`"}]}`)
+				for _, got := range tagPattern.FindAllString(r.body, -1) {
+					if got != tag {
+						crossed.Add(1)
+						t.Errorf("client %d sent %s and got another client's answer (%s): %d %s", ci, tag, got, r.code, r.body)
+					}
+				}
+				if r.code == 200 && strings.Contains(r.body, tag) {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if poisoned.Load() == 0 {
+		t.Fatal("no answer was poisoned: the test proves nothing")
+	}
+	if crossed.Load() == 0 && ok.Load() < clients*each*9/10 {
+		t.Fatalf("only %d of %d requests served", ok.Load(), clients*each)
+	}
+}
+
+// (2) A POST the upstream read and then reset on a reused connection is
+// not sent again by the transport layer: exactly one upstream call per
+// model attempt (maxAttempts 1: one call, a typed 502).
+func TestWrittenRequestIsNeverResent(t *testing.T) {
+	var calls atomic.Int64
+	var reusedReset atomic.Bool
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for k := 1; ; k++ {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if calls.Add(1) == 1 {
+				io.WriteString(c, rawAnswer(200, chatAnswerJSON("first")))
+				continue
+			}
+			// Read whole, then reset (no answer).
+			reusedReset.Store(k > 1)
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+			return
+		}
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("first request: %d %s", r.code, r.body)
+	}
+	r := g.chat("p/m")
+	if r.code != 502 {
+		t.Fatalf("after a reset: %d %s, want a typed 502", r.code, r.body)
+	}
+	if !reusedReset.Load() {
+		t.Fatal("the reset request did not come on the kept-alive connection: the test proves nothing")
+	}
+	if a := r.h.Get("X-Breakwater-Attempts"); a != "1" || calls.Load() != 2 {
+		t.Fatalf("upstream calls %d for 1+%s model attempts, want exactly one per attempt", calls.Load(), a)
+	}
+}
+
+// peakHeap samples the heap while f runs and returns the most it grew.
+func peakHeap(f func()) uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	base, peak := m.HeapAlloc, m.HeapAlloc
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var s runtime.MemStats
+		for {
+			runtime.ReadMemStats(&s)
+			peak = max(peak, s.HeapAlloc)
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(stop)
+	<-done
+	return peak - min(peak, base)
+}
+
+// (3) An endless upstream header line and a flood of interim 1xx answers
+// end the attempt with a typed answer and bounded memory: response heads
+// are bounded (1 MiB, interim answers included), and a head that never
+// ends is cut by the header timeout.
+func TestUpstreamHeadsAreBounded(t *testing.T) {
+	t.Run("endless header line", func(t *testing.T) {
+		var wrote atomic.Int64
+		up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Endless: ")
+			chunk := []byte(strings.Repeat("a", 64<<10))
+			for wrote.Load() < 64<<20 { // 64 MiB at most, then the test has failed anyway
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+				wrote.Add(int64(len(chunk)))
+			}
+		})
+		g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+		var r resp
+		grew := peakHeap(func() { r = g.chat("p/m") })
+		if r.code != 502 && r.code != 504 {
+			t.Fatalf("endless header line: %d %s, want a typed 502 or 504", r.code, r.body)
+		}
+		if grew > 32<<20 {
+			t.Fatalf("the heap grew %d MiB reading an endless header line", grew>>20)
+		}
+		t.Logf("answer %d after %d KiB sent; heap grew %d KiB", r.code, wrote.Load()>>10, grew>>10)
+	})
+	t.Run("10000 interim answers", func(t *testing.T) {
+		up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			bw := bufio.NewWriter(c)
+			for range 10000 {
+				bw.WriteString("HTTP/1.1 102 Processing\r\n\r\n")
+			}
+			bw.Flush()
+			io.Copy(io.Discard, c) // then nothing more: held until the gateway gives up
+		})
+		g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n  upstreamTimeouts: {responseHeaderMs: 500}\n")
+		var r resp
+		grew := peakHeap(func() { r = g.chat("p/m") })
+		if r.code != 502 && r.code != 504 {
+			t.Fatalf("10000 interim answers: %d %s, want a typed 502 or 504", r.code, r.body)
+		}
+		if grew > 32<<20 {
+			t.Fatalf("the heap grew %d MiB over 10000 interim answers", grew>>20)
+		}
+	})
+}
+
+// (4) A stray CRLF after an upstream body does not cost the next client
+// anything: the Transport drops the connection that holds it, the next
+// request is served on its first attempt, and nothing is charged to the
+// provider.
+func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
+	var conns atomic.Int64
+	closed := make(chan struct{}, 4)
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		conns.Add(1)
+		defer func() { closed <- struct{}{} }()
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))+"\r\n")
+		}
+	})
+	g := rawGW(t, up, testBase)
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("first request: %d %s", r.code, r.body)
+	}
+	select {
+	case <-closed: // the gateway dropped the connection with the stray bytes
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection holding a stray CRLF was kept")
+	}
+	r := g.chat("p/m")
+	if r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
+		t.Fatalf("the next client: %d attempts %s %s, want 200 on its first attempt", r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+	}
+	m := g.do("GET", "/metrics", "").body
+	for l := range strings.SplitSeq(m, "\n") {
+		if strings.HasPrefix(l, "breakwater_upstream_attempts_total{") && !strings.Contains(l, `result="200"`) {
+			t.Fatalf("an attempt was charged to the provider: %s", l)
+		}
+	}
+	if conns.Load() != 2 {
+		t.Fatalf("%d upstream connections, want 2 (the one with the stray bytes dropped)", conns.Load())
+	}
+}
+
+// (5) A request head sent a byte at a time is closed at the header
+// timeout, not held past it.
+func TestSlowHeadIsClosedAtReadHeaderTimeout(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
+	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadHeaderTimeout = 500 * time.Millisecond })
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+	start := time.Now()
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		io.Copy(io.Discard, c) // returns when the gateway closes the connection
+	}()
+	for i := 0; i < len(head); i++ {
+		select {
+		case <-gone:
+			took := time.Since(start)
+			if took < 500*time.Millisecond {
+				t.Fatalf("closed after %v, before the header timeout", took)
+			}
+			t.Logf("closed after %v with %d of %d head bytes sent", took, i, len(head))
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		c.Write([]byte{head[i]})
+	}
+	t.Fatalf("the whole head was accepted a byte every 250 ms over %v (header timeout 500 ms)", time.Since(start))
+}
+
+// (6) A client that hangs up while its request runs is noticed at once,
+// even when its body arrived well after its head: the request is
+// cancelled (499) and the upstream call ends.
+func TestClientHangingUpAfterALateBodyIsCancelled(t *testing.T) {
+	upGone := make(chan struct{})
+	got := make(chan struct{}, 1)
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		got <- struct{}{}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		br.ReadByte() // returns when the gateway ends the call
+		close(upGone)
+	})
+	g := rawGW(t, up, testBase)
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	time.Sleep(100 * time.Millisecond) // the body comes well after the head
+	io.WriteString(c, body)
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	c.Close()
+	select {
+	case <-upGone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream call went on after the client hung up")
+	}
+	eventually(t, "a 499 in the metrics", func() bool {
+		return strings.Contains(g.do("GET", "/metrics", "").body, `breakwater_requests_total{connection="c",provider="p",status="499"} 1`)
+	})
+}
+
+// (7) Bodies declared at the limit and never sent cost what arrived, not
+// what was declared, and end at the body deadline with a typed 408: 20
+// connections declaring 16 MiB and sending one byte.
+func TestDeclaredBodiesCostWhatArrives(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
+	g := rawGW(t, up, "server: {maxBodyBytes: 16777216}\n"+testBase, func(g *Gateway) { g.bodyReadTimeout = time.Second })
+	const n = 20
+	cs := make([]net.Conn, n)
+	var grew uint64
+	grew = peakHeap(func() {
+		for i := range cs {
+			c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs[i] = c
+			fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 16<<20)
+		}
+		eventually(t, "every body being read", func() bool { return g.g.active.Load() == n })
+	})
+	if grew > 32<<20 {
+		t.Fatalf("the heap grew %d MiB for %d bodies declared at 16 MiB with 1 byte sent", grew>>20, n)
+	}
+	for i, c := range cs {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("connection %d: no answer at the body deadline: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 408 {
+			t.Fatalf("connection %d: %d %s, want 408", i, res.StatusCode, b)
+		}
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatalf("connection %d stayed open after its 408", i)
+		}
+		c.Close()
+	}
+	t.Logf("heap grew %d KiB for %d connections", grew>>10, n)
+}
+
+// (8) A key set at run time with a control character is refused (400
+// naming the field) and never reaches an upstream; the config file's is a
+// config error naming the field.
+func TestKeysWithControlCharactersAreRefused(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	r := admin(g, "PUT", "/api/providers/glm", `{"connections":[{"id":"k1","apiKey":"new\r\nX-Injected: 1"}]}`)
+	if r.code != 400 || !strings.Contains(r.body, "connections[0].apiKey") || !strings.Contains(r.body, "control character") {
+		t.Fatalf("PUT with a control character in apiKey: %d %s, want 400 naming the field", r.code, r.body)
+	}
+	if strings.Contains(r.body, "X-Injected") {
+		t.Fatalf("the answer quotes the key: %s", r.body)
+	}
+	if c := g.chat("glm/glm-5"); c.code != 200 || up.count("glm-k1") == 0 {
+		t.Fatalf("the old key no longer serves: %d %s", c.code, c.body)
+	}
+
+	_, _, err := ParseConfig("test.yaml", []byte("providers:\n  - id: p\n    baseURL: http://x/v1\n    models: [m]\n    connections:\n      - {id: c, apiKey: \"k\\x01ey\"}\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "providers[0].connections[0].apiKey") || !strings.Contains(err.Error(), "control character") {
+		t.Fatalf("config with a control character in apiKey: %v, want an error naming the field", err)
+	}
+	if strings.Contains(err.Error(), "k\x01ey") {
+		t.Fatalf("the config error quotes the key: %v", err)
+	}
+}
+
+// Shutdown ends an idle kept-alive connection and one whose next request
+// head is half sent at once (the header timeout does not hold the exit),
+// and returns.
+func TestShutdownEndsIdleAndHalfSentConnections(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello")))
+		}
+	})
+	g := rawGW(t, up, testBase)
+	body := `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`
+	var brs []*bufio.Reader
+	for _, half := range []bool{false, true} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("first request: %v %v", res, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		if half {
+			io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+		}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		brs = append(brs, br)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.g.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with an idle and a half-sent connection: %v", err)
+	}
+	for i, br := range brs {
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatalf("connection %d was not ended", i)
+		}
+	}
+}
+
+// The shared reuse guard is never the trace another one is composed into
+// (an attempt that already carries a trace, as the egress-IP probe's): its
+// hooks stay its own for every other request.
+func TestReuseGuardStaysShared(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err == nil {
+			io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello")))
+		}
+	})
+	g := rawGW(t, up, testBase)
+	wrote := false
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true }})
+	req, _ := http.NewRequestWithContext(ctx, "POST", up.baseURL()+"/chat/completions", strings.NewReader("{}"))
+	res, err := g.g.provider("p").roundTrip(req, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if !wrote {
+		t.Fatal("the attempt's own trace was not called")
+	}
+	if reuseGuard.WroteRequest != nil {
+		t.Fatal("the shared reuse guard took another trace's hooks")
+	}
+}
+
+// A body trickled to a handler that reads none itself (here an unknown
+// path, whose unread body net/http drains) is bounded by the server's read
+// timeout, not held for as long as the client keeps sending.
+func TestTrickledBodyElsewhereIsBounded(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
+	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadTimeout = time.Second })
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		io.Copy(io.Discard, c)
+	}()
+	for i := 0; i < 40; i++ { // 40 bytes over 10 s at most
+		select {
+		case <-gone:
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			return
+		}
+	}
+	t.Fatal("a trickled body was read for 10 s with a 1 s read timeout")
+}
+
+// A stream runs past the server's read timeout and the body deadline: once
+// the chat body has been read to its end, net/http clears the read
+// deadline as it starts watching for the client going away, so neither
+// cuts the stream.
+func TestLongStreamOutlivesTheReadTimeout(t *testing.T) {
+	up := newFakeUp(t)
+	up.set("k", sse(streamOpt{chunks: 15, interval: 100 * time.Millisecond}))
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+up.url()+`
+    models: [m]
+    connections: [{id: c, apiKey: k}]
+`+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.srv.ReadTimeout = 500 * time.Millisecond
+	g.bodyReadTimeout = 500 * time.Millisecond
+	srv := serveGW(t, g)
+	t.Cleanup(func() { g.Close(context.Background()) })
+	res, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"p/m","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(b), "tok14") || !strings.Contains(string(b), "[DONE]") {
+		t.Fatalf("a 1.5 s stream with 0.5 s read and body timeouts: %d %s", res.StatusCode, b)
+	}
+}

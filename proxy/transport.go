@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Upstream calls go through net/http's Transport, one per provider, which
+// owns the framing: it bounds response heads (MaxResponseHeaderBytes,
+// interim 1xx answers included), drops a pooled connection that receives
+// bytes nobody asked for (an upstream that writes past its answer never
+// hands them to the next request), and speaks HTTP/2 to https upstreams
+// that offer it.
+//
+// A request that was written is never sent again by this layer: every
+// retry is the model's decision and counts in the request budget. The
+// Transport re-sends a request only when nothing of it reached the
+// connection (a kept-alive connection the upstream had closed), or when
+// the request is replayable, which a POST without an Idempotency-Key
+// header never is; the gateway sets no such header.
+
+// maxResponseHeaderBytes bounds an upstream's response head.
+const maxResponseHeaderBytes = 1 << 20
+
+// upstreamIdleFor closes an idle upstream connection.
+const upstreamIdleFor = 90 * time.Second
+
+// upstreamPool is a provider's Transport. The Transport's
+// ResponseHeaderTimeout follows upstreamTimeouts.responseHeaderMs (a
+// backstop: the attempt clock cuts first and names the cause); a change
+// of that setting at run time builds a new Transport, and the old one's
+// connections close as they go idle.
+type upstreamPool struct {
+	g    *Gateway
+	idle int // MaxIdleConnsPerHost: the provider's concurrency
+
+	mu  sync.Mutex
+	cur atomic.Pointer[tunedTransport]
+}
+
+type tunedTransport struct {
+	tr     *http.Transport
+	header time.Duration
+}
+
+func newUpstreamPool(g *Gateway, idle int) *upstreamPool {
+	return &upstreamPool{g: g, idle: idle}
+}
+
+// transport returns the Transport tuned for the current header budget.
+func (p *upstreamPool) transport(header time.Duration) *http.Transport {
+	if t := p.cur.Load(); t != nil && t.header == header {
+		return t.tr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.cur.Load()
+	if old != nil && old.header == header {
+		return old.tr
+	}
+	t := &tunedTransport{tr: newUpstreamTransport(p.g, p.idle, header), header: header}
+	p.cur.Store(t)
+	if old != nil {
+		old.tr.CloseIdleConnections()
+	}
+	return t.tr
+}
+
+func (p *upstreamPool) closeIdle() {
+	if t := p.cur.Load(); t != nil {
+		t.tr.CloseIdleConnections()
+	}
+}
+
+func newUpstreamTransport(g *Gateway, idle int, header time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            g.dialUpstream,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConnsPerHost:    idle,
+		IdleConnTimeout:        upstreamIdleFor,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  header,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		DisableCompression:     true, // pass bodies through as they are
+		// Go's default 4 KiB read and write buffers: larger ones cost
+		// that much more per held stream and per idle connection.
+	}
+}
+
+// idleConnsFor sizes a provider's idle upstream connections to its
+// concurrency: the sum of its connections' caps, bounded by the
+// provider's and the global cap; 1024 when nothing bounds it.
+func idleConnsFor(p ProviderConfig, global int) int {
+	n := 0
+	for _, c := range p.Connections {
+		if c.MaxConcurrent <= 0 {
+			n = 0
+			break
+		}
+		n += c.MaxConcurrent
+	}
+	for _, limit := range []int{p.MaxConcurrent, global} {
+		if limit > 0 && (n == 0 || limit < n) {
+			n = limit
+		}
+	}
+	if n == 0 {
+		n = 1024
+	}
+	return n
+}
+
+// roundTrip sends one attempt's request on its provider's Transport.
+// Redirects are not followed: a 3xx is the upstream's answer.
+func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
+	ctx := req.Context()
+	if httptrace.ContextClientTrace(ctx) == nil {
+		ctx = httptrace.WithClientTrace(ctx, reuseGuard)
+	} else {
+		// WithClientTrace composes the hooks already there into the trace
+		// it is given: the shared one must not be that trace.
+		g := *reuseGuard
+		ctx = httptrace.WithClientTrace(ctx, &g)
+	}
+	return p.pool.transport(header).RoundTrip(req.WithContext(ctx))
+}
+
+// Reuse guard. The Transport puts an HTTP/1.1 connection back in its idle
+// pool as soon as an answer's body has been read, and only then looks at
+// whether bytes nobody asked for wait on it (an upstream that wrote past
+// its answer); a request that takes the connection in between reads those
+// bytes as its own answer — another client's. So before a reused
+// connection carries a request, reuseGuard waits until the Transport has
+// looked (its read is blocked on the socket: nothing was waiting) or has
+// dropped the connection (then the request, not yet written, goes out on
+// a fresh one). Bytes that arrive after that and before the request is
+// written are refused the same way. Bytes that arrive after the request
+// went out cannot be told from its answer on HTTP/1.1; HTTP/2 (https
+// upstreams that offer it) frames every answer by stream.
+var reuseGuard = &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+	if !info.Reused {
+		return
+	}
+	uc, plain := info.Conn.(*upConn)
+	if tc, ok := info.Conn.(*tls.Conn); ok {
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return // framed by stream
+		}
+		// HTTP/1.1 over TLS: wait for the look the same way; the raw
+		// bytes are TLS records (a session ticket may come at any time),
+		// so they are not judged.
+		uc, _ = tc.NetConn().(*upConn)
+	}
+	if uc == nil {
+		return
+	}
+	for i := 0; !uc.settled(); i++ {
+		if i < 100 {
+			runtime.Gosched()
+		} else if i < 100+settleWaits {
+			time.Sleep(settleStep)
+		} else {
+			break // the Transport's read loop did not run for settleWaits×settleStep: go on
+		}
+	}
+	if plain {
+		uc.handed.Store(true)
+	}
+}}
+
+const (
+	settleWaits = 1000
+	settleStep  = 100 * time.Microsecond
+)
+
+// errUnsolicited is what a reused connection's read returns for bytes that
+// arrived before the next request was written.
+var errUnsolicited = errors.New("upstream sent bytes on an idle connection")
+
+// upConn is an upstream connection as dialed: it tracks whether the
+// Transport is reading from it and whether the request it was handed for
+// has been written yet. It does no framing.
+type upConn struct {
+	net.Conn
+	reading atomic.Bool // a Read is blocked on the socket
+	closed  atomic.Bool
+	handed  atomic.Bool // handed to a request on reuse, not yet written
+}
+
+func (c *upConn) settled() bool { return c.reading.Load() || c.closed.Load() }
+
+func (c *upConn) Read(p []byte) (int, error) {
+	c.reading.Store(true)
+	n, err := c.Conn.Read(p)
+	c.reading.Store(false)
+	if n > 0 && c.handed.Load() {
+		c.Conn.Close()
+		return 0, errUnsolicited
+	}
+	return n, err
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	c.handed.Store(false)
+	return c.Conn.Write(p)
+}
+
+func (c *upConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
