@@ -98,6 +98,26 @@ func (c *attemptClock) stop() {
 // (progress(budget) restarts it). The whole attempt's bound keeps running.
 func (c *attemptClock) suspend() time.Duration { return time.Duration(c.budget.Swap(0)) }
 
+// timerCause names the timer of the attempt's plan behind a cancel cause
+// (model.TimerPlan.TimerOutcome gives its outcome); ok is false for any
+// other cause. A stream watchdog's stall cancels with errStall too: a
+// stalled body either way.
+func timerCause(err error) (p model.TimerPlan, x model.TimerExpiry, ok bool) {
+	switch err {
+	case errHeaderTimeout:
+		return p, model.TimerHeader, true
+	case errStall:
+		return p, model.TimerBody, true
+	case errAttemptTimeout:
+		return model.TimerPlan{Cut: model.CutAttempt}, model.TimerBound, true
+	case errExecTimeout:
+		return model.TimerPlan{Cut: model.CutExecution}, model.TimerBound, true
+	case errDeadline:
+		return model.TimerPlan{Cut: model.CutDeadline}, model.TimerBound, true
+	}
+	return p, model.TimerNone, false
+}
+
 // clockCtx is the parent of an attempt's context. It carries the attempt
 // clock to the dialer and is otherwise the request's context: its Done and
 // cancelCtx are the request's own, so context.WithCancelCause under it

@@ -431,22 +431,14 @@ func (rs *reqState) failure(actx context.Context, err error, afterHeaders bool) 
 		}
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}}
 	}
-	switch context.Cause(actx) {
-	case errHeaderTimeout:
-		return transport(model.TransportHeaderTimeout)
-	case errAttemptTimeout:
-		return transport(model.TransportAttemptTimeout)
-	case errStall:
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeStall}}
-	case errThroughput:
+	if plan, x, ok := timerCause(context.Cause(actx)); ok {
+		// A timer of the attempt's plan ran out: the model says what that
+		// is (the gateway's own bounds are neutral for upstream health).
+		o, local := plan.TimerOutcome(x)
+		return execResult{outcome: o, local: local}
+	}
+	if context.Cause(actx) == errThroughput {
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeThroughput}}
-	case errExecTimeout:
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: model.ExecutionTimeout()}
-	case errDeadline:
-		// Our own whole-request deadline cut the attempt: neutral for the
-		// upstream's health.
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort},
-			local: &model.Error{Code: model.CodeBudgetExhausted, Message: "the request deadline (requestBudget.deadlineMs) was reached"}}
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
