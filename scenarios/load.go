@@ -612,7 +612,8 @@ func (l *loader) actions(n *yaml.Node) {
 }
 
 var (
-	requestExpectKeys = []string{"request", "status", "servedBy", "attempts", "code", "result", "retryAfter"}
+	requestExpectKeys = []string{"request", "status", "servedBy", "attempts", "code", "result", "retryAfter", "took"}
+	tookKeys          = []string{"atLeast", "atMost"}
 	stateExpectKeys   = []string{"at", "breaker", "connections", "lockouts", "noLockouts"}
 	windowExpectKeys  = []string{"requests", "status", "upstreamCalls", "servedBy", "results", "count"}
 	connExpectKeys    = []string{"status", "backoffLevel", "cooldown", "lastError", "uses", "lane"}
@@ -697,6 +698,20 @@ func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
 		case "retryAfter":
 			x := l.d.NonNegInt(v, ff)
 			e.RetryAfter = &x
+		case "took":
+			l.d.Map(v, ff, tookKeys, func(key string, k, v *yaml.Node) {
+				switch key {
+				case "atLeast":
+					e.TookAtLeast = l.d.Duration(v, yamlnode.Join(ff, key))
+				case "atMost":
+					e.TookAtMost = l.d.Duration(v, yamlnode.Join(ff, key))
+				}
+			})
+			if e.TookAtLeast <= 0 && e.TookAtMost <= 0 {
+				l.d.Errf(v, ff, "took needs atLeast or atMost (a duration > 0)")
+			} else if e.TookAtMost > 0 && e.TookAtMost < e.TookAtLeast {
+				l.d.Errf(v, ff, "took.atMost (%v) is below took.atLeast (%v)", e.TookAtMost, e.TookAtLeast)
+			}
 		}
 		checks++
 	})

@@ -212,6 +212,7 @@ type reqOutcome struct {
 	result     string
 	retryAfter int64
 	at         model.Time
+	took       int64 // ms from sent to answered
 }
 
 type windowAgg struct {
@@ -689,7 +690,7 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 	}
 	if o := s.reqExpect[r.id]; o != nil {
 		*o = reqOutcome{done: true, status: status, code: code, servedBy: served, attempts: attempts,
-			result: result.String(), retryAfter: retryMs, at: s.now}
+			result: result.String(), retryAfter: retryMs, at: s.now, took: s.now.Sub(r.sentAt)}
 	}
 	for i := range s.windows {
 		w := &s.windows[i]
