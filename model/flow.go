@@ -321,7 +321,8 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		f.tried = append(f.tried, ref)
 		f.skipTargets = append(f.skipTargets, f.targetOf(a))
 	case NextModel:
-		f.tried = append(f.tried, ref)
+		// The connection is fine (its other models stay candidates): only
+		// this target, and every target of this model, are out.
 		f.skipTargets = append(f.skipTargets, f.targetOf(a))
 		f.refusedForLength(e, a)
 	case NextRetry:

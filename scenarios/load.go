@@ -201,7 +201,7 @@ func (l *loader) settingsErr(n *yaml.Node, err error, prefix string) {
 
 var (
 	providerKeys = []string{"id", "type", "profile", "models", "strategy", "connections", "perModelQuota",
-		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent"}
+		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent", "contextWindows"}
 	connectionKeys = []string{"id", "priority", "weight", "disableCooling", "apiKey", "maxConcurrent",
 		"rateLimitOverrides", "rateLimitProtection", "spendWall", "egressIp"}
 	comboKeys  = []string{"id", "strategy", "targets", "mode"}
@@ -278,6 +278,16 @@ func (l *loader) providers(n *yaml.Node) {
 				p.QuotaFamilies = map[string][]string{}
 				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
 					p.QuotaFamilies[key] = l.d.StringList(v, yamlnode.Join(ff, key))
+				})
+			case "contextWindows":
+				p.ContextWindows = map[string]int{}
+				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
+					kf := yamlnode.Join(ff, key)
+					if n := l.d.Int(v, kf); n > 0 {
+						p.ContextWindows[key] = n
+					} else {
+						l.d.Errf(v, kf, "want a context window in tokens > 0, got %d", n)
+					}
 				})
 			case "maxConcurrent":
 				p.MaxConcurrent = l.d.NonNegInt(v, ff) // the composite gate's provider layer (sim/admission.go)
