@@ -135,6 +135,10 @@ func (r *runner) finishExpects() {
 			if e.Result != "" && o.Result != e.Result {
 				r.failFile(e.Line, at, what+" result", e.Result, found)
 			}
+			if took, tol := o.DoneAt-o.SentAt, r.o.Settle+r.o.Slack; (e.TookAtLeast > 0 && took < e.TookAtLeast-tol) ||
+				(e.TookAtMost > 0 && took > e.TookAtMost+tol) {
+				r.failFile(e.Line, at, what+" took", fmt.Sprintf("between %v and %v (±%v)", e.TookAtLeast, e.TookAtMost, tol), fmt.Sprintf("%v; %s", took, found))
+			}
 			if e.RetryAfter != nil {
 				// The gateway rounds up what is left when it answers, a
 				// moment after the simulator's instant: one second less is
