@@ -89,6 +89,9 @@ type Step struct {
 	Kind    StepKind
 	Attempt Attempt // StepAttempt: already begun (the breaker permit is held)
 	WaitMs  int64   // StepWait
+	// PriorityWait: this StepWait is a priority combo's wait for its first
+	// target (priorityWait), not a cooldown wait of every target.
+	PriorityWait bool
 	// StepAnswer: the client status, and either a typed gateway error (Err)
 	// or the last upstream answer (Result ResultUpstream / ResultServed).
 	// With ResultStreamError, Err is the SSE error event that ended the

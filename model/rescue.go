@@ -128,7 +128,7 @@ func (f *Flow) preferFirst(now Time, e *Engine, sel *Selection) (Step, bool) {
 		wait := x.RemainingMs
 		if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() &&
 			wait > 0 && wait <= int64(e.settings.PriorityWait.MaxWaitMs) && now.Add(wait) < f.deadline {
-			return Step{Kind: StepWait, WaitMs: wait}, true
+			return Step{Kind: StepWait, WaitMs: wait, PriorityWait: true}, true
 		}
 		break
 	}

@@ -466,6 +466,9 @@ func (s *sim) step(id int32) {
 		s.tr.rec()
 		s.tr.ev("wait")
 		s.tr.int("ms", st.WaitMs)
+		if st.PriorityWait {
+			s.tr.bool("priority", true) // priorityWait: for the first target, not every target
+		}
 		s.tr.int("req", int64(r.id))
 		s.tr.end(s.off(s.now))
 		s.tr.close()
