@@ -352,3 +352,57 @@ func TestRescueRulesProperty(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkFlowRescue: one pooled request flow over the catalogue's
+// priority pair, per case: served at once (the baseline), a 429 with
+// Retry-After 2 s answered by priorityWait, a context-length refusal sent
+// to the other model. Each op starts a fresh engine state by advancing the
+// clock past every cooldown.
+func BenchmarkFlowRescue(b *testing.B) {
+	tooLong := withBody(400, `{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}`)
+	for _, bc := range []struct {
+		name  string
+		first Outcome
+	}{
+		{"served", status(200)},
+		{"priority_wait", withHeader(429, "retry-after", "2")},
+		{"context_length", tooLong},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			a, c := oneProvider("a", ProfileAPIKey, 1), oneProvider("b", ProfileAPIKey, 1)
+			tp := topo(a, c)
+			tp.Combos = []ComboConfig{{ID: "c", Strategy: Priority, Targets: []ComboTarget{{Provider: "a", Model: "m1"}, {Provider: "b", Model: "m2"}}}}
+			e := mustEngine(b, tp, nil)
+			r, err := e.Resolve("c")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var f Flow
+			var sel Selection
+			now := t0
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(600_000) // every cooldown of the last op is over
+				f.Reset(e, now, r, "", nil)
+				for n := 0; ; n++ {
+					st := f.Next(now, e, &sel)
+					if st.Kind == StepAnswer {
+						break
+					}
+					if st.Kind == StepWait {
+						now = now.Add(st.WaitMs)
+						continue
+					}
+					o := status(200)
+					if n == 0 {
+						o = bc.first
+					}
+					if _, ans := f.Record(now, e, &st.Attempt, o, false); ans != nil {
+						break
+					}
+				}
+				e.changes = e.changes[:0]
+			}
+		})
+	}
+}
