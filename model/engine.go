@@ -596,13 +596,6 @@ func (e *Engine) applyLockout(now Time, p *provState, c *connState, a *Attempt, 
 		failures = c.locks[i].FailureCount + 1
 	}
 	cd := lockoutCooldown(ml, &e.settings.ConnectionCooldown, v, failures, untilDailyReset(now, p.dailyResetMin))
-	if la.Reason == ReasonServerError && !la.Generic && la.CooldownMs == 0 && !v.Hint.Stated() {
-		// A per-model-quota provider's 5xx lockout stands in for the
-		// connection cooldown: it recovers as one does (bounded recovery),
-		// and the half-open probe may end it sooner. The operator's generic
-		// lockouts (modelLockout.enabled) keep their own escalation.
-		cd = transientCap(&e.settings.ConnectionCooldown, cd)
-	}
 	if i < 0 {
 		c.locks = append(c.locks, Lockout{Key: key})
 		i = len(c.locks) - 1

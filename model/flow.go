@@ -86,12 +86,13 @@ func (r Result) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Step is the flow's instruction to the shell.
 type Step struct {
-	Kind    StepKind
-	Attempt Attempt // StepAttempt: already begun (the breaker permit is held)
-	WaitMs  int64   // StepWait
+	Kind StepKind
 	// PriorityWait: this StepWait is a priority combo's wait for its first
-	// target (priorityWait), not a cooldown wait of every target.
+	// target (priorityWait), not a cooldown wait of every target. (Beside
+	// Kind: it fits the padding, and a Step is copied on every answer.)
 	PriorityWait bool
+	Attempt      Attempt // StepAttempt: already begun (the breaker permit is held)
+	WaitMs       int64   // StepWait
 	// StepAnswer: the client status, and either a typed gateway error (Err)
 	// or the last upstream answer (Result ResultUpstream / ResultServed).
 	// With ResultStreamError, Err is the SSE error event that ended the
@@ -324,9 +325,6 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 		f.tried = append(f.tried, ref)
 		f.skipTargets = append(f.skipTargets, f.targetOf(a))
 	case NextModel:
-		// The connection is fine (its other models stay candidates): only
-		// this target, and every target of this model, are out.
-		f.skipTargets = append(f.skipTargets, f.targetOf(a))
 		f.refusedForLength(e, a)
 	case NextRetry:
 		// A watchdog abort before anything reached the client: the next

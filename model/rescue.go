@@ -90,6 +90,8 @@ func preferWorthy(v *Verdict) bool {
 
 // armPrefer notes, after a failed attempt on a priority combo's first
 // target, that the request may wait for that connection once.
+//
+//go:noinline
 func (f *Flow) armPrefer(e *Engine, a *Attempt, v *Verdict) {
 	pw := &e.settings.PriorityWait
 	if f.prefer.used || !pw.Enabled || pw.MaxWaitMs <= 0 || a.Target != 0 || !preferWorthy(v) ||
@@ -136,8 +138,14 @@ func (f *Flow) preferFirst(now Time, e *Engine, sel *Selection) (Step, bool) {
 	return Step{}, false
 }
 
-// refusedForLength notes a model that refused the request for its length.
+// refusedForLength notes a model that refused the request for its length:
+// the connection is fine (its other models stay candidates), only this
+// target and every target of this model are out. Not inlined: Flow.record's
+// frame is on every held stream's stack.
+//
+//go:noinline
 func (f *Flow) refusedForLength(e *Engine, a *Attempt) {
+	f.skipTargets = append(f.skipTargets, f.targetOf(a))
 	if !slices.Contains(f.tooLong, a.Model) {
 		f.tooLong = append(f.tooLong, a.Model)
 	}
