@@ -135,7 +135,9 @@ func (r *runner) finishExpects() {
 			if e.Result != "" && o.Result != e.Result {
 				r.failFile(e.Line, at, what+" result", e.Result, found)
 			}
-			if took, tol := o.DoneAt-o.SentAt, r.o.Settle+r.o.Slack; (e.TookAtLeast > 0 && took < e.TookAtLeast-tol) ||
+			// took is in the file's time, as SentAt and DoneAt are; the
+			// wall-clock tolerance grows with the speed-up.
+			if took, tol := o.DoneAt-o.SentAt, time.Duration(float64(r.o.Settle+r.o.Slack)*r.o.Speed); (e.TookAtLeast > 0 && took < e.TookAtLeast-tol) ||
 				(e.TookAtMost > 0 && took > e.TookAtMost+tol) {
 				r.failFile(e.Line, at, what+" took", fmt.Sprintf("between %v and %v (±%v)", e.TookAtLeast, e.TookAtMost, tol), fmt.Sprintf("%v; %s", took, found))
 			}
