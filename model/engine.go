@@ -117,7 +117,7 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		}
 		p := &e.provs[i]
 		*p = provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
-		p.perModelQuota = perModelQuotaDefault(typ, cfg.Profile)
+		p.perModelQuota = perModelQuotaDefault(typ)
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
 		}
@@ -307,6 +307,9 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	v := e.clf.Classify(ctx, o)
 	e.refreshProvider(now, p)
 	connDirty := e.applyBreaker(now, p, c, a, &v)
+	if a.Permit.Probe != 0 && v.Breaker == BreakerSuccess {
+		e.endOutageLocks(now, p) // the probe found the provider healthy
+	}
 	connDirty = e.applyConn(now, p, c, a, &v) || connDirty
 	e.applyWindow(now, p, c, a, &v, &connDirty)
 	if connDirty {
@@ -483,7 +486,7 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 	escalate := v.Escalate
 	switch action {
 	case ConnBackoff:
-		cd = max(backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs)), hint)
+		cd = max(transientCap(cc, backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs))), hint)
 	case ConnHint:
 		if hint > 0 {
 			cd = hint

@@ -268,7 +268,11 @@ func (rs *reqState) run() int {
 		}
 		switch step.Kind {
 		case model.StepWait:
-			g.met.waits.WithLabelValues(rs.waitKind()).Inc()
+			kind := rs.waitKind()
+			if step.PriorityWait {
+				kind = "priority_wait" // settings priorityWait: the first target is back in a moment
+			}
+			g.met.waits.WithLabelValues(kind).Inc()
 			switch how, left := rs.wait(time.Duration(step.WaitMs) * time.Millisecond); how {
 			case waitClientGone:
 				return rs.clientGone()

@@ -88,17 +88,20 @@ type ClientKey struct {
 
 // ProviderConfig is one upstream service.
 type ProviderConfig struct {
-	ID            string              `yaml:"id"`
-	Type          string              `yaml:"type"`
-	Profile       string              `yaml:"profile"`
-	BaseURL       string              `yaml:"baseURL"`
-	Models        []string            `yaml:"models"`
-	Strategy      string              `yaml:"strategy"`
-	MaxConcurrent int                 `yaml:"maxConcurrent"`
-	PerModelQuota *bool               `yaml:"perModelQuota"`
-	DailyResetUTC string              `yaml:"dailyResetUtc"`
-	QuotaFamilies map[string][]string `yaml:"quotaFamilies"`
-	Connections   []ConnectionConfig  `yaml:"connections"`
+	ID            string   `yaml:"id"`
+	Type          string   `yaml:"type"`
+	Profile       string   `yaml:"profile"`
+	BaseURL       string   `yaml:"baseURL"`
+	Models        []string `yaml:"models"`
+	Strategy      string   `yaml:"strategy"`
+	MaxConcurrent int      `yaml:"maxConcurrent"`
+	PerModelQuota *bool    `yaml:"perModelQuota"`
+	// ContextWindows: known context windows (tokens) per model, optional;
+	// a request too long for one model goes to a larger one first.
+	ContextWindows map[string]int      `yaml:"contextWindows"`
+	DailyResetUTC  string              `yaml:"dailyResetUtc"`
+	QuotaFamilies  map[string][]string `yaml:"quotaFamilies"`
+	Connections    []ConnectionConfig  `yaml:"connections"`
 }
 
 // ConnectionConfig is one account or key of a provider.
@@ -1007,7 +1010,8 @@ func (c *Config) Topology() (model.Topology, error) {
 		prof, _ := model.ParseProfile(p.Profile)
 		strat, _ := model.ParseStrategy(orDefault(p.Strategy, "fill-first"))
 		pc := model.ProviderConfig{ID: p.ID, Type: p.Type, Profile: prof, Models: p.Models, Strategy: strat,
-			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies}
+			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies,
+			ContextWindows: p.ContextWindows}
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
 				MaxConcurrent:       cn.MaxConcurrent, // SPEC §4: a full connection goes after free siblings

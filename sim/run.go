@@ -212,6 +212,7 @@ type reqOutcome struct {
 	result     string
 	retryAfter int64
 	at         model.Time
+	took       int64 // ms from sent to answered
 }
 
 type windowAgg struct {
@@ -465,6 +466,9 @@ func (s *sim) step(id int32) {
 		s.tr.rec()
 		s.tr.ev("wait")
 		s.tr.int("ms", st.WaitMs)
+		if st.PriorityWait {
+			s.tr.bool("priority", true) // priorityWait: for the first target, not every target
+		}
 		s.tr.int("req", int64(r.id))
 		s.tr.end(s.off(s.now))
 		s.tr.close()
@@ -689,7 +693,7 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 	}
 	if o := s.reqExpect[r.id]; o != nil {
 		*o = reqOutcome{done: true, status: status, code: code, servedBy: served, attempts: attempts,
-			result: result.String(), retryAfter: retryMs, at: s.now}
+			result: result.String(), retryAfter: retryMs, at: s.now, took: s.now.Sub(r.sentAt)}
 	}
 	for i := range s.windows {
 		w := &s.windows[i]
