@@ -54,6 +54,9 @@ type reqState struct {
 	lastFail    *failure     // the last upstream failure (body for the client)
 	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
 	headersAt   time.Time    // when the current attempt's response headers came (zero = none)
+	firstOut    time.Time    // when a stream's first event went to the client (metrics_ops.go)
+	// Token counts of the delivered answer's usage (metrics_ops.go).
+	promptTokens, completionTokens int64
 	lastV       model.Verdict
 	lastIsLocal bool   // the last failure was local
 	provider    string // what served (or was tried) last
@@ -201,6 +204,7 @@ func (rs *reqState) count(status int) {
 		rs.g.met.requests.WithLabelValues(rs.countedProvider(), rs.conn, statusLabel(status)).Inc()
 	}
 	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
+	rs.countOps(status) // proxy/metrics_ops.go
 }
 
 // countedProvider is the provider a request is counted and logged under:
@@ -221,11 +225,18 @@ func (rs *reqState) finish(status int) {
 	if status >= 500 || g.cfg.Server.LogRequests {
 		lvl = slog.LevelInfo
 	}
+	elapsed := g.now().Sub(rs.start)
+	rs.observeOps(elapsed) // proxy/metrics_ops.go
 	if g.log.Enabled(rs.ctx, lvl) {
+		keyID := ""
+		if rs.key != nil {
+			keyID = rs.key.id
+		}
 		g.log.LogAttrs(context.Background(), lvl, "chat request", slog.String("request_id", rs.logID),
 			slog.String("model", rs.req.Model), slog.String("provider", rs.countedProvider()), slog.String("connection", rs.conn),
+			slog.String("client_key", keyID),
 			slog.Int("status", status), slog.Int("attempts", rs.flow.Attempts()), slog.Int("waits", rs.flow.Waits()),
-			slog.Bool("stream", rs.req.Stream), slog.Duration("duration", g.now().Sub(rs.start)))
+			slog.Bool("stream", rs.req.Stream), slog.Int64("duration_ms", elapsed.Milliseconds()))
 	}
 }
 

@@ -58,6 +58,7 @@ type Gateway struct {
 	provOrder []string
 
 	clientKeys []clientKey
+	ops        *opsState // reload, probes, operator metrics (proxy/ops.go)
 	leases     *leaseMgr // exclusive session leases (SPEC §2d; leases.go)
 	mgmtKey    [32]byte
 	mgmtOpen   bool
@@ -161,6 +162,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(opts.Now),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
+	g.logSavedOverrides() // proxy/ops_settings.go
+	g.ops = newOps(g)
 	for i := range cfg.Combos {
 		g.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
 	}

@@ -280,6 +280,9 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 		g.met.upstreamOK(rs.cr).Inc()
 	default:
 		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out)).Inc()
+		if out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusNotFound {
+			g.ops.note404(a.Provider, a.Model) // the baseURL hint (proxy/ops.go)
+		}
 	}
 	switch {
 	case out.delivered:
@@ -528,6 +531,7 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 		// validation case (the synthetic 502), retried elsewhere.
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 	}
+	rs.noteUsage(buf.Bytes()) // token counts (metrics_ops.go)
 	h := rs.w.Header()
 	rs.setHeaders(h)
 	// The upstream's first value is passed on in its own slice (nothing
@@ -679,6 +683,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			h["X-Upstream-Request-Id"] = id // as on a JSON answer
 		}
 		committed, rs.committed = true, true
+		rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
 		w.WriteHeader(http.StatusOK)
 		_, err := w.Write(held)
 		held = nil
@@ -742,6 +747,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			return fail(execResult{outcome: q}, string(code), "the upstream sent a malformed stream event (its data is not JSON)")
 		}
 		sw.observe(ev)
+		rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
 		if ev.FinishReason != "" {
 			finish = ev.FinishReason
 		}

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+const opsConfig = `
+server: {managementKey: "${ADMIN}"}
+clientKeys:
+  - {id: team-a, key: ka}
+providers:
+  - id: glm
+    baseURL: {{UP}}
+    models: [glm-5]
+    connections:
+      - {id: k1, apiKey: glm-k1}
+` + testBase
+
+// usageStream answers a stream whose last chunk carries the usage
+// (stream_options.include_usage).
+func usageStream(prompt, completion int) behaviour {
+	return func(w http.ResponseWriter, r *http.Request, n int) {
+		fl := w.(http.Flusher)
+		w.Header().Set("Content-Type", "text/event-stream")
+		send := func(s string) { io.WriteString(w, "data: "+s+"\n\n"); fl.Flush() }
+		send(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}`)
+		send(`{"id":"s","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+		send(fmt.Sprintf(`{"id":"s","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, prompt, completion, prompt+completion))
+		send(`[DONE]`)
+	}
+}
+
+func metricsText(t *testing.T, g *gw) string {
+	t.Helper()
+	r := g.do("GET", "/metrics", "", "Authorization", "Bearer s3cret")
+	if r.code != 200 {
+		t.Fatalf("/metrics: %d", r.code)
+	}
+	return r.body
+}
+
+// Requests are counted by provider, model, client key, surface and
+// outcome; tokens come from a JSON answer's usage and a stream's final
+// usage chunk; a model the config does not name is "other" (bounded
+// label values); end-to-end and time-to-first-token histograms fill.
+func TestOperatorMetricsByModelKeyAndTokens(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, opsConfig, "ADMIN=s3cret")
+	if r := g.chat("glm/glm-5", "Authorization", "Bearer ka"); r.code != 200 {
+		t.Fatalf("json: %d %s", r.code, r.body)
+	}
+	up.set("glm-k1", usageStream(7, 11))
+	if r := g.stream("glm/glm-5", "Authorization", "Bearer ka"); r.code != 200 || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("stream: %d %s", r.code, r.body)
+	}
+	g.chat("glm/not-configured-"+strings.Repeat("x", 8), "Authorization", "Bearer ka")
+	m := metricsText(t, g)
+	for _, want := range []string{
+		`breakwater_client_requests_total{key="team-a",model="glm/glm-5",outcome="ok",provider="glm",surface="chat_completions"} 2`,
+		`breakwater_tokens_total{key="team-a",model="glm/glm-5",provider="glm",type="prompt"} 8`,      // 1 (JSON) + 7 (stream)
+		`breakwater_tokens_total{key="team-a",model="glm/glm-5",provider="glm",type="completion"} 12`, // 1 + 11
+		`breakwater_request_duration_seconds_count{model="glm/glm-5",provider="glm",stream="true"} 1`,
+		`breakwater_time_to_first_token_seconds_count{model="glm/glm-5",provider="glm"} 1`,
+		`model="other"`,
+		`breakwater_config_reloads_total{result="failure"} 0`,
+		`breakwater_build_info{`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(m, "not-configured") {
+		t.Errorf("a model the config does not name became a label value")
+	}
+}
+
+// /livez is 200 while the process serves; /readyz is 503 once the drain
+// starts; neither needs a key. MetricsHandler serves /metrics without one.
+func TestProbesAndUnauthenticatedMetrics(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, opsConfig, "ADMIN=s3cret")
+	if r := g.do("GET", "/livez", ""); r.code != 200 {
+		t.Fatalf("livez: %d", r.code)
+	}
+	if r := g.do("GET", "/readyz", ""); r.code != 200 || !strings.Contains(r.body, `"ready":true`) {
+		t.Fatalf("readyz: %d %s", r.code, r.body)
+	}
+	rec := httptest.NewRecorder()
+	g.g.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "breakwater_build_info") {
+		t.Fatalf("metrics listener: %d", rec.Code)
+	}
+	g.g.draining.Store(true)
+	defer g.g.draining.Store(false)
+	if r := g.do("GET", "/readyz", ""); r.code != 503 || !strings.Contains(r.body, "draining") {
+		t.Fatalf("readyz draining: %d %s", r.code, r.body)
+	}
+	if r := g.do("GET", "/livez", ""); r.code != 200 {
+		t.Fatalf("livez draining: %d", r.code)
+	}
+}
+
+// unreachableStore is a store whose database is unreachable.
+type unreachableStore struct{ *MemoryStore }
+
+func (unreachableStore) Health() store.Health { return store.Health{Kind: "postgres", Up: false} }
+
+// Ready with an unreachable store only when fail-open (the default).
+func TestReadyzStoreFailOpen(t *testing.T) {
+	for _, c := range []struct {
+		failOpen string
+		code     int
+	}{{"", 200}, {"store: {failOpen: true}\n", 200}, {"store: {failOpen: false}\n", 503}} {
+		cfg, _, err := ParseConfig("t.yaml", []byte(c.failOpen+"providers:\n  - {id: p, baseURL: 'http://127.0.0.1:1/v1', connections: [{id: c}]}\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := New(context.Background(), cfg, Options{Store: unreachableStore{NewMemoryStore()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		g.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), "unreachable") {
+			t.Errorf("%q: %d %s", c.failOpen, rec.Code, rec.Body.String())
+		}
+		g.Close(context.Background())
+	}
+}
+
+// An upstream that answers 404 (a baseURL without /v1) gets the hint in
+// the connection test's answer.
+func TestConnectionTest404Hint(t *testing.T) {
+	nf := httptest.NewServer(http.NotFoundHandler())
+	defer nf.Close()
+	up := newFakeUp(t)
+	g := newGW(t, up, strings.Replace(opsConfig, "{{UP}}", nf.URL, 1), "ADMIN=s3cret")
+	r := admin(g, "POST", "/api/providers/glm/test", "")
+	if r.code != 200 || !strings.Contains(r.body, "upstream answered 404: does baseURL include the version segment, e.g. /v1?") {
+		t.Fatalf("test: %d %s", r.code, r.body)
+	}
+}
