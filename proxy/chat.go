@@ -49,26 +49,29 @@ type reqState struct {
 	lease      *model.LeaseClaim
 	leaseOwner string
 
-	committed bool
-	counted   bool         // in the request metrics (count)
-	lastFail  *failure     // the last upstream failure (body for the client)
-	lastLocal *model.Error // the last local refusal (admission, pacing, execution bound)
-	headersAt time.Time    // when the current attempt's response headers came (zero = none)
-	firstOut  time.Time    // when a stream's first event went to the client (metrics_ops.go)
-	// Token counts of the delivered answer's usage (metrics_ops.go).
-	promptTokens, completionTokens int64
-	lastV                          model.Verdict
-	lastIsLocal                    bool   // the last failure was local
-	provider                       string // what served (or was tried) last
-	conn                           string
-	cr                             *connRuntime // the connection tried last (its metric series)
-	status                         int
+	committed   bool
+	counted     bool         // in the request metrics (count)
+	lastFail    *failure     // the last upstream failure (body for the client)
+	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
+	headersAt   time.Time    // when the current attempt's response headers came (zero = none)
+	lastV       model.Verdict
+	lastIsLocal bool   // the last failure was local
+	provider    string // what served (or was tried) last
+	conn        string
+	cr          *connRuntime // the connection tried last (its metric series)
+	status      int
 
 	// The current attempt's native request (provider types with a wire
 	// adapter): encoded before admission, so a target that cannot express
 	// the request is passed over without queueing for it.
 	wireURL  string
 	wireBody []byte
+
+	// The operator metrics' readings (metrics_ops.go): when a stream's
+	// first event went to the client, and the answer's usage.
+	firstOut         time.Time
+	promptTokens     int64
+	completionTokens int64
 
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
