@@ -87,3 +87,25 @@ func TestPatchListsClampedAndSavedOverrides(t *testing.T) {
 		t.Fatalf("after null: %v", ov)
 	}
 }
+
+// examples/providers.yaml (the real-provider example) validates once its
+// variables are set, and refuses to start without the management key.
+func TestProvidersExampleValidates(t *testing.T) {
+	env := []string{"OPENAI_API_KEY=x", "ANTHROPIC_API_KEY=y", "GEMINI_API_KEY=z", "BW_ADMIN_KEY=a", "BW_CLIENT_KEY=b"}
+	cfg, _, err := LoadConfig("../examples/providers.yaml", env)
+	if err != nil {
+		t.Fatalf("examples/providers.yaml: %v", err)
+	}
+	types := map[string]bool{}
+	for _, p := range cfg.Providers {
+		types[p.Type] = true
+	}
+	for _, want := range []string{"openai", "anthropic", "gemini", "local"} {
+		if !types[want] {
+			t.Errorf("the example lacks a %s provider", want)
+		}
+	}
+	if _, _, err := LoadConfig("../examples/providers.yaml", env[:3]); err == nil || !strings.Contains(err.Error(), "BW_ADMIN_KEY is not set") {
+		t.Fatalf("without BW_ADMIN_KEY: %v", err)
+	}
+}

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/proxy"
@@ -30,4 +35,33 @@ func startOps(ctx context.Context, g *proxy.Gateway, cfg *proxy.Config, log *slo
 		go g.TestProvidersAtStart(ctx)
 	}
 	return stop, nil
+}
+
+func init() {
+	register("healthcheck", "probe a running gateway's /readyz (for container health checks)", runHealthcheck)
+}
+
+// runHealthcheck asks a gateway for its readiness and exits 0 when it is
+// ready: the container image has no shell or curl, so its HEALTHCHECK runs
+// the binary itself.
+func runHealthcheck(args []string) int {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080/readyz", "the probe URL")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if code, ok := parseFlagsOnly(fs, args, "the URL is given with -url"); !ok {
+		return code
+	}
+	c := &http.Client{Timeout: *timeout}
+	resp, err := c.Get(*url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater healthcheck:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		fmt.Fprintf(os.Stderr, "breakwater healthcheck: %s answered %d %s\n", *url, resp.StatusCode, strings.TrimSpace(string(b)))
+		return 1
+	}
+	return 0
 }

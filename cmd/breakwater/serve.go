@@ -30,6 +30,7 @@ func runServe(args []string) int {
 	configPath := fs.String("config", "", "config file (YAML, CONTRACTS §2)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
+	check := fs.Bool("check", false, "validate the config (with its environment) and exit: 0 when it would start")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_DATABASE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
 		fs.PrintDefaults()
@@ -60,6 +61,10 @@ func runServe(args []string) int {
 	if err != nil {
 		printConfigError(err)
 		return 2
+	}
+	if *check {
+		fmt.Printf("%s: ok (%d providers, %d combos, %d client keys)\n", *configPath, len(cfg.Providers), len(cfg.Combos), len(cfg.ClientKeys))
+		return 0
 	}
 	if _, err := startHeapFloor(os.Getenv); err != nil { // heapfloor.go
 		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
