@@ -157,7 +157,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 		return nil
 	}
 	rs.key = key
-	limit := g.cfg.Server.MaxBodyBytes
+	limit := g.conf().Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes
 	}
@@ -225,7 +225,7 @@ func (rs *reqState) finish(status int) {
 	rs.status = status
 	rs.count(status)
 	lvl := slog.LevelDebug
-	if status >= 500 || g.cfg.Server.LogRequests {
+	if status >= 500 || g.conf().Server.LogRequests {
 		lvl = slog.LevelInfo
 	}
 	elapsed := g.now().Sub(rs.start)

@@ -358,12 +358,12 @@ type modelEntry struct {
 func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 	comboTargets := g.comboTargets()
 	data := []modelEntry{}
-	for _, c := range g.cfg.Combos {
+	for _, c := range g.conf().Combos {
 		if key.reaches(comboTargets[c.ID]...) {
 			data = append(data, modelEntry{c.ID, "model", 0, "breakwater-combo"})
 		}
 	}
-	for _, p := range g.cfg.Providers {
+	for _, p := range g.conf().Providers {
 		if !key.reaches(model.ConnRef{Provider: p.ID}) {
 			continue
 		}
@@ -371,7 +371,7 @@ func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 			data = append(data, modelEntry{p.ID + "/" + m, "model", 0, p.ID})
 		}
 	}
-	for _, a := range keysOf(g.cfg.Aliases) {
+	for _, a := range keysOf(g.conf().Aliases) {
 		if _, ok := g.reachableRoute(key, a, comboTargets); ok {
 			data = append(data, modelEntry{a, "model", 0, "breakwater-alias"})
 		}
@@ -413,8 +413,8 @@ func (k *clientKey) reaches(targets ...model.ConnRef) bool {
 
 // comboTargets is every combo's targets as provider (+ pinned connection).
 func (g *Gateway) comboTargets() map[string][]model.ConnRef {
-	out := make(map[string][]model.ConnRef, len(g.cfg.Combos))
-	for _, c := range g.cfg.Combos {
+	out := make(map[string][]model.ConnRef, len(g.conf().Combos))
+	for _, c := range g.conf().Combos {
 		for _, t := range c.Targets {
 			pid, _, _ := strings.Cut(t.Target, "/")
 			out[c.ID] = append(out[c.ID], model.ConnRef{Provider: pid, Connection: t.Connection})

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -40,13 +41,16 @@ type opsState struct {
 	met *opsMetrics
 
 	reloadMu sync.Mutex // one reload at a time
+	live     atomic.Pointer[liveView]
+	environ  []string // the environment the config expands (reloads read the file with it)
 
 	hintMu sync.Mutex
 	hinted map[string]time.Time // provider → last 404 hint logged
 }
 
-func newOps(g *Gateway) *opsState {
-	o := &opsState{g: g, hinted: map[string]time.Time{}}
+func newOps(g *Gateway, environ []string) *opsState {
+	o := &opsState{g: g, hinted: map[string]time.Time{}, environ: environ}
+	o.live.Store(newLiveView(g.cfg))
 	o.met = newOpsMetrics(g.cfg)
 	return o
 }
@@ -99,7 +103,7 @@ func (g *Gateway) ready() readiness {
 		switch {
 		case h.Up:
 			out.Checks["store"] = "reachable"
-		case g.cfg.Store.FailOpen == nil || *g.cfg.Store.FailOpen:
+		case g.conf().Store.FailOpen == nil || *g.conf().Store.FailOpen:
 			out.Checks["store"] = "unreachable (fail-open: traffic is served, state is kept in memory)"
 		default:
 			out.Ready, out.Checks["store"] = false, "unreachable (store.failOpen is false)"

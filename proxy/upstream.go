@@ -668,7 +668,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	var raw, data, held, finishHeld []byte
 	committed, sawEvent, terminal := false, false, false
 	finish := ""
-	eager := rs.g.cfg.Server.StreamCommit == "first-event"
+	eager := rs.g.conf().Server.StreamCommit == "first-event"
 	ok := model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header}
 	gone := execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
 	delivered := execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}

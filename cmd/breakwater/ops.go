@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/proxy"
@@ -34,7 +36,28 @@ func startOps(ctx context.Context, g *proxy.Gateway, cfg *proxy.Config, log *slo
 	if cfg.Server.TestProvidersAtStart {
 		go g.TestProvidersAtStart(ctx)
 	}
-	return stop, nil
+	// SIGHUP reloads the config file (systemctl reload, docker kill -s HUP);
+	// a refused reload is logged and counted, and the old config serves on.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				log.Info("SIGHUP: reloading the config file")
+				_, _ = g.Reload(ctx)
+			case <-done:
+				return
+			}
+		}
+	}()
+	stopMetrics := stop
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		stopMetrics()
+	}, nil
 }
 
 func init() {
