@@ -72,6 +72,8 @@ type reqState struct {
 	firstOut         time.Time
 	promptTokens     int64
 	completionTokens int64
+	trace            *reqTrace // its trace when tracing is on and it is sampled (tracing.go)
+	traceOff         bool      // not sampled
 
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
@@ -230,6 +232,9 @@ func (rs *reqState) finish(status int) {
 	}
 	elapsed := g.now().Sub(rs.start)
 	rs.observeOps(elapsed) // proxy/metrics_ops.go
+	if g.ops.tracer != nil {
+		rs.endTrace(status) // proxy/tracing.go
+	}
 	if g.log.Enabled(rs.ctx, lvl) {
 		keyID := ""
 		if rs.key != nil {

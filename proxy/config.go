@@ -59,6 +59,9 @@ type ServerConfig struct {
 	// TestProvidersAtStart tests every provider's connections (GET
 	// {baseURL}/models) once at start-up and logs each result.
 	TestProvidersAtStart bool `yaml:"testProvidersAtStart"`
+	// Tracing sends OpenTelemetry traces to an OTLP/HTTP collector; off
+	// unless tracing.endpoint is set (proxy/tracing.go).
+	Tracing TracingConfig `yaml:"tracing"`
 	// MaxBodyBytes bounds a client request body (default 16 MiB).
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// ShutdownTimeoutMs bounds the drain of in-flight requests (default 30 s).

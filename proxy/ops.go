@@ -37,8 +37,9 @@ const hintEvery = 5 * time.Minute
 // extra metrics and the logged hints. It is created in New and never
 // replaced.
 type opsState struct {
-	g   *Gateway
-	met *opsMetrics
+	g      *Gateway
+	met    *opsMetrics
+	tracer *tracer // nil = tracing off (proxy/tracing.go)
 
 	reloadMu sync.Mutex // one reload at a time
 	live     atomic.Pointer[liveView]
@@ -52,12 +53,13 @@ func newOps(g *Gateway, environ []string) *opsState {
 	o := &opsState{g: g, hinted: map[string]time.Time{}, environ: environ}
 	o.live.Store(newLiveView(g.cfg))
 	o.met = newOpsMetrics(g.cfg)
+	o.tracer = newTracer(g.cfg.Server.Tracing, g.log)
 	return o
 }
 
 // validateOps checks the server and store fields the operator side adds.
 func (c *Config) validateOps() []error {
-	var errs []error
+	errs := c.validateTracing()
 	if l := c.Server.MetricsListen; l != "" {
 		if _, _, err := net.SplitHostPort(l); err != nil {
 			errs = append(errs, c.errAt("server.metricsListen", "want host:port (e.g. 127.0.0.1:9090), got %q", l))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -127,6 +128,10 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 			res.Warnings = append(res.Warnings, f.name+" changed: it takes effect at the next restart")
 			*f.next = *f.cur
 		}
+	}
+	if !reflect.DeepEqual(next.Server.Tracing, cur.Server.Tracing) {
+		res.Warnings = append(res.Warnings, "server.tracing changed: it takes effect at the next restart")
+		next.Server.Tracing = cur.Server.Tracing
 	}
 	// A demo:// provider keeps the in-process demo upstream's address
 	// serve gave it; a new one has no upstream.

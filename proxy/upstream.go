@@ -284,6 +284,9 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 			g.ops.note404(a.Provider, a.Model) // the baseURL hint (proxy/ops.go)
 		}
 	}
+	if g.ops.tracer != nil && out.dispatched {
+		rs.traceAttempt(a, out) // the attempt's span (proxy/tracing.go)
+	}
 	switch {
 	case out.delivered:
 	case out.local != nil:

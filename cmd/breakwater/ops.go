@@ -57,6 +57,9 @@ func startOps(ctx context.Context, g *proxy.Gateway, cfg *proxy.Config, log *slo
 		signal.Stop(hup)
 		close(done)
 		stopMetrics()
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g.CloseTracing(tctx) // the traces still buffered
 	}, nil
 }
 
