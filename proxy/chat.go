@@ -74,6 +74,7 @@ type reqState struct {
 	completionTokens int64
 	trace            *reqTrace // its trace when tracing is on and it is sampled (tracing.go)
 	traceOff         bool      // not sampled
+	opsSeries        *opsSeries
 
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into

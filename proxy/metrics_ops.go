@@ -2,8 +2,9 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,12 +23,54 @@ type opsMetrics struct {
 	reloads  *prometheus.CounterVec   // result
 	build    *prometheus.GaugeVec     // version, commit, goversion
 	labels   atomic.Pointer[labelSets]
+
+	// cache holds each label combination's series, looked up once:
+	// WithLabelValues hashes its labels under a lock on every call, and a
+	// request would call it five times. Its keys are bounded label values.
+	cacheMu sync.RWMutex
+	cache   map[opsKey]*opsSeries
+}
+
+type opsKey struct {
+	provider, model, key, surface, outcome string
+	stream                                 bool
+}
+
+// opsSeries are one label combination's series.
+type opsSeries struct {
+	requests   prometheus.Counter
+	prompt     prometheus.Counter
+	completion prometheus.Counter
+	e2e        prometheus.Observer
+	ttft       prometheus.Observer
+}
+
+func (m *opsMetrics) series(k opsKey) *opsSeries {
+	m.cacheMu.RLock()
+	s := m.cache[k]
+	m.cacheMu.RUnlock()
+	if s != nil {
+		return s
+	}
+	stream := strconv.FormatBool(k.stream)
+	s = &opsSeries{
+		requests:   m.requests.WithLabelValues(k.provider, k.model, k.key, k.surface, k.outcome),
+		prompt:     m.tokens.WithLabelValues(k.provider, k.model, k.key, "prompt"),
+		completion: m.tokens.WithLabelValues(k.provider, k.model, k.key, "completion"),
+		e2e:        m.e2e.WithLabelValues(k.provider, k.model, stream),
+		ttft:       m.ttft.WithLabelValues(k.provider, k.model),
+	}
+	m.cacheMu.Lock()
+	m.cache[k] = s
+	m.cacheMu.Unlock()
+	return s
 }
 
 // labelSets are the label values the config allows.
 type labelSets struct {
-	models map[string]bool
-	keys   map[string]bool
+	models    map[string]bool
+	keys      map[string]bool
+	providers map[string]bool
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -51,6 +94,7 @@ func newOpsMetrics(cfg *Config) *opsMetrics {
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "breakwater_build_info",
 			Help: "1, labelled with the running binary's version, commit and Go version."}, []string{"version", "commit", "goversion"}),
 	}
+	m.cache = map[opsKey]*opsSeries{}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	m.build.WithLabelValues(Build.Version, Build.Commit, Build.GoVersion).Set(1)
@@ -65,8 +109,9 @@ func (m *opsMetrics) collectors() []prometheus.Collector {
 // setLabels takes the allowed label values from cfg (at start and on every
 // reload).
 func (m *opsMetrics) setLabels(cfg *Config) {
-	ls := &labelSets{models: map[string]bool{}, keys: map[string]bool{}}
+	ls := &labelSets{models: map[string]bool{}, keys: map[string]bool{}, providers: map[string]bool{}}
 	for _, p := range cfg.Providers {
+		ls.providers[p.ID] = true
 		for _, md := range p.Models {
 			ls.models[p.ID+"/"+md] = true
 			ls.models[md] = true
@@ -82,6 +127,9 @@ func (m *opsMetrics) setLabels(cfg *Config) {
 		ls.keys[k.ID] = true
 	}
 	m.labels.Store(ls)
+	m.cacheMu.Lock()
+	m.cache = map[opsKey]*opsSeries{} // label values of a removed key or model go with it
+	m.cacheMu.Unlock()
 }
 
 func (m *opsMetrics) modelLabel(md string) string {
@@ -104,16 +152,16 @@ func (m *opsMetrics) keyLabel(k *clientKey) string {
 	return "other"
 }
 
-// providerLabel keeps a provider label to configured providers ("" when
-// the request was refused before any provider was known).
-func (g *Gateway) providerLabel(p string) string {
+// providerLabel keeps a provider label to configured providers ("none"
+// when the request was refused before any provider was known).
+func (m *opsMetrics) providerLabel(p string) string {
 	if p == "" {
 		return "none"
 	}
-	if g.provider(p) == nil {
-		return "other"
+	if m.labels.Load().providers[p] {
+		return p
 	}
-	return p
+	return "other"
 }
 
 // surfaceOf names the client API a request came through (a fixed set).
@@ -154,52 +202,84 @@ func outcomeOf(status int) string {
 // it once per request).
 func (rs *reqState) countOps(status int) {
 	m := rs.g.ops.met
-	prov, md, key := rs.g.providerLabel(rs.countedProvider()), m.modelLabel(rs.req.Model), m.keyLabel(rs.key)
-	m.requests.WithLabelValues(prov, md, key, surfaceOf(rs.r.URL.Path), outcomeOf(status)).Inc()
+	s := m.series(opsKey{provider: m.providerLabel(rs.countedProvider()), model: m.modelLabel(rs.req.Model), key: m.keyLabel(rs.key),
+		surface: surfaceOf(rs.r.URL.Path), outcome: outcomeOf(status), stream: rs.req.Stream})
+	rs.opsSeries = s
+	s.requests.Inc()
 	if rs.promptTokens > 0 {
-		m.tokens.WithLabelValues(prov, md, key, "prompt").Add(float64(rs.promptTokens))
+		s.prompt.Add(float64(rs.promptTokens))
 	}
 	if rs.completionTokens > 0 {
-		m.tokens.WithLabelValues(prov, md, key, "completion").Add(float64(rs.completionTokens))
+		s.completion.Add(float64(rs.completionTokens))
 	}
 }
 
 // observeOps records the request's end-to-end time and, for a stream that
-// sent anything, its time to first token (rs.finish calls it).
+// sent anything, its time to first token (rs.finish calls it, after count).
 func (rs *reqState) observeOps(elapsed time.Duration) {
-	m := rs.g.ops.met
-	prov, md := rs.g.providerLabel(rs.countedProvider()), m.modelLabel(rs.req.Model)
-	stream := "false"
-	if rs.req.Stream {
-		stream = "true"
+	s := rs.opsSeries
+	if s == nil {
+		return
 	}
-	m.e2e.WithLabelValues(prov, md, stream).Observe(elapsed.Seconds())
+	s.e2e.Observe(elapsed.Seconds())
 	if rs.req.Stream && !rs.firstOut.IsZero() {
-		m.ttft.WithLabelValues(prov, md).Observe(rs.firstOut.Sub(rs.start).Seconds())
+		s.ttft.Observe(rs.firstOut.Sub(rs.start).Seconds())
 	}
 }
 
-var usageKey = []byte(`"usage"`)
+var (
+	usageKey      = []byte(`"usage"`)
+	promptKey     = []byte(`"prompt_tokens"`)
+	completionKey = []byte(`"completion_tokens"`)
+)
 
 // noteUsage reads the token counts of an OpenAI-shaped body or stream
 // event that carries a usage object (native answers are already in that
-// shape here); events without one cost one substring search.
+// shape here). Events without one cost one substring search; nothing is
+// allocated.
 func (rs *reqState) noteUsage(b []byte) {
-	i := bytes.LastIndex(b, usageKey)
+	// The first "usage" with its quotes is the answer's own: inside a
+	// JSON string the quotes would be escaped.
+	i := bytes.Index(b, usageKey)
 	if i < 0 {
 		return
 	}
-	rest := bytes.TrimLeft(b[i+len(usageKey):], " \t\r\n")
-	if len(rest) == 0 || rest[0] != ':' {
-		return
-	}
-	var u struct {
-		Prompt     int64 `json:"prompt_tokens"`
-		Completion int64 `json:"completion_tokens"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&u); err != nil || u.Prompt < 0 || u.Completion < 0 {
+	u := b[i+len(usageKey):]
+	p, okP := jsonIntAfter(u, promptKey)
+	c, okC := jsonIntAfter(u, completionKey)
+	if !okP && !okC {
 		return
 	}
 	// A stream may repeat its usage (cumulative): the last one counts.
-	rs.promptTokens, rs.completionTokens = u.Prompt, u.Completion
+	rs.promptTokens, rs.completionTokens = p, c
+}
+
+// jsonIntAfter finds "key": N in b (the first occurrence) and returns N.
+func jsonIntAfter(b, key []byte) (int64, bool) {
+	i := bytes.Index(b, key)
+	if i < 0 {
+		return 0, false
+	}
+	rest := skipSpace(b[i+len(key):])
+	if len(rest) == 0 || rest[0] != ':' {
+		return 0, false
+	}
+	rest = skipSpace(rest[1:])
+	var n int64
+	digits := 0
+	for _, ch := range rest {
+		if ch < '0' || ch > '9' || digits > 15 {
+			break
+		}
+		n = n*10 + int64(ch-'0')
+		digits++
+	}
+	return n, digits > 0
+}
+
+func skipSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
 }

@@ -62,6 +62,9 @@ func TestOperatorMetricsByModelKeyAndTokens(t *testing.T) {
 		t.Fatalf("stream: %d %s", r.code, r.body)
 	}
 	g.chat("glm/not-configured-"+strings.Repeat("x", 8), "Authorization", "Bearer ka")
+	// The histograms are observed when the handler finishes, just after
+	// the client has its answer.
+	eventually(t, "the handlers finish", func() bool { return g.g.active.Load() == 0 })
 	m := metricsText(t, g)
 	for _, want := range []string{
 		`breakwater_client_requests_total{key="team-a",model="glm/glm-5",outcome="ok",provider="glm",surface="chat_completions"} 2`,
@@ -146,5 +149,27 @@ func TestConnectionTest404Hint(t *testing.T) {
 	r := admin(g, "POST", "/api/providers/glm/test", "")
 	if r.code != 200 || !strings.Contains(r.body, "upstream answered 404: does baseURL include the version segment, e.g. /v1?") {
 		t.Fatalf("test: %d %s", r.code, r.body)
+	}
+}
+
+// Token counts come from the answer's own usage object: a "usage" quoted
+// inside the content is escaped and never read, a null usage counts
+// nothing, and the *_details objects do not confuse the keys.
+func TestNoteUsage(t *testing.T) {
+	for _, c := range []struct {
+		body       string
+		prompt, cc int64
+	}{
+		{`{"choices":[{"message":{"content":"say \"usage\": {\"prompt_tokens\": 99}"}}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`, 3, 4},
+		{`{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":20,"completion_tokens_details":{"reasoning_tokens":5}}}`, 10, 20},
+		{`{"choices":[],"usage":null}`, 0, 0},
+		{`{"choices":[{"delta":{"content":"hi"}}]}`, 0, 0},
+		{`{"usage" : { "completion_tokens" : 7 , "prompt_tokens" : 8 }}`, 8, 7},
+	} {
+		rs := &reqState{}
+		rs.noteUsage([]byte(c.body))
+		if rs.promptTokens != c.prompt || rs.completionTokens != c.cc {
+			t.Errorf("%s: got %d/%d, want %d/%d", c.body, rs.promptTokens, rs.completionTokens, c.prompt, c.cc)
+		}
 	}
 }

@@ -61,6 +61,9 @@ func TestTracingSpanPerRequestAndAttempt(t *testing.T) {
 	if r := g.chat("glm/glm-5", "traceparent", parent); r.code != 200 {
 		t.Fatalf("chat: %d %s", r.code, r.body)
 	}
+	// The trace is handed over when the handler finishes, just after the
+	// client has its answer.
+	eventually(t, "the handler finishes", func() bool { return g.g.active.Load() == 0 })
 	g.g.CloseTracing(context.Background())
 	col.mu.Lock()
 	defer col.mu.Unlock()
