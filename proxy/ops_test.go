@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-gw/breakwater/model"
 
 	"github.com/breakwater-gw/breakwater/store"
 )
@@ -170,6 +174,70 @@ func TestNoteUsage(t *testing.T) {
 		rs.noteUsage([]byte(c.body))
 		if rs.promptTokens != c.prompt || rs.completionTokens != c.cc {
 			t.Errorf("%s: got %d/%d, want %d/%d", c.body, rs.promptTokens, rs.completionTokens, c.prompt, c.cc)
+		}
+	}
+}
+
+func newLoggedGW(t *testing.T, y string, st StateStore, env ...string) (*Gateway, *syncBuf) {
+	t.Helper()
+	cfg, _, err := ParseConfig("t.yaml", []byte(y), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &syncBuf{}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(buf, nil)), Store: st, Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	return g, buf
+}
+
+// Start-up logs each saved setting that beats the file.
+func TestStartupLogsSavedOverrides(t *testing.T) {
+	st := NewMemoryStore()
+	st.SaveSettings(context.Background(), model.Layer{"sessionAffinityTtlMs": json.Number("5000")})
+	y := "providers:\n  - {id: p, baseURL: 'http://127.0.0.1:1/v1', connections: [{id: c}]}\nresilience:\n  sessionAffinityTtlMs: 60000\n"
+	_, logs := newLoggedGW(t, y, st)
+	if !strings.Contains(logs.String(), "a saved setting overrides the file value") || !strings.Contains(logs.String(), "field=sessionAffinityTtlMs fileValue=60000 savedValue=5000") {
+		t.Fatalf("logs:\n%s", logs)
+	}
+}
+
+// A provider whose upstream answers 404 gets the baseURL hint in the log
+// (chat attempts and the start-up test), once per provider per period.
+func TestBaseURL404HintLogged(t *testing.T) {
+	nf := httptest.NewServer(http.NotFoundHandler())
+	defer nf.Close()
+	y := "server: {testProvidersAtStart: true}\nproviders:\n  - {id: p, baseURL: '" + nf.URL + "', models: [m], connections: [{id: c, apiKey: sk-secret}]}\n" + testBase
+	g, logs := newLoggedGW(t, y, nil)
+	g.TestProvidersAtStart(context.Background())
+	if !strings.Contains(logs.String(), "provider test failed") || !strings.Contains(logs.String(), "does baseURL include the version segment, e.g. /v1?") {
+		t.Fatalf("start-up test logs:\n%s", logs)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	for i := 0; i < 3; i++ {
+		res, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	if n := strings.Count(logs.String(), "upstream answered 404 to a chat request"); n != 1 {
+		t.Fatalf("want the chat hint once, got %d:\n%s", n, logs)
+	}
+	if strings.Contains(logs.String(), "sk-secret") {
+		t.Fatal("a key reached the log")
+	}
+}
+
+// server.metricsListen must be host:port and not the main listener.
+func TestMetricsListenValidated(t *testing.T) {
+	for _, c := range []struct{ v, want string }{{"9090", "want host:port"}, {"127.0.0.1:8080", "is the same address as server.listen"}} {
+		y := "server: {listen: '127.0.0.1:8080', metricsListen: '" + c.v + "'}\nproviders:\n  - {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n"
+		if _, _, err := ParseConfig("t.yaml", []byte(y), nil); err == nil || !strings.Contains(err.Error(), "t.yaml:1: server.metricsListen: "+c.want) {
+			t.Errorf("%s: %v", c.v, err)
 		}
 	}
 }
