@@ -23,10 +23,13 @@ type liveView struct {
 	mgmtKey    [32]byte
 	mgmtOpen   bool
 	combos     map[string]*ComboConfig
+	// managed: client key id → it may hold exclusive session leases
+	// (scope lease:exclusive and a non-empty allowedConnections).
+	managed map[string]bool
 }
 
 func newLiveView(cfg *Config) *liveView {
-	v := &liveView{cfg: cfg, combos: map[string]*ComboConfig{}}
+	v := &liveView{cfg: cfg, combos: map[string]*ComboConfig{}, managed: map[string]bool{}}
 	for i := range cfg.Combos {
 		v.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
 	}
@@ -37,6 +40,7 @@ func newLiveView(cfg *Config) *liveView {
 			ck.allowed = append(ck.allowed, ref)
 		}
 		v.clientKeys = append(v.clientKeys, ck)
+		v.managed[k.ID] = slices.Contains(k.Scopes, model.LeaseScope) && len(k.AllowedConnections) > 0
 	}
 	v.mgmtOpen = cfg.Server.ManagementKey == ""
 	v.mgmtKey = sha256.Sum256([]byte(cfg.Server.ManagementKey))
