@@ -134,7 +134,7 @@ func (g *Gateway) MetricsHandler() http.Handler {
 }
 
 // testProvider tests every connection of p at once (GET {base}/models) and
-// reports each passing one to the model (SPEC §11.7): POST
+// reports each passing one to the model (it clears the cooldown): POST
 // /api/providers/{id}/test and server.testProvidersAtStart.
 func (g *Gateway) testProvider(ctx context.Context, p *provRuntime) []testResult {
 	to := g.settings().UpstreamTimeouts
