@@ -57,6 +57,9 @@ type Gateway struct {
 	provs     map[string]*provRuntime
 	provOrder []string
 
+	// cfg, combos, clientKeys, mgmtKey and mgmtOpen hold the values at
+	// start; a config reload replaces them in the ops view, which is what
+	// requests read (g.view(), g.conf(): proxy/reload.go).
 	clientKeys []clientKey
 	ops        *opsState // reload, probes, operator metrics (proxy/ops.go)
 	leases     *leaseMgr // exclusive session leases (SPEC §2d; leases.go)
