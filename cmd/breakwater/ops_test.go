@@ -82,3 +82,37 @@ func TestHealthcheckCommand(t *testing.T) {
 		t.Fatalf("not ready: %d %s", code, e)
 	}
 }
+
+// make run's demo config reloads: its demo:// providers keep the address
+// of the in-process demo upstream serve gave them.
+func TestDemoConfigReloads(t *testing.T) {
+	cfg, _, err := proxy.LoadConfig("../../examples/demo.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	stop, err := startDemo(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	res, err := g.Reload(context.Background())
+	if err != nil || !res.OK || len(res.Added) != 0 || len(res.Removed) != 0 {
+		t.Fatalf("reload: %+v %v", res, err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"steady/demo-small","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after reload: %d", resp.StatusCode)
+	}
+}
