@@ -41,17 +41,7 @@ func startOps(ctx context.Context, g *proxy.Gateway, cfg *proxy.Config, log *slo
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-hup:
-				log.Info("SIGHUP: reloading the config file")
-				_, _ = g.Reload(ctx)
-			case <-done:
-				return
-			}
-		}
-	}()
+	go reloadOnSignal(ctx, g, hup, done, log)
 	stopMetrics := stop
 	return func() {
 		signal.Stop(hup)
@@ -61,6 +51,22 @@ func startOps(ctx context.Context, g *proxy.Gateway, cfg *proxy.Config, log *slo
 		defer cancel()
 		g.CloseTracing(tctx) // the traces still buffered
 	}, nil
+}
+
+// reloadOnSignal reloads the config on every signal from sig until done
+// closes. The gateway logs and counts each result itself.
+func reloadOnSignal(ctx context.Context, g interface {
+	Reload(context.Context) (proxy.ReloadResult, error)
+}, sig <-chan os.Signal, done <-chan struct{}, log *slog.Logger) {
+	for {
+		select {
+		case <-sig:
+			log.Info("SIGHUP: reloading the config file")
+			_, _ = g.Reload(ctx)
+		case <-done:
+			return
+		}
+	}
 }
 
 func init() {

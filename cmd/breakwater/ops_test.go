@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/proxy"
 )
@@ -114,5 +116,46 @@ func TestDemoConfigReloads(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("after reload: %d", resp.StatusCode)
+	}
+}
+
+// SIGHUP reloads: each signal re-reads the file and applies it.
+func TestSIGHUPReloads(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	write := func(models string) {
+		os.WriteFile(f, []byte("providers:\n  - {id: p, baseURL: 'http://127.0.0.1:1/v1', models: ["+models+"], connections: [{id: c}]}\n"), 0o600)
+	}
+	write("a")
+	cfg, _, err := proxy.LoadConfig(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	sig, done := make(chan os.Signal, 1), make(chan struct{})
+	defer close(done)
+	go reloadOnSignal(context.Background(), g, sig, done, slog.New(slog.DiscardHandler))
+	write("a, b")
+	sig <- syscall.SIGHUP
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(srv.URL + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), `"p/b"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the model added by the reload is not listed: %s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
