@@ -167,3 +167,17 @@ heap:
 	@mkdir -p $(CHAOS_OUT)
 	$(CHAOS) -mode heap -config $(CHAOS_CONFIG) -streams $(HEAP_STREAMS) -stream-hold $(HEAP_HOLD) \
 	  -heap-per-stream-kb $(HEAP_PER_STREAM_KB) -json $(CHAOS_OUT)/heap.json
+
+# --- packaging ---
+.PHONY: build docker
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+
+## build: a static binary at bin/breakwater stamped with VERSION and COMMIT
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/breakwater ./cmd/breakwater
+
+## docker: the container image breakwater:$(VERSION) (Dockerfile)
+docker:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t breakwater:$(VERSION) .

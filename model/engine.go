@@ -247,7 +247,8 @@ func (a *Attempt) Probe() bool { return a.Permit.Probe != 0 }
 // one try-acquire operation of docs/breaker.md#half-open) and counts the use.
 // It fails with ErrCircuitOpen when the breaker admits nothing.
 func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
-	if int(c.p) >= len(e.provs) || int(c.c) >= len(e.provs[c.p].conns) || e.provs[c.p].id != c.Provider {
+	var ok bool
+	if c.p, c.c, ok = e.locate(c.p, c.c, c.Provider, c.Connection); !ok { // a candidate from before UpdateTopology finds its connection by id
 		return Attempt{}, fmt.Errorf("begin: candidate %s/%s does not belong to this engine", c.Provider, c.Connection)
 	}
 	p := &e.provs[c.p]
@@ -276,7 +277,7 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 // unuse takes back the use Begin counted for an attempt that never reached
 // the upstream (refused by the admission stage).
 func (e *Engine) unuse(now Time, a *Attempt) {
-	if a == nil || a.done || int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+	if a == nil || a.done || !e.relocate(a) {
 		return
 	}
 	p := &e.provs[a.p]
@@ -290,8 +291,14 @@ func (e *Engine) unuse(now Time, a *Attempt) {
 // the connection, the model lockout and the provider window, each in its own
 // layer. It returns the verdict so the shell knows what to do next.
 func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
-	if a == nil || a.done || int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+	if a == nil || a.done {
 		return Verdict{Reason: ReasonUnknown, Next: NextStop, Message: "record: unknown or finished attempt"}
+	}
+	if !e.relocate(a) {
+		// Its connection was removed by UpdateTopology while it ran.
+		a.done = true
+		return Verdict{Reason: ReasonUnknown, Next: NextStop, ClientStatus: o.Status,
+			Message: "record: the connection was removed from the topology while the attempt ran"}
 	}
 	a.done = true
 	p := &e.provs[a.p]

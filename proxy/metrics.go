@@ -60,6 +60,7 @@ func newMetrics(g *Gateway) *metrics {
 	reg.MustRegister(m.requests, m.upstream, m.latency, m.attempts, m.queueWait, m.queueRej, m.waits, m.http, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{g: g})
+	reg.MustRegister(g.ops.met.collectors()...) // proxy/metrics_ops.go
 	return m
 }
 
