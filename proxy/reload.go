@@ -186,13 +186,19 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 		}
 	}
 
+	g.provMu.Lock() // lock order: provMu, then the engine's
 	provs := map[string]*provRuntime{}
 	var order []string
+	var retired []*upstreamPool
 	for _, p := range next.Providers {
-		provs[p.ID] = newProvRuntime(p)
+		provs[p.ID] = newProvRuntime(p, reloadPool(g, g.provs[p.ID], p, settings.RequestQueue.GlobalMaxConcurrent))
 		order = append(order, p.ID)
 	}
-	g.provMu.Lock() // lock order: provMu, then the engine's
+	for id, old := range g.provs {
+		if np := provs[id]; np == nil || np.pool != old.pool {
+			retired = append(retired, old.pool)
+		}
+	}
 	res.Added, res.Removed, res.Kept = topologyDiff(g.provs, provs)
 	g.provs, g.provOrder = provs, order
 	g.lock()
@@ -213,6 +219,9 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	g.unlock()
 	g.provMu.Unlock()
+	for _, p := range retired {
+		p.closeIdle() // in-flight attempts keep their connections; idle ones go
+	}
 
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, next.Providers)
 	g.gate.prune(next.Providers)
@@ -304,4 +313,15 @@ func (g *gate) prune(provs []ProviderConfig) {
 			delete(g.provs, pid)
 		}
 	}
+}
+
+// reloadPool keeps a provider's upstream connections across a reload when
+// its pool's sizing is unchanged: the connections of a provider that stays
+// are worth keeping like its state.
+func reloadPool(g *Gateway, old *provRuntime, p ProviderConfig, global int) *upstreamPool {
+	idle := idleConnsFor(p, global)
+	if old != nil && old.pool != nil && old.pool.idle == idle {
+		return old.pool
+	}
+	return newUpstreamPool(g, idle)
 }
