@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
@@ -60,6 +61,16 @@ type Options struct {
 	// of the schedule-anchored one (clock.go); a -target gateway always
 	// runs on its own wall clock.
 	WallClock bool
+	// SkipIdle lets an in-process replay jump over idle time: when no
+	// client request is in flight, the wait for the next instant is cut to
+	// skipIdleKeep of real time and the gateway's clock jumps to that
+	// instant. Every gateway timer that runs belongs to a request in flight
+	// (attempt deadlines, cooldown waits, queue budgets); what idle time
+	// changes (cooldowns ending, backoff decaying, a breaker going
+	// HALF_OPEN, a daily reset) the gateway reads from its clock. So a file
+	// of hours with short bursts of traffic replays in seconds at speed 1,
+	// with no duration scaled. Ignored with Target or WallClock.
+	SkipIdle bool
 	// Logger receives the gateway's logs (default: discard).
 	Logger *slog.Logger
 }
@@ -163,7 +174,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	r := &runner{o: &o, orig: sc, sc: scaled, e: e, res: res, done: map[int]*sim.RequestObservation{}, clk: clk}
+	r := &runner{o: &o, orig: sc, sc: scaled, e: e, res: res, done: map[int]*sim.RequestObservation{}, clk: clk, idle: make(chan struct{}, 1)}
 	evs := r.schedule()
 	wall := time.Now()
 	t0 := time.Now()
@@ -311,6 +322,9 @@ type runner struct {
 	lagMax time.Duration
 	stats  *faults.Stats
 	wg     sync.WaitGroup
+
+	inflight atomic.Int64  // client requests sent and not yet answered
+	idle     chan struct{} // signalled when inflight drops to 0 (SkipIdle)
 }
 
 // schedule lists the run's events in the simulator's order: arrivals are
@@ -429,6 +443,7 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 				r.action(ctx, ev.idx)
 			case evArrival:
 				r.wg.Add(1)
+				r.inflight.Add(1)
 				done, wrote := make(chan struct{}), make(chan struct{})
 				sameInstant = append(sameInstant, done)
 				go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
@@ -470,19 +485,60 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 	return ctx.Err()
 }
 
-func (r *runner) sleepUntil(ctx context.Context, at time.Duration) error {
-	d := time.Until(r.t0.Add(at))
-	if d <= 0 {
-		r.lag(-d)
-		return ctx.Err()
+// skipIdleKeep is the real time an idle gap keeps when SkipIdle cuts it:
+// room for the gateway to finish what an answer left behind (a store
+// write, a released permit) before the next instant.
+const skipIdleKeep = 30 * time.Millisecond
+
+// skipIdle moves the run's start back by the idle part of the wait for
+// instant at (SkipIdle), so the instant is dispatched after skipIdleKeep.
+func (r *runner) skipIdle(at time.Duration) {
+	if !r.skipping() || r.inflight.Load() > 0 {
+		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := time.Until(r.t0.Add(at)); d > skipIdleKeep {
+		r.t0 = r.t0.Add(-(d - skipIdleKeep))
+	}
+}
+
+func (r *runner) skipping() bool {
+	return r.o.SkipIdle && !r.o.WallClock && r.o.Target == ""
+}
+
+// answered ends a client request; the last one in flight lets an idle gap
+// be skipped.
+func (r *runner) answered() {
+	if r.inflight.Add(-1) == 0 && r.skipping() {
+		select {
+		case r.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *runner) sleepUntil(ctx context.Context, at time.Duration) error {
+	for {
+		r.skipIdle(at)
+		r.mu.Lock()
+		t0 := r.t0
+		r.mu.Unlock()
+		d := time.Until(t0.Add(at))
+		if d <= 0 {
+			r.lag(-d)
+			return ctx.Err()
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return nil
+		case <-r.idle:
+			t.Stop() // the requests in flight answered: skip what is left
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }
 
@@ -495,7 +551,10 @@ func (r *runner) lag(d time.Duration) {
 
 // offset is the file-time offset of a wall-clock instant.
 func (r *runner) offset(t time.Time) time.Duration {
-	return time.Duration(float64(t.Sub(r.t0)) * r.o.Speed).Round(time.Millisecond)
+	r.mu.Lock()
+	t0 := r.t0
+	r.mu.Unlock()
+	return time.Duration(float64(t.Sub(t0)) * r.o.Speed).Round(time.Millisecond)
 }
 
 // action runs one operator action through the management API.
@@ -566,6 +625,7 @@ func (r *runner) fail(line int, scaledAt time.Duration, what, expected, found st
 // send makes one client request and records what the client saw.
 func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, wrote chan struct{}) {
 	defer r.wg.Done()
+	defer r.answered()
 	defer close(done)
 	var wroteOnce sync.Once
 	markWrote := func() { wroteOnce.Do(func() { close(wrote) }) }
