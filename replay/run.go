@@ -198,6 +198,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 		res.Upstream = st.Total
 		r.stats = st
 	}
+	r.fillAborted()
 	r.finishExpects()
 	res.Passed = len(res.Failures) == 0
 	return res, nil
@@ -673,6 +674,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	if v, err := strconv.Atoi(resp.Header.Get("X-Breakwater-Attempts")); err == nil {
 		ob.Attempts = v
 	}
+	waited := resp.Header.Get("X-Breakwater-Waits") != ""
 	if v, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
 		ob.RetryAfterMs = v * 1000
 	}
@@ -692,7 +694,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		ob.Status, ob.Result, ob.Code = 499, sim.ResultClientAbort, "client_abort"
 	case resp.StatusCode/100 == 2 && (streamErr != "" || readErr != nil):
 		ob.Result, ob.Code = sim.ResultStreamError, cmp.Or(streamErr, "stream_interrupted")
-	case resp.StatusCode/100 == 2 && ob.Attempts > 1:
+	case resp.StatusCode/100 == 2 && (ob.Attempts > 1 || waited):
 		ob.Result = sim.ResultFallback
 	case resp.StatusCode/100 == 2:
 		ob.Result = sim.ResultServed
@@ -745,6 +747,29 @@ func errorCode(b []byte) string {
 		return strconv.FormatFloat(c, 'f', -1, 64)
 	}
 	return fmt.Sprint(v.Error.Code)
+}
+
+// fillAborted completes, in-process, what a client that gave up before the
+// answer's headers could not read: the attempts and the connection of the
+// last one, from the fault upstream's own record of its calls (upcount.go).
+// An attempt refused locally (a saturated gate, a paced slot past its
+// budget) made no call, so it is not counted here.
+func (r *runner) fillAborted() {
+	if r.e.counter == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.res.RequestLog {
+		ob := &r.res.RequestLog[i]
+		if ob.Result != sim.ResultClientAbort || ob.Attempts >= 0 {
+			continue
+		}
+		ob.Attempts = r.e.counter.of(ob.N)
+		ob.ServedBy = r.e.counter.lastConn(ob.N)
+		d := *ob
+		r.done[ob.N] = &d
+	}
 }
 
 func (r *runner) record(ob sim.RequestObservation, doneAt time.Time) {
