@@ -1044,13 +1044,15 @@ func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
-	now := g.modelNow()
-	g.lock()
+	var passed []string
 	for _, res := range results {
 		if res.OK {
-			_ = g.eng.ConnectionTestPassed(now, model.ConnRef{Provider: id, Connection: res.Connection})
+			passed = append(passed, res.Connection)
 		}
 	}
+	now := g.modelNow()
+	g.lock()
+	_ = g.eng.ProviderTested(now, id, passed)
 	g.unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"provider": id, "results": results})
 }
