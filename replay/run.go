@@ -198,7 +198,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 		res.Upstream = st.Total
 		r.stats = st
 	}
-	r.fillAborted()
+	r.fillAborted(ctx)
 	r.finishExpects()
 	res.Passed = len(res.Failures) == 0
 	return res, nil
@@ -462,6 +462,10 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 					case <-t.C:
 					}
 					t.Stop()
+					// The instant lasts while its arrivals are sent: the
+					// quantum counts from the last one, so the seventh
+					// arrival of an instant is not read 20 ms late.
+					r.clk.dispatch(at, next, gap)
 				}
 			case evExpect:
 				r.clk.freeze(true)
@@ -650,6 +654,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { markWrote() }}))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", replayRequestID+strconv.Itoa(n))
 	if r.e.clientKey != "" {
 		req.Header.Set("Authorization", "Bearer "+r.e.clientKey)
 	}
@@ -751,13 +756,13 @@ func errorCode(b []byte) string {
 
 // fillAborted completes, in-process, what a client that gave up before the
 // answer's headers could not read: the attempts and the connection of the
-// last one, from the fault upstream's own record of its calls (upcount.go).
-// An attempt refused locally (a saturated gate, a paced slot past its
-// budget) made no call, so it is not counted here.
-func (r *runner) fillAborted() {
-	if r.e.counter == nil {
+// last one, from the gateway's own line on the request (gwlog.go).
+func (r *runner) fillAborted(ctx context.Context) {
+	if r.e.requests == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range r.res.RequestLog {
@@ -765,8 +770,14 @@ func (r *runner) fillAborted() {
 		if ob.Result != sim.ResultClientAbort || ob.Attempts >= 0 {
 			continue
 		}
-		ob.Attempts = r.e.counter.of(ob.N)
-		ob.ServedBy = r.e.counter.lastConn(ob.N)
+		g, ok := r.e.requests.of(ctx, ob.N)
+		if !ok {
+			continue
+		}
+		ob.Attempts = g.attempts
+		if g.connection != "" {
+			ob.ServedBy = g.provider + "/" + g.connection
+		}
 		d := *ob
 		r.done[ob.N] = &d
 	}

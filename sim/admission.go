@@ -354,6 +354,9 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	s.unchecked(q)
 	_, ans := r.flow.Record(s.now, s.eng, &q.a, model.Outcome{Kind: model.OutcomeClientAbort}, false)
 	s.drain()
+	// The attempt was begun on this connection, which the gateway names in
+	// its answer (and log) whether or not it was dispatched.
+	r.lastConn, r.hasLast = model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}, true
 	if ans != nil {
 		s.answer(id, ans, abortClient)
 	} else {
