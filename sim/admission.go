@@ -381,7 +381,9 @@ func (s *sim) dispatch(id int32, q *queued) {
 // attempt that ends without reaching begin/attemptEnd.
 func (s *sim) unchecked(q *queued) {
 	if q.checked && q.a.Probe() {
-		s.mirror.probes[s.mirror.prov(q.a.Provider)]--
+		p := s.mirror.prov(q.a.Provider)
+		s.mirror.probes[p]--
+		s.mirror.takePermit(p, &q.a)
 	}
 }
 
