@@ -23,8 +23,8 @@ type mirror struct {
 	// permits are the probe permits each provider's breaker still holds
 	// for attempts in flight: a probe that outlives probeTimeoutMs frees
 	// its permit at that deadline though the attempt goes on.
-	permits [][]probePermit
-	inAction  bool
+	permits  [][]probePermit
+	inAction bool
 	// violations found while applying change records
 	pending []Violation
 }
