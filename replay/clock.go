@@ -3,6 +3,9 @@ package replay
 import (
 	"sync"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/sim"
 )
 
 // schedClock is the in-process gateway's (and fault upstream's) clock: the
@@ -25,7 +28,8 @@ type schedClock struct {
 	next    time.Duration // the next scheduled instant; -1 = none
 	frozen  bool
 	quantum time.Duration
-	wallClk bool // plain wall clock (Options.WallClock)
+	maxQ    time.Duration // the quantum's bound for this file (quantumFor)
+	wallClk bool          // plain wall clock (Options.WallClock)
 	t0      time.Time
 }
 
@@ -62,7 +66,7 @@ func (c *schedClock) dispatch(at, next time.Duration, gap time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.at, c.wall, c.next = max(at, c.at), time.Now(), next
-	c.quantum = min(defaultQuantum, gap/2)
+	c.quantum = min(c.maxQ, gap/2)
 }
 
 func (c *schedClock) freeze(f bool) {
@@ -74,6 +78,39 @@ func (c *schedClock) freeze(f bool) {
 	}
 }
 
-// defaultQuantum is how long after a dispatch the clock reads the instant
-// itself.
-const defaultQuantum = 20 * time.Millisecond
+// maxQuantum bounds how long after a dispatch the clock reads the instant
+// itself: the gateway's work on an instant (several attempts in a row,
+// under the race detector on a busy machine) is no time at all in the
+// simulator, and a cooldown it sets must end where the simulator's ends.
+const maxQuantum = 100 * time.Millisecond
+
+// quantumFor is the quantum of a (scaled) scenario: maxQuantum, or half
+// the shortest duration the fault upstream schedules (a latency, jitter,
+// chunk interval, stall, or a slow stream's chunk time), so that every
+// scheduled wait moves the clock as it moves the simulator's.
+func quantumFor(sc *sim.Scenario) time.Duration {
+	q := maxQuantum
+	consider := func(d time.Duration) {
+		if d > 0 {
+			q = min(q, d/2)
+		}
+	}
+	visit := func(r *faults.Response) {
+		consider(r.Latency)
+		consider(r.Jitter)
+		consider(r.Stream.Interval)
+		consider(r.Stream.StallFor)
+		if r.Stream.BytesPerSecond > 0 {
+			consider(time.Duration(float64(faults.ChunkBytes) / float64(r.Stream.BytesPerSecond) * float64(time.Second)))
+		}
+	}
+	for i := range sc.Rules {
+		if r := sc.Rules[i].Respond; r != nil {
+			visit(r)
+		}
+		for j := range sc.Rules[i].Sequence {
+			visit(&sc.Rules[i].Sequence[j])
+		}
+	}
+	return max(q, time.Millisecond)
+}

@@ -158,7 +158,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	// The in-process gateway and fault upstream read the scenario's virtual
 	// epoch at the start, so a daily reset falls where the simulator has it;
 	// their clock follows the schedule (clock.go).
-	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock}
+	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock, maxQ: quantumFor(scaled)}
 	var e *env
 	if o.Target == "" {
 		e, err = startLocal(ctx, scaled, &o, clk.now)
