@@ -31,6 +31,26 @@ type schedClock struct {
 	maxQ    time.Duration // the quantum's bound for this file (quantumFor)
 	wallClk bool          // plain wall clock (Options.WallClock)
 	t0      time.Time
+	last    time.Duration // the latest offset read: the clock never goes back
+	// Upstream time: while the fault upstream serves a call (a latency, a
+	// stream's chunks) time passes in the simulator too; the gateway's own
+	// work around it takes none. Within the quantum the clock moves by the
+	// time some call was in progress since the dispatch.
+	calls     int
+	callSince time.Time
+	callAcc   time.Duration
+}
+
+// upstreamCall marks a fault-upstream call beginning (+1) or ending (-1).
+func (c *schedClock) upstreamCall(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.calls > 0 {
+		c.callAcc += now.Sub(c.callSince)
+	}
+	c.calls += d
+	c.callSince = now
 }
 
 func (c *schedClock) now() time.Time {
@@ -42,15 +62,26 @@ func (c *schedClock) now() time.Time {
 	if c.wallClk {
 		return c.epoch.Add(time.Since(c.t0))
 	}
+	if c.frozen {
+		return c.epoch.Add(c.at) // an `at:` read sees the instant itself
+	}
 	off := c.at
-	if !c.frozen {
+	{
 		if el := time.Since(c.wall); el >= c.quantum {
 			off += el
+		} else {
+			busy := c.callAcc
+			if c.calls > 0 {
+				busy += time.Since(c.callSince)
+			}
+			off += min(busy, el)
 		}
 	}
 	if c.next >= 0 && off > c.next {
 		off = c.next
 	}
+	off = max(off, c.last)
+	c.last = off
 	return c.epoch.Add(off)
 }
 
@@ -65,7 +96,13 @@ func (c *schedClock) start(t0 time.Time, next time.Duration) {
 func (c *schedClock) dispatch(at, next time.Duration, gap time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.at, c.wall, c.next = max(at, c.at), time.Now(), next
+	now := time.Now()
+	if at > c.at || c.calls == 0 {
+		// A new instant: upstream time counts from here. (Arrivals of the
+		// same instant re-dispatch it while calls may be running.)
+		c.callAcc, c.callSince = 0, now
+	}
+	c.at, c.wall, c.next = max(at, c.at), now, next
 	c.quantum = min(c.maxQ, gap/2)
 }
 
@@ -75,6 +112,7 @@ func (c *schedClock) freeze(f bool) {
 	c.frozen = f
 	if !f {
 		c.wall = time.Now() // time resumes from the instant
+		c.callAcc, c.callSince = 0, c.wall
 	}
 }
 

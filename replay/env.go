@@ -150,7 +150,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	if h := newLimitResetHandler(sc, e.fs, now); h != nil {
 		up = h
 	}
-	e.counter = newCallCounter(up)
+	e.counter = newCallCounter(up, o.upstreamCall)
 	up = e.counter
 	e.fsSrv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	e.fsDone = make(chan struct{})

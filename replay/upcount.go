@@ -19,18 +19,23 @@ import (
 // message text to the upstream, so the in-process fault upstream can tell
 // whose call it answers.
 type callCounter struct {
-	inner http.Handler
-	mu    sync.Mutex
-	calls map[int]int
+	inner  http.Handler
+	onCall func(int) // +1 as a call begins, -1 as it ends (the clock's upstream time); may be nil
+	mu     sync.Mutex
+	calls  map[int]int
 }
 
 var replayMarker = []byte("replay request ")
 
-func newCallCounter(inner http.Handler) *callCounter {
-	return &callCounter{inner: inner, calls: map[int]int{}}
+func newCallCounter(inner http.Handler, onCall func(int)) *callCounter {
+	return &callCounter{inner: inner, onCall: onCall, calls: map[int]int{}}
 }
 
 func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.onCall != nil {
+		c.onCall(1)
+		defer c.onCall(-1)
+	}
 	for _, h := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
 		if v := r.Header.Get(h); v != "" {
 			r.Header.Set(h, strings.Replace(v, connKeyPrefix, "", 1)) // the fault upstream reads the id
