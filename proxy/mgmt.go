@@ -546,6 +546,7 @@ func (g *Gateway) handleResetBreakers(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("reset-breaker", provider, "", "", nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "reset": n})
 }
 
@@ -614,6 +615,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
 	g.setMu.Unlock()
 	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
+	g.logOperator("set", "", "", "", patch)
 	writeJSON(w, http.StatusOK, g.settingsView())
 }
 
@@ -703,6 +705,7 @@ func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("clear-cooldowns", body.Provider, "", "", map[string]any{"connectionIds": body.ConnectionIDs, "all": body.All})
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -741,6 +744,7 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 		g.lock()
 		n := g.eng.ClearAllLockouts(g.modelNow())
 		g.unlock()
+		g.logOperator("clear-lockout", "", "", "", map[string]any{"all": true})
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
 		return
 	}
@@ -763,6 +767,7 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("clear-lockout", body.Provider, body.Connection, body.Model, nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
 }
 
@@ -780,6 +785,7 @@ func (g *Gateway) handleResetConnection(w http.ResponseWriter, r *http.Request) 
 		}
 		return
 	}
+	g.logOperator("reset-connection", v["provider"], v["connection"], "", nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "changed": changed})
 }
 
@@ -1008,6 +1014,9 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	g.unlock()
 	if len(changed) > 0 {
 		g.log.Info("connection credentials changed; their state starts over (a terminal one is kept for the old key)", "provider", id, "connections", keysOf(changed))
+		for _, c := range keysOf(changed) {
+			g.logOperator("new-credentials", id, c, "", nil)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -1054,6 +1063,7 @@ func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
 	g.lock()
 	_ = g.eng.ProviderTested(now, id, passed)
 	g.unlock()
+	g.logOperator("connection-test", id, "", "", map[string]any{"passed": passed})
 	writeJSON(w, http.StatusOK, map[string]any{"provider": id, "results": results})
 }
 
