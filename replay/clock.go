@@ -3,9 +3,6 @@ package replay
 import (
 	"sync"
 	"time"
-
-	"github.com/breakwater-gw/breakwater/faults"
-	"github.com/breakwater-gw/breakwater/sim"
 )
 
 // schedClock is the in-process gateway's (and fault upstream's) clock: the
@@ -28,20 +25,21 @@ type schedClock struct {
 	next    time.Duration // the next scheduled instant; -1 = none
 	frozen  bool
 	quantum time.Duration
-	maxQ    time.Duration // the quantum's bound for this file (quantumFor)
+	maxQ    time.Duration // the quantum's bound (maxQuantum)
 	wallClk bool          // plain wall clock (Options.WallClock)
 	t0      time.Time
 	last    time.Duration // the latest offset read: the clock never goes back
-	// Upstream time: while the fault upstream serves a call (a latency, a
-	// stream's chunks) time passes in the simulator too; the gateway's own
-	// work around it takes none. Within the quantum the clock moves by the
-	// time some call was in progress since the dispatch.
+	// Upstream time: while the fault upstream waits on purpose (a latency,
+	// a chunk interval, a stall; faults.Options.Waiting) time passes in the
+	// simulator too; the gateway's own work, and the upstream's, take none.
+	// Within the quantum the clock moves by the time some such wait was in
+	// progress since the dispatch.
 	calls     int
 	callSince time.Time
 	callAcc   time.Duration
 }
 
-// upstreamCall marks a fault-upstream call beginning (+1) or ending (-1).
+// upstreamCall marks a fault-upstream wait beginning (+1) or ending (-1).
 func (c *schedClock) upstreamCall(d int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -116,39 +114,11 @@ func (c *schedClock) freeze(f bool) {
 	}
 }
 
-// maxQuantum bounds how long after a dispatch the clock reads the instant
-// itself: the gateway's work on an instant (several attempts in a row,
-// under the race detector on a busy machine) is no time at all in the
-// simulator, and a cooldown it sets must end where the simulator's ends.
-const maxQuantum = 100 * time.Millisecond
-
-// quantumFor is the quantum of a (scaled) scenario: maxQuantum, or half
-// the shortest duration the fault upstream schedules (a latency, jitter,
-// chunk interval, stall, or a slow stream's chunk time), so that every
-// scheduled wait moves the clock as it moves the simulator's.
-func quantumFor(sc *sim.Scenario) time.Duration {
-	q := maxQuantum
-	consider := func(d time.Duration) {
-		if d > 0 {
-			q = min(q, d/2)
-		}
-	}
-	visit := func(r *faults.Response) {
-		consider(r.Latency)
-		consider(r.Jitter)
-		consider(r.Stream.Interval)
-		consider(r.Stream.StallFor)
-		if r.Stream.BytesPerSecond > 0 {
-			consider(time.Duration(float64(faults.ChunkBytes) / float64(r.Stream.BytesPerSecond) * float64(time.Second)))
-		}
-	}
-	for i := range sc.Rules {
-		if r := sc.Rules[i].Respond; r != nil {
-			visit(r)
-		}
-		for j := range sc.Rules[i].Sequence {
-			visit(&sc.Rules[i].Sequence[j])
-		}
-	}
-	return max(q, time.Millisecond)
-}
+// maxQuantum bounds how long after a dispatch the clock moves by upstream
+// time only (upstreamCall): the gateway's work on an instant (several
+// attempts in a row, under the race detector on a busy machine) is no time
+// at all in the simulator, and a cooldown it sets must end where the
+// simulator's ends. Past it the clock follows the wall again, so a wait
+// of the gateway's own (a cooldown wait, a paced slot) shorter than the
+// quantum ends at most the quantum late.
+const maxQuantum = 250 * time.Millisecond

@@ -141,7 +141,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	// The fault upstream holds a `timeout` no longer than the run could
 	// need it: the gateway gives up first.
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
-	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now})
+	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now, Waiting: o.upstreamCall})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fault upstream listener: %w", err)
@@ -150,7 +150,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	if h := newLimitResetHandler(sc, e.fs, now); h != nil {
 		up = h
 	}
-	e.counter = newCallCounter(up, o.upstreamCall)
+	e.counter = newCallCounter(up)
 	up = e.counter
 	e.fsSrv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	e.fsDone = make(chan struct{})

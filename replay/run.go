@@ -160,7 +160,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	// The in-process gateway and fault upstream read the scenario's virtual
 	// epoch at the start, so a daily reset falls where the simulator has it;
 	// their clock follows the schedule (clock.go).
-	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock, maxQ: quantumFor(scaled)}
+	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock, maxQ: maxQuantum}
 	o.upstreamCall = clk.upstreamCall
 	var e *env
 	if o.Target == "" {
@@ -398,11 +398,11 @@ func (r *runner) schedule() []event {
 	return evs
 }
 
-// sameInstantStagger bounds the wait for one arrival to be on the wire
+// sameInstantStagger bounds the wait for one arrival to take its turn
 // before the next arrival of its instant is sent; sameInstantGap is the
 // pause after it is.
 const (
-	sameInstantStagger = 8 * time.Millisecond
+	sameInstantStagger = 100 * time.Millisecond
 	sameInstantGap     = 2 * time.Millisecond
 )
 
@@ -453,16 +453,26 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 				go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
 				// Arrivals of one instant reach the gateway in the
 				// simulator's order (a saturated gate, a pacer or a
-				// fill-first pick decides by arrival order): the next is
-				// sent once this one is on the wire, plus a moment for the
-				// gateway to take it up (bounded, within the clock's
-				// quantum, so they still happen at the instant).
+				// fill-first pick decides by arrival order): in-process the
+				// next is sent once this one was answered or reached the
+				// fault upstream (its turn is taken), bounded; against a
+				// target once it is on the wire, plus a moment for the
+				// gateway to take it up. The gateway's work does not move
+				// the clock, so the instant lasts while they are sent.
 				if j-i > 1 {
 					t := time.NewTimer(sameInstantStagger)
-					select {
-					case <-wrote:
-						time.Sleep(sameInstantGap)
-					case <-t.C:
+					if r.e.counter != nil {
+						select {
+						case <-done:
+						case <-r.e.counter.first(ev.idx):
+						case <-t.C:
+						}
+					} else {
+						select {
+						case <-wrote:
+							time.Sleep(sameInstantGap)
+						case <-t.C:
+						}
 					}
 					t.Stop()
 					// The instant lasts while its arrivals are sent: the

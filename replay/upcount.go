@@ -19,23 +19,19 @@ import (
 // message text to the upstream, so the in-process fault upstream can tell
 // whose call it answers.
 type callCounter struct {
-	inner  http.Handler
-	onCall func(int) // +1 as a call begins, -1 as it ends (the clock's upstream time); may be nil
-	mu     sync.Mutex
-	calls  map[int]int
+	inner http.Handler
+	mu    sync.Mutex
+	calls map[int]int
+	seen  map[int]chan struct{} // closed at request n's first call
 }
 
 var replayMarker = []byte("replay request ")
 
-func newCallCounter(inner http.Handler, onCall func(int)) *callCounter {
-	return &callCounter{inner: inner, onCall: onCall, calls: map[int]int{}}
+func newCallCounter(inner http.Handler) *callCounter {
+	return &callCounter{inner: inner, calls: map[int]int{}, seen: map[int]chan struct{}{}}
 }
 
 func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if c.onCall != nil {
-		c.onCall(1)
-		defer c.onCall(-1)
-	}
 	for _, h := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
 		if v := r.Header.Get(h); v != "" {
 			r.Header.Set(h, strings.Replace(v, connKeyPrefix, "", 1)) // the fault upstream reads the id
@@ -55,12 +51,31 @@ func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				if n, err := strconv.Atoi(string(b[j:k])); err == nil {
 					c.mu.Lock()
 					c.calls[n]++
+					if c.calls[n] == 1 {
+						close(c.seenLocked(n))
+					}
 					c.mu.Unlock()
 				}
 			}
 		}
 	}
 	c.inner.ServeHTTP(w, r)
+}
+
+// first returns a channel closed once request n made its first call.
+func (c *callCounter) first(n int) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seenLocked(n)
+}
+
+func (c *callCounter) seenLocked(n int) chan struct{} {
+	ch, ok := c.seen[n]
+	if !ok {
+		ch = make(chan struct{})
+		c.seen[n] = ch
+	}
+	return ch
 }
 
 // of returns the upstream calls made for request n.
