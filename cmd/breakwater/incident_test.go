@@ -320,7 +320,10 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	defer up.Close()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gw.yaml")
-	os.WriteFile(cfgPath, []byte(strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL)), 0o644)
+	// A minute's cooldown: k1 is tried again only because of the
+	// operator's actions, however slowly the session runs.
+	cfgText := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL) + "  connectionCooldown: {apikey: {baseCooldownMs: 60000}}\n"
+	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
 	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +354,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // distinct instants in the log
 	}
 	from := time.Now().UTC().Add(-time.Second)
-	chat(1) // k1 503 (cools 3 s), k2 serves
+	chat(1) // k1 503 (cools a minute), k2 serves
 	chat(2) // k1 cooling: k2
 	if st := call(http.MethodPost, "/api/resilience/cooldowns", `{"all":true}`); st != 200 {
 		t.Fatalf("clear cooldowns: %d", st)
