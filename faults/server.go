@@ -80,9 +80,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Waiting, when set, is told +1 as the upstream starts waiting on
 	// purpose (a latency, a chunk interval, a stall, a hold) and -1 as the
-	// wait ends: a replay's clock lets time pass only then, as the
-	// simulator does.
-	Waiting func(delta int)
+	// wait ends, with the request's context: a replay's clock lets time
+	// pass only then, as the simulator does.
+	Waiting func(ctx context.Context, delta int)
 }
 
 // Stats counts answered attempts.
@@ -309,8 +309,8 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 		return ctx.Err() == nil
 	}
 	if s.opts.Waiting != nil {
-		s.opts.Waiting(1)
-		defer s.opts.Waiting(-1)
+		s.opts.Waiting(ctx, 1)
+		defer s.opts.Waiting(ctx, -1)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

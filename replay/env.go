@@ -141,7 +141,15 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	// The fault upstream holds a `timeout` no longer than the run could
 	// need it: the gateway gives up first.
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
-	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now, Waiting: o.upstreamCall})
+	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now,
+		Waiting: func(ctx context.Context, d int) {
+			if o.upstreamCall != nil {
+				o.upstreamCall(d)
+			}
+			if d > 0 && e.counter != nil {
+				e.counter.waitBegins(ctx)
+			}
+		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fault upstream listener: %w", err)

@@ -454,8 +454,9 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 				// Arrivals of one instant reach the gateway in the
 				// simulator's order (a saturated gate, a pacer or a
 				// fill-first pick decides by arrival order): in-process the
-				// next is sent once this one was answered or reached the
-				// fault upstream (its turn is taken), bounded; against a
+				// next is sent once this one was answered or is waiting on
+				// a deliberate upstream latency or stall (its turn is
+				// taken, and its outcome so far recorded), bounded; against a
 				// target once it is on the wire, plus a moment for the
 				// gateway to take it up. The gateway's work does not move
 				// the clock, so the instant lasts while they are sent.
@@ -464,7 +465,7 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 					if r.e.counter != nil {
 						select {
 						case <-done:
-						case <-r.e.counter.first(ev.idx):
+						case <-r.e.counter.waiting(ev.idx):
 						case <-t.C:
 						}
 					} else {

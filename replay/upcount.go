@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,12 +24,17 @@ type callCounter struct {
 	mu    sync.Mutex
 	calls map[int]int
 	seen  map[int]chan struct{} // closed at request n's first call
+	waits map[int]chan struct{} // closed as request n's first deliberate upstream wait begins
 }
+
+// reqNumKey keys a replay request's number in the context of its calls to
+// the fault upstream (set by callCounter, read by waiting).
+type reqNumKey struct{}
 
 var replayMarker = []byte("replay request ")
 
 func newCallCounter(inner http.Handler) *callCounter {
-	return &callCounter{inner: inner, calls: map[int]int{}, seen: map[int]chan struct{}{}}
+	return &callCounter{inner: inner, calls: map[int]int{}, seen: map[int]chan struct{}{}, waits: map[int]chan struct{}{}}
 }
 
 func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -52,9 +58,10 @@ func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					c.mu.Lock()
 					c.calls[n]++
 					if c.calls[n] == 1 {
-						close(c.seenLocked(n))
+						close(chanOf(c.seen, n))
 					}
 					c.mu.Unlock()
+					r = r.WithContext(context.WithValue(r.Context(), reqNumKey{}, n))
 				}
 			}
 		}
@@ -62,18 +69,36 @@ func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.inner.ServeHTTP(w, r)
 }
 
-// first returns a channel closed once request n made its first call.
-func (c *callCounter) first(n int) <-chan struct{} {
+// waiting returns a channel closed once request n's first deliberate
+// upstream wait (a latency, a stall) began.
+func (c *callCounter) waiting(n int) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.seenLocked(n)
+	return chanOf(c.waits, n)
 }
 
-func (c *callCounter) seenLocked(n int) chan struct{} {
-	ch, ok := c.seen[n]
+// waitBegins notes that a call of the request in ctx started a deliberate
+// wait.
+func (c *callCounter) waitBegins(ctx context.Context) {
+	n, ok := ctx.Value(reqNumKey{}).(int)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := chanOf(c.waits, n)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func chanOf(m map[int]chan struct{}, n int) chan struct{} {
+	ch, ok := m[n]
 	if !ok {
 		ch = make(chan struct{})
-		c.seen[n] = ch
+		m[n] = ch
 	}
 	return ch
 }
