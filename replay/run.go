@@ -50,7 +50,7 @@ type Options struct {
 	// ApplySettings PATCHes the file's (scaled) settings onto the target.
 	ApplySettings bool
 	// Settle is how long after its instant an `at:` expect is read (default
-	// 20ms); it is bounded by half the gap to the next scheduled event, so a
+	// 100ms); it is bounded by half the gap to the next scheduled event, so a
 	// read never sees what a later instant does.
 	Settle time.Duration
 	// Slack is the tolerance of exact-time checks (`cooldown:`,
@@ -130,7 +130,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 		o.Speed = 1
 	}
 	if o.Settle <= 0 {
-		o.Settle = 20 * time.Millisecond
+		o.Settle = 100 * time.Millisecond
 	}
 	if o.Slack <= 0 {
 		o.Slack = 50 * time.Millisecond
@@ -477,8 +477,7 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 					}
 					t.Stop()
 					// The instant lasts while its arrivals are sent: the
-					// quantum counts from the last one, so the seventh
-					// arrival of an instant is not read 20 ms late.
+					// quantum counts from the last one.
 					r.clk.dispatch(at, next, gap)
 				}
 			case evExpect:
