@@ -422,6 +422,11 @@ func (rs *reqState) setHeaders(h http.Header) {
 		rs.hvSet(h, "X-Breakwater-Connection", hvConn, rs.conn)
 	}
 	rs.hvSet(h, "X-Breakwater-Attempts", hvAttempts, strconv.Itoa(rs.flow.Attempts()))
+	if w := rs.flow.Waits(); w > 0 {
+		// The answer came after a cooldown wait: a fallback, as after a
+		// fail-over, though one attempt was made.
+		h["X-Breakwater-Waits"] = []string{strconv.Itoa(w)}
+	}
 	h["Date"] = httpDate(time.Now())
 }
 

@@ -547,6 +547,7 @@ func (g *Gateway) handleResetBreakers(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("reset-breaker", provider, "", "", nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "reset": n})
 }
 
@@ -615,6 +616,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
 	g.setMu.Unlock()
 	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
+	g.logOperator("set", "", "", "", patch)
 	view := g.settingsView()
 	view["clamped"] = model.Clamped(patch, s) // numbers moved into their range, said rather than silent
 	writeJSON(w, http.StatusOK, view)
@@ -706,6 +708,7 @@ func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("clear-cooldowns", body.Provider, "", "", map[string]any{"connectionIds": body.ConnectionIDs, "all": body.All})
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -744,6 +747,7 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 		g.lock()
 		n := g.eng.ClearAllLockouts(g.modelNow())
 		g.unlock()
+		g.logOperator("clear-lockout", "", "", "", map[string]any{"all": true})
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
 		return
 	}
@@ -766,6 +770,7 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("clear-lockout", body.Provider, body.Connection, body.Model, nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
 }
 
@@ -783,6 +788,7 @@ func (g *Gateway) handleResetConnection(w http.ResponseWriter, r *http.Request) 
 		}
 		return
 	}
+	g.logOperator("reset-connection", v["provider"], v["connection"], "", nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "changed": changed})
 }
 
@@ -1017,6 +1023,9 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	g.unlock()
 	if len(changed) > 0 {
 		g.log.Info("connection credentials changed; their state starts over (a terminal one is kept for the old key)", "provider", id, "connections", keysOf(changed))
+		for _, c := range keysOf(changed) {
+			g.logOperator("new-credentials", id, c, "", nil)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -1041,7 +1050,14 @@ func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &struct{}{}, true) {
 		return
 	}
-	results := g.testProvider(r.Context(), p) // proxy/ops_health.go
+	results := g.testProvider(r.Context(), p) // proxy/ops.go
+	var passed []string
+	for _, res := range results {
+		if res.OK {
+			passed = append(passed, res.Connection)
+		}
+	}
+	g.logOperator("connection-test", id, "", "", map[string]any{"passed": passed})
 	writeJSON(w, http.StatusOK, map[string]any{"provider": id, "results": results})
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/store"
 	"github.com/gorilla/mux"
 )
@@ -149,13 +148,15 @@ func (g *Gateway) testProvider(ctx context.Context, p *provRuntime) []testResult
 		}()
 	}
 	wg.Wait()
-	now := g.modelNow()
-	g.lock()
+	var passed []string
 	for _, res := range results {
 		if res.OK {
-			_ = g.eng.ConnectionTestPassed(now, model.ConnRef{Provider: p.cfg.ID, Connection: res.Connection})
+			passed = append(passed, res.Connection)
 		}
 	}
+	now := g.modelNow()
+	g.lock()
+	_ = g.eng.ProviderTested(now, p.cfg.ID, passed) // the rule the simulator applies too
 	g.unlock()
 	for _, res := range results {
 		if res.Status == http.StatusNotFound {

@@ -888,8 +888,16 @@ func (s *sim) action(i int) {
 			}
 		}
 	case ActConnectionTest:
+		// A test checks every connection of the provider, as the
+		// gateway's POST /api/providers/{id}/test does, and the fault
+		// upstream's /models answers each of them.
+		seen := map[string]bool{}
 		for _, c := range a.Connections {
-			if e := s.eng.ConnectionTestPassed(s.now, c); e != nil && err == nil {
+			if seen[c.Provider] {
+				continue
+			}
+			seen[c.Provider] = true
+			if e := s.eng.ProviderTested(s.now, c.Provider, s.connIDs(c.Provider)); e != nil && err == nil {
 				err = e
 			}
 		}
@@ -949,4 +957,17 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// connIDs lists provider p's connections in topology order.
+func (s *sim) connIDs(p string) []string {
+	var ids []string
+	for _, pc := range s.sc.Topology.Providers {
+		if pc.ID == p {
+			for _, c := range pc.Connections {
+				ids = append(ids, c.ID)
+			}
+		}
+	}
+	return ids
 }
