@@ -4,10 +4,15 @@ PKGS      ?= ./...
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: test fmt-check vet unit bench fuzz
+.PHONY: test test-long fmt-check vet unit bench fuzz
 
 ## test: formatting, vet, and every test with the race detector
 test: fmt-check vet unit
+
+## test-long: what make test leaves out: the long conformance cases (docs/replay.md), 24 simulated hours, every library file replayed with -compare, and the chaos, soak and heap runs
+test-long:
+	BREAKWATER_CONFORMANCE_LONG=1 $(GO) test -race -count=1 -run '^TestConformanceSimVsGateway$$' -v ./replay/
+	$(MAKE) sim-long replay-library chaos soak heap
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
@@ -81,11 +86,11 @@ sim-bench:
 sim-long:
 	BREAKWATER_SIM_LONG=1 $(GO) test -run '^TestFaultyDay$$' -v -count=1 ./sim/
 
-## replay-conformance: the sim↔gateway conformance test (also in make test)
+## replay-conformance: the sim↔gateway conformance test on every library scenario (make test leaves out the long ones; make test-long runs them)
 replay-conformance:
-	$(GO) test -run '^TestConformanceSimVsGateway$$' -v -count=1 ./replay/
+	BREAKWATER_CONFORMANCE_LONG=1 $(GO) test -run '^TestConformanceSimVsGateway$$' -v -count=1 ./replay/
 
-## replay-library: every library scenario against a real gateway, compared with the simulator (REPLAY_SPEED=1: hours)
+## replay-library: every library scenario against a real gateway, compared with the simulator (idle time skipped: a few minutes at REPLAY_SPEED=1)
 REPLAY_SPEED ?= 1
 replay-library:
 	$(GO) run ./cmd/breakwater replay -q -compare -speed $(REPLAY_SPEED) scenarios/library/*.yaml
@@ -167,3 +172,17 @@ heap:
 	@mkdir -p $(CHAOS_OUT)
 	$(CHAOS) -mode heap -config $(CHAOS_CONFIG) -streams $(HEAP_STREAMS) -stream-hold $(HEAP_HOLD) \
 	  -heap-per-stream-kb $(HEAP_PER_STREAM_KB) -json $(CHAOS_OUT)/heap.json
+
+# --- packaging ---
+.PHONY: build docker
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+
+## build: a static binary at bin/breakwater stamped with VERSION and COMMIT
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/breakwater ./cmd/breakwater
+
+## docker: the container image breakwater:$(VERSION) (Dockerfile)
+docker:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t breakwater:$(VERSION) .

@@ -37,7 +37,7 @@ func TestCatalogClassification(t *testing.T) {
 		"request-rejected-403":        {"openai", model.ReasonRequestRejected, model.NextConnection},
 		"forbidden-403":               {"openai", model.ReasonForbidden, model.NextConnection},
 		"model-not-found-404":         {"openai", model.ReasonNotFound, model.NextTarget},
-		"context-length":              {"openai", model.ReasonRequestScoped, model.NextStop},
+		"context-length":              {"openai", model.ReasonRequestScoped, model.NextModel},
 		"content-filter":              {"openai", model.ReasonRequestScoped, model.NextStop},
 		"timeout-408":                 {"openai", model.ReasonServerError, model.NextConnection},
 		"server-error-500":            {"openai", model.ReasonServerError, model.NextConnection},

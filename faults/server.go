@@ -78,6 +78,11 @@ type Options struct {
 	Models []string
 	// Logger logs one line per attempt at debug level (default: discard).
 	Logger *slog.Logger
+	// Waiting, when set, is told +1 as the upstream starts waiting on
+	// purpose (a latency, a chunk interval, a stall, a hold) and -1 as the
+	// wait ends, with the request's context: a replay's clock lets time
+	// pass only then, as the simulator does.
+	Waiting func(ctx context.Context, delta int)
 }
 
 // Stats counts answered attempts.
@@ -235,7 +240,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	provider := r.PathValue("provider")
 	resp := s.pick(provider, connectionOf(r), "")
 	ctx := r.Context()
-	if !sleep(ctx, s.scale(resp.Latency)) {
+	if !s.sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
 	switch {
@@ -299,9 +304,13 @@ func (s *Server) modelList(provider string) []string {
 }
 
 // sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
+	}
+	if s.opts.Waiting != nil {
+		s.opts.Waiting(ctx, 1)
+		defer s.opts.Waiting(ctx, -1)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -316,10 +325,10 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // hold waits d (0 = until the client gives up), bounded by MaxHold.
 func (s *Server) hold(ctx context.Context, d time.Duration) bool {
 	if d <= 0 || d > s.opts.MaxHold {
-		sleep(ctx, s.opts.MaxHold)
+		s.sleep(ctx, s.opts.MaxHold)
 		return false
 	}
-	return sleep(ctx, d)
+	return s.sleep(ctx, d)
 }
 
 // resetConn closes the client connection abruptly (RST when possible).
@@ -358,7 +367,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 	ctx := r.Context()
 	switch resp.Fault {
 	case Reset:
-		if sleep(ctx, s.scale(resp.Latency)) {
+		if s.sleep(ctx, s.scale(resp.Latency)) {
 			resetConn(w)
 		}
 		return
@@ -372,7 +381,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 		s.serveStream(w, ctx, wf, resp, model)
 		return
 	}
-	if !sleep(ctx, s.scale(resp.Latency)) {
+	if !s.sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
 	if !resp.OK() {
@@ -392,7 +401,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, wf wire, 
 			return
 		}
 	}
-	if !sleep(ctx, s.scale(gen)) {
+	if !s.sleep(ctx, s.scale(gen)) {
 		return
 	}
 	body := resp.Body
@@ -440,14 +449,14 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(resp.StatusOrOK())
 	rc.Flush()
-	if !sleep(ctx, s.scale(resp.Latency)) {
+	if !s.sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
 	io.WriteString(w, wf.streamStart(model))
 	interval := s.scale(resp.ChunkInterval())
 	n := resp.Chunks()
 	for i := 0; i < n; i++ {
-		if i > 0 && !sleep(ctx, interval) {
+		if i > 0 && !s.sleep(ctx, interval) {
 			return
 		}
 		if i == resp.Stream.StallAfter {

@@ -3,6 +3,7 @@ package incident
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,6 +52,7 @@ type Summary struct {
 	Providers   int
 	Connections int
 	Rules       int
+	Actions     int // operator actions replayed as the scenario's actions:
 	// Notes say what the replay cannot reproduce exactly.
 	Notes []string
 }
@@ -89,6 +91,13 @@ type exporter struct {
 	combos   []comboOut
 	aliases  map[string]string
 	settings map[string]any
+	ops      []opRec // operator actions in the window, in time order
+}
+
+// opRec is an operator action of the log (store.OperatorAction).
+type opRec struct {
+	rec store.LogRecord
+	off time.Duration
 }
 
 type provOut struct {
@@ -185,6 +194,11 @@ func (x *exporter) collect(recs []store.LogRecord) {
 		if t.Before(x.o.From) || !t.Before(x.o.To) {
 			continue
 		}
+		if r.ErrorType == store.OperatorAction {
+			r.Time = t
+			x.ops = append(x.ops, opRec{rec: r, off: roundUpMs(t.Sub(x.o.From))})
+			continue
+		}
 		switch {
 		case !validID(r.Provider) || !validID(r.Connection):
 			x.sum.Skipped++
@@ -203,7 +217,9 @@ func (x *exporter) collect(recs []store.LogRecord) {
 		x.atts = append(x.atts, attempt{rec: r, off: roundUpMs(t.Sub(x.o.From))})
 	}
 	slices.SortStableFunc(x.atts, func(a, b attempt) int { return a.rec.Time.Compare(b.rec.Time) })
+	slices.SortStableFunc(x.ops, func(a, b opRec) int { return a.rec.Time.Compare(b.rec.Time) })
 	x.sum.Records = len(x.atts)
+	x.sum.Actions = len(x.ops)
 }
 
 // topology starts from the config (when given) and adds whatever the log
@@ -517,6 +533,10 @@ func (x *exporter) write(length time.Duration) ([]byte, error) {
 	root.n.Content[len(root.n.Content)-2].HeadComment = "what each connection answered, in order: one sequence item per recorded attempt (# offset, request)"
 	root.addNode("traffic", x.trafficNode())
 	root.n.Content[len(root.n.Content)-2].HeadComment = "the recorded client requests: the first attempt's time is the arrival"
+	if acts := x.actionsNode(); len(acts.Content) > 0 {
+		root.addNode("actions", acts)
+		root.n.Content[len(root.n.Content)-2].HeadComment = "the operator's actions through the management API, at their instants"
+	}
 	if ex := x.expectNode(length); ex != nil {
 		root.addNode("expect", ex)
 		root.n.Content[len(root.n.Content)-2].HeadComment = "RECORDED FACTS from the log, per window of requests sent: how many were sent (count),\n" +
@@ -839,4 +859,122 @@ func flowMapDur(k1 string, d1 time.Duration, k2 string, d2 time.Duration) *yaml.
 	m.addDur(k1, d1)
 	m.addDur(k2, d2)
 	return m.n
+}
+
+// actionsNode writes the operator actions of the window as the scenario's
+// actions:. An action the simulator cannot take as recorded is noted.
+func (x *exporter) actionsNode() *yaml.Node {
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, op := range x.ops {
+		r := &op.rec
+		var params struct {
+			ConnectionIDs []string `json:"connectionIds"`
+			All           bool     `json:"all"`
+			Passed        []string `json:"passed"`
+		}
+		_ = json.Unmarshal([]byte(r.ErrorBody), &params)
+		m := newMap(true)
+		m.addDur("at", op.off)
+		conn := func(p, c string) bool {
+			if !x.has(p, c) {
+				x.note("skipped an operator action naming a connection the scenario does not have")
+				return false
+			}
+			return true
+		}
+		switch r.Reason {
+		case "reset-breaker":
+			m.add("action", r.Reason)
+			if r.Provider != "" {
+				if !x.has(r.Provider, "") {
+					x.note("skipped an operator action naming a provider the scenario does not have")
+					continue
+				}
+				m.add("provider", r.Provider)
+			}
+		case "clear-cooldowns":
+			m.add("action", r.Reason)
+			if params.All || len(params.ConnectionIDs) == 0 {
+				if r.Provider != "" {
+					if !x.has(r.Provider, "") {
+						x.note("skipped an operator action naming a provider the scenario does not have")
+						continue
+					}
+					m.add("provider", r.Provider)
+				}
+				break
+			}
+			refs := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+			for _, id := range params.ConnectionIDs {
+				p, c, _ := strings.Cut(id, "/")
+				if conn(p, c) {
+					refs.Content = append(refs.Content, scalar(p+"/"+c))
+				}
+			}
+			if len(refs.Content) == 0 {
+				continue
+			}
+			m.addNode("connections", refs)
+		case "reset-connection", "new-credentials":
+			if !conn(r.Provider, r.Connection) {
+				continue
+			}
+			if r.Reason == "new-credentials" {
+				x.note("a connection's new credentials replay as a reset of the connection")
+			}
+			m.add("action", "reset-connection")
+			m.add("connection", r.Provider+"/"+r.Connection)
+		case "clear-lockout":
+			m.add("action", r.Reason)
+			if params.All {
+				m.add("all", true)
+				break
+			}
+			if !conn(r.Provider, r.Connection) || !validModel(r.Model) {
+				continue
+			}
+			m.add("connection", r.Provider+"/"+r.Connection)
+			m.add("model", r.Model)
+		case "connection-test":
+			if len(params.Passed) == 0 {
+				continue // nothing passed: nothing changed
+			}
+			if !conn(r.Provider, params.Passed[0]) {
+				continue
+			}
+			if p := x.provByID[r.Provider]; p != nil && len(params.Passed) < len(p.conns) {
+				x.note("a connection test replays as passed on every connection of its provider (some did not pass)")
+			}
+			m.add("action", r.Reason)
+			m.add("connection", r.Provider+"/"+params.Passed[0])
+		case "set":
+			var layer map[string]any
+			if err := json.Unmarshal([]byte(r.ErrorBody), &layer); err != nil || len(layer) == 0 {
+				x.note("skipped a settings change whose patch was not kept")
+				continue
+			}
+			node := &yaml.Node{}
+			if err := node.Encode(layer); err != nil {
+				x.note("skipped a settings change whose patch was not kept")
+				continue
+			}
+			m.add("action", r.Reason)
+			m.addNode("settings", node)
+		default:
+			x.note("skipped an operator action the scenario format has no action for")
+			continue
+		}
+		seq.Content = append(seq.Content, m.n)
+	}
+	return seq
+}
+
+// has reports whether the scenario's topology has provider p and, when c is
+// not "", its connection c.
+func (x *exporter) has(p, c string) bool {
+	po := x.provByID[p]
+	if po == nil {
+		return false
+	}
+	return c == "" || slices.ContainsFunc(po.conns, func(co connOut) bool { return co.id == c })
 }

@@ -105,8 +105,12 @@ func parseRecord(b []byte) (store.LogRecord, error) {
 	switch {
 	case rec.Time.IsZero():
 		return rec, errors.New(`a record needs "time" (RFC 3339)`)
+	case rec.ErrorType == store.OperatorAction:
+		if rec.Reason == "" {
+			return rec, errors.New(`an operator action record needs "reason" (the action)`)
+		}
 	case rec.Provider == "" || rec.Connection == "":
-		return rec, errors.New(`a record needs "provider" and "connection"`)
+		return rec, errors.New(`a record needs "provider" and "connection" (an operator action, errorType "operator", may name neither)`)
 	case rec.Status != 0 && (rec.Status < 100 || rec.Status > 599):
 		return rec, fmt.Errorf(`"status" must be 0 (no response) or an HTTP status 100..599, got %d`, rec.Status)
 	case rec.LatencyMs < 0 || rec.FirstByteMs < 0:

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -337,5 +338,54 @@ func TestBreakerResetRestartsTheConnectionDedup(t *testing.T) {
 	hit(t, e, at(200), "p", "k1", "m1", status(503))
 	if fc := breakerOf(e, "p").FailureCount; fc != 1 {
 		t.Fatalf("the first failure after a reset counts: %d", fc)
+	}
+}
+
+// TestProviderTestedClearsEveryPassedConnection pins the provider test
+// rule both shells call: a test checks every connection of the provider,
+// so on a DEGRADED provider each connection that passed loses its backoff
+// and last error (not only one named connection) and the breaker closes; a
+// connection that did not pass keeps its state; an unknown name records
+// nothing.
+func TestProviderTestedClearsEveryPassedConnection(t *testing.T) {
+	mk := func() *Engine {
+		e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 3)), func(s *Settings) {
+			s.ProviderBreaker.Dedup.ConnectionMs = 0
+			s.ProviderBreaker.APIKey.DegradationThreshold = 3
+		})
+		hit(t, e, at(0), "p", "k1", "m1", status(502))
+		hit(t, e, at(1), "p", "k2", "m1", status(502))
+		hit(t, e, at(2), "p", "k3", "m1", status(502))
+		if b := breakerOf(e, "p"); b.State != Degraded {
+			t.Fatalf("setup: breaker %v, want DEGRADED", b.State)
+		}
+		return e
+	}
+	e := mk()
+	if err := e.ProviderTested(at(sec(1)), "p", []string{"k1", "k2"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if c := connOf(e, "p", k); c.BackoffLevel != 0 || c.LastErrorType != ReasonNone || c.Status != StatusActive {
+			t.Errorf("%s after a passed test: %v backoff %d lastError %v, want active, 0, none", k, c.Status, c.BackoffLevel, c.LastErrorType)
+		}
+	}
+	if c := connOf(e, "p", "k3"); c.BackoffLevel == 0 || c.LastErrorType == ReasonNone {
+		t.Errorf("k3 did not pass the test, yet its backoff %d / last error %v were cleared", c.BackoffLevel, c.LastErrorType)
+	}
+	if b := breakerOf(e, "p"); b.State != Closed {
+		t.Errorf("breaker after a passed test: %v, want CLOSED", b.State)
+	}
+
+	e = mk()
+	var nf *NotFoundError
+	if err := e.ProviderTested(at(sec(1)), "p", []string{"k1", "nope"}); !errors.As(err, &nf) {
+		t.Fatalf("unknown connection: %v, want a NotFoundError", err)
+	}
+	if c := connOf(e, "p", "k1"); c.LastErrorType == ReasonNone || breakerOf(e, "p").State != Degraded {
+		t.Error("a test naming an unknown connection must record nothing")
+	}
+	if err := e.ProviderTested(at(sec(1)), "nope", nil); !errors.As(err, &nf) {
+		t.Errorf("unknown provider: %v, want a NotFoundError", err)
 	}
 }

@@ -33,7 +33,8 @@ import (
 //	                           (request-rejected ladder)
 //	404, 410                   not_found (bare-model lockout), unless the body
 //	                           names a request-scoped resource
-//	400                        credits; context/content-filter/malformed →
+//	400                        credits; context length → request_scoped,
+//	                           next model; content-filter/malformed →
 //	                           request_scoped; model-access-denied →
 //	                           not_found; bad credentials → auth_error;
 //	                           quota/concurrency/rate-limit text → as a 429;
@@ -464,7 +465,11 @@ func (x *classification) badRequest() Verdict {
 		return x.terminal(ReasonCreditsExhausted, StatusCreditsExhausted)
 	}
 	if d := requestScopedDetail(t); d != "" {
-		return x.requestScoped(d)
+		v := x.requestScoped(d)
+		if d == "context_length" {
+			v.Next = NextModel // another model may take it; this one never will
+		}
+		return v
 	}
 	cred := t.any(credentialSignals)
 	if !cred && isModelAccessDenied(t) {

@@ -66,6 +66,14 @@ func wantRequestScoped(st int) Verdict {
 	return Verdict{Reason: ReasonRequestScoped, Scope: ScopeRequest, Next: NextStop, ClientStatus: st}
 }
 
+// wantTooLong: a context-length refusal is request-scoped and goes to the
+// next target with another model.
+func wantTooLong(st int) Verdict {
+	v := wantRequestScoped(st)
+	v.Next = NextModel
+	return v
+}
+
 // perModel turns a rate/quota/forbidden row into its per-model-quota form.
 func perModel(v Verdict) Verdict {
 	v.Scope, v.Conn, v.Escalate = ScopeModelFamily, ConnRecordOnly, false
@@ -241,11 +249,11 @@ func TestClassifyGenericRows(t *testing.T) {
 		{name: "410 without model text is request-scoped", o: resp(410, "gone", nil), want: wantRequestScoped(410)},
 
 		// 400
-		{name: "docs/classification.md#verdicts 400 context length is request-scoped", o: resp(400, "This model's maximum context length is 8192 tokens", nil), want: wantRequestScoped(400)},
-		{name: "docs/classification.md#verdicts 400 prompt is too long", ctx: typ("anthropic"), o: resp(400, "prompt is too long: 210000 tokens > 200000 maximum", nil), want: wantRequestScoped(400)},
+		{name: "docs/classification.md#verdicts 400 context length is request-scoped, next model", o: resp(400, "This model's maximum context length is 8192 tokens", nil), want: wantTooLong(400)},
+		{name: "docs/classification.md#verdicts 400 prompt is too long, next model", ctx: typ("anthropic"), o: resp(400, "prompt is too long: 210000 tokens > 200000 maximum", nil), want: wantTooLong(400)},
 		{name: "docs/classification.md#verdicts 400 content filter", o: resp(400, `{"error":{"code":"content_filter","message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy"}}`, nil), want: wantRequestScoped(400)},
 		{name: "docs/classification.md#verdicts 400 malformed request", o: resp(400, "messages must alternate between user and assistant", nil), want: wantRequestScoped(400)},
-		{name: "docs/classification.md#verdicts 400 param validation", o: resp(400, "max_tokens must be less than 8192", nil), want: wantRequestScoped(400)},
+		{name: "docs/classification.md#verdicts 400 a model's token limit is a length refusal: next model", o: resp(400, "max_tokens must be less than 8192", nil), want: wantTooLong(400)},
 		{name: "docs/classification.md#verdicts 400 unknown is request-scoped", o: resp(400, "bad request", nil), want: wantRequestScoped(400)},
 		{name: "docs/classification.md#failure-catalogue 400 rate-limit text is a 429 rate limit", o: resp(400, "Rate limit exceeded, slow down", retry20), want: wantRate(400, h20)},
 		{name: "docs/classification.md#failure-catalogue 400 频率 text is a rate limit", ctx: typ("glm"), o: resp(400, "您的账户已达到速率限制，请您控制请求频率", nil), want: wantRate(400, Hint{})},

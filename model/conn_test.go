@@ -7,7 +7,11 @@ import (
 func TestConnectionBackoffEscalatesAcrossRequests(t *testing.T) {
 	// docs/cooldowns.md and docs/cooldowns.md#backoff: base·2^level capped by maxBackoffSteps;
 	// the level survives an expired cooldown (fail → wait → fail escalates).
-	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), nil)
+	// A transient failure's cooldown is capped by transientMaxCooldownMs
+	// (bounded recovery), raised here to show the plain escalation.
+	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 2)), func(s *Settings) {
+		s.ConnectionCooldown.TransientMaxCooldownMs = Millis(s.ConnectionCooldown.MaxCooldownMs)
+	})
 	now := at(0)
 	want := []int64{3, 6, 12, 24, 48, 96, 96} // apikey base 3 s, 5 steps
 	for i, w := range want {
@@ -291,14 +295,15 @@ func TestDisableCooling(t *testing.T) {
 
 func TestRequestScopedTouchesNothing(t *testing.T) {
 	// docs/classification.md#verdicts: context length / content filter are request-scoped: no
-	// cooldown, no breaker, no lockout; the client gets the error.
+	// cooldown, no breaker, no lockout. A content filter stops (the client
+	// gets the error); a context length goes to another model (NextModel).
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.ModelLockout.Enabled = true })
-	for _, body := range []string{
-		`{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}`,
-		`{"error":{"message":"The response was filtered due to the prompt triggering content management policy","code":"content_filter"}}`,
+	for body, next := range map[string]Next{
+		`{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}`:                      NextModel,
+		`{"error":{"message":"The response was filtered due to the prompt triggering content management policy","code":"content_filter"}}`: NextStop,
 	} {
 		v := hit(t, e, at(0), "p", "k1", "m1", withBody(400, body))
-		if v.Next != NextStop || v.Reason != ReasonRequestScoped {
+		if v.Next != next || v.Reason != ReasonRequestScoped {
 			t.Fatalf("verdict %+v", v)
 		}
 	}

@@ -117,7 +117,7 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		}
 		p := &e.provs[i]
 		*p = provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
-		p.perModelQuota = perModelQuotaDefault(typ, cfg.Profile)
+		p.perModelQuota = perModelQuotaDefault(typ)
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
 		}
@@ -244,7 +244,8 @@ func (a *Attempt) Probe() bool { return a.Permit.Probe != 0 }
 // one try-acquire operation of docs/breaker.md#half-open) and counts the use.
 // It fails with ErrCircuitOpen when the breaker admits nothing.
 func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
-	if int(c.p) >= len(e.provs) || int(c.c) >= len(e.provs[c.p].conns) || e.provs[c.p].id != c.Provider {
+	var ok bool
+	if c.p, c.c, ok = e.locate(c.p, c.c, c.Provider, c.Connection); !ok { // a candidate from before UpdateTopology finds its connection by id
 		return Attempt{}, fmt.Errorf("begin: candidate %s/%s does not belong to this engine", c.Provider, c.Connection)
 	}
 	p := &e.provs[c.p]
@@ -273,7 +274,7 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 // unuse takes back the use Begin counted for an attempt that never reached
 // the upstream (refused by the admission stage).
 func (e *Engine) unuse(now Time, a *Attempt) {
-	if a == nil || a.done || int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+	if a == nil || a.done || !e.relocate(a) {
 		return
 	}
 	p := &e.provs[a.p]
@@ -287,8 +288,14 @@ func (e *Engine) unuse(now Time, a *Attempt) {
 // the connection, the model lockout and the provider window, each in its own
 // layer. It returns the verdict so the shell knows what to do next.
 func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
-	if a == nil || a.done || int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+	if a == nil || a.done {
 		return Verdict{Reason: ReasonUnknown, Next: NextStop, Message: "record: unknown or finished attempt"}
+	}
+	if !e.relocate(a) {
+		// Its connection was removed by UpdateTopology while it ran.
+		a.done = true
+		return Verdict{Reason: ReasonUnknown, Next: NextStop, ClientStatus: o.Status,
+			Message: "record: the connection was removed from the topology while the attempt ran"}
 	}
 	a.done = true
 	p := &e.provs[a.p]
@@ -304,6 +311,9 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	v := e.clf.Classify(ctx, o)
 	e.refreshProvider(now, p)
 	connDirty := e.applyBreaker(now, p, c, a, &v)
+	if a.Permit.Probe != 0 && v.Breaker == BreakerSuccess {
+		e.endOutageLocks(now, p) // the probe found the provider healthy
+	}
 	connDirty = e.applyConn(now, p, c, a, &v) || connDirty
 	e.applyWindow(now, p, c, a, &v, &connDirty)
 	if connDirty {
@@ -480,7 +490,7 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 	escalate := v.Escalate
 	switch action {
 	case ConnBackoff:
-		cd = max(backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs)), hint)
+		cd = max(transientCap(cc, backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs))), hint)
 	case ConnHint:
 		if hint > 0 {
 			cd = hint

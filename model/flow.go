@@ -37,7 +37,9 @@ type Flow struct {
 	unfit           []int  // targets whose provider type cannot express the request (RecordUnsupported); kept across waits
 	unsupported     *Error // the first of those refusals: the answer when no upstream answered
 	unsupportedConn ConnRef
-	retriedSame     bool
+	tooLong         []string // models that refused the request for its length (NextModel); kept across waits
+	tooLongWindow   int      // the largest known context window among them (0 = unknown)
+	prefer          preferState
 	emergency       bool
 	grace           int // attempts allowed past the budget (the emergency fallback's one)
 	last            Verdict
@@ -84,9 +86,13 @@ func (r Result) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Step is the flow's instruction to the shell.
 type Step struct {
-	Kind    StepKind
-	Attempt Attempt // StepAttempt: already begun (the breaker permit is held)
-	WaitMs  int64   // StepWait
+	Kind StepKind
+	// PriorityWait: this StepWait is a priority combo's wait for its first
+	// target (priorityWait), not a cooldown wait of every target. (Beside
+	// Kind: it fits the padding, and a Step is copied on every answer.)
+	PriorityWait bool
+	Attempt      Attempt // StepAttempt: already begun (the breaker permit is held)
+	WaitMs       int64   // StepWait
 	// StepAnswer: the client status, and either a typed gateway error (Err)
 	// or the last upstream answer (Result ResultUpstream / ResultServed).
 	// With ResultStreamError, Err is the SSE error event that ended the
@@ -111,9 +117,9 @@ func (e *Engine) StartFlow(now Time, route Route, session string, allowed []Conn
 // Reset starts f anew like StartFlow but keeps its buffers, so a shell that
 // pools flows makes no allocation per request.
 func (f *Flow) Reset(e *Engine, now Time, route Route, session string, allowed []ConnRef) {
-	tried, skip, unfit := f.tried[:0], f.skipTargets[:0], f.unfit[:0]
+	tried, skip, unfit, tooLong := f.tried[:0], f.skipTargets[:0], f.unfit[:0], f.tooLong[:0]
 	*f = e.StartFlow(now, route, session, allowed)
-	f.tried, f.skipTargets, f.unfit = tried, skip, unfit
+	f.tried, f.skipTargets, f.unfit, f.tooLong = tried, skip, unfit, tooLong
 }
 
 // Deadline is the instant the whole-request budget ends; no attempt may run
@@ -145,8 +151,18 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
 		e.Select(now, &req, sel)
 		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool {
-			return !slices.Contains(f.skipTargets, c.Target) && !slices.Contains(f.unfit, c.Target)
+			return !slices.Contains(f.skipTargets, c.Target) && !slices.Contains(f.unfit, c.Target) &&
+				!slices.Contains(f.tooLong, c.Model)
 		})
+		if f.prefer.armed && (ci < 0 || sel.Candidates[ci].Target != f.prefer.target) {
+			if st, wait := f.preferFirst(now, e, sel); wait {
+				return st
+			}
+			continue // select again: the first target is ready now, or the downgrade stands
+		}
+		if ci >= 0 && len(f.tooLong) > 0 {
+			ci = f.largerWindow(e, sel, ci)
+		}
 		if ci < 0 {
 			return f.noCandidate(now, e, sel)
 		}
@@ -182,6 +198,11 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		// is left is judged (wait, answer) as if it were not in the route.
 		sel.Candidates = slices.DeleteFunc(sel.Candidates, func(c Candidate) bool { return slices.Contains(f.unfit, c.Target) })
 	}
+	if len(f.tooLong) > 0 {
+		// Never the model that refused the request for its length again,
+		// not even after a wait.
+		sel.Candidates = slices.DeleteFunc(sel.Candidates, func(c Candidate) bool { return slices.Contains(f.tooLong, c.Model) })
+	}
 	budgetLeft := f.deadline.Sub(now)
 	// A wait only serves the attempt after it: with the attempt budget
 	// spent the client gets its answer (and Retry-After) now, not after a
@@ -203,7 +224,6 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		f.waitedMs += waitMs
 		f.tried = f.tried[:0]
 		f.skipTargets = f.skipTargets[:0]
-		f.retriedSame = false
 		return Step{Kind: StepWait, WaitMs: waitMs}
 	}
 	unavail := Unavailable(now, &f.Route, sel)
@@ -304,15 +324,16 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 	case NextTarget:
 		f.tried = append(f.tried, ref)
 		f.skipTargets = append(f.skipTargets, f.targetOf(a))
+	case NextModel:
+		f.refusedForLength(e, a)
 	case NextRetry:
-		// Before commit a watchdog abort may re-open the attempt once on the
-		// same account (docs/streams.md); after that the connection is skipped.
-		if f.retriedSame {
-			f.tried = append(f.tried, ref)
-		}
-		f.retriedSame = true
+		// A watchdog abort before anything reached the client: the next
+		// attempt goes to another connection or target, never back to the
+		// one that just stalled (it would most likely stall again).
+		f.tried = append(f.tried, ref)
 	default:
 		f.tried = append(f.tried, ref)
+		f.armPrefer(e, a, &v)
 	}
 	return v, nil
 }

@@ -161,18 +161,28 @@ func TestFlowCommittedStreamIsNotReplayed(t *testing.T) {
 	}
 }
 
-func TestFlowStallRetriesOnceOnSameConnection(t *testing.T) {
-	// docs/streams.md: before commit a stalled attempt may be re-opened on the same
-	// account once; then the connection is skipped.
+func TestFlowStallNeverGoesBackToTheStalledConnection(t *testing.T) {
+	// Rule (slow first token moves on): a watchdog abort before commit
+	// sends the next attempt to another connection or target, never back
+	// to the one that just stalled.
 	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 2)), nil)
-	_, trail, _ := drive(t, e, at(0), "a/m1", func(a *Attempt, n int) (Outcome, bool) {
-		if a.Connection == "k1" {
-			return Outcome{Kind: OutcomeStall}, false
+	for _, kind := range []OutcomeKind{OutcomeStall, OutcomeThroughput} {
+		_, trail, _ := drive(t, e, at(0), "a/m1", func(a *Attempt, n int) (Outcome, bool) {
+			if a.Connection == "k1" {
+				return Outcome{Kind: kind}, false
+			}
+			return status(200), false
+		})
+		if len(trail) != 2 || trail[0] != "a/k1" || trail[1] != "a/k2" {
+			t.Fatalf("%v: trail %v", kind, trail)
 		}
-		return status(200), false
-	})
-	if len(trail) != 3 || trail[0] != "a/k1" || trail[1] != "a/k1" || trail[2] != "a/k2" {
-		t.Fatalf("trail %v", trail)
+	}
+	// With no other connection the client gets the stall's 502, not a
+	// second wait on the same account.
+	e = mustEngine(t, topo(oneProvider("b", ProfileAPIKey, 1)), nil)
+	st, trail, _ := drive(t, e, at(0), "b/m1", func(*Attempt, int) (Outcome, bool) { return Outcome{Kind: OutcomeStall}, false })
+	if len(trail) != 1 || st.Status != 502 {
+		t.Fatalf("one connection: %+v %v", st, trail)
 	}
 }
 

@@ -236,3 +236,19 @@ func (g *Gate) Each(fn func(ref ConnRef, inUse, queued int)) {
 		}
 	}
 }
+
+// Prune forgets the connections not in conns and the providers not in
+// provs, once nothing holds or waits for their slots (a reload removed
+// them; one still busy stays, idle, until a later Prune).
+func (g *Gate) Prune(provs map[string]bool, conns map[ConnRef]bool) {
+	for pid, p := range g.provs {
+		for cid, c := range p.conns {
+			if !conns[ConnRef{Provider: pid, Connection: cid}] && c.slots.InUse == 0 && c.queued == 0 {
+				delete(p.conns, cid)
+			}
+		}
+		if !provs[pid] && len(p.conns) == 0 && p.slots.InUse == 0 {
+			delete(g.provs, pid)
+		}
+	}
+}

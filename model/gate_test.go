@@ -140,3 +140,26 @@ func TestGateEnterReleaseDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Enter+Release allocates %v times", n)
 	}
 }
+
+// A reload that removes a connection drops its gate state once nothing
+// holds or waits for it; a busy one stays until a later Prune.
+func TestGatePrune(t *testing.T) {
+	g := NewGate()
+	a, b := ConnRef{Provider: "p", Connection: "a"}, ConnRef{Provider: "q", Connection: "b"}
+	g.SetConnectionCaps(a, 1, nil)
+	g.SetConnectionCaps(b, 1, nil)
+	_, h := g.Enter(1, GateRequest{Conn: b, Model: "m"})
+	g.Prune(map[string]bool{"p": true}, map[ConnRef]bool{a: true})
+	seen := map[ConnRef]bool{}
+	g.Each(func(ref ConnRef, _, _ int) { seen[ref] = true })
+	if !seen[a] || !seen[b] {
+		t.Fatalf("a busy connection must stay: %v", seen)
+	}
+	g.Release(h)
+	g.Prune(map[string]bool{"p": true}, map[ConnRef]bool{a: true})
+	seen = map[ConnRef]bool{}
+	g.Each(func(ref ConnRef, _, _ int) { seen[ref] = true })
+	if !seen[a] || seen[b] || g.provs["q"] != nil {
+		t.Fatalf("an idle removed connection and its provider go: %v", seen)
+	}
+}

@@ -51,14 +51,25 @@ func lockoutCooldown(s *ModelLockoutSettings, cc *ConnectionCooldownSettings, v 
 		return min(v.Hint.Ms, maxMs)
 	case v.Lockout.Reason == ReasonQuotaExhausted:
 		return min(untilDailyReset, maxMs)
-	case !s.UseExponentialBackoff:
-		return min(int64(s.BaseCooldownMs), maxMs)
 	}
-	base := int64(s.BaseCooldownMs)
-	if base <= 0 {
-		base = 1000
+	var cd int64
+	if !s.UseExponentialBackoff {
+		cd = min(int64(s.BaseCooldownMs), maxMs)
+	} else {
+		base := int64(s.BaseCooldownMs)
+		if base <= 0 {
+			base = 1000
+		}
+		cd = backoffMs(base, failures-1, s.MaxBackoffSteps, maxMs)
 	}
-	return backoffMs(base, failures-1, s.MaxBackoffSteps, maxMs)
+	if v.Lockout.Reason == ReasonServerError && !v.Lockout.Generic {
+		// A per-model-quota provider's 5xx lockout stands in for the
+		// connection cooldown: it recovers as one does (bounded recovery),
+		// and the half-open probe may end it sooner. The operator's generic
+		// lockouts (modelLockout.enabled) keep their own escalation.
+		cd = transientCap(cc, cd)
+	}
+	return cd
 }
 
 // lockoutSet is one connection's lockouts; small, scanned linearly.

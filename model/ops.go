@@ -419,6 +419,35 @@ func (e *Engine) ClearAllLockouts(now Time) int {
 	return n
 }
 
+// ProviderTested records a provider test: a test checks every connection
+// of the provider (one cheap authenticated call each), and each connection
+// whose call passed is recorded as by ConnectionTestPassed, in the
+// provider's connection order. passed names the connections that passed;
+// a name that is not one of the provider's is a NotFoundError, recorded
+// nothing. Both shells call it, so a test on a DEGRADED provider clears the
+// backoff and last error of every connection that answered, not only of
+// the one an operator had in mind.
+func (e *Engine) ProviderTested(now Time, provider string, passed []string) error {
+	pi, ok := e.provIdx[provider]
+	if !ok {
+		return &NotFoundError{fmt.Sprintf("provider %q", provider)}
+	}
+	p := &e.provs[pi]
+	for _, id := range passed {
+		if _, ok := p.connIdx[id]; !ok {
+			return &NotFoundError{fmt.Sprintf("connection %q", ConnRef{provider, id}.String())}
+		}
+	}
+	for i := range p.conns {
+		if slices.Contains(passed, p.conns[i].id) {
+			if err := e.ConnectionTestPassed(now, ConnRef{provider, p.conns[i].id}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // ConnectionTestPassed records a valid connection test (docs/api.md#operator-actions): the
 // connection's non-terminal cooldown clears and a DEGRADED breaker closes.
 func (e *Engine) ConnectionTestPassed(now Time, ref ConnRef) error {

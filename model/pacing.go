@@ -279,7 +279,7 @@ func (f LimiterFeedback) Apply(l *Limiter) {
 // live rateLimitOverrides.
 func (e *Engine) LimiterFeedback(now Time, a *Attempt, o *Outcome, v *Verdict, maxWaitMs int64) LimiterFeedback {
 	var fb LimiterFeedback
-	if a == nil || !a.Limited || o == nil || o.Kind != OutcomeResponse || int(a.p) >= len(e.provs) {
+	if a == nil || !a.Limited || o == nil || o.Kind != OutcomeResponse || !e.relocate(a) {
 		return fb
 	}
 	p := &e.provs[a.p]

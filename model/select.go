@@ -238,6 +238,7 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 		return
 	}
 	fam := p.family(model)
+	probe := p.breaker.State == HalfOpen
 	first := len(out.Candidates)
 	defer e.applyAffinity(now, req, out, first, p)
 	if pinned >= 0 {
@@ -259,14 +260,14 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 			x.Reason, x.LockReason = ExclTerminal, terminalReason(c.retiredAs)
 		case c.st.RateLimitedUntil > now:
 			x.Reason, x.RemainingMs, x.LockReason = ExclConnectionCooldown, c.st.RateLimitedUntil.Sub(now), c.st.LastErrorType
-			if l := c.locks.blocking(now, fam, model); l != nil && l.Until > c.st.RateLimitedUntil {
+			if l := c.locks.blockingAt(now, fam, model, probe); l != nil && l.Until > c.st.RateLimitedUntil {
 				// The model stays locked after the cooldown ends: the
 				// longer of the two is when this connection serves the
 				// model again (Retry-After, waits), and what keeps it out.
 				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
 			}
 		default:
-			if l := c.locks.blocking(now, fam, model); l != nil {
+			if l := c.locks.blockingAt(now, fam, model, probe); l != nil {
 				// locked while now <= Until: it serves again 1 ms later
 				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
 			} else if ms := e.pinnedWindow(now, pinned, c); ms > 0 {

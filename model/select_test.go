@@ -229,9 +229,10 @@ func TestUnavailableAnswers(t *testing.T) {
 		hit(t, e, at(0), "a", "k1", "m1", withHeader(429, "retry-after", "3"))
 		hit(t, e, at(0), "b", "k1", "m1", withHeader(429, "retry-after", "5"))
 		sel := selectAt(t, e, at(0), "c")
-		// a is a local (per-model-quota) provider: its 429 is a lockout, held
-		// while now <= until, so it frees 1 ms after the 3 s.
-		if w, ok := WaitDecision(at(0), sel, true, 90000, 0, 5, 300000); !ok || w != 3001 {
+		// a is an openai-type provider with profile local: per-model quota
+		// follows the type, never the profile, so its 429 cools the
+		// connection for exactly the stated 3 s.
+		if w, ok := WaitDecision(at(0), sel, true, 90000, 0, 5, 300000); !ok || w != 3000 {
 			t.Fatalf("wait %d %v", w, ok)
 		}
 		if _, ok := WaitDecision(at(0), sel, true, 2000, 0, 5, 300000); ok {
@@ -240,7 +241,7 @@ func TestUnavailableAnswers(t *testing.T) {
 		if _, ok := WaitDecision(at(0), sel, true, 90000, 5, 5, 300000); ok {
 			t.Fatal("must not wait beyond maxAttempts")
 		}
-		if _, ok := WaitDecision(at(0), sel, true, 90000, 0, 5, 3000); ok {
+		if _, ok := WaitDecision(at(0), sel, true, 90000, 0, 5, 2999); ok {
 			t.Fatal("must not wait beyond the budget")
 		}
 	})

@@ -15,6 +15,7 @@ type Settings struct {
 	RequestQueue               RequestQueueSettings       `json:"requestQueue"`
 	WaitForCooldown            WaitForCooldownSettings    `json:"waitForCooldown"`
 	ComboCooldownWait          ComboCooldownWaitSettings  `json:"comboCooldownWait"`
+	PriorityWait               PriorityWaitSettings       `json:"priorityWait"`
 	QuotaShareConcurrencyLimit Switch                     `json:"quotaShareConcurrencyLimit"`
 	StreamStallCooldown        Switch                     `json:"streamStallCooldown"`
 	StreamRecovery             StreamRecoverySettings     `json:"streamRecovery"`
@@ -133,6 +134,11 @@ type ConnectionCooldownSettings struct {
 	BackoffDecayMs Millis `json:"backoffDecayMs"`
 	// ConcurrencyCooldownMs is the fixed cooldown of a concurrency-limit 429.
 	ConcurrencyCooldownMs Millis `json:"concurrencyCooldownMs"`
+	// TransientMaxCooldownMs caps the escalated cooldown of a transient
+	// failure (5xx, transport, timeout) without an upstream-stated hint: the
+	// backoff still escalates across requests, but a recovered connection is
+	// tried again within this long (plus the next request's arrival).
+	TransientMaxCooldownMs Millis `json:"transientMaxCooldownMs"`
 }
 
 // For returns the profile's connection cooldown.
@@ -181,6 +187,14 @@ type ComboCooldownWaitSettings struct {
 	MaxWaitMs   Millis `json:"maxWaitMs"`
 	MaxAttempts int    `json:"maxAttempts"`
 	BudgetMs    Millis `json:"budgetMs"`
+}
+
+// PriorityWaitSettings: a priority combo waits for its first target's short
+// cooldown or stated Retry-After instead of downgrading to a lower target,
+// once per request, within the request's budget and deadline.
+type PriorityWaitSettings struct {
+	Enabled   bool   `json:"enabled"`
+	MaxWaitMs Millis `json:"maxWaitMs"`
 }
 
 // StreamRecoverySettings hold the stream watchdogs' options.
@@ -261,13 +275,14 @@ func DefaultSettings() Settings {
 			MaxRetryCooldownMs: 5 * minute,
 		},
 		ConnectionCooldown: ConnectionCooldownSettings{
-			OAuth:                 CooldownProfile{BaseCooldownMs: 5 * second, MaxBackoffSteps: 8},
-			APIKey:                CooldownProfile{BaseCooldownMs: 3 * second, MaxBackoffSteps: 5},
-			Local:                 CooldownProfile{BaseCooldownMs: 2 * second, MaxBackoffSteps: 3},
-			MaxCooldownMs:         30 * minute,
-			MaxStatedResetMs:      24 * hour,
-			BackoffDecayMs:        10 * minute,
-			ConcurrencyCooldownMs: 1 * second,
+			OAuth:                  CooldownProfile{BaseCooldownMs: 5 * second, MaxBackoffSteps: 8},
+			APIKey:                 CooldownProfile{BaseCooldownMs: 3 * second, MaxBackoffSteps: 5},
+			Local:                  CooldownProfile{BaseCooldownMs: 2 * second, MaxBackoffSteps: 3},
+			MaxCooldownMs:          30 * minute,
+			MaxStatedResetMs:       24 * hour,
+			BackoffDecayMs:         10 * minute,
+			ConcurrencyCooldownMs:  1 * second,
+			TransientMaxCooldownMs: 20 * second,
 		},
 		ModelLockout: ModelLockoutSettings{
 			ErrorCodes:            []int{403, 404, 429, 502, 503, 504},
@@ -284,6 +299,7 @@ func DefaultSettings() Settings {
 		},
 		WaitForCooldown:            WaitForCooldownSettings{Enabled: true, MaxRetries: 5, MaxRetryWaitSec: 90, BudgetMs: 300 * second},
 		ComboCooldownWait:          ComboCooldownWaitSettings{Enabled: true, MaxWaitMs: 90 * second, MaxAttempts: 5, BudgetMs: 300 * second},
+		PriorityWait:               PriorityWaitSettings{Enabled: true, MaxWaitMs: 5 * second},
 		QuotaShareConcurrencyLimit: Switch{Enabled: true},
 		StreamRecovery: StreamRecoverySettings{ThroughputWatchdog: ThroughputWatchdog{
 			WarmupMs: 30 * second, WindowMs: 30 * second, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1,

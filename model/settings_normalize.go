@@ -311,6 +311,7 @@ func Normalize(s Settings) (Settings, error) {
 	cc.MaxStatedResetMs = clampSettingMs(cc.MaxStatedResetMs, cc.MaxCooldownMs, ms8Days)
 	cc.BackoffDecayMs = clampSettingMs(cc.BackoffDecayMs, 0, msWeek)
 	cc.ConcurrencyCooldownMs = clampSettingMs(cc.ConcurrencyCooldownMs, 0, ms10Min)
+	cc.TransientMaxCooldownMs = clampSettingMs(cc.TransientMaxCooldownMs, 1000, cc.MaxCooldownMs)
 
 	ml := &out.ModelLockout
 	ml.ErrorCodes = normSettingsStatusSet(ml.ErrorCodes)
@@ -340,6 +341,8 @@ func Normalize(s Settings) (Settings, error) {
 	cw.MaxWaitMs = clampSettingMs(cw.MaxWaitMs, 0, 300*second)
 	cw.MaxAttempts = clampSettingInt(cw.MaxAttempts, 0, 10)
 	cw.BudgetMs = clampSettingMs(cw.BudgetMs, cw.MaxWaitMs, 300*second)
+
+	out.PriorityWait.MaxWaitMs = clampSettingMs(out.PriorityWait.MaxWaitMs, 0, 60*second)
 
 	tw := &out.StreamRecovery.ThroughputWatchdog
 	tw.WarmupMs = clampSettingMs(tw.WarmupMs, 0, ms10Min)

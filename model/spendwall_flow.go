@@ -42,8 +42,7 @@ type spendFlow struct {
 // spendWallRecord intercepts a spend-wall outcome. It reports ok=false when
 // the outcome takes the normal path (Engine.Record).
 func (f *Flow) spendWallRecord(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, bool) {
-	if committed || o.Kind != OutcomeResponse || a == nil || a.done ||
-		int(a.p) >= len(e.provs) || int(a.c) >= len(e.provs[a.p].conns) {
+	if committed || o.Kind != OutcomeResponse || a == nil || a.done || !e.relocate(a) {
 		return Verdict{}, false
 	}
 	c := &e.provs[a.p].conns[a.c]
@@ -155,7 +154,12 @@ func (f *Flow) spendNext(now Time, e *Engine) (Step, bool) {
 		if now >= f.deadline {
 			return Step{}, false
 		}
-		c := &e.provs[f.sw.cand.p].conns[f.sw.cand.c]
+		p, ci, ok := e.locate(f.sw.cand.p, f.sw.cand.c, f.sw.cand.Provider, f.sw.cand.Connection)
+		if !ok {
+			return Step{}, false // removed by UpdateTopology: normal selection
+		}
+		f.sw.cand.p, f.sw.cand.c = p, ci
+		c := &e.provs[p].conns[ci]
 		if c.st.Status.Terminal() {
 			return Step{}, false // an operator or a sibling made it terminal meanwhile
 		}
@@ -180,7 +184,12 @@ func (f *Flow) LimitResetDone(now Time, e *Engine, r LimitResetResult) (Verdict,
 		return Verdict{Reason: ReasonUnknown, Next: NextStop, Message: "limit reset: none was asked for"}, nil
 	}
 	f.sw.pending = spendNone
-	c := &e.provs[f.sw.cand.p].conns[f.sw.cand.c]
+	p, ci, ok := e.locate(f.sw.cand.p, f.sw.cand.c, f.sw.cand.Provider, f.sw.cand.Connection)
+	if !ok {
+		return Verdict{Reason: ReasonUnknown, Next: NextStop, Message: "limit reset: the connection was removed from the topology"}, nil
+	}
+	f.sw.cand.p, f.sw.cand.c = p, ci
+	c := &e.provs[p].conns[ci]
 	lane, cfg := &c.lane, c.cfg.SpendWall
 	lane.refresh(now)
 	memo := func() {

@@ -52,6 +52,10 @@ type ProviderConfig struct {
 	Strategy Strategy `json:"strategy"`
 	// PerModelQuota overrides the type's default (true for gemini and local).
 	PerModelQuota *bool `json:"perModelQuota,omitempty"`
+	// ContextWindows are the known context windows (tokens) of this
+	// provider's models, optional: a request too long for one model goes to
+	// a target whose known window is larger first.
+	ContextWindows map[string]int `json:"contextWindows,omitempty"`
 	// DailyResetUTC is "HH:MM", when this provider's daily quota resets.
 	DailyResetUTC string `json:"dailyResetUtc,omitempty"`
 	// QuotaFamilies name groups of models that share one quota: a family
@@ -115,8 +119,10 @@ type TopologyError struct {
 
 func (e *TopologyError) Error() string { return e.Field + ": " + e.Problem }
 
-func perModelQuotaDefault(typ string, p Profile) bool {
-	return typ == "gemini" || typ == "local" || p == ProfileLocal
+// perModelQuotaDefault: the provider's type decides, never its profile (an
+// openai-type server run with profile local cools its connection on a 5xx).
+func perModelQuotaDefault(typ string) bool {
+	return typ == "gemini" || typ == "local"
 }
 
 // parseDailyReset turns "HH:MM" into minutes after midnight UTC.
@@ -153,6 +159,11 @@ func (t *Topology) validate() error {
 		}
 		if _, err := parseDailyReset(p.DailyResetUTC); err != nil {
 			return &TopologyError{f + ".dailyResetUtc", err.Error()}
+		}
+		for m, w := range p.ContextWindows {
+			if m == "" || w <= 0 {
+				return &TopologyError{f + ".contextWindows", fmt.Sprintf("want model: tokens > 0, got %q: %d", m, w)}
+			}
 		}
 		if len(p.Connections) == 0 {
 			return &TopologyError{f + ".connections", "a provider needs at least one connection"}

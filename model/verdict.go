@@ -146,10 +146,14 @@ const (
 	NextConnection             // try the next connection (then the next target)
 	NextTarget                 // this model is unusable here: skip to the next target
 	NextStop                   // request-scoped: give the client the upstream error
-	NextRetry                  // stream watchdog abort: retry before commit, SSE error after
+	NextRetry                  // stream watchdog abort: another connection or target before commit, SSE error after
+	// NextModel: the request does not fit this model (context length): never
+	// this model again; the next target with another model, a larger known
+	// context window first; else the client gets the upstream error.
+	NextModel
 )
 
-var nextNames = enumNames{"done", "next_connection", "next_target", "stop", "retry"}
+var nextNames = enumNames{"done", "next_connection", "next_target", "stop", "retry", "next_model"}
 
 func (n Next) String() string               { return nextNames.name(uint8(n), "Next") }
 func (n Next) MarshalText() ([]byte, error) { return []byte(n.String()), nil }

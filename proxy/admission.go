@@ -169,7 +169,7 @@ func (rs *reqState) quotaShareAdmission() (failOpen, noConnCap bool) {
 	r := &rs.flow.Route
 	qs := false
 	if r.IsCombo() {
-		c := rs.g.combos[r.Combo]
+		c := rs.g.view().combos[r.Combo]
 		qs = c != nil && c.Mode == "quota-share"
 	}
 	return rs.s.QuotaShareAdmission(qs)

@@ -67,6 +67,15 @@ type reqState struct {
 	wireURL  string
 	wireBody []byte
 
+	// The operator metrics' readings (metrics_ops.go): when a stream's
+	// first event went to the client, and the answer's usage.
+	firstOut         time.Time
+	promptTokens     int64
+	completionTokens int64
+	trace            *reqTrace // its trace when tracing is on and it is sampled (tracing.go)
+	traceOff         bool      // not sampled
+	opsSeries        *opsSeries
+
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
 	// the header map instead of one []string allocation per header.
@@ -151,7 +160,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 		return nil
 	}
 	rs.key = key
-	limit := g.cfg.Server.MaxBodyBytes
+	limit := g.conf().Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes
 	}
@@ -201,6 +210,7 @@ func (rs *reqState) count(status int) {
 		rs.g.met.requests.WithLabelValues(rs.countedProvider(), rs.conn, statusLabel(status)).Inc()
 	}
 	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
+	rs.countOps(status) // proxy/metrics_ops.go
 }
 
 // countedProvider is the provider a request is counted and logged under:
@@ -218,14 +228,24 @@ func (rs *reqState) finish(status int) {
 	rs.status = status
 	rs.count(status)
 	lvl := slog.LevelDebug
-	if status >= 500 || g.cfg.Server.LogRequests {
+	if status >= 500 || g.conf().Server.LogRequests {
 		lvl = slog.LevelInfo
 	}
+	elapsed := g.now().Sub(rs.start)
+	rs.observeOps(elapsed) // proxy/metrics_ops.go
+	if g.ops.tracer != nil {
+		rs.endTrace(status) // proxy/tracing.go
+	}
 	if g.log.Enabled(rs.ctx, lvl) {
+		keyID := ""
+		if rs.key != nil {
+			keyID = rs.key.id
+		}
 		g.log.LogAttrs(context.Background(), lvl, "chat request", slog.String("request_id", rs.logID),
 			slog.String("model", rs.req.Model), slog.String("provider", rs.countedProvider()), slog.String("connection", rs.conn),
+			slog.String("client_key", keyID),
 			slog.Int("status", status), slog.Int("attempts", rs.flow.Attempts()), slog.Int("waits", rs.flow.Waits()),
-			slog.Bool("stream", rs.req.Stream), slog.Duration("duration", g.now().Sub(rs.start)))
+			slog.Bool("stream", rs.req.Stream), slog.Int64("duration_ms", elapsed.Milliseconds()))
 	}
 }
 
@@ -268,7 +288,11 @@ func (rs *reqState) run() int {
 		}
 		switch step.Kind {
 		case model.StepWait:
-			g.met.waits.WithLabelValues(rs.waitKind()).Inc()
+			kind := rs.waitKind()
+			if step.PriorityWait {
+				kind = "priority_wait" // settings priorityWait: the first target is back in a moment
+			}
+			g.met.waits.WithLabelValues(kind).Inc()
 			switch how, left := rs.wait(time.Duration(step.WaitMs) * time.Millisecond); how {
 			case waitClientGone:
 				return rs.clientGone()
@@ -398,6 +422,11 @@ func (rs *reqState) setHeaders(h http.Header) {
 		rs.hvSet(h, "X-Breakwater-Connection", hvConn, rs.conn)
 	}
 	rs.hvSet(h, "X-Breakwater-Attempts", hvAttempts, strconv.Itoa(rs.flow.Attempts()))
+	if w := rs.flow.Waits(); w > 0 {
+		// The answer came after a cooldown wait: a fallback, as after a
+		// fail-over, though one attempt was made.
+		h["X-Breakwater-Waits"] = []string{strconv.Itoa(w)}
+	}
 	h["Date"] = httpDate(time.Now())
 }
 

@@ -126,14 +126,16 @@ func TestFallbackOrder(t *testing.T) {
 	}
 }
 
-// SPEC §11.3: a request-scoped 400 stops; the client gets the upstream error.
+// SPEC §11.3: a request-scoped 400 (content filter) stops; the client gets
+// the upstream error. A context-length 400 is request-scoped too, but goes
+// to the next target with another model: never the same model again.
 func TestRequestScopedStops(t *testing.T) {
 	up := newFakeUp(t)
 	g := newGW(t, up, twoConns)
-	body := `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`
+	body := `{"error":{"message":"The response was filtered due to the prompt triggering content management policy","type":"invalid_request_error","code":"content_filter"}}`
 	up.set("glm-k1", status(400, body))
 	r := g.chat("coding")
-	if r.code != 400 || !strings.Contains(r.body, "context_length_exceeded") {
+	if r.code != 400 || !strings.Contains(r.body, "content_filter") {
 		t.Fatalf("got %d %s", r.code, r.body)
 	}
 	if up.total() != 1 {
@@ -141,6 +143,16 @@ func TestRequestScopedStops(t *testing.T) {
 	}
 	if g.conn("glm", "k1")["status"] != "active" {
 		t.Fatal("a request-scoped error must not cool the connection")
+	}
+	tooLong := `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`
+	up.set("glm-k1", status(400, tooLong))
+	up.set("glm-k2", status(400, tooLong))
+	r = g.chat("coding")
+	if r.code != 200 || r.h.Get("X-Breakwater-Provider") != "oa" || r.h.Get("X-Breakwater-Attempts") != "2" {
+		t.Fatalf("context length: %d %v %s", r.code, r.h, r.body)
+	}
+	if up.count("glm-k2") != 0 || g.conn("glm", "k1")["status"] != "active" {
+		t.Fatal("context length: the same model is never tried again, and nothing cools")
 	}
 }
 
@@ -552,8 +564,8 @@ func TestPreCommitStreamFailuresFallBack(t *testing.T) {
 		t.Fatal("the in-stream 503 should cool k1 like a 503 status")
 	}
 	g.do("POST", "/api/resilience/cooldowns", `{"all":true}`)
-	// role chunk, then silence: the first-content watchdog retries k1 once
-	// (SPEC §6: re-open on the same account), then moves to k2
+	// role chunk, then silence: the first-content watchdog moves the
+	// request to k2, never back to the k1 that stalled
 	up.set("glm-k1", sse(streamOpt{chunks: 3, stallAfter: 0, noRole: false, reasoning: 0, interval: 0, stallFor: 0, cutAfter: 0, errAfter: 0, noDone: false, errEvent: ""}))
 	up.set("glm-k1", func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -567,8 +579,8 @@ func TestPreCommitStreamFailuresFallBack(t *testing.T) {
 	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" {
 		t.Fatalf("stall: %d %v\n%s", r.code, r.h, r.body)
 	}
-	if up.count("glm-k1") != 3 { // 1 error event + 2 stalls (retry once)
-		t.Fatalf("k1 calls = %d, want 3", up.count("glm-k1"))
+	if up.count("glm-k1") != 2 { // 1 error event + 1 stall
+		t.Fatalf("k1 calls = %d, want 2", up.count("glm-k1"))
 	}
 	if c := g.conn("glm", "k1"); c["status"] != "active" || c["lastErrorType"] != "stream_stall" {
 		t.Fatalf("a stall records the error but sets no cooldown: %v", c)

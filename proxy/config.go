@@ -52,6 +52,16 @@ type Config struct {
 type ServerConfig struct {
 	Listen        string `yaml:"listen"`
 	ManagementKey string `yaml:"managementKey"`
+	// MetricsListen serves GET /metrics without authentication on a second
+	// address (for a Prometheus that cannot hold the management key); ""
+	// = off. proxy/ops.go.
+	MetricsListen string `yaml:"metricsListen"`
+	// TestProvidersAtStart tests every provider's connections (GET
+	// {baseURL}/models) once at start-up and logs each result.
+	TestProvidersAtStart bool `yaml:"testProvidersAtStart"`
+	// Tracing sends OpenTelemetry traces to an OTLP/HTTP collector; off
+	// unless tracing.endpoint is set (proxy/tracing.go).
+	Tracing TracingConfig `yaml:"tracing"`
 	// MaxBodyBytes bounds a client request body (default 16 MiB).
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// ShutdownTimeoutMs bounds the drain of in-flight requests (default 30 s).
@@ -76,6 +86,10 @@ type DemoConfig struct {
 // StoreConfig is the `store:` section.
 type StoreConfig struct {
 	URL string `yaml:"url"`
+	// FailOpen (default true) serves traffic while the database is
+	// unreachable, state kept in memory; false makes /readyz answer 503
+	// until it is reachable again (traffic is still served).
+	FailOpen *bool `yaml:"failOpen"`
 }
 
 // ClientKey is one client API key.
@@ -88,17 +102,20 @@ type ClientKey struct {
 
 // ProviderConfig is one upstream service.
 type ProviderConfig struct {
-	ID            string              `yaml:"id"`
-	Type          string              `yaml:"type"`
-	Profile       string              `yaml:"profile"`
-	BaseURL       string              `yaml:"baseURL"`
-	Models        []string            `yaml:"models"`
-	Strategy      string              `yaml:"strategy"`
-	MaxConcurrent int                 `yaml:"maxConcurrent"`
-	PerModelQuota *bool               `yaml:"perModelQuota"`
-	DailyResetUTC string              `yaml:"dailyResetUtc"`
-	QuotaFamilies map[string][]string `yaml:"quotaFamilies"`
-	Connections   []ConnectionConfig  `yaml:"connections"`
+	ID            string   `yaml:"id"`
+	Type          string   `yaml:"type"`
+	Profile       string   `yaml:"profile"`
+	BaseURL       string   `yaml:"baseURL"`
+	Models        []string `yaml:"models"`
+	Strategy      string   `yaml:"strategy"`
+	MaxConcurrent int      `yaml:"maxConcurrent"`
+	PerModelQuota *bool    `yaml:"perModelQuota"`
+	// ContextWindows: known context windows (tokens) per model, optional;
+	// a request too long for one model goes to a larger one first.
+	ContextWindows map[string]int      `yaml:"contextWindows"`
+	DailyResetUTC  string              `yaml:"dailyResetUtc"`
+	QuotaFamilies  map[string][]string `yaml:"quotaFamilies"`
+	Connections    []ConnectionConfig  `yaml:"connections"`
 }
 
 // ConnectionConfig is one account or key of a provider.
@@ -232,8 +249,16 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 	if len(cfg.Providers) == 0 {
 		d.warnings = append(d.warnings, fmt.Sprintf("%s: no providers are configured: every chat request will be answered 404", file))
 	}
-	cfg.applyEnvOverrides(env)
+	if w := cfg.applyEnvOverrides(env); w != "" {
+		d.warnings = append(d.warnings, w)
+	}
+	if d.mgmtUnset != "" && cfg.fromEnv["server.managementKey"] == "" {
+		// An unset key would leave the management API open (on loopback)
+		// without a word beyond a warning; as for client keys, refuse.
+		d.fail(d.mgmtUnsetNode, "server.managementKey", "environment variable %s is not set: the management API would be open; set it (or BREAKWATER_MANAGEMENT_KEY), or remove managementKey to run an open management API on loopback", d.mgmtUnset)
+	}
 	d.errs = append(d.errs, cfg.validate()...)
+	d.errs = append(d.errs, cfg.validateOps()...) // proxy/ops.go
 	if len(d.errs) == 0 {
 		// Settings resolved from the file and the environment, as New
 		// resolves them (the saved layer comes from the store): a bad
@@ -255,7 +280,24 @@ var serverEnv = []struct {
 }{
 	{"BREAKWATER_LISTEN", "server.listen", func(c *Config) *string { return &c.Server.Listen }},
 	{"BREAKWATER_MANAGEMENT_KEY", "server.managementKey", func(c *Config) *string { return &c.Server.ManagementKey }},
-	{"BREAKWATER_STORE_URL", "store.url", func(c *Config) *string { return &c.Store.URL }},
+	{"BREAKWATER_DATABASE_URL", "store.url", func(c *Config) *string { return &c.Store.URL }},
+}
+
+// DeprecatedStoreURLEnv is the old name of BREAKWATER_DATABASE_URL, still
+// read (with a warning) when the new one is unset.
+const DeprecatedStoreURLEnv = "BREAKWATER_STORE_URL"
+
+// StoreURLFromEnv returns the database URL of the environment: the value of
+// BREAKWATER_DATABASE_URL, else of the deprecated BREAKWATER_STORE_URL with a
+// warning naming the new variable ("" when neither is set).
+func StoreURLFromEnv(getenv func(string) string) (url, warning string) {
+	if v := getenv("BREAKWATER_DATABASE_URL"); v != "" {
+		return v, ""
+	}
+	if v := getenv(DeprecatedStoreURLEnv); v != "" {
+		return v, DeprecatedStoreURLEnv + " is deprecated: name the database URL BREAKWATER_DATABASE_URL (the same variable `breakwater migrate` reads)"
+	}
+	return "", ""
 }
 
 // ServerEnvVars names the BREAKWATER_* variables that override the file's
@@ -265,14 +307,19 @@ func ServerEnvVars() []string {
 	for i, v := range serverEnv {
 		out[i] = v.name
 	}
-	return out
+	return append(out, DeprecatedStoreURLEnv)
 }
 
 // applyEnvOverrides sets the fields of serverEnv from the environment
 // before validation, so an overriding value is checked like a file value.
-func (c *Config) applyEnvOverrides(env map[string]string) {
+// It returns the deprecation warning of an old variable name, if one is used.
+func (c *Config) applyEnvOverrides(env map[string]string) (warning string) {
 	for _, v := range serverEnv {
-		val := env[v.name]
+		val, name := env[v.name], v.name
+		if val == "" && v.field == "store.url" {
+			val, warning = StoreURLFromEnv(func(k string) string { return env[k] })
+			name = DeprecatedStoreURLEnv
+		}
 		if val == "" {
 			continue
 		}
@@ -280,8 +327,9 @@ func (c *Config) applyEnvOverrides(env map[string]string) {
 		if c.fromEnv == nil {
 			c.fromEnv = map[string]string{}
 		}
-		c.fromEnv[v.field] = v.name
+		c.fromEnv[v.field] = name
 	}
+	return warning
 }
 
 // checkSettings resolves the file and env settings layers and checks the
@@ -330,6 +378,10 @@ type nodeDecoder struct {
 	errs     []error
 	warnings []string
 	refs     map[string]bool // variables named by ${...}
+	// mgmtUnset is the unset variable server.managementKey expands (and
+	// its node): an error unless BREAKWATER_MANAGEMENT_KEY sets the key.
+	mgmtUnset     string
+	mgmtUnsetNode *yaml.Node
 }
 
 func (d *nodeDecoder) fail(n *yaml.Node, field, format string, args ...any) {
@@ -382,6 +434,8 @@ func (d *nodeDecoder) expand(n *yaml.Node, field, s string) string {
 			b.WriteString(v)
 		case hasDef:
 			b.WriteString(def)
+		case field == "server.managementKey":
+			d.mgmtUnset, d.mgmtUnsetNode = name, n
 		default:
 			d.warnings = append(d.warnings, fmt.Sprintf("%s:%d: %s: environment variable %s is not set (expands to \"\")", d.file, n.Line, field, name))
 		}
@@ -1007,7 +1061,8 @@ func (c *Config) Topology() (model.Topology, error) {
 		prof, _ := model.ParseProfile(p.Profile)
 		strat, _ := model.ParseStrategy(orDefault(p.Strategy, "fill-first"))
 		pc := model.ProviderConfig{ID: p.ID, Type: p.Type, Profile: prof, Models: p.Models, Strategy: strat,
-			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies}
+			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies,
+			ContextWindows: p.ContextWindows}
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
 				MaxConcurrent:       cn.MaxConcurrent, // SPEC §4: a full connection goes after free siblings

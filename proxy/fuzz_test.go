@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/store"
 )
@@ -32,7 +33,11 @@ func FuzzChatRequest(f *testing.F) {
 }
 
 // FuzzManagement: management handlers answer any body with a non-5xx
-// status and never panic.
+// status (a panic is recovered as a 500, so this catches panics too), and
+// an answer that refuses the input (any 4xx) leaves the state an operator
+// can read unchanged: health (breakers, connections, cooldowns, lockouts),
+// the settings, the rate limits and the providers' config. The gateway's
+// clock stands still, so a read shows nothing but state.
 func FuzzManagement(f *testing.F) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -44,12 +49,34 @@ func FuzzManagement(f *testing.F) {
 		f.Fatal(err)
 	}
 	// The store serve uses without store.url (it keeps a request log).
-	g, err := New(f.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{})})
+	frozen := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	g, err := New(f.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Store: store.NewMemory(store.MemoryOptions{}),
+		Now: func() time.Time { return frozen }})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { g.Close(f.Context()) })
 	h := g.Handler()
+	snapshot := func(t testing.TB) string {
+		var b strings.Builder
+		for _, p := range []string{"/api/monitoring/health", "/api/resilience", "/api/resilience/cooldowns",
+			"/api/resilience/model-cooldowns", "/api/rate-limits", "/api/providers", "/api/providers/glm"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", p, rec.Code, rec.Body)
+			}
+			b.WriteString(p + " " + rec.Body.String() + "\n")
+		}
+		return b.String()
+	}
+	// The snapshot sees a change: an accepted PATCH shows in it.
+	s0 := snapshot(f)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPatch, "/api/resilience", strings.NewReader(`{"requestQueue":{"maxWaitMs":1234}}`)))
+	if rec.Code != http.StatusOK || snapshot(f) == s0 {
+		f.Fatalf("an accepted PATCH (%d %s) must change the snapshot", rec.Code, rec.Body)
+	}
 	routes := []struct{ m, p string }{
 		{"PATCH", "/api/resilience"}, {"POST", "/api/resilience/cooldowns"}, {"DELETE", "/api/resilience/model-cooldowns"},
 		{"POST", "/api/rate-limits"}, {"PUT", "/api/providers/glm"}, {"POST", "/api/resilience/reset"},
@@ -76,10 +103,16 @@ func FuzzManagement(f *testing.F) {
 		if rt.p == "/api/v1/session-leases" {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		before := snapshot(t)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if rec.Code >= 500 && rec.Code != 503 {
+		if rec.Code >= 500 {
 			t.Fatalf("%s %s %q: %d %s", rt.m, rt.p, body, rec.Code, rec.Body)
+		}
+		if rec.Code >= 400 {
+			if after := snapshot(t); after != before {
+				t.Fatalf("%s %s %q was refused (%d %s) yet changed the state:\nbefore: %s\nafter:  %s", rt.m, rt.p, body, rec.Code, rec.Body, before, after)
+			}
 		}
 	})
 }

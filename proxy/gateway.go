@@ -58,7 +58,11 @@ type Gateway struct {
 	provs     map[string]*provRuntime
 	provOrder []string
 
+	// cfg, combos, clientKeys, mgmtKey and mgmtOpen hold the values at
+	// start; a config reload replaces them in the ops view, which is what
+	// requests read (g.view(), g.conf(): proxy/reload.go).
 	clientKeys []clientKey
+	ops        *opsState // reload, probes, operator metrics (proxy/ops.go)
 	leases     *leaseMgr // exclusive session leases (SPEC §2d; leases.go)
 	mgmtKey    [32]byte
 	mgmtOpen   bool
@@ -170,6 +174,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(opts.Now),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
+	g.logSavedOverrides() // proxy/ops_settings.go
+	g.ops = newOps(g, opts.Environ)
 	for i := range cfg.Combos {
 		g.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
 	}
@@ -380,7 +386,8 @@ func (g *Gateway) provider(id string) *provRuntime {
 // authClient checks the client key (constant-time) and returns it; with no
 // client keys configured the gateway is open (loopback only).
 func (g *Gateway) authClient(r *http.Request) (*clientKey, bool) {
-	if len(g.clientKeys) == 0 {
+	keys := g.view().clientKeys // the view a reload replaces (proxy/reload.go)
+	if len(keys) == 0 {
 		return nil, true
 	}
 	tok, ok := bearer(r)
@@ -389,16 +396,17 @@ func (g *Gateway) authClient(r *http.Request) (*clientKey, bool) {
 	}
 	d := sha256.Sum256([]byte(tok))
 	var found *clientKey
-	for i := range g.clientKeys {
-		if subtle.ConstantTimeCompare(d[:], g.clientKeys[i].digest[:]) == 1 {
-			found = &g.clientKeys[i]
+	for i := range keys {
+		if subtle.ConstantTimeCompare(d[:], keys[i].digest[:]) == 1 {
+			found = &keys[i]
 		}
 	}
 	return found, found != nil
 }
 
 func (g *Gateway) authManagement(r *http.Request) bool {
-	if g.mgmtOpen {
+	v := g.view()
+	if v.mgmtOpen {
 		return true
 	}
 	tok, ok := bearer(r)
@@ -406,7 +414,7 @@ func (g *Gateway) authManagement(r *http.Request) bool {
 		return false
 	}
 	d := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(d[:], g.mgmtKey[:]) == 1
+	return subtle.ConstantTimeCompare(d[:], v.mgmtKey[:]) == 1
 }
 
 func bearer(r *http.Request) (string, bool) {

@@ -21,7 +21,7 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 	if owner == "" && genText == "" {
 		return false, 0 // not managed: refreshHeld keeps it off leased connections
 	}
-	if rs.key == nil || !g.leases.managed[rs.key.id] {
+	if rs.key == nil || !g.view().managed[rs.key.id] {
 		return true, writeLeaseError(rs.w, model.CodeLeaseKeyConfig, "lease headers need an API key with scope "+model.LeaseScope+" and a non-empty allowedConnections")
 	}
 	if err := model.ParseLeaseOwner(owner); err != nil {

@@ -107,7 +107,7 @@ func (g *Gateway) handleSessionLeases(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
 		return
 	}
-	if key == nil || !g.leases.managed[key.id] {
+	if key == nil || !g.view().managed[key.id] {
 		writeLeaseError(w, model.CodeLeaseKeyConfig, fmt.Sprintf("this API key cannot hold leases: it needs scope %q and a non-empty allowedConnections", model.LeaseScope))
 		return
 	}

@@ -431,9 +431,10 @@ func TestLeaseMovesOnCooldownKeepingGeneration(t *testing.T) {
 
 func TestLeaseFenceBeforeEveryAttempt(t *testing.T) {
 	// SPEC §2d: the fence runs before EVERY upstream attempt, not only the
-	// first. The first attempt stalls (a watchdog retry on the same
-	// account follows); meanwhile the lease is released; the retry is
-	// refused with LEASE_REQUIRED and never reaches the upstream.
+	// first. The first attempt is rate-limited for 1 s (waitForCooldown
+	// waits, then retries the leased connection); meanwhile the lease is
+	// released; the retry is refused with LEASE_REQUIRED and never reaches
+	// the upstream.
 	up := newFakeUp(t)
 	var g *gw
 	var owner string
@@ -444,11 +445,11 @@ func TestLeaseFenceBeforeEveryAttempt(t *testing.T) {
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(200)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(429)
+		w.Write([]byte(`{"error":{"message":"rate limit reached for requests","type":"rate_limit_error"}}`))
 	})
-	g = newGW(t, up, strings.Replace(leaseCfg, "resilience:\n", "resilience:\n  upstreamTimeouts: {firstContentMs: 150ms}\n", 1))
+	g = newGW(t, up, strings.Replace(leaseCfg, "waitForCooldown: {enabled: false}", "waitForCooldown: {enabled: true}", 1))
 	owner = g.acquire("ka").Owner
 	r := g.managedChat("ka", "p/m", owner, 1)
 	if r.code != 409 || r.errCode() != "LEASE_REQUIRED" {

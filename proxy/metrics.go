@@ -50,7 +50,7 @@ func newMetrics(g *Gateway) *metrics {
 		queueRej: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_admission_refusals_total",
 			Help: "Admission refusals by provider, connection and typed code."}, []string{"provider", "connection", "code"}),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_cooldown_waits_total",
-			Help: "Cooldown-aware waits (waitForCooldown, comboCooldownWait)."}, []string{"kind"}),
+			Help: "Cooldown-aware waits (waitForCooldown, comboCooldownWait, priorityWait)."}, []string{"kind"}),
 		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_http_responses_total",
 			Help: "Every HTTP answer of the gateway by surface and status code."}, []string{"surface", "code"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
@@ -60,6 +60,7 @@ func newMetrics(g *Gateway) *metrics {
 	reg.MustRegister(m.requests, m.upstream, m.latency, m.attempts, m.queueWait, m.queueRej, m.waits, m.http, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{g: g})
+	reg.MustRegister(g.ops.met.collectors()...) // proxy/metrics_ops.go
 	return m
 }
 

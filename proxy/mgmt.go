@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -28,9 +27,15 @@ const maxManagementBody = 1 << 20
 func (g *Gateway) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.apiUnauthorized(w, r) {
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if g.apiUnauthorized(w, req) {
+			return
+		}
 		allow := allowedMethods(r, req)
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", ")) // RFC 9110 §15.5.6: a 405 lists what the path takes
@@ -48,6 +53,7 @@ func (g *Gateway) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet, http.MethodHead) // load balancers probe with HEAD too
+	g.opsRoutes(r) // /livez, /readyz, POST /api/config/reload (proxy/ops.go)
 
 	m := func(path string, h http.HandlerFunc, methods ...string) {
 		r.Handle(path, g.mgmt(h)).Methods(methods...)
@@ -347,12 +353,12 @@ type modelEntry struct {
 func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 	comboTargets := g.comboTargets()
 	data := []modelEntry{}
-	for _, c := range g.cfg.Combos {
+	for _, c := range g.conf().Combos {
 		if key.reaches(comboTargets[c.ID]...) {
 			data = append(data, modelEntry{c.ID, "model", 0, "breakwater-combo"})
 		}
 	}
-	for _, p := range g.cfg.Providers {
+	for _, p := range g.conf().Providers {
 		if !key.reaches(model.ConnRef{Provider: p.ID}) {
 			continue
 		}
@@ -360,7 +366,7 @@ func (g *Gateway) modelEntries(key *clientKey) []modelEntry {
 			data = append(data, modelEntry{p.ID + "/" + m, "model", 0, p.ID})
 		}
 	}
-	for _, a := range keysOf(g.cfg.Aliases) {
+	for _, a := range keysOf(g.conf().Aliases) {
 		if _, ok := g.reachableRoute(key, a, comboTargets); ok {
 			data = append(data, modelEntry{a, "model", 0, "breakwater-alias"})
 		}
@@ -402,8 +408,8 @@ func (k *clientKey) reaches(targets ...model.ConnRef) bool {
 
 // comboTargets is every combo's targets as provider (+ pinned connection).
 func (g *Gateway) comboTargets() map[string][]model.ConnRef {
-	out := make(map[string][]model.ConnRef, len(g.cfg.Combos))
-	for _, c := range g.cfg.Combos {
+	out := make(map[string][]model.ConnRef, len(g.conf().Combos))
+	for _, c := range g.conf().Combos {
 		for _, t := range c.Targets {
 			pid, _, _ := strings.Cut(t.Target, "/")
 			out[c.ID] = append(out[c.ID], model.ConnRef{Provider: pid, Connection: t.Connection})
@@ -541,6 +547,7 @@ func (g *Gateway) handleResetBreakers(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("reset-breaker", provider, "", "", nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "reset": n})
 }
 
@@ -552,7 +559,7 @@ func (g *Gateway) settingsView() map[string]any {
 	if saved == nil {
 		saved = model.Layer{}
 	}
-	return map[string]any{"settings": rt.s, "sources": rt.src, "saved": saved}
+	return map[string]any{"settings": rt.s, "sources": rt.src, "saved": saved, "overrides": g.savedOverrides()}
 }
 
 func (g *Gateway) handleGetSettings(w http.ResponseWriter, r *http.Request) {
@@ -609,7 +616,10 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
 	g.setMu.Unlock()
 	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
-	writeJSON(w, http.StatusOK, g.settingsView())
+	g.logOperator("set", "", "", "", patch)
+	view := g.settingsView()
+	view["clamped"] = model.Clamped(patch, s) // numbers moved into their range, said rather than silent
+	writeJSON(w, http.StatusOK, view)
 }
 
 // checkFallbackTarget refuses a patch that sets an emergency fallback
@@ -698,6 +708,7 @@ func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("clear-cooldowns", body.Provider, "", "", map[string]any{"connectionIds": body.ConnectionIDs, "all": body.All})
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -736,6 +747,7 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 		g.lock()
 		n := g.eng.ClearAllLockouts(g.modelNow())
 		g.unlock()
+		g.logOperator("clear-lockout", "", "", "", map[string]any{"all": true})
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
 		return
 	}
@@ -758,6 +770,7 @@ func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	g.logOperator("clear-lockout", body.Provider, body.Connection, body.Model, nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
 }
 
@@ -775,6 +788,7 @@ func (g *Gateway) handleResetConnection(w http.ResponseWriter, r *http.Request) 
 		}
 		return
 	}
+	g.logOperator("reset-connection", v["provider"], v["connection"], "", nil)
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "changed": changed})
 }
 
@@ -1009,6 +1023,9 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	g.unlock()
 	if len(changed) > 0 {
 		g.log.Info("connection credentials changed; their state starts over (a terminal one is kept for the old key)", "provider", id, "connections", keysOf(changed))
+		for _, c := range keysOf(changed) {
+			g.logOperator("new-credentials", id, c, "", nil)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -1033,26 +1050,14 @@ func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &struct{}{}, true) {
 		return
 	}
-	to := g.settings().UpstreamTimeouts
-	timeout := min(to.ConnectMs.Duration()+to.ResponseHeaderMs.Duration(), 30*time.Second)
-	results := make([]testResult, len(p.cfg.Connections))
-	var wg sync.WaitGroup
-	for i, c := range p.cfg.Connections {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = g.testConnection(r.Context(), p, p.conns[c.ID], timeout)
-		}()
-	}
-	wg.Wait()
-	now := g.modelNow()
-	g.lock()
+	results := g.testProvider(r.Context(), p) // proxy/ops.go
+	var passed []string
 	for _, res := range results {
 		if res.OK {
-			_ = g.eng.ConnectionTestPassed(now, model.ConnRef{Provider: id, Connection: res.Connection})
+			passed = append(passed, res.Connection)
 		}
 	}
-	g.unlock()
+	g.logOperator("connection-test", id, "", "", map[string]any{"passed": passed})
 	writeJSON(w, http.StatusOK, map[string]any{"provider": id, "results": results})
 }
 
@@ -1086,6 +1091,9 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 		return res
 	}
 	res.Error = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+	if resp.StatusCode == http.StatusNotFound {
+		res.Error += ": " + baseURLHint
+	}
 	return res
 }
 

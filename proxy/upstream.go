@@ -277,6 +277,12 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 		g.met.upstreamOK(rs.cr).Inc()
 	default:
 		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out)).Inc()
+		if out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusNotFound {
+			g.ops.note404(a.Provider, a.Model) // the baseURL hint (proxy/ops.go)
+		}
+	}
+	if g.ops.tracer != nil && out.dispatched {
+		rs.traceAttempt(a, out) // the attempt's span (proxy/tracing.go)
 	}
 	switch {
 	case out.delivered:
@@ -523,6 +529,7 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 		// validation case (the synthetic 502), retried elsewhere.
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 	}
+	rs.noteUsage(buf.Bytes()) // token counts (metrics_ops.go)
 	h := rs.w.Header()
 	rs.setHeaders(h)
 	// The upstream's first value is passed on in its own slice (nothing
@@ -659,7 +666,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	var raw, data, held, finishHeld []byte
 	committed, sawEvent, terminal := false, false, false
 	finish := ""
-	eager := rs.g.cfg.Server.StreamCommit == "first-event"
+	eager := rs.g.conf().Server.StreamCommit == "first-event"
 	ok := model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header}
 	gone := execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
 	delivered := execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
@@ -674,6 +681,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			h["X-Upstream-Request-Id"] = id // as on a JSON answer
 		}
 		committed, rs.committed = true, true
+		rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
 		w.WriteHeader(http.StatusOK)
 		_, err := w.Write(held)
 		held = nil
@@ -737,6 +745,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			return fail(execResult{outcome: q}, string(code), "the upstream sent a malformed stream event (its data is not JSON)")
 		}
 		sw.observe(ev)
+		rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
 		if ev.FinishReason != "" {
 			finish = ev.FinishReason
 		}

@@ -135,6 +135,12 @@ func (r *runner) finishExpects() {
 			if e.Result != "" && o.Result != e.Result {
 				r.failFile(e.Line, at, what+" result", e.Result, found)
 			}
+			// took is in the file's time, as SentAt and DoneAt are; the
+			// wall-clock tolerance grows with the speed-up.
+			if took, tol := o.DoneAt-o.SentAt, time.Duration(float64(r.o.Settle+r.o.Slack)*r.o.Speed); (e.TookAtLeast > 0 && took < e.TookAtLeast-tol) ||
+				(e.TookAtMost > 0 && took > e.TookAtMost+tol) {
+				r.failFile(e.Line, at, what+" took", fmt.Sprintf("between %v and %v (±%v)", e.TookAtLeast, e.TookAtMost, tol), fmt.Sprintf("%v; %s", took, found))
+			}
 			if e.RetryAfter != nil {
 				// The gateway rounds up what is left when it answers, a
 				// moment after the simulator's instant: one second less is

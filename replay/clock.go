@@ -25,8 +25,30 @@ type schedClock struct {
 	next    time.Duration // the next scheduled instant; -1 = none
 	frozen  bool
 	quantum time.Duration
-	wallClk bool // plain wall clock (Options.WallClock)
+	maxQ    time.Duration // the quantum's bound (maxQuantum)
+	wallClk bool          // plain wall clock (Options.WallClock)
 	t0      time.Time
+	last    time.Duration // the latest offset read: the clock never goes back
+	// Upstream time: while the fault upstream waits on purpose (a latency,
+	// a chunk interval, a stall; faults.Options.Waiting) time passes in the
+	// simulator too; the gateway's own work, and the upstream's, take none.
+	// Within the quantum the clock moves by the time some such wait was in
+	// progress since the dispatch.
+	calls     int
+	callSince time.Time
+	callAcc   time.Duration
+}
+
+// upstreamCall marks a fault-upstream wait beginning (+1) or ending (-1).
+func (c *schedClock) upstreamCall(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.calls > 0 {
+		c.callAcc += now.Sub(c.callSince)
+	}
+	c.calls += d
+	c.callSince = now
 }
 
 func (c *schedClock) now() time.Time {
@@ -38,15 +60,26 @@ func (c *schedClock) now() time.Time {
 	if c.wallClk {
 		return c.epoch.Add(time.Since(c.t0))
 	}
+	if c.frozen {
+		return c.epoch.Add(c.at) // an `at:` read sees the instant itself
+	}
 	off := c.at
-	if !c.frozen {
+	{
 		if el := time.Since(c.wall); el >= c.quantum {
 			off += el
+		} else {
+			busy := c.callAcc
+			if c.calls > 0 {
+				busy += time.Since(c.callSince)
+			}
+			off += min(busy, el)
 		}
 	}
 	if c.next >= 0 && off > c.next {
 		off = c.next
 	}
+	off = max(off, c.last)
+	c.last = off
 	return c.epoch.Add(off)
 }
 
@@ -61,8 +94,14 @@ func (c *schedClock) start(t0 time.Time, next time.Duration) {
 func (c *schedClock) dispatch(at, next time.Duration, gap time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.at, c.wall, c.next = max(at, c.at), time.Now(), next
-	c.quantum = min(defaultQuantum, gap/2)
+	now := time.Now()
+	if at > c.at || c.calls == 0 {
+		// A new instant: upstream time counts from here. (Arrivals of the
+		// same instant re-dispatch it while calls may be running.)
+		c.callAcc, c.callSince = 0, now
+	}
+	c.at, c.wall, c.next = max(at, c.at), now, next
+	c.quantum = min(c.maxQ, gap/2)
 }
 
 func (c *schedClock) freeze(f bool) {
@@ -71,9 +110,15 @@ func (c *schedClock) freeze(f bool) {
 	c.frozen = f
 	if !f {
 		c.wall = time.Now() // time resumes from the instant
+		c.callAcc, c.callSince = 0, c.wall
 	}
 }
 
-// defaultQuantum is how long after a dispatch the clock reads the instant
-// itself.
-const defaultQuantum = 20 * time.Millisecond
+// maxQuantum bounds how long after a dispatch the clock moves by upstream
+// time only (upstreamCall): the gateway's work on an instant (several
+// attempts in a row, under the race detector on a busy machine) is no time
+// at all in the simulator, and a cooldown it sets must end where the
+// simulator's ends. Past it the clock follows the wall again, so a wait
+// of the gateway's own (a cooldown wait, a paced slot) shorter than the
+// quantum ends at most the quantum late.
+const maxQuantum = 250 * time.Millisecond

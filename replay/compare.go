@@ -65,8 +65,10 @@ func Compare(s *Observed, g *Result) []Diff {
 		add(what+" status", fmt.Sprint(a.Status), fmt.Sprint(b.Status))
 		add(what+" servedBy", a.ServedBy, b.ServedBy)
 		if b.Attempts >= 0 || b.Result != sim.ResultClientAbort {
-			// A client that gave up before the answer's headers cannot
-			// know the attempts (no X-Breakwater-Attempts): not compared.
+			// Against a -target, a client that gave up before the
+			// answer's headers cannot know the attempts (no
+			// X-Breakwater-Attempts; in-process the fault upstream's
+			// record fills them in): not compared.
 			add(what+" attempts", fmt.Sprint(a.Attempts), attemptsStr(b.Attempts))
 		}
 		if a.Code != "" {
@@ -75,7 +77,7 @@ func Compare(s *Observed, g *Result) []Diff {
 			// and code, which the simulator does not model.
 			add(what+" code", a.Code, b.Code)
 		}
-		add(what+" result", clientResult(a), clientResult(b))
+		add(what+" result", a.Result, b.Result)
 	}
 	if len(g.RequestLog) != len(s.Requests) {
 		add("requests", fmt.Sprint(len(s.Requests)), fmt.Sprint(len(g.RequestLog)))
@@ -100,16 +102,6 @@ func Compare(s *Observed, g *Result) []Diff {
 		add(pre+"lockouts", lockouts(a.Connections), lockouts(b.Connections))
 	}
 	return out
-}
-
-// clientResult is a result as a client can tell it: a 2xx answered after
-// a cooldown wait with one attempt is "fallback" to the simulator but
-// looks "served" on the wire (no header says the gateway waited).
-func clientResult(r sim.RequestObservation) string {
-	if r.Result == sim.ResultFallback && r.Attempts == 1 {
-		return sim.ResultServed
-	}
-	return r.Result
 }
 
 func breakers(ps []model.ProviderView) string {

@@ -49,6 +49,9 @@ type env struct {
 	// counter counts upstream calls per replay request (upcount.go); nil
 	// in target mode.
 	counter *callCounter
+	// requests holds the in-process gateway's own line on each finished
+	// request (gwlog.go); nil against a target.
+	requests *requestRecorder
 	// uses0: each connection's use counter when the run started ("p/c" →
 	// uses), target mode only. The management API cannot reset it, so a
 	// target that served traffic before carries it; readState reports uses
@@ -71,7 +74,8 @@ func randomKey() string {
 
 // gatewayConfig builds the gateway config of a scenario: every provider at
 // the fault upstream (baseURL http://ADDR/<provider>/v1, each connection's
-// API key its own id, which is how the fault upstream tells them apart),
+// API key its own id behind connKeyPrefix, which the call counter in front
+// of the fault upstream strips, so the upstream tells them apart by id),
 // with every topology key the scenario loader accepts (scenarios/load.go,
 // admission.go, spendwall.go): admission caps and overrides, rate-limit
 // protection, egress IPs, spend-wall opt-ins, combo modes. lk (nil when the
@@ -85,10 +89,10 @@ func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string, lk *leaseKeys
 	for _, p := range sc.Topology.Providers {
 		pc := proxy.ProviderConfig{ID: p.ID, Type: p.Type, Profile: p.Profile.String(), Models: p.Models,
 			Strategy: p.Strategy.String(), PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC,
-			QuotaFamilies: p.QuotaFamilies, MaxConcurrent: p.MaxConcurrent,
+			QuotaFamilies: p.QuotaFamilies, MaxConcurrent: p.MaxConcurrent, ContextWindows: p.ContextWindows,
 			BaseURL: "http://" + upstreamAddr + "/" + p.ID + "/v1"}
 		for _, c := range p.Connections {
-			cc := proxy.ConnectionConfig{ID: c.ID, APIKey: c.ID, Priority: c.Priority,
+			cc := proxy.ConnectionConfig{ID: c.ID, APIKey: connKeyPrefix + c.ID, Priority: c.Priority,
 				Weight: c.Weight, DisableCooling: c.DisableCooling, MaxConcurrent: c.MaxConcurrent,
 				RateLimitProtection: c.RateLimitProtection, EgressIP: c.EgressIP,
 				RateLimitOverrides: proxy.RateLimitOverrides{ModelConcurrency: c.ModelConcurrency, MaxWaitMs: proxy.Millis(c.MaxWaitMs),
@@ -117,6 +121,12 @@ func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string, lk *leaseKeys
 	return cfg
 }
 
+// connKeyPrefix makes a connection's API key unlike any word of an error
+// body: the gateway redacts its key from what it keeps of an upstream
+// body, so a connection named "banned" with the key "banned" would hide
+// the very word that classifies a ban.
+const connKeyPrefix = "rk_"
+
 // startLocal starts the fault upstream and the gateway of a scenario on
 // loopback listeners. now is the gateway's clock.
 func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() time.Time) (*env, error) {
@@ -131,7 +141,15 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	// The fault upstream holds a `timeout` no longer than the run could
 	// need it: the gateway gives up first.
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
-	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now})
+	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now,
+		Waiting: func(ctx context.Context, d int) {
+			if o.upstreamCall != nil {
+				o.upstreamCall(d)
+			}
+			if d > 0 && e.counter != nil {
+				e.counter.waitBegins(ctx)
+			}
+		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fault upstream listener: %w", err)
@@ -152,7 +170,8 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		e.clientKey = e.leases.client
 	}
 	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
-	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: e.log,
+	e.requests = newRequestRecorder(e.log.Handler())
+	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(e.requests),
 		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
@@ -49,7 +50,7 @@ type Options struct {
 	// ApplySettings PATCHes the file's (scaled) settings onto the target.
 	ApplySettings bool
 	// Settle is how long after its instant an `at:` expect is read (default
-	// 20ms); it is bounded by half the gap to the next scheduled event, so a
+	// 100ms); it is bounded by half the gap to the next scheduled event, so a
 	// read never sees what a later instant does.
 	Settle time.Duration
 	// Slack is the tolerance of exact-time checks (`cooldown:`,
@@ -60,8 +61,20 @@ type Options struct {
 	// of the schedule-anchored one (clock.go); a -target gateway always
 	// runs on its own wall clock.
 	WallClock bool
+	// SkipIdle lets an in-process replay jump over idle time: when no
+	// client request is in flight, the wait for the next instant is cut to
+	// skipIdleKeep of real time and the gateway's clock jumps to that
+	// instant. Every gateway timer that runs belongs to a request in flight
+	// (attempt deadlines, cooldown waits, queue budgets); what idle time
+	// changes (cooldowns ending, backoff decaying, a breaker going
+	// HALF_OPEN, a daily reset) the gateway reads from its clock. So a file
+	// of hours with short bursts of traffic replays in seconds at speed 1,
+	// with no duration scaled. Ignored with Target or WallClock.
+	SkipIdle bool
 	// Logger receives the gateway's logs (default: discard).
 	Logger *slog.Logger
+
+	upstreamCall func(int) // the clock's upstream-time hook (clock.go)
 }
 
 // Result is one replay's outcome; Failures use the file's own times.
@@ -117,7 +130,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 		o.Speed = 1
 	}
 	if o.Settle <= 0 {
-		o.Settle = 20 * time.Millisecond
+		o.Settle = 100 * time.Millisecond
 	}
 	if o.Slack <= 0 {
 		o.Slack = 50 * time.Millisecond
@@ -147,7 +160,8 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	// The in-process gateway and fault upstream read the scenario's virtual
 	// epoch at the start, so a daily reset falls where the simulator has it;
 	// their clock follows the schedule (clock.go).
-	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock}
+	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock, maxQ: maxQuantum}
+	o.upstreamCall = clk.upstreamCall
 	var e *env
 	if o.Target == "" {
 		e, err = startLocal(ctx, scaled, &o, clk.now)
@@ -163,7 +177,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	r := &runner{o: &o, orig: sc, sc: scaled, e: e, res: res, done: map[int]*sim.RequestObservation{}, clk: clk}
+	r := &runner{o: &o, orig: sc, sc: scaled, e: e, res: res, done: map[int]*sim.RequestObservation{}, clk: clk, idle: make(chan struct{}, 1)}
 	evs := r.schedule()
 	wall := time.Now()
 	t0 := time.Now()
@@ -187,6 +201,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 		res.Upstream = st.Total
 		r.stats = st
 	}
+	r.fillAborted(ctx)
 	r.finishExpects()
 	res.Passed = len(res.Failures) == 0
 	return res, nil
@@ -311,6 +326,9 @@ type runner struct {
 	lagMax time.Duration
 	stats  *faults.Stats
 	wg     sync.WaitGroup
+
+	inflight atomic.Int64  // client requests sent and not yet answered
+	idle     chan struct{} // signalled when inflight drops to 0 (SkipIdle)
 }
 
 // schedule lists the run's events in the simulator's order: arrivals are
@@ -380,11 +398,11 @@ func (r *runner) schedule() []event {
 	return evs
 }
 
-// sameInstantStagger bounds the wait for one arrival to be on the wire
+// sameInstantStagger bounds the wait for one arrival to take its turn
 // before the next arrival of its instant is sent; sameInstantGap is the
 // pause after it is.
 const (
-	sameInstantStagger = 8 * time.Millisecond
+	sameInstantStagger = 100 * time.Millisecond
 	sameInstantGap     = 2 * time.Millisecond
 )
 
@@ -429,23 +447,38 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 				r.action(ctx, ev.idx)
 			case evArrival:
 				r.wg.Add(1)
+				r.inflight.Add(1)
 				done, wrote := make(chan struct{}), make(chan struct{})
 				sameInstant = append(sameInstant, done)
 				go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
 				// Arrivals of one instant reach the gateway in the
 				// simulator's order (a saturated gate, a pacer or a
-				// fill-first pick decides by arrival order): the next is
-				// sent once this one is on the wire, plus a moment for the
-				// gateway to take it up (bounded, within the clock's
-				// quantum, so they still happen at the instant).
+				// fill-first pick decides by arrival order): in-process the
+				// next is sent once this one was answered or is waiting on
+				// a deliberate upstream latency or stall (its turn is
+				// taken, and its outcome so far recorded), bounded; against a
+				// target once it is on the wire, plus a moment for the
+				// gateway to take it up. The gateway's work does not move
+				// the clock, so the instant lasts while they are sent.
 				if j-i > 1 {
 					t := time.NewTimer(sameInstantStagger)
-					select {
-					case <-wrote:
-						time.Sleep(sameInstantGap)
-					case <-t.C:
+					if r.e.counter != nil {
+						select {
+						case <-done:
+						case <-r.e.counter.waiting(ev.idx):
+						case <-t.C:
+						}
+					} else {
+						select {
+						case <-wrote:
+							time.Sleep(sameInstantGap)
+						case <-t.C:
+						}
 					}
 					t.Stop()
+					// The instant lasts while its arrivals are sent: the
+					// quantum counts from the last one.
+					r.clk.dispatch(at, next, gap)
 				}
 			case evExpect:
 				r.clk.freeze(true)
@@ -470,19 +503,60 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 	return ctx.Err()
 }
 
-func (r *runner) sleepUntil(ctx context.Context, at time.Duration) error {
-	d := time.Until(r.t0.Add(at))
-	if d <= 0 {
-		r.lag(-d)
-		return ctx.Err()
+// skipIdleKeep is the real time an idle gap keeps when SkipIdle cuts it:
+// room for the gateway to finish what an answer left behind (a store
+// write, a released permit) before the next instant.
+const skipIdleKeep = 30 * time.Millisecond
+
+// skipIdle moves the run's start back by the idle part of the wait for
+// instant at (SkipIdle), so the instant is dispatched after skipIdleKeep.
+func (r *runner) skipIdle(at time.Duration) {
+	if !r.skipping() || r.inflight.Load() > 0 {
+		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := time.Until(r.t0.Add(at)); d > skipIdleKeep {
+		r.t0 = r.t0.Add(-(d - skipIdleKeep))
+	}
+}
+
+func (r *runner) skipping() bool {
+	return r.o.SkipIdle && !r.o.WallClock && r.o.Target == ""
+}
+
+// answered ends a client request; the last one in flight lets an idle gap
+// be skipped.
+func (r *runner) answered() {
+	if r.inflight.Add(-1) == 0 && r.skipping() {
+		select {
+		case r.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *runner) sleepUntil(ctx context.Context, at time.Duration) error {
+	for {
+		r.skipIdle(at)
+		r.mu.Lock()
+		t0 := r.t0
+		r.mu.Unlock()
+		d := time.Until(t0.Add(at))
+		if d <= 0 {
+			r.lag(-d)
+			return ctx.Err()
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return nil
+		case <-r.idle:
+			t.Stop() // the requests in flight answered: skip what is left
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }
 
@@ -495,7 +569,10 @@ func (r *runner) lag(d time.Duration) {
 
 // offset is the file-time offset of a wall-clock instant.
 func (r *runner) offset(t time.Time) time.Duration {
-	return time.Duration(float64(t.Sub(r.t0)) * r.o.Speed).Round(time.Millisecond)
+	r.mu.Lock()
+	t0 := r.t0
+	r.mu.Unlock()
+	return time.Duration(float64(t.Sub(t0)) * r.o.Speed).Round(time.Millisecond)
 }
 
 // action runs one operator action through the management API.
@@ -566,6 +643,7 @@ func (r *runner) fail(line int, scaledAt time.Duration, what, expected, found st
 // send makes one client request and records what the client saw.
 func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, wrote chan struct{}) {
 	defer r.wg.Done()
+	defer r.answered()
 	defer close(done)
 	var wroteOnce sync.Once
 	markWrote := func() { wroteOnce.Do(func() { close(wrote) }) }
@@ -589,6 +667,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { markWrote() }}))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", replayRequestID+strconv.Itoa(n))
 	if r.e.clientKey != "" {
 		req.Header.Set("Authorization", "Bearer "+r.e.clientKey)
 	}
@@ -613,6 +692,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	if v, err := strconv.Atoi(resp.Header.Get("X-Breakwater-Attempts")); err == nil {
 		ob.Attempts = v
 	}
+	waited := resp.Header.Get("X-Breakwater-Waits") != ""
 	if v, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
 		ob.RetryAfterMs = v * 1000
 	}
@@ -632,7 +712,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		ob.Status, ob.Result, ob.Code = 499, sim.ResultClientAbort, "client_abort"
 	case resp.StatusCode/100 == 2 && (streamErr != "" || readErr != nil):
 		ob.Result, ob.Code = sim.ResultStreamError, cmp.Or(streamErr, "stream_interrupted")
-	case resp.StatusCode/100 == 2 && ob.Attempts > 1:
+	case resp.StatusCode/100 == 2 && (ob.Attempts > 1 || waited):
 		ob.Result = sim.ResultFallback
 	case resp.StatusCode/100 == 2:
 		ob.Result = sim.ResultServed
@@ -685,6 +765,35 @@ func errorCode(b []byte) string {
 		return strconv.FormatFloat(c, 'f', -1, 64)
 	}
 	return fmt.Sprint(v.Error.Code)
+}
+
+// fillAborted completes, in-process, what a client that gave up before the
+// answer's headers could not read: the attempts and the connection of the
+// last one, from the gateway's own line on the request (gwlog.go).
+func (r *runner) fillAborted(ctx context.Context) {
+	if r.e.requests == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.res.RequestLog {
+		ob := &r.res.RequestLog[i]
+		if ob.Result != sim.ResultClientAbort || ob.Attempts >= 0 {
+			continue
+		}
+		g, ok := r.e.requests.of(ctx, ob.N)
+		if !ok {
+			continue
+		}
+		ob.Attempts = g.attempts
+		if g.connection != "" {
+			ob.ServedBy = g.provider + "/" + g.connection
+		}
+		d := *ob
+		r.done[ob.N] = &d
+	}
 }
 
 func (r *runner) record(ob sim.RequestObservation, doneAt time.Time) {

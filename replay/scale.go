@@ -111,6 +111,8 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 	for i := range out.Expects {
 		e := &out.Expects[i]
 		e.At, e.From, e.Until = d(e.At), d(e.From), d(e.Until)
+		// took: stays in the file's time, as the observations it is checked
+		// against are (offset).
 		if e.RetryAfter != nil {
 			s.warn("line %d: retryAfter (whole seconds) cannot be scaled; not checked at speed %v", e.Line, speed)
 			e.RetryAfter = nil

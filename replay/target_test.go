@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/faults"
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
@@ -54,14 +55,16 @@ func TestReplayTargetTwiceCountsThisRunsUses(t *testing.T) {
 		t.Skip("wall-clock replay")
 	}
 	sc := load(t, "failover-accounting.yaml") // reads uses at 10s and 35s
-	// The file sends a request every second and k1's cooldowns (3 s, 6 s)
-	// end on those very instants: on the wall clock each such request lands
-	// a moment before or after the cooldown's end, so two runs could differ
-	// by a use of k1 for no fault of the counting this test pins. 1.1 s
-	// apart, no request is within 100 ms (10 ms of wall time) of an end.
-	for i := range sc.Traffic {
-		sc.Traffic[i].Every = 1100 * time.Millisecond
-	}
+	// The file's cooldowns end on the very instants requests arrive, which
+	// a -target gateway on its own clock sees a moment early or late, so
+	// which connection a request uses would rest on the wall clock. Here
+	// k1 answers every attempt with a 429 (breaker-neutral) and cools
+	// never, so every request uses k1, then k2: only the counting this
+	// test pins can differ between the runs.
+	k1 := sc.Rules[1] // k2's 429 with Retry-After
+	k1.Match.Connection, k1.Until = "k1", 0
+	sc.Rules = []faults.Rule{k1}
+	sc.Topology.Providers[0].Connections[0].DisableCooling = true
 	ctx, op := operatorGateway(t, sc)
 	uses := func() map[string]uint64 {
 		res, err := Run(ctx, sc, Options{Target: op.base, ManagementKey: op.mgmtKey, Upstream: op.upstream, Clean: true, ApplySettings: true, Speed: 10})
@@ -80,6 +83,9 @@ func TestReplayTargetTwiceCountsThisRunsUses(t *testing.T) {
 		return m
 	}
 	first, second := uses(), uses()
+	if first["read 0 p/k1"] == 0 || first["read 0 p/k1"] != first["read 0 p/k2"] {
+		t.Fatalf("every request should use k1, then k2: %v", first)
+	}
 	if !maps.Equal(first, second) {
 		t.Errorf("uses read by a second run on the same target differ from the first:\nfirst:  %v\nsecond: %v", first, second)
 	}

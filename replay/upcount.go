@@ -2,9 +2,11 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -21,15 +23,26 @@ type callCounter struct {
 	inner http.Handler
 	mu    sync.Mutex
 	calls map[int]int
+	seen  map[int]chan struct{} // closed at request n's first call
+	waits map[int]chan struct{} // closed as request n's first deliberate upstream wait begins
 }
+
+// reqNumKey keys a replay request's number in the context of its calls to
+// the fault upstream (set by callCounter, read by waiting).
+type reqNumKey struct{}
 
 var replayMarker = []byte("replay request ")
 
 func newCallCounter(inner http.Handler) *callCounter {
-	return &callCounter{inner: inner, calls: map[int]int{}}
+	return &callCounter{inner: inner, calls: map[int]int{}, seen: map[int]chan struct{}{}, waits: map[int]chan struct{}{}}
 }
 
 func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, h := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
+		if v := r.Header.Get(h); v != "" {
+			r.Header.Set(h, strings.Replace(v, connKeyPrefix, "", 1)) // the fault upstream reads the id
+		}
+	}
 	if r.Body != nil && r.Method == http.MethodPost {
 		b, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		_ = r.Body.Close()
@@ -44,12 +57,50 @@ func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				if n, err := strconv.Atoi(string(b[j:k])); err == nil {
 					c.mu.Lock()
 					c.calls[n]++
+					if c.calls[n] == 1 {
+						close(chanOf(c.seen, n))
+					}
 					c.mu.Unlock()
+					r = r.WithContext(context.WithValue(r.Context(), reqNumKey{}, n))
 				}
 			}
 		}
 	}
 	c.inner.ServeHTTP(w, r)
+}
+
+// waiting returns a channel closed once request n's first deliberate
+// upstream wait (a latency, a stall) began.
+func (c *callCounter) waiting(n int) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return chanOf(c.waits, n)
+}
+
+// waitBegins notes that a call of the request in ctx started a deliberate
+// wait.
+func (c *callCounter) waitBegins(ctx context.Context) {
+	n, ok := ctx.Value(reqNumKey{}).(int)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := chanOf(c.waits, n)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func chanOf(m map[int]chan struct{}, n int) chan struct{} {
+	ch, ok := m[n]
+	if !ok {
+		ch = make(chan struct{})
+		m[n] = ch
+	}
+	return ch
 }
 
 // of returns the upstream calls made for request n.

@@ -201,7 +201,7 @@ func (l *loader) settingsErr(n *yaml.Node, err error, prefix string) {
 
 var (
 	providerKeys = []string{"id", "type", "profile", "models", "strategy", "connections", "perModelQuota",
-		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent"}
+		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent", "contextWindows"}
 	connectionKeys = []string{"id", "priority", "weight", "disableCooling", "apiKey", "maxConcurrent",
 		"rateLimitOverrides", "rateLimitProtection", "spendWall", "egressIp"}
 	comboKeys  = []string{"id", "strategy", "targets", "mode"}
@@ -278,6 +278,16 @@ func (l *loader) providers(n *yaml.Node) {
 				p.QuotaFamilies = map[string][]string{}
 				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
 					p.QuotaFamilies[key] = l.d.StringList(v, yamlnode.Join(ff, key))
+				})
+			case "contextWindows":
+				p.ContextWindows = map[string]int{}
+				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
+					kf := yamlnode.Join(ff, key)
+					if n := l.d.Int(v, kf); n > 0 {
+						p.ContextWindows[key] = n
+					} else {
+						l.d.Errf(v, kf, "want a context window in tokens > 0, got %d", n)
+					}
 				})
 			case "maxConcurrent":
 				p.MaxConcurrent = l.d.NonNegInt(v, ff) // the composite gate's provider layer (sim/admission.go)
@@ -612,7 +622,8 @@ func (l *loader) actions(n *yaml.Node) {
 }
 
 var (
-	requestExpectKeys = []string{"request", "status", "servedBy", "attempts", "code", "result", "retryAfter"}
+	requestExpectKeys = []string{"request", "status", "servedBy", "attempts", "code", "result", "retryAfter", "took"}
+	tookKeys          = []string{"atLeast", "atMost"}
 	stateExpectKeys   = []string{"at", "breaker", "connections", "lockouts", "noLockouts"}
 	windowExpectKeys  = []string{"requests", "status", "upstreamCalls", "servedBy", "results", "count"}
 	connExpectKeys    = []string{"status", "backoffLevel", "cooldown", "lastError", "uses", "lane"}
@@ -697,6 +708,20 @@ func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
 		case "retryAfter":
 			x := l.d.NonNegInt(v, ff)
 			e.RetryAfter = &x
+		case "took":
+			l.d.Map(v, ff, tookKeys, func(key string, k, v *yaml.Node) {
+				switch key {
+				case "atLeast":
+					e.TookAtLeast = l.d.Duration(v, yamlnode.Join(ff, key))
+				case "atMost":
+					e.TookAtMost = l.d.Duration(v, yamlnode.Join(ff, key))
+				}
+			})
+			if e.TookAtLeast <= 0 && e.TookAtMost <= 0 {
+				l.d.Errf(v, ff, "took needs atLeast or atMost (a duration > 0)")
+			} else if e.TookAtMost > 0 && e.TookAtMost < e.TookAtLeast {
+				l.d.Errf(v, ff, "took.atMost (%v) is below took.atLeast (%v)", e.TookAtMost, e.TookAtLeast)
+			}
 		}
 		checks++
 	})

@@ -318,6 +318,9 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	s.unchecked(q)
 	_, ans := r.flow.Record(s.now, s.eng, &q.a, model.Outcome{Kind: model.OutcomeClientAbort}, false)
 	s.drain()
+	// The attempt was begun on this connection, which the gateway names in
+	// its answer (and log) whether or not it was dispatched.
+	r.lastConn, r.hasLast = model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}, true
 	if ans != nil {
 		s.answer(id, ans, abortClient)
 	} else {
@@ -342,7 +345,9 @@ func (s *sim) dispatch(id int32, q *queued) {
 // attempt that ends without reaching begin/attemptEnd.
 func (s *sim) unchecked(q *queued) {
 	if q.checked && q.a.Probe() {
-		s.mirror.probes[s.mirror.prov(q.a.Provider)]--
+		p := s.mirror.prov(q.a.Provider)
+		s.mirror.probes[p]--
+		s.mirror.takePermit(p, &q.a)
 	}
 }
 

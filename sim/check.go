@@ -20,9 +20,18 @@ type mirror struct {
 	connFirst []int      // index of a provider's first connection in conns
 	connIDs   [][]string // connection ids per provider
 	probes    []int      // probe attempts in flight per provider
-	inAction  bool
+	// permits are the probe permits each provider's breaker still holds
+	// for attempts in flight: a probe that outlives probeTimeoutMs frees
+	// its permit at that deadline though the attempt goes on.
+	permits  [][]probePermit
+	inAction bool
 	// violations found while applying change records
 	pending []Violation
+}
+
+type probePermit struct {
+	generation, id uint64
+	deadline       model.Time
 }
 
 type mprov struct {
@@ -62,6 +71,19 @@ func (m *mirror) init(t *model.Topology) {
 		}
 	}
 	m.probes = make([]int, len(t.Providers))
+	m.permits = make([][]probePermit, len(t.Providers))
+}
+
+// takePermit forgets the permit of a probe that ended (answered, or never
+// dispatched); one freed at its deadline is already gone.
+func (m *mirror) takePermit(p int, a *model.Attempt) {
+	ps := m.permits[p]
+	for i, pp := range ps {
+		if pp.generation == a.Permit.Generation && pp.id == a.Permit.Probe {
+			m.permits[p] = append(ps[:i], ps[i+1:]...)
+			return
+		}
+	}
 }
 
 // prov finds a provider's index (-1 when unknown).
@@ -155,9 +177,22 @@ func (s *sim) checkBegin(pre *preBegin, a *model.Attempt) {
 	}
 	if a.Probe() {
 		s.mirror.probes[pre.p]++
+		// The budget bounds the permits held in this HALF_OPEN cycle: a
+		// probe past its probeTimeoutMs deadline (the breaker freed its
+		// permit then), or one of an earlier cycle, may still be in flight
+		// beside the new one.
+		held := s.mirror.permits[pre.p][:0]
+		for _, pp := range s.mirror.permits[pre.p] {
+			if s.now < pp.deadline && pp.generation == a.Permit.Generation {
+				held = append(held, pp)
+			}
+		}
+		held = append(held, probePermit{generation: a.Permit.Generation, id: a.Permit.Probe,
+			deadline: s.now.Add(s.set.ProbeTimeout(pre.prov.profile))})
+		s.mirror.permits[pre.p] = held
 		budget := max(1, s.set.ProviderBreaker.For(pre.prov.profile).HalfOpenRequests)
-		if s.mirror.probes[pre.p] > budget {
-			s.violate("probe budget", "%d probes in flight on %s, budget %d", s.mirror.probes[pre.p], pre.ref.Provider, budget)
+		if len(held) > budget {
+			s.violate("probe budget", "%d probe permits held on %s, budget %d", len(held), pre.ref.Provider, budget)
 		}
 	}
 }
@@ -167,7 +202,9 @@ func (s *sim) checkBegin(pre *preBegin, a *model.Attempt) {
 func (s *sim) checkRecord(pre mprov, x *attempt, v *model.Verdict) {
 	s.flushPending()
 	if x.a.Probe() {
-		s.mirror.probes[s.mirror.prov(x.a.Provider)]--
+		p := s.mirror.prov(x.a.Provider)
+		s.mirror.probes[p]--
+		s.mirror.takePermit(p, &x.a)
 	}
 	post := s.mirror.provider(x.a.Provider)
 	if v.Breaker == model.BreakerNeutral && post.fails > pre.fails && post.state == pre.state {

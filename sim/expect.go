@@ -168,6 +168,10 @@ func (s *sim) finishExpects() {
 			if e.Result != "" && o.result != e.Result {
 				s.fail(e, at, what+" result", e.Result, found)
 			}
+			if took := time.Duration(o.took) * time.Millisecond; (e.TookAtLeast > 0 && took < e.TookAtLeast) ||
+				(e.TookAtMost > 0 && took > e.TookAtMost) {
+				s.fail(e, at, what+" took", fmt.Sprintf("between %v and %v", e.TookAtLeast, e.TookAtMost), fmt.Sprintf("%v; %s", took, found))
+			}
 			if e.RetryAfter != nil {
 				got := 0
 				if o.retryAfter > 0 {

@@ -212,6 +212,7 @@ type reqOutcome struct {
 	result     string
 	retryAfter int64
 	at         model.Time
+	took       int64 // ms from sent to answered
 }
 
 type windowAgg struct {
@@ -465,6 +466,9 @@ func (s *sim) step(id int32) {
 		s.tr.rec()
 		s.tr.ev("wait")
 		s.tr.int("ms", st.WaitMs)
+		if st.PriorityWait {
+			s.tr.bool("priority", true) // priorityWait: for the first target, not every target
+		}
 		s.tr.int("req", int64(r.id))
 		s.tr.end(s.off(s.now))
 		s.tr.close()
@@ -687,7 +691,7 @@ func (s *sim) finish(id int32, status int, code string, result label, retryMs in
 	}
 	if o := s.reqExpect[r.id]; o != nil {
 		*o = reqOutcome{done: true, status: status, code: code, servedBy: served, attempts: attempts,
-			result: result.String(), retryAfter: retryMs, at: s.now}
+			result: result.String(), retryAfter: retryMs, at: s.now, took: s.now.Sub(r.sentAt)}
 	}
 	for i := range s.windows {
 		w := &s.windows[i]
@@ -882,8 +886,16 @@ func (s *sim) action(i int) {
 			}
 		}
 	case ActConnectionTest:
+		// A test checks every connection of the provider, as the
+		// gateway's POST /api/providers/{id}/test does, and the fault
+		// upstream's /models answers each of them.
+		seen := map[string]bool{}
 		for _, c := range a.Connections {
-			if e := s.eng.ConnectionTestPassed(s.now, c); e != nil && err == nil {
+			if seen[c.Provider] {
+				continue
+			}
+			seen[c.Provider] = true
+			if e := s.eng.ProviderTested(s.now, c.Provider, s.connIDs(c.Provider)); e != nil && err == nil {
 				err = e
 			}
 		}
@@ -944,4 +956,17 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// connIDs lists provider p's connections in topology order.
+func (s *sim) connIDs(p string) []string {
+	var ids []string
+	for _, pc := range s.sc.Topology.Providers {
+		if pc.ID == p {
+			for _, c := range pc.Connections {
+				ids = append(ids, c.ID)
+			}
+		}
+	}
+	return ids
 }

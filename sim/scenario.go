@@ -136,6 +136,9 @@ type Expect struct {
 	Result   string // served | fallback | rejected | failed | stream_error | client_abort
 	// RetryAfter is the Retry-After the client got, in whole seconds.
 	RetryAfter *int
+	// TookAtLeast / TookAtMost bound the time from the request being sent
+	// to its answer being complete (0 = not checked).
+	TookAtLeast, TookAtMost time.Duration
 
 	// ExpectState
 	At          time.Duration

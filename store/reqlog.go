@@ -148,3 +148,14 @@ func clampLimit(n int) int {
 	}
 	return min(n, 100_000)
 }
+
+// OperatorAction is the ErrorType of a request log record that is no
+// attempt but an operator's action through the management API (a breaker
+// reset, cleared cooldowns or lockouts, a connection reset or test, a
+// settings patch, a provider's new credentials). Reason names the action
+// as a scenario's `actions:` does (reset-breaker, clear-cooldowns,
+// reset-connection, clear-lockout, connection-test, set); Provider,
+// Connection and Model name what it applied to ("" = all); ErrorBody holds
+// its parameters as JSON (a settings patch, the connections a clear named).
+// An incident export replays them as the scenario's actions.
+const OperatorAction = "operator"

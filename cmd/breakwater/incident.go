@@ -155,6 +155,9 @@ func runIncidentExport(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stderr, "exported %d attempt(s) of %d request(s) (%d ended on a 2xx) over %d connection(s), %d rule(s)",
 		sum.Records, sum.Requests, sum.Succeeded, sum.Connections, sum.Rules)
+	if sum.Actions > 0 {
+		fmt.Fprintf(stderr, ", %d operator action(s)", sum.Actions)
+	}
 	if sum.Skipped > 0 {
 		fmt.Fprintf(stderr, ", %d record(s) skipped", sum.Skipped)
 	}

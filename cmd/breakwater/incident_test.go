@@ -307,3 +307,137 @@ func TestRequestLogAPI(t *testing.T) {
 		t.Errorf("a state store without a request log: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestIncidentExportReplaysOperatorActions drives a session on a real
+// gateway with operator actions between the requests (cooldowns cleared,
+// a settings patch, a connection reset), exports the request log and
+// replays it in the simulator: the actions are in the scenario at their
+// instants, every connection answers as it did through the gateway, and
+// the scenario passes its own recorded expects. Without the actions the
+// replay would keep k1 cooling and make fewer upstream calls than the
+// record.
+func TestIncidentExportReplaysOperatorActions(t *testing.T) {
+	up := httptest.NewServer(faults.NewServer([]faults.Rule{
+		{Match: faults.Match{Provider: "glm", Connection: "k1"}, Respond: &faults.Response{Status: 503}},
+	}, faults.Options{}))
+	defer up.Close()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	// A minute's cooldown: k1 is tried again only because of the
+	// operator's actions, however slowly the session runs.
+	cfgText := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL) + "  connectionCooldown: {apikey: {baseCooldownMs: 60000}}\n"
+	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
+	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: store.NewMemory(store.MemoryOptions{}), Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close(context.Background()) }()
+	call := func(method, path, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	chat := func(i int) {
+		t.Helper()
+		if st := call(http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"model":"glm/glm-5","messages":[{"role":"user","content":"hi %d"}]}`, i)); st != 200 {
+			t.Fatalf("request %d: %d", i, st)
+		}
+		time.Sleep(20 * time.Millisecond) // distinct instants in the log
+	}
+	from := time.Now().UTC().Add(-time.Second)
+	chat(1) // k1 503 (cools a minute), k2 serves
+	chat(2) // k1 cooling: k2
+	if st := call(http.MethodPost, "/api/resilience/cooldowns", `{"all":true}`); st != 200 {
+		t.Fatalf("clear cooldowns: %d", st)
+	}
+	time.Sleep(20 * time.Millisecond)
+	chat(3) // k1 again, 503, then k2
+	if st := call(http.MethodPatch, "/api/resilience", `{"connectionCooldown":{"backoffDecayMs":600000}}`); st != 200 {
+		t.Fatalf("patch: %d", st)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if st := call(http.MethodPost, "/api/resilience/connections/glm/k1/reset", `{}`); st != 200 {
+		t.Fatalf("reset connection: %d", st)
+	}
+	time.Sleep(20 * time.Millisecond)
+	chat(4) // k1 again, 503, then k2
+	chat(5) // k1 cooling: k2
+	to := time.Now().UTC().Add(time.Second)
+
+	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	resp, err := http.Get(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	logPath := filepath.Join(dir, "incident.jsonl")
+	os.WriteFile(logPath, logBytes, 0o644)
+	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "incident.yaml")
+	code, _, stderr := exportCmd(t, "-log", logPath, "-config", cfgPath, "-o", out,
+		"-from", from.Format(time.RFC3339Nano), "-to", to.Format(time.RFC3339Nano))
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	src, _ := os.ReadFile(out)
+	sc, err := scenarios.LoadFile(out, scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, a := range sc.Actions {
+		kinds = append(kinds, a.Kind.String())
+	}
+	if want := []string{"clear-cooldowns", "set", "reset-connection"}; !slices.Equal(kinds, want) {
+		t.Errorf("exported actions %v, want %v", kinds, want)
+	}
+	var trace bytes.Buffer
+	res, err := sim.Run(sc, sim.Options{Trace: &trace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{}
+	for _, r := range recs {
+		if r.ErrorType != store.OperatorAction {
+			want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
+		}
+	}
+	got := map[string][]string{}
+	s := bufio.NewScanner(&trace)
+	for s.Scan() {
+		var ev struct{ Ev, Conn, Outcome string }
+		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
+			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
+		}
+	}
+	if len(want["glm/k1"]) != 3 {
+		t.Errorf("the gateway's log has k1 answering %v, want three 503s", want["glm/k1"])
+	}
+	for _, c := range []string{"glm/k1", "glm/k2"} {
+		if !slices.Equal(want[c], got[c]) {
+			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
+		}
+	}
+	if !res.Passed {
+		t.Errorf("the exported incident fails its own recorded expects in the simulator: %v %v", res.Failures, res.Violations)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
+	}
+}

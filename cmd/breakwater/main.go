@@ -42,6 +42,9 @@ func main() {
 		}
 		return
 	}
+	if os.Args[1] == "--version" || os.Args[1] == "-version" {
+		os.Args[1] = "version" // version.go
+	}
 	c, ok := commands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "breakwater: unknown command %q\n\n", os.Args[1])

@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/lib/pq" // the postgres driver
 
+	"github.com/breakwater-gw/breakwater/proxy"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
@@ -30,7 +31,8 @@ const migrateUsage = `usage: breakwater migrate <up|down [N|-all]|version|force 
                   nothing: only after repairing a failed migration by hand
                   (0 = no migration applied)
 
-The URL may also come from BREAKWATER_DATABASE_URL.
+The URL may also come from BREAKWATER_DATABASE_URL (the variable serve reads
+for store.url; the older BREAKWATER_STORE_URL is accepted with a warning).
 `
 
 // runMigrate is `breakwater migrate`. It never forces a dirty version by
@@ -39,7 +41,8 @@ The URL may also come from BREAKWATER_DATABASE_URL.
 func runMigrate(args []string) int {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(os.Stderr, migrateUsage) }
-	dbURL := fs.String("database", os.Getenv("BREAKWATER_DATABASE_URL"), "postgres:// URL of the database")
+	envURL, deprecated := proxy.StoreURLFromEnv(os.Getenv)
+	dbURL := fs.String("database", envURL, "postgres:// URL of the database")
 	all := fs.Bool("all", false, "down: roll back every migration")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	// Flags may come before or after the action.
@@ -61,6 +64,9 @@ func runMigrate(args []string) int {
 	if len(pos) == 0 {
 		fs.Usage()
 		return 2
+	}
+	if deprecated != "" && *dbURL == envURL {
+		fmt.Fprintln(os.Stderr, "breakwater migrate: warning:", deprecated)
 	}
 	if *dbURL == "" {
 		fmt.Fprintln(os.Stderr, "breakwater migrate: -database URL (or BREAKWATER_DATABASE_URL) is required")

@@ -42,7 +42,8 @@ func runReplay(args []string) int {
 	upstream := fs.String("upstream", "", "with -target: control URL of the `breakwater upstream` its providers point at; the file's rules are installed there")
 	clean := fs.Bool("clean", true, "with -target: reset breakers, cooldowns, lockouts and the scenario's connections (terminal state, last error, backoff) first")
 	applySettings := fs.Bool("apply-settings", false, "with -target: PATCH the file's (scaled) settings onto the gateway first")
-	settle := fs.Duration("settle", 20*time.Millisecond, "read an `at:` expect this long after its instant (at most half the gap to the next event)")
+	settle := fs.Duration("settle", 100*time.Millisecond, "read an `at:` expect this long after its instant (at most half the gap to the next event)")
+	skipIdle := fs.Bool("skip-idle", true, "in-process: jump over time with no request in flight (the gateway's clock jumps with it)")
 	compare := fs.Bool("compare", false, "also play each file in the simulator and fail on any decision that differs")
 	sf := addScenarioFlags(fs, "override a setting: path=value (repeatable)")
 	asJSON := fs.Bool("json", false, "print results as JSON")
@@ -73,7 +74,7 @@ func runReplay(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ro := replay.Options{Speed: *speed, Target: *target, ManagementKey: *mgmtKey, ClientKey: *clientKey,
-		Upstream: *upstream, Clean: *clean, ApplySettings: *applySettings, Settle: *settle}
+		Upstream: *upstream, Clean: *clean, ApplySettings: *applySettings, Settle: *settle, SkipIdle: *skipIdle}
 	exit := 0
 	var outs []replayOutput
 	for _, file := range files {

@@ -30,8 +30,9 @@ func runServe(args []string) int {
 	configPath := fs.String("config", "", "config file (YAML, docs/config.md)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
+	check := fs.Bool("check", false, "validate the config (with its environment) and exit: 0 when it would start")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_STORE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
+		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_DATABASE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlagsOnly(fs, args, "the config file is given with -config FILE"); !ok {
@@ -60,6 +61,10 @@ func runServe(args []string) int {
 	if err != nil {
 		printConfigError(err)
 		return 2
+	}
+	if *check {
+		fmt.Printf("%s: ok (%d providers, %d combos, %d client keys)\n", *configPath, len(cfg.Providers), len(cfg.Combos), len(cfg.ClientKeys))
+		return 0
 	}
 	if _, err := startHeapFloor(os.Getenv); err != nil { // heapfloor.go
 		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
@@ -96,7 +101,15 @@ func runServe(args []string) int {
 		open = " (open gateway: no clientKeys, loopback only)"
 		log.Warn("no clientKeys configured: the gateway is open to anyone who can reach " + l.Addr().String())
 	}
-	log.Info("breakwater gateway listening"+open, "addr", l.Addr().String(), "providers", len(cfg.Providers), "combos", len(cfg.Combos))
+	log.Info("breakwater gateway listening"+open, "addr", l.Addr().String(), "providers", len(cfg.Providers), "combos", len(cfg.Combos), "version", proxy.Build.Version)
+	stopOps, err := startOps(ctx, g, cfg, log) // ops.go: metrics listener, provider tests
+	if err != nil {
+		_ = l.Close()
+		_ = g.Close(ctx)
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return 1
+	}
+	defer stopOps()
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(l) }()

@@ -1,0 +1,318 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
+
+// liveView is the part of the config a reload replaces as one value:
+// requests load it once and keep using what they loaded, so a request
+// that started before a reload finishes on the view it started with.
+type liveView struct {
+	cfg        *Config
+	clientKeys []clientKey
+	mgmtKey    [32]byte
+	mgmtOpen   bool
+	combos     map[string]*ComboConfig
+	// managed: client key id → it may hold exclusive session leases
+	// (scope lease:exclusive and a non-empty allowedConnections).
+	managed map[string]bool
+}
+
+func newLiveView(cfg *Config) *liveView {
+	v := &liveView{cfg: cfg, combos: map[string]*ComboConfig{}, managed: map[string]bool{}}
+	for i := range cfg.Combos {
+		v.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
+	}
+	for _, k := range cfg.ClientKeys {
+		ck := clientKey{id: k.ID, digest: sha256.Sum256([]byte(k.Key))}
+		for _, a := range k.AllowedConnections {
+			ref, _ := model.ParseConnRef(a)
+			ck.allowed = append(ck.allowed, ref)
+		}
+		v.clientKeys = append(v.clientKeys, ck)
+		v.managed[k.ID] = slices.Contains(k.Scopes, model.LeaseScope) && len(k.AllowedConnections) > 0
+	}
+	v.mgmtOpen = cfg.Server.ManagementKey == ""
+	v.mgmtKey = sha256.Sum256([]byte(cfg.Server.ManagementKey))
+	return v
+}
+
+// view is the config the gateway serves with now.
+func (g *Gateway) view() *liveView { return g.ops.live.Load() }
+
+// conf is the config the gateway serves with now (the file as last loaded
+// or reloaded).
+func (g *Gateway) conf() *Config { return g.view().cfg }
+
+// ReloadResult says what a reload changed.
+type ReloadResult struct {
+	OK     bool     `json:"ok"`
+	File   string   `json:"file,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+	// Added and Removed list providers ("p") and connections ("p/c").
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
+	Kept    int      `json:"keptConnections"`
+	// Warnings name what a reload cannot change (listen addresses, the
+	// store) and the file's own warnings.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Reload re-reads the config file the gateway was started with and applies
+// it (ApplyConfig). SIGHUP and POST /api/config/reload call it.
+func (g *Gateway) Reload(ctx context.Context) (ReloadResult, error) {
+	file := g.conf().File
+	if file == "" {
+		err := errors.New("the gateway was not started from a config file; nothing to reload")
+		g.reloadFailed(ReloadResult{}, err)
+		return ReloadResult{Errors: []string{err.Error()}}, err
+	}
+	next, warnings, err := LoadConfig(file, g.ops.environ)
+	if err != nil {
+		res := ReloadResult{File: file, Warnings: warnings}
+		return g.reloadFailed(res, err), err
+	}
+	res, err := g.ApplyConfig(ctx, next)
+	res.Warnings = append(warnings, res.Warnings...)
+	return res, err
+}
+
+// reloadFailed counts, logs and describes a refused reload.
+func (g *Gateway) reloadFailed(res ReloadResult, err error) ReloadResult {
+	res.OK = false
+	if ces := ConfigErrors(err); len(ces) > 0 {
+		for _, ce := range ces {
+			res.Errors = append(res.Errors, ce.Error())
+		}
+		for _, se := range model.SettingsErrors(err) {
+			res.Errors = append(res.Errors, se.Error())
+		}
+	} else if err != nil {
+		res.Errors = strings.Split(err.Error(), "\n")
+	}
+	g.ops.met.reloads.WithLabelValues("failure").Inc()
+	g.log.Error("config reload refused; still serving the previous config", "file", res.File, "errors", strings.Join(res.Errors, "; "))
+	return res
+}
+
+// ApplyConfig replaces the gateway's providers, connections, client keys,
+// combos, aliases and settings with next's, as one step: next is checked
+// whole first (its topology, its settings resolved with the saved layer),
+// and on any error nothing changes. Requests in flight finish on the view
+// they started with; the state of every connection that stays is kept
+// (model.Engine.UpdateTopology). What a reload cannot change — the listen
+// addresses and the store — keeps its running value, with a warning.
+// Credentials and caps set with PUT /api/providers are replaced by the
+// file's.
+func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, error) {
+	o := g.ops
+	o.reloadMu.Lock()
+	defer o.reloadMu.Unlock()
+	cur := g.conf()
+	res := ReloadResult{File: next.File, Added: []string{}, Removed: []string{}}
+	fail := func(err error) (ReloadResult, error) { return g.reloadFailed(res, err), err }
+
+	// What needs a restart keeps its running value.
+	for _, f := range []struct {
+		name      string
+		cur, next *string
+	}{{"server.listen", &cur.Server.Listen, &next.Server.Listen}, {"server.metricsListen", &cur.Server.MetricsListen, &next.Server.MetricsListen},
+		{"store.url", &cur.Store.URL, &next.Store.URL}} {
+		if *f.next != *f.cur {
+			res.Warnings = append(res.Warnings, f.name+" changed: it takes effect at the next restart")
+			*f.next = *f.cur
+		}
+	}
+	if !reflect.DeepEqual(next.Server.Tracing, cur.Server.Tracing) {
+		res.Warnings = append(res.Warnings, "server.tracing changed: it takes effect at the next restart")
+		next.Server.Tracing = cur.Server.Tracing
+	}
+	// A demo:// provider keeps the in-process demo upstream's address
+	// serve gave it; a new one has no upstream.
+	for i := range next.Providers {
+		p := &next.Providers[i]
+		if !strings.HasPrefix(p.BaseURL, "demo://") {
+			continue
+		}
+		j := slices.IndexFunc(cur.Providers, func(c ProviderConfig) bool { return c.ID == p.ID })
+		if j < 0 {
+			return fail(next.errAt(fmt.Sprintf("providers[%d].baseURL", i), "a demo:// provider cannot be added by a reload (restart to serve it)"))
+		}
+		p.BaseURL = cur.Providers[j].BaseURL
+		for k := range p.Connections {
+			if p.Connections[k].APIKey == "" {
+				p.Connections[k].APIKey = p.Connections[k].ID
+			}
+		}
+	}
+	if err := next.accessProblem(); err != nil {
+		return fail(err)
+	}
+	topo, err := next.Topology()
+	if err != nil {
+		return fail(err)
+	}
+	lower, err := next.SettingsLayers(o.environ)
+	if err != nil {
+		return fail(next.settingsError(err))
+	}
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	layers := append(append([]model.NamedLayer(nil), lower...), model.NamedLayer{Name: "saved", Tree: g.saved})
+	settings, src, err := model.Resolve(layers...)
+	if err != nil {
+		return fail(next.settingsError(err))
+	}
+	// The topology is checked on a scratch engine before the live one is
+	// touched: UpdateTopology refuses the same topologies, so nothing
+	// below can fail half-way.
+	scratch, err := model.NewEngine(topo, settings, nil)
+	if err != nil {
+		return fail(err)
+	}
+	if t := settings.EmergencyFallback.Target; t != "" {
+		if problem := fallbackTargetProblem(scratch, t); problem != "" {
+			return fail(next.errAt("resilience.emergencyFallback.target", "%s", problem))
+		}
+	}
+
+	g.provMu.Lock() // lock order: provMu, then the engine's
+	provs := map[string]*provRuntime{}
+	var order []string
+	var retired []*upstreamPool
+	for _, p := range next.Providers {
+		provs[p.ID] = newProvRuntime(p, reloadPool(g, g.provs[p.ID], p, settings.RequestQueue.GlobalMaxConcurrent))
+		order = append(order, p.ID)
+	}
+	for id, old := range g.provs {
+		if np := provs[id]; np == nil || np.pool != old.pool {
+			retired = append(retired, old.pool)
+		}
+	}
+	res.Added, res.Removed, res.Kept = topologyDiff(g.provs, provs)
+	g.provs, g.provOrder = provs, order
+	g.lock()
+	now := g.modelNow()
+	if err := g.eng.UpdateTopology(topo); err != nil { // cannot happen: checked above
+		g.unlock()
+		g.provMu.Unlock()
+		return fail(err)
+	}
+	g.eng.UpdateSettings(now, settings)
+	for _, p := range next.Providers {
+		for _, c := range p.Connections {
+			_, _ = g.eng.SetCredential(now, model.ConnRef{Provider: p.ID, Connection: c.ID}, credentialFingerprint(c.APIKey))
+		}
+	}
+	o.live.Store(newLiveView(next))
+	g.lower = lower
+	g.rt.Store(&runtimeSettings{s: settings, src: src})
+	g.unlock()
+	g.provMu.Unlock()
+	for _, p := range retired {
+		p.closeIdle() // in-flight attempts keep their connections; idle ones go
+	}
+
+	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, next.Providers)
+	g.gate.prune(next.Providers)
+	o.met.setLabels(next)
+	o.met.reloads.WithLabelValues("success").Inc()
+	res.OK = true
+	for _, w := range res.Warnings {
+		g.log.Warn("config reload: " + w)
+	}
+	g.log.Info("config reloaded", "file", next.File, "providers", len(next.Providers), "combos", len(next.Combos),
+		"clientKeys", len(next.ClientKeys), "added", strings.Join(res.Added, ","), "removed", strings.Join(res.Removed, ","), "keptConnections", res.Kept)
+	return res, nil
+}
+
+// topologyDiff lists the providers and connections added and removed
+// between two provider sets, and counts the connections kept.
+func topologyDiff(old, next map[string]*provRuntime) (added, removed []string, kept int) {
+	added, removed = []string{}, []string{}
+	for id, np := range next {
+		op := old[id]
+		if op == nil {
+			added = append(added, id)
+			continue
+		}
+		for c := range np.conns {
+			if op.conns[c] == nil {
+				added = append(added, id+"/"+c)
+			} else {
+				kept++
+			}
+		}
+	}
+	for id, op := range old {
+		np := next[id]
+		if np == nil {
+			removed = append(removed, id)
+			continue
+		}
+		for c := range op.conns {
+			if np.conns[c] == nil {
+				removed = append(removed, id+"/"+c)
+			}
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(removed)
+	return added, removed, kept
+}
+
+// handleReload is POST /api/config/reload: 200 with what changed, or 422
+// with the file's problems (nothing applied, the previous config serves).
+func (g *Gateway) handleReload(w http.ResponseWriter, r *http.Request) {
+	if !decodeBody(w, r, &struct{}{}, true) {
+		return
+	}
+	res, err := g.Reload(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, struct {
+			ReloadResult
+			Error apiError `json:"error"`
+		}{res, apiError{Message: "the config was not reloaded; the previous one is still serving: " + strings.Join(res.Errors, "; "),
+			Type: "invalid_request_error", Code: "config_invalid"}})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// prune drops the admission state of connections and providers no longer
+// configured, once nothing holds or waits for their slots (a reload that
+// removed them; one still busy is dropped by a later reload or stays
+// listed, idle, until then).
+func (g *gate) prune(provs []ProviderConfig) {
+	keepProv, keepConn := map[string]bool{}, map[model.ConnRef]bool{}
+	for _, p := range provs {
+		keepProv[p.ID] = true
+		for _, c := range p.Connections {
+			keepConn[model.ConnRef{Provider: p.ID, Connection: c.ID}] = true
+		}
+	}
+	g.mu.Lock()
+	g.m.Prune(keepProv, keepConn)
+	g.mu.Unlock()
+}
+
+// reloadPool keeps a provider's upstream connections across a reload when
+// its pool's sizing is unchanged: the connections of a provider that stays
+// are worth keeping like its state.
+func reloadPool(g *Gateway, old *provRuntime, p ProviderConfig, global int) *upstreamPool {
+	idle := idleConnsFor(p, global)
+	if old != nil && old.pool != nil && old.pool.idle == idle {
+		return old.pool
+	}
+	return newUpstreamPool(g, idle)
+}
