@@ -55,6 +55,9 @@ type ProviderConfig struct {
 	// EgressBucketed marks a free tier limited per egress IP, not per
 	// account (SPEC §7); default true for type opencode.
 	EgressBucketed *bool `json:"egressBucketed,omitempty"`
+	// Continuation says how the provider continues a prefilled assistant
+	// turn (stream resume): "" = its type's default (ContinuationOf).
+	Continuation string `json:"continuation,omitempty"`
 	// DailyResetUTC is "HH:MM", when this provider's daily quota resets.
 	DailyResetUTC string `json:"dailyResetUtc,omitempty"`
 	// QuotaFamilies name groups of models that share one quota: a family
@@ -146,6 +149,9 @@ func (t *Topology) validate() error {
 		}
 		if seen[p.ID] {
 			return &TopologyError{f + ".id", fmt.Sprintf("duplicate provider id %q", p.ID)}
+		}
+		if _, err := ParseContinuation(p.Continuation); err != nil {
+			return &TopologyError{f + ".continuation", err.Error()}
 		}
 		seen[p.ID] = true
 		if p.Profile > ProfileLocal {
