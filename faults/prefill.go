@@ -51,8 +51,8 @@ func prefillOf(msgs []chatMessage) prefill {
 	return prefill{ok: true}
 }
 
-// prefillRefusalBody is the 400 of an upstream that takes no prefill.
-const prefillRefusalBody = `{"error":{"message":"the last message must have role user: assistant prefill is not supported","type":"invalid_request_error","code":"invalid_request"}}`
+// PrefillRefusalBody is the 400 of an upstream that takes no prefill.
+const PrefillRefusalBody = `{"error":{"message":"the last message must have role user: assistant prefill is not supported","type":"invalid_request_error","code":"invalid_request"}}`
 
 // applyPrefill applies the prefill faults to one attempt: a refusal is
 // answered here (refused true); a restart forgets the prefill. Either way
@@ -62,7 +62,7 @@ func applyPrefill(w http.ResponseWriter, wf wire, resp *Response, pre *prefill) 
 	case PrefillRefusal:
 		resp.Fault = None
 		if pre.ok {
-			body := prefillRefusalBody
+			body := PrefillRefusalBody
 			if _, ok := wf.(anthropicWire); ok {
 				body = `{"type":"error","error":{"type":"invalid_request_error","message":"the last message must have role user: assistant prefill is not supported"}}`
 			}
