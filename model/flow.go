@@ -276,6 +276,7 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 	v := e.Record(now, a, o)
 	f.last, f.hasLast = v, true
 	f.local = nil
+	committed = committed || a.Resume // a resume attempt writes into the client's open stream
 	ref := ConnRef{a.Provider, a.Connection}
 	f.lastConn = ref
 	switch {

@@ -85,6 +85,14 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	conn := prov.conns[a.Connection]
 	rs.cr = conn
+	if a.Resume { // proxy/resume.go: the conversation plus the delivered text
+		restore, err := rs.usePrefill(a)
+		if err != nil {
+			recorded = true
+			return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}, committed: true, status: http.StatusOK})
+		}
+		defer restore()
+	}
 	if prov.wire != nil {
 		var err error
 		if rs.wireURL, rs.wireBody, err = prov.wire.encode(&rs.req, a.Model); err != nil {
@@ -133,6 +141,9 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	out.dispatched = true
 	recorded = true
+	if a.Resume {
+		rs.resumeResult(a, &out) // proxy/resume.go
+	}
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
 	}
@@ -386,6 +397,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
+		if cand.Resume {
+			return rs.pipeContinuation(actx, cancel, resp, cand) // proxy/resume.go
+		}
 		return rs.pipeStream(actx, cancel, resp, conn.cfg.APIKey)
 	}
 	return rs.deliverJSON(actx, clock, resp)
@@ -695,6 +709,10 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		if !committed {
 			return res
 		}
+		res.committed, res.status = true, http.StatusOK
+		if rs.holdStreamError(code, msg) {
+			return res // proxy/resume.go: the flow may continue the stream elsewhere
+		}
 		// After commit: never replay, never a truncated success.
 		writeSSEError(w, code, msg)
 		if flusher != nil {
@@ -733,14 +751,18 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		// reason and an in-stream error all come from the model's reading.
 		ev := model.ParseStreamEvent(data)
 		if ev.Malformed {
-			// Never passed on as a chunk: the model's output validation
-			// case (the synthetic 502, as in deliverJSON and the
-			// simulator's malformed-chunk): retried elsewhere before
-			// commit, the stream's error event after, never [DONE].
+			// Never passed on as a chunk; skipped and counted while the
+			// model's bound allows (proxy/resume.go skipMalformed), else
+			// the output validation case (the synthetic 502): retried
+			// elsewhere before commit, the stream's error event after.
+			if rs.skipMalformed(data) {
+				continue
+			}
 			q := model.Outcome{Kind: model.OutcomeQuality}
 			code, _ := model.StreamErrorCode(q)
-			return fail(execResult{outcome: q}, string(code), "the upstream sent a malformed stream event (its data is not JSON)")
+			return fail(execResult{outcome: q}, string(code), "the upstream sent malformed stream events (their data is not JSON)")
 		}
+		rs.streamEvent(&ev, data) // proxy/resume.go
 		sw.observe(ev)
 		if ev.FinishReason != "" {
 			finish = ev.FinishReason
