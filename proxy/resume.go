@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,6 +21,11 @@ import (
 // request for the resume attempt, and splice the continuation into the
 // client's stream — no second role, the first part's id, one usage adding
 // both parts, one [DONE].
+
+// ResumeComment starts the SSE comment a resumed stream carries before
+// its continuation: ": breakwater-resumed provider=P connection=C
+// attempts=N".
+const ResumeComment = "breakwater-resumed"
 
 // maxResumeText bounds the delivered text a stream keeps for a prefill;
 // a longer answer is not resumed.
@@ -282,13 +288,23 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 		}
 		return res
 	}
+	// announce puts, before the continuation's first bytes, an SSE
+	// comment (which clients skip) naming who continues: the headers named
+	// who served at commit.
+	announce := func(b []byte) []byte {
+		if a.Continued {
+			return b
+		}
+		a.Continued = true
+		return append(fmt.Appendf(nil, ": %s provider=%s connection=%s attempts=%d\n\n", ResumeComment, a.Provider, a.Connection, rs.flow.Attempts()), b...)
+	}
 	release := func() bool {
 		judged = true
 		if len(held) == 0 {
 			return true
 		}
-		a.Continued = true
 		k.text = append(k.text, head...)
+		held = announce(held)
 		_, err := w.Write(held)
 		held = held[:0]
 		if err == nil && flusher != nil {
@@ -360,11 +376,8 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 			}
 			continue
 		}
-		if len(content) > 0 {
-			a.Continued = true
-			k.text = append(k.text, content...)
-		}
-		if _, err := w.Write(appendSSEData(nil, out)); err != nil {
+		k.text = append(k.text, content...)
+		if _, err := w.Write(appendSSEData(announce(nil), out)); err != nil {
 			return gone
 		}
 		if flusher != nil && rd.buffered() == 0 {

@@ -47,6 +47,10 @@ var conformance = []struct {
 	{"failover-stall.yaml", 4, "SPEC §6 a stall before content is retried once on the same account, then fails over, never cooling it"},
 	{"gate-before-pacing.yaml", 1, "SPEC §4 / §5 the gate before pacing: a gate refusal books no rpm slot"},
 	{"all-excluded-answers.yaml", 4, "SPEC §4b / §11.4 the typed answers when every target is excluded, by route and reason"},
+	{"catalogue-s08-cut-after-40.yaml", 4, "stream resume: a stream cut after content continues on the fallback (prefill)"},
+	{"catalogue-s09-silence-after-20.yaml", 4, "stream resume: a stream cut by the idle watchdog continues on the fallback"},
+	{"catalogue-s10-malformed-event.yaml", 4, "one malformed stream event is skipped: the first attempt serves"},
+	{"catalogue-s14-prefill-refused.yaml", 4, "stream resume: a refused prefill is passed over, the broken primary continues"},
 }
 
 // TestConformanceSimVsGateway pins CONTRACTS §4 ("the same decisions"): for
