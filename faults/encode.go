@@ -39,6 +39,7 @@ type StreamJSON struct {
 	StallFor       string `json:"stallFor,omitempty"`
 	BytesPerSecond int    `json:"bytesPerSecond,omitempty"`
 	Numbered       bool   `json:"numbered,omitempty"`
+	Malformed      int    `json:"malformed,omitempty"`
 }
 
 func dur(d time.Duration) string {
@@ -79,7 +80,7 @@ func encodeResponse(r *Response) ResponseJSON {
 	if r.Stream != (Stream{}) {
 		j.Stream = &StreamJSON{Chunks: r.Stream.Chunks, Interval: dur(r.Stream.Interval),
 			StallAfter: r.Stream.StallAfter, StallFor: dur(r.Stream.StallFor), BytesPerSecond: r.Stream.BytesPerSecond,
-			Numbered: r.Stream.Numbered}
+			Numbered: r.Stream.Numbered, Malformed: r.Stream.Malformed}
 	}
 	return j
 }

@@ -15,6 +15,9 @@ import (
 // prefill-refusal answers 400 (an upstream that takes no trailing
 // assistant message), prefill-restart ignores the prefill and starts over.
 
+// maxMalformed bounds stream.malformed (the events one answer sends).
+const maxMalformed = 10_000
+
 // chatMessage is one message of a chat or Messages request.
 type chatMessage struct {
 	Role    string          `json:"role"`

@@ -89,4 +89,9 @@ func TestMalformedEventComesBeforeItsChunkNotInsteadOfIt(t *testing.T) {
 	if bad != 1 || text != AnswerText(&r) {
 		t.Fatalf("bad events %d, text %q", bad, text)
 	}
+	run := Response{Fault: MalformedChunk, Stream: Stream{Chunks: 20, StallAfter: 10, Malformed: 4}}
+	_, ts2 := newTestServer(t, []Rule{{Respond: &run}})
+	if _, text, bad := postChat(t, ts2.URL, `[{"role":"user","content":"hi"}]`); bad != 4 || text != AnswerText(&run) {
+		t.Fatalf("stream.malformed 4: %d bad events, text %q", bad, text)
+	}
 }

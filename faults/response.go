@@ -91,6 +91,9 @@ type Stream struct {
 	StallFor time.Duration `json:"stallFor,omitempty"`
 	// BytesPerSecond is a slow stream's content throughput.
 	BytesPerSecond int `json:"bytesPerSecond,omitempty"`
+	// Malformed is how many events in a row malformed-chunk sends (0 = 1):
+	// one is skipped, a run past the gateway's bound ends the stream.
+	Malformed int `json:"malformed,omitempty"`
 	// Numbered gives every chunk its own text (ChunkTextAt), so a restarted
 	// answer can be told from a continued one.
 	Numbered bool `json:"numbered,omitempty"`
@@ -191,8 +194,10 @@ func (r *Response) Validate() error {
 		return fmt.Errorf("fault slow-stream needs stream.bytesPerSecond > 0")
 	case (r.Fault == Cut || r.Fault == MalformedChunk || r.Fault == Stall) && r.Stream.StallAfter > r.Chunks():
 		return fmt.Errorf("stream.stallAfter %d is past the last chunk (%d)", r.Stream.StallAfter, r.Chunks())
-	case r.Stream.Chunks < 0 || r.Stream.StallAfter < 0 || r.Stream.BytesPerSecond < 0:
+	case r.Stream.Chunks < 0 || r.Stream.StallAfter < 0 || r.Stream.BytesPerSecond < 0 || r.Stream.Malformed < 0:
 		return fmt.Errorf("stream counts must not be negative")
+	case r.Stream.Malformed > maxMalformed:
+		return fmt.Errorf("stream.malformed %d is above %d", r.Stream.Malformed, maxMalformed)
 	}
 	return nil
 }

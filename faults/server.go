@@ -469,7 +469,9 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire
 					return
 				}
 			case MalformedChunk:
-				io.WriteString(w, wf.malformed()) // before the chunk: every content chunk still comes
+				for range max(resp.Stream.Malformed, 1) {
+					io.WriteString(w, wf.malformed()) // before the chunk: every content chunk still comes
+				}
 				rc.Flush()
 			}
 		}

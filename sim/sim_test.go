@@ -128,6 +128,7 @@ func TestAttemptTimeline(t *testing.T) {
 		{"cut before content", faults.Response{Fault: faults.Cut}, 10, 10, model.OutcomeTransport, model.TransportEarlyEOF, -1, &tm},
 		// One malformed event is skipped (model.MalformedEvents): the stream completes.
 		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 70, model.OutcomeResponse, 0, 0, &tm},
+		{"a run of malformed events past the bound (3)", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2, Malformed: 4}}, 0, 20, model.OutcomeQuality, 0, 0, &tm},
 		{"malformed past the bound", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 20, model.OutcomeQuality, 0, 0, &tmStrict},
 		{"malformed after a long silence", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 15 * time.Second, StallAfter: 1}}, 0, 10000, model.OutcomeStall, 0, 0, &tm},
 		{"stall forever", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 10010, model.OutcomeStall, 0, 0, &tm},

@@ -155,7 +155,14 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 		// One event that is not JSON, before chunk k: skipped, unless the
 		// model's bound on malformed events says the stream is broken.
 		var m model.MalformedEvents
-		if !m.Bad(tm.set) {
+		ok := true
+		for range max(r.Stream.Malformed, 1) {
+			ok = m.Bad(tm.set)
+			if !ok {
+				break
+			}
+		}
+		if !ok {
 			tl.endMs, tl.kind = at(min(k, max(n-1, 0))), model.OutcomeQuality
 			return tl
 		}
