@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -97,4 +100,44 @@ func TestResumeBlockedByAToolCall(t *testing.T) {
 	if up.count("glm-k2") != 1 || strings.Contains(r.body, "stream_interrupted") || !strings.HasSuffix(strings.TrimSpace(r.body), "[DONE]") {
 		t.Fatalf("a cut after text only is resumed: k2 calls %d\n%s", up.count("glm-k2"), r.body)
 	}
+}
+
+// BenchmarkStreamResumable is BenchmarkGateway/sse for a provider that
+// can continue a prefill: every content event's text is kept for a
+// possible resume (streamEvent) — the cost resume adds to a healthy stream.
+func BenchmarkStreamResumable(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		sse(streamOpt{chunks: 10})(w, r, 1)
+	}))
+	defer up.Close()
+	y := strings.Replace(strings.ReplaceAll(twoConns, "{{UP}}", up.URL+"/v1"), "  - id: glm\n", "  - id: glm\n    continuation: assistant\n", 1)
+	cfg, _, err := ParseConfig("b.yaml", []byte(y), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	addr := serveLoopback(b, g)
+	defer g.srv.Close()
+	body := `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				b.Fatalf("status %d", res.StatusCode)
+			}
+		}
+	})
 }
