@@ -348,6 +348,11 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 			return fail(execResult{outcome: o}, string(model.CodeStreamUpstream), "the upstream sent an error event mid-stream")
 		}
 		if ev.Done {
+			if finish == "" && len(head) == 0 && !a.Continued {
+				// Ended at once, with no text and no finish: not a
+				// continuation; the next target is tried.
+				return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+			}
 			if !release() {
 				return gone
 			}
@@ -415,7 +420,7 @@ func chunkRewrite(data []byte, k *resumeShell, strip *int) ([]byte, []byte, bool
 				delete(delta, "role")
 				var s string
 				if json.Unmarshal(delta["content"], &s) == nil {
-					if *strip > 0 {
+					if *strip > 0 && s != "" {
 						t := strings.TrimLeftFunc(s, unicode.IsSpace)
 						cut := min(len(s)-len(t), *strip)
 						s = s[cut:]

@@ -243,3 +243,39 @@ func TestResumeE2EOffByTheRuntimeSetting(t *testing.T) {
 		t.Fatal("resumed with resume off")
 	}
 }
+
+// The native continuation: an anthropic-type fallback continues the
+// delivered text as a trailing assistant turn of the Messages API. Its
+// trailing space is left out of the prefill (Anthropic refuses it) and not
+// repeated from the continuation.
+func TestResumeE2EAnthropicContinuesNatively(t *testing.T) {
+	fs := faults.NewServer([]faults.Rule{
+		{Match: faults.Match{Provider: "oa"}, Respond: catAnswer(faults.Cut, 40, 0)},
+		{Match: faults.Match{Provider: "an"}, Respond: catAnswer(faults.None, 0, 0)},
+	}, faults.Options{Speed: resumeSpeed, MaxHold: 10 * time.Second})
+	ts := httptest.NewServer(fs)
+	t.Cleanup(ts.Close)
+	cfg := strings.ReplaceAll(`
+providers:
+  - id: oa
+    baseURL: {{F}}/oa/v1
+    continuation: assistant
+    models: [m]
+    connections: [{id: k1, apiKey: ok}]
+  - id: an
+    type: anthropic
+    baseURL: {{F}}/an/v1
+    models: [m]
+    connections: [{id: k1, apiKey: ak}]
+combos:
+  - {id: c, strategy: priority, targets: [oa/m, an/m]}
+resilience:
+  waitForCooldown: {enabled: false}
+  comboCooldownWait: {enabled: false}
+`, "{{F}}", ts.URL)
+	g := newGW(t, newFakeUp(t), cfg)
+	checkWhole(t, streamWithSDK(t, g))
+	if n := attemptsOf(fs, "an/ak"); n != 1 {
+		t.Fatalf("anthropic attempts %d: %v", n, fs.Stats().ByConnection)
+	}
+}
