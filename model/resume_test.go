@@ -3,6 +3,8 @@ package model
 import (
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 var cut = Outcome{Kind: OutcomeTransport, Transport: TransportEarlyEOF}
@@ -229,4 +231,79 @@ func TestMalformedEventsBound(t *testing.T) {
 	if d := DefaultSettings(); !one.Bad(&d) {
 		t.Fatal("one malformed event is fatal by default")
 	}
+}
+
+// The resume rules as properties, over random breaks, refusals, restarts
+// and continuations: a flow whose stream committed never answers anything
+// but the stream's end (served after a resume, its error event, or the
+// client's going away), never makes more attempts than the budget, never
+// sends a prefill to a provider that cannot continue, and never resumes a
+// stream more often than maxResumes.
+func TestResumePropertiesRapid(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		styles := []string{"", "assistant", "prefix", "native"}
+		pStyle := rapid.SampledFrom(styles).Draw(rt, "primary")
+		fStyle := rapid.SampledFrom(styles).Draw(rt, "fallback")
+		maxAttempts := rapid.IntRange(1, 8).Draw(rt, "maxAttempts")
+		maxResumes := rapid.IntRange(0, 3).Draw(rt, "maxResumes")
+		e := resumeCombo(t, pStyle, fStyle, func(s *Settings) {
+			s.RequestBudget.MaxAttempts = maxAttempts
+			s.StreamResume.MaxResumes = maxResumes
+		})
+		f := e.StartFlow(at(0), route(t, e, "c"), "", nil)
+		var sel Selection
+		now := at(0)
+		breaks, committed := 0, false
+		outcomes := []Outcome{cut, {Kind: OutcomeStall}, {Kind: OutcomeThroughput}, status(400), status(200),
+			{Kind: OutcomeQuality}, {Kind: OutcomeClientAbort}, status(503)}
+		for i := 0; i < 50; i++ {
+			st := f.Next(now, e, &sel)
+			if st.Kind == StepAnswer {
+				if committed && !(st.Result == ResultStreamError || st.Result == ResultFallback || st.Result == ResultServed || st.Status == 499) {
+					rt.Fatalf("a committed stream answered %+v", st)
+				}
+				if committed && st.Result == ResultStreamError && st.Status != 200 {
+					rt.Fatalf("stream error with status %d", st.Status)
+				}
+				if f.Attempts() > maxAttempts {
+					rt.Fatalf("%d attempts, budget %d", f.Attempts(), maxAttempts)
+				}
+				if f.Resumes() > maxResumes || f.Resumes() > breaks {
+					rt.Fatalf("%d resumes, %d breaks, max %d", f.Resumes(), breaks, maxResumes)
+				}
+				return
+			}
+			if st.Kind == StepWait {
+				now = now.Add(st.WaitMs)
+				continue
+			}
+			a := st.Attempt
+			if a.Resume && e.continuationOf(int(a.p)) == ContinueNone {
+				rt.Fatalf("a prefill sent to %s, which cannot continue", a.Provider)
+			}
+			if a.Resume && !committed {
+				rt.Fatal("a resume before anything was committed")
+			}
+			o := rapid.SampledFrom(outcomes).Draw(rt, "outcome")
+			c := committed || rapid.Bool().Draw(rt, "commits")
+			if a.Resume {
+				a.Continued = rapid.Bool().Draw(rt, "continued")
+			}
+			if c && Resumable(o) && (!a.Resume || a.Continued) {
+				breaks++
+			}
+			committed = c
+			now = now.Add(10)
+			if _, ans := f.Record(now, e, &a, o, c); ans != nil {
+				if committed && !(ans.Result == ResultStreamError || ans.Result == ResultFallback || ans.Result == ResultServed || ans.Status == 499) {
+					rt.Fatalf("a committed stream answered %+v", ans)
+				}
+				if f.Attempts() > maxAttempts {
+					rt.Fatalf("%d attempts, budget %d", f.Attempts(), maxAttempts)
+				}
+				return
+			}
+		}
+		rt.Fatal("the flow did not end")
+	})
 }
