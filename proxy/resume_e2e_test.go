@@ -159,6 +159,9 @@ func TestResumeE2ECutAfter40(t *testing.T) {
 	if r := admin(g, "GET", "/api/request-log?limit=10", ""); !strings.Contains(r.body, `"reason":"stream_resume"`) {
 		t.Fatalf("the resume is not in the request log: %s", r.body)
 	}
+	if r := admin(g, "GET", "/api/providers", ""); strings.Count(r.body, `"continuation":"assistant"`) != 2 {
+		t.Fatalf("the providers' continuation is not shown: %s", r.body)
+	}
 }
 
 // S09: 20 events, then 30 s of silence (6 s here), cut by the idle
