@@ -87,9 +87,10 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	rs.cr = conn
 	if a.Resume { // proxy/resume.go: the conversation plus the delivered text
 		restore, err := rs.usePrefill(a)
-		if err != nil {
+		if err != nil { // never sent: neutral for the connection, the flow passes it over
 			recorded = true
-			return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}, committed: true, status: http.StatusOK})
+			return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, committed: true, status: http.StatusOK,
+				local: &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model, Message: "the request cannot be prefilled: " + err.Error()}})
 		}
 		defer restore()
 	}
