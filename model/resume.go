@@ -143,6 +143,9 @@ func (e *Engine) continuationOf(p int) Continuation {
 // record): a break that may be resumed starts or continues the resume, a
 // resume attempt that failed before its continuation reached the client
 // passes its target over. ok false: the stream ends with its error event.
+// Out of line: record's frame is under every held stream of the gateway.
+//
+//go:noinline
 func (f *Flow) resumeRecord(e *Engine, a *Attempt, o Outcome) bool {
 	ref := ConnRef{a.Provider, a.Connection}
 	if a.Resume && !a.Continued {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,9 +36,12 @@ type resumeShell struct {
 	text    []byte // the content the client has, in order
 	id      string // the stream's chunk id as the client saw it first
 	usage   *tokenUsage
-	pending *streamErr // the error event held back while a resume may come
-	trimmed int        // trailing whitespace left out of a native prefill
-	resumed int        // resume attempts made
+	pending *streamErr   // the error event held back while a resume may come
+	trimmed int          // trailing whitespace left out of a native prefill
+	resumed int          // resume attempts made
+	req     *chatRequest // the current resume attempt's prefilled request
+	reqKey  prefillKey
+	err     error // why the last prefill could not be built
 }
 
 type streamErr struct{ code, msg string }
@@ -85,7 +87,12 @@ func newStreamMetrics(reg *prometheus.Registry) *streamMetrics {
 func (rs *reqState) resumeStart() {
 	if rs.req.Stream && rs.flow.CanResume(rs.g.eng) {
 		rs.rsm = &resumeShell{}
+		return
 	}
+	// Nothing is kept, so nothing could be prefilled: the flow never
+	// resumes this request (a runtime switch turned on mid-request
+	// applies from the next one).
+	rs.flow.ResumeBlocked = true
 }
 
 // streamEvent notes one well-formed event of the stream the client gets:
@@ -168,15 +175,61 @@ func (rs *reqState) flushStreamError(st *model.Step) {
 	}
 }
 
-// usePrefill swaps the request for the resume attempt's: the same
-// conversation plus the delivered text as a final assistant message, in
-// the continuation style of the attempt's provider. It returns the
-// restore function.
-func (rs *reqState) usePrefill(a *model.Attempt) (func(), error) {
+// reqFor is the request an attempt sends: for a resume attempt the
+// client's conversation plus the delivered text as a final assistant
+// message, in the continuation style of the attempt's provider (built once
+// per attempt); else the client's. If the prefill cannot be built, the
+// client's request comes back and prefillError refuses the attempt before
+// it is sent. Out of line: the attempt's frame is under every held stream.
+//
+//go:noinline
+func (rs *reqState) reqFor(a *model.Attempt) *chatRequest {
 	k := rs.rsm
-	if k == nil {
-		return nil, errors.New("no delivered text kept")
+	if !a.Resume || k == nil {
+		return &rs.req
 	}
+	key := prefillKey{n: len(k.text), c: a.Continuation, p: a.Provider, conn: a.Connection, attempt: rs.flow.Attempts()}
+	if k.req != nil && k.reqKey == key {
+		return k.req
+	}
+	k.reqKey = key
+	req, err := k.prefilled(rs.req.body, a)
+	if k.req, k.err = req, err; err != nil {
+		return &rs.req
+	}
+	k.resumed++
+	rs.g.log.Info("resuming a broken stream", "request_id", rs.logID, "provider", a.Provider, "connection", a.Connection,
+		"model", a.Model, "continuation", a.Continuation.String(), "delivered_bytes", len(k.text))
+	return req
+}
+
+// prefillError is why a resume attempt's request cannot be built (nil when
+// it can): the attempt is then refused before it is sent, neutral for the
+// connection, and the flow passes it over.
+func (rs *reqState) prefillError(a *model.Attempt) *model.Error {
+	msg := ""
+	switch {
+	case rs.rsm == nil:
+		msg = "no delivered text was kept"
+	case rs.reqFor(a) == &rs.req:
+		msg = fmt.Sprint(rs.rsm.err)
+	default:
+		return nil
+	}
+	return &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model,
+		Message: "the request cannot be prefilled: " + msg}
+}
+
+// prefillKey names the resume attempt a prefilled request was built for.
+type prefillKey struct {
+	n, attempt int
+	c          model.Continuation
+	p, conn    string
+}
+
+// prefilled is the client's request body with the delivered text as a
+// prefill in a's continuation style.
+func (k *resumeShell) prefilled(body []byte, a *model.Attempt) (*chatRequest, error) {
 	text := string(k.text)
 	k.trimmed = 0
 	if a.Continuation == model.ContinueNative {
@@ -186,20 +239,15 @@ func (rs *reqState) usePrefill(a *model.Attempt) (func(), error) {
 		t := strings.TrimRightFunc(text, unicode.IsSpace)
 		k.trimmed, text = len(text)-len(t), t
 	}
-	body, err := prefillBody(rs.req.body, text, a.Continuation)
+	pb, err := prefillBody(body, text, a.Continuation)
 	if err != nil {
 		return nil, err
 	}
-	req, err := parseChatRequest(body)
+	req, err := parseChatRequest(pb)
 	if err != nil {
 		return nil, err
 	}
-	orig := rs.req
-	rs.req = req
-	k.resumed++
-	rs.g.log.Info("resuming a broken stream", "request_id", rs.logID, "provider", a.Provider, "connection", a.Connection,
-		"model", a.Model, "continuation", a.Continuation.String(), "delivered_bytes", len(k.text))
-	return func() { rs.req = orig }, nil
+	return &req, nil
 }
 
 // prefillBody appends the assistant prefill to a chat request body. A
@@ -248,6 +296,8 @@ func prefillBody(body []byte, text string, c model.Continuation) ([]byte, error)
 
 // resumeResult settles a resume attempt: the client's stream stays
 // committed whatever it did, and the metrics count it.
+//
+//go:noinline
 func (rs *reqState) resumeResult(a *model.Attempt, out *execResult) {
 	out.committed, out.status = true, http.StatusOK
 	result := "failed"

@@ -85,18 +85,9 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	conn := prov.conns[a.Connection]
 	rs.cr = conn
-	if a.Resume { // proxy/resume.go: the conversation plus the delivered text
-		restore, err := rs.usePrefill(a)
-		if err != nil { // never sent: neutral for the connection, the flow passes it over
-			recorded = true
-			return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, committed: true, status: http.StatusOK,
-				local: &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model, Message: "the request cannot be prefilled: " + err.Error()}})
-		}
-		defer restore()
-	}
 	if prov.wire != nil {
 		var err error
-		if rs.wireURL, rs.wireBody, err = prov.wire.encode(&rs.req, a.Model); err != nil {
+		if rs.wireURL, rs.wireBody, err = prov.wire.encode(rs.reqFor(a), a.Model); err != nil {
 			recorded = true
 			return rs.unsupported(a, err)
 		}
@@ -229,6 +220,11 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 //
 //go:noinline
 func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *model.Error) {
+	if a.Resume {
+		if err := rs.prefillError(a); err != nil { // proxy/resume.go: never sent, neutral
+			return nil, 0, err
+		}
+	}
 	g := rs.g
 	ov := conn.cfg.RateLimitOverrides
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
@@ -344,7 +340,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 			prov.wire.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(actx, prov.chatReq, rs.req.bodyFor(cand.Model))
+		req = newPostRequest(actx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
 	}
 	if err != nil {
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
