@@ -82,6 +82,8 @@ var catalog = []Entry{
 	{"slow-stream", "content at 2 bytes per second", Response{Fault: SlowStream, Stream: Stream{BytesPerSecond: 2}}},
 	{"malformed-chunk", "the 3rd chunk is not valid JSON", Response{Fault: MalformedChunk, Stream: Stream{StallAfter: 2}}},
 	{"no-done", "the stream completes but never sends data: [DONE]", Response{Fault: NoDone}},
+	{"prefill-refusal", "400 to a request whose last message is an assistant message (a prefill); others are answered", Response{Fault: PrefillRefusal}},
+	{"prefill-restart", "a prefill is ignored: the answer starts over instead of continuing", Response{Fault: PrefillRestart}},
 }
 
 // Catalog returns every named behaviour, in a stable order.

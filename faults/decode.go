@@ -22,7 +22,7 @@ var (
 	ruleKeys     = []string{"match", "from", "until", "respond", "sequence", "flap", "probability"}
 	matchKeys    = []string{"provider", "connection", "model"}
 	responseKeys = []string{"use", "status", "headers", "body", "latency", "jitter", "fault", "stream"}
-	streamKeys   = []string{"chunks", "interval", "stallAfter", "stallFor", "bytesPerSecond"}
+	streamKeys   = []string{"chunks", "interval", "stallAfter", "stallFor", "bytesPerSecond", "numbered", "malformed"}
 	flapKeys     = []string{"down", "up"}
 )
 
@@ -209,6 +209,10 @@ func DecodeResponse(d *yamlnode.Decoder, n *yaml.Node, field string) Response {
 					r.Stream.StallFor = d.Duration(v, sf)
 				case "bytesPerSecond":
 					r.Stream.BytesPerSecond = d.NonNegInt(v, sf)
+				case "numbered":
+					r.Stream.Numbered = d.Bool(v, sf)
+				case "malformed":
+					r.Stream.Malformed = d.NonNegInt(v, sf)
 				}
 			})
 		}

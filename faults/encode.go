@@ -38,6 +38,8 @@ type StreamJSON struct {
 	StallAfter     int    `json:"stallAfter,omitempty"`
 	StallFor       string `json:"stallFor,omitempty"`
 	BytesPerSecond int    `json:"bytesPerSecond,omitempty"`
+	Numbered       bool   `json:"numbered,omitempty"`
+	Malformed      int    `json:"malformed,omitempty"`
 }
 
 func dur(d time.Duration) string {
@@ -77,7 +79,8 @@ func encodeResponse(r *Response) ResponseJSON {
 		Jitter: dur(r.Jitter), Fault: r.Fault.String()}
 	if r.Stream != (Stream{}) {
 		j.Stream = &StreamJSON{Chunks: r.Stream.Chunks, Interval: dur(r.Stream.Interval),
-			StallAfter: r.Stream.StallAfter, StallFor: dur(r.Stream.StallFor), BytesPerSecond: r.Stream.BytesPerSecond}
+			StallAfter: r.Stream.StallAfter, StallFor: dur(r.Stream.StallFor), BytesPerSecond: r.Stream.BytesPerSecond,
+			Numbered: r.Stream.Numbered, Malformed: r.Stream.Malformed}
 	}
 	return j
 }

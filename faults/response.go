@@ -26,14 +26,22 @@ const (
 	// Cut: the connection closes after Stream.StallAfter chunks, without
 	// [DONE] (mid-answer).
 	Cut
-	// MalformedChunk: chunk number Stream.StallAfter+1 is not valid JSON.
+	// MalformedChunk: an event whose data is not valid JSON comes before
+	// content chunk number Stream.StallAfter+1 (a stream still sends every
+	// content chunk; a JSON answer is cut in half).
 	MalformedChunk
 	// NoDone: the stream completes (finish_reason and usage sent) but ends
 	// without the `data: [DONE]` line.
 	NoDone
+	// PrefillRefusal: a request whose last message is an assistant message
+	// (a prefill) gets 400; others an ordinary answer (faults/prefill.go).
+	PrefillRefusal
+	// PrefillRestart: a prefill is ignored, the answer starts over.
+	PrefillRestart
 )
 
-var faultNames = []string{"", "reset", "timeout", "stall", "slow-stream", "cut", "malformed-chunk", "no-done"}
+var faultNames = []string{"", "reset", "timeout", "stall", "slow-stream", "cut", "malformed-chunk", "no-done",
+	"prefill-refusal", "prefill-restart"}
 
 // FaultNames lists the fault names of the scenario format.
 func FaultNames() []string { return slices.Clone(faultNames[1:]) }
@@ -83,6 +91,12 @@ type Stream struct {
 	StallFor time.Duration `json:"stallFor,omitempty"`
 	// BytesPerSecond is a slow stream's content throughput.
 	BytesPerSecond int `json:"bytesPerSecond,omitempty"`
+	// Malformed is how many events in a row malformed-chunk sends (0 = 1):
+	// one is skipped, a run past the gateway's bound ends the stream.
+	Malformed int `json:"malformed,omitempty"`
+	// Numbered gives every chunk its own text (ChunkTextAt), so a restarted
+	// answer can be told from a continued one.
+	Numbered bool `json:"numbered,omitempty"`
 }
 
 // DefaultChunks is the number of content chunks of an answer.
@@ -180,8 +194,10 @@ func (r *Response) Validate() error {
 		return fmt.Errorf("fault slow-stream needs stream.bytesPerSecond > 0")
 	case (r.Fault == Cut || r.Fault == MalformedChunk || r.Fault == Stall) && r.Stream.StallAfter > r.Chunks():
 		return fmt.Errorf("stream.stallAfter %d is past the last chunk (%d)", r.Stream.StallAfter, r.Chunks())
-	case r.Stream.Chunks < 0 || r.Stream.StallAfter < 0 || r.Stream.BytesPerSecond < 0:
+	case r.Stream.Chunks < 0 || r.Stream.StallAfter < 0 || r.Stream.BytesPerSecond < 0 || r.Stream.Malformed < 0:
 		return fmt.Errorf("stream counts must not be negative")
+	case r.Stream.Malformed > maxMalformed:
+		return fmt.Errorf("stream.malformed %d is above %d", r.Stream.Malformed, maxMalformed)
 	}
 	return nil
 }

@@ -209,8 +209,9 @@ func connectionOf(r *http.Request) string {
 }
 
 type chatRequest struct {
-	Model  string `json:"model"`
-	Stream bool   `json:"stream"`
+	Model    string        `json:"model"`
+	Stream   bool          `json:"stream"`
+	Messages []chatMessage `json:"messages"`
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -223,17 +224,21 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"error":{"message":"invalid request: body must be a JSON chat completion request","type":"invalid_request_error","code":"invalid_request"}}`, nil)
 		return
 	}
-	s.attempt(w, r, openaiWire{}, req.Model, req.Stream)
+	s.attempt(w, r, openaiWire{}, req.Model, req.Stream, prefillOf(req.Messages))
 }
 
-// attempt picks and serves one chat attempt in a wire format.
-func (s *Server) attempt(w http.ResponseWriter, r *http.Request, wf wire, model string, stream bool) {
+// attempt picks and serves one chat attempt in a wire format; pre is the
+// request's trailing assistant message, if any (faults/prefill.go).
+func (s *Server) attempt(w http.ResponseWriter, r *http.Request, wf wire, model string, stream bool, pre prefill) {
 	provider := r.PathValue("provider")
 	conn := connectionOf(r)
 	resp := s.pick(provider, conn, model)
 	s.opts.Logger.Debug("fault upstream attempt", "provider", provider, "connection", conn, "model", model,
 		"status", resp.StatusOrOK(), "fault", resp.Fault.String(), "use", resp.Use)
-	s.serve(w, r, wf, &resp, model, stream)
+	if refused := applyPrefill(w, wf, &resp, &pre); refused {
+		return
+	}
+	s.serve(w, r, wf, &resp, model, stream, pre)
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -363,7 +368,7 @@ func writeError(w http.ResponseWriter, status int, body string, resp *Response) 
 }
 
 // serve writes one chat completion attempt's answer.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Response, model string, stream bool) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Response, model string, stream bool, pre prefill) {
 	ctx := r.Context()
 	switch resp.Fault {
 	case Reset:
@@ -378,7 +383,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 	}
 	if stream && resp.OK() {
 		// Streams: headers at once, the first content byte after latency.
-		s.serveStream(w, ctx, wf, resp, model)
+		s.serveStream(w, ctx, wf, resp, model, pre)
 		return
 	}
 	if !s.sleep(ctx, s.scale(resp.Latency)) {
@@ -441,7 +446,7 @@ func chunkJSON(model, content string, first bool) string {
 	return fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":null}]}`, model, delta)
 }
 
-func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model string) {
+func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model string, pre prefill) {
 	rc := http.NewResponseController(w)
 	writeHeaders(w, resp)
 	h := w.Header()
@@ -454,7 +459,8 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire
 	}
 	io.WriteString(w, wf.streamStart(model))
 	interval := s.scale(resp.ChunkInterval())
-	n := resp.Chunks()
+	texts := answerChunks(resp, len(pre.text)) // a prefill is continued, not repeated
+	n := len(texts)
 	for i := 0; i < n; i++ {
 		if i > 0 && !s.sleep(ctx, interval) {
 			return
@@ -472,12 +478,13 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire
 					return
 				}
 			case MalformedChunk:
-				io.WriteString(w, wf.malformed())
+				for range max(resp.Stream.Malformed, 1) {
+					io.WriteString(w, wf.malformed()) // before the chunk: every content chunk still comes
+				}
 				rc.Flush()
-				continue
 			}
 		}
-		io.WriteString(w, wf.chunk(model, ChunkText, i == 0))
+		io.WriteString(w, wf.chunk(model, texts[i], i == 0))
 		if err := rc.Flush(); err != nil {
 			return
 		}

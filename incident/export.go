@@ -484,9 +484,11 @@ func (x *exporter) item(r *store.LogRecord) *yaml.Node {
 		m.addLatency(head)
 		m.addNode("stream", flowMap("bytesPerSecond", 1))
 	case et == "quality":
+		// The gateway skips a malformed stream event and fails only a run
+		// of them past its bound: the replay sends more than any bound.
 		m.add("fault", "malformed-chunk")
 		m.addLatency(head)
-		m.addNode("stream", flowMap("stallAfter", chunksBefore))
+		m.addNode("stream", flowMap("stallAfter", chunksBefore, "malformed", 1001))
 	default:
 		x.note("attempts ending %q (status 0) are replayed as connection resets", et)
 		m.add("fault", "reset")

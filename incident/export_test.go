@@ -37,7 +37,7 @@ func TestExportItemPerLoggedOutcome(t *testing.T) {
 		{store.LogRecord{ErrorType: "early_eof", LatencyMs: 700, FirstByteMs: 30}, faults.Response{Fault: faults.Cut, Latency: 30 * time.Millisecond}},
 		{store.LogRecord{ErrorType: "stall", LatencyMs: 90000, FirstByteMs: 200}, faults.Response{Fault: faults.Stall, Latency: 200 * time.Millisecond}},
 		{store.LogRecord{ErrorType: "throughput", LatencyMs: 30000, FirstByteMs: 50}, faults.Response{Fault: faults.SlowStream, Latency: 50 * time.Millisecond, Stream: faults.Stream{BytesPerSecond: 1}}},
-		{store.LogRecord{ErrorType: "quality", LatencyMs: 80, FirstByteMs: 10}, faults.Response{Fault: faults.MalformedChunk, Latency: 10 * time.Millisecond}},
+		{store.LogRecord{ErrorType: "quality", LatencyMs: 80, FirstByteMs: 10}, faults.Response{Fault: faults.MalformedChunk, Latency: 10 * time.Millisecond, Stream: faults.Stream{Malformed: 1001}}},
 		{store.LogRecord{ErrorType: "client_abort", LatencyMs: 5000}, faults.Response{Fault: faults.Timeout}},
 		{store.LogRecord{ErrorType: "some_future_kind", LatencyMs: 7}, faults.Response{Fault: faults.Reset, Latency: 7 * time.Millisecond}},
 	}

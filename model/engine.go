@@ -226,9 +226,18 @@ type Attempt struct {
 	// SlowLane: the connection's spend-wall lane is active; the shell adds
 	// the lane request header (docs/spendwall.md).
 	SlowLane bool `json:"slowLane,omitempty"`
-	p, c     int32
-	done     bool
-	detached bool // a spend-wall held copy: its in-flight count was already released
+	// Resume: the attempt continues a broken stream (model/resume.go): the
+	// shell sends the conversation plus the delivered text as a prefilled
+	// assistant turn in the provider's Continuation style, and streams only
+	// the continuation into the client's stream.
+	Resume       bool         `json:"resume,omitempty"`
+	Continuation Continuation `json:"continuation,omitempty"`
+	// Continued (set by the shell on a resume attempt): the continuation's
+	// content reached the client.
+	Continued bool `json:"continued,omitempty"`
+	p, c      int32
+	done      bool
+	detached  bool // a spend-wall held copy: its in-flight count was already released
 }
 
 // Dispatch marks the instant the attempt really left for the upstream, after

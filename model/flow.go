@@ -49,6 +49,11 @@ type Flow struct {
 	answer          Step
 	answered        bool
 	sw              spendFlow // spend-wall lane / limit reset (docs/spendwall.md)
+	// ResumeBlocked (set by the shell): a broken stream of this request
+	// cannot be resumed (a tool call reached the client, or the request's
+	// format has no prefill); model/resume.go.
+	ResumeBlocked bool
+	rs            resumeFlow
 }
 
 // StepKind says what the shell must do next.
@@ -137,6 +142,9 @@ func (f *Flow) Waits() int { return f.waits }
 func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 	if f.answered {
 		return f.answer
+	}
+	if f.rs.active {
+		return f.resumeNext(now, e, sel)
 	}
 	if f.sw.pending != spendNone {
 		if st, ok := f.spendNext(now, e); ok {
@@ -288,10 +296,12 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 	v := e.Record(now, a, o)
 	f.last, f.hasLast = v, true
 	f.local = nil
+	committed = committed || a.Resume // a resume attempt writes into the client's open stream
 	ref := ConnRef{a.Provider, a.Connection}
 	f.lastConn = ref
 	switch {
 	case v.Next == NextDone:
+		f.resumeDone()
 		res := ResultServed
 		if f.attempts > 1 || f.waits > 0 {
 			res = ResultFallback
@@ -312,6 +322,8 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 	case o.Kind == OutcomeClientAbort:
 		f.finish(Step{Kind: StepAnswer, Status: 499, Result: ResultUpstream})
 		return v, &f.answer
+	case committed && f.resumeRecord(e, a, o):
+		return v, nil // model/resume.go: Next continues the stream elsewhere
 	case committed:
 		code, msg := StreamErrorCode(o)
 		f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError, Err: &Error{Code: code, Message: msg}})

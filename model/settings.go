@@ -19,6 +19,7 @@ type Settings struct {
 	QuotaShareConcurrencyLimit Switch                     `json:"quotaShareConcurrencyLimit"`
 	StreamStallCooldown        Switch                     `json:"streamStallCooldown"`
 	StreamRecovery             StreamRecoverySettings     `json:"streamRecovery"`
+	StreamResume               StreamResumeSettings       `json:"streamResume"`
 	UpstreamTimeouts           UpstreamTimeouts           `json:"upstreamTimeouts"`
 	RequestBudget              RequestBudget              `json:"requestBudget"`
 	SessionAffinityTTLMs       Millis                     `json:"sessionAffinityTtlMs"`
@@ -200,6 +201,9 @@ type PriorityWaitSettings struct {
 // StreamRecoverySettings hold the stream watchdogs' options.
 type StreamRecoverySettings struct {
 	ThroughputWatchdog ThroughputWatchdog `json:"throughputWatchdog"`
+	// MalformedEvents bounds the stream events whose data is not JSON:
+	// each is skipped, and only a run of them ends the stream.
+	MalformedEvents MalformedEventBound `json:"malformedEvents"`
 }
 
 // ThroughputWatchdog is the opt-in slow-stream detector (docs/streams.md).
@@ -303,7 +307,8 @@ func DefaultSettings() Settings {
 		QuotaShareConcurrencyLimit: Switch{Enabled: true},
 		StreamRecovery: StreamRecoverySettings{ThroughputWatchdog: ThroughputWatchdog{
 			WarmupMs: 30 * second, WindowMs: 30 * second, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1,
-		}},
+		}, MalformedEvents: MalformedEventBound{MaxConsecutive: 3, MaxTotal: 10}},
+		StreamResume: StreamResumeSettings{Enabled: true, MaxResumes: 2},
 		UpstreamTimeouts: UpstreamTimeouts{ConnectMs: 10 * second, ResponseHeaderMs: 120 * second,
 			FirstContentMs: 120 * second, StreamIdleMs: 120 * second, AttemptMs: 600 * second},
 		RequestBudget: RequestBudget{MaxAttempts: 6, DeadlineMs: 600 * second},

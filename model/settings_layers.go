@@ -755,7 +755,9 @@ func buildSettingsSchema() *settingsNode {
 		f("quotaShareConcurrencyLimit", obj(enabled)),
 		f("streamStallCooldown", obj(enabled)),
 		f("streamRecovery", obj(f("throughputWatchdog", obj(enabled, f("warmupMs", ms), f("windowMs", ms),
-			f("minUsefulBytesPerSecond", integer), f("minUsefulBytes", integer))))),
+			f("minUsefulBytesPerSecond", integer), f("minUsefulBytes", integer))),
+			f("malformedEvents", obj(f("maxConsecutive", integer), f("maxTotal", integer))))),
+		f("streamResume", obj(enabled, f("maxResumes", integer))),
 		f("upstreamTimeouts", obj(f("connectMs", timer), f("responseHeaderMs", timer), f("firstContentMs", timer),
 			f("streamIdleMs", timer), f("attemptMs", timer))),
 		f("requestBudget", obj(f("maxAttempts", integer), f("deadlineMs", timer))),
@@ -1061,6 +1063,7 @@ func EnvVars() []EnvVar {
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS", "streamRecovery.throughputWatchdog.windowMs", "throughput watchdog sliding window")
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND", "streamRecovery.throughputWatchdog.minUsefulBytesPerSecond", "minimum useful output rate")
 	add("BREAKWATER_STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES", "streamRecovery.throughputWatchdog.minUsefulBytes", "minimum measurable bytes in the window")
+	add("BREAKWATER_STREAM_RESUME_ENABLED", "streamResume.enabled", "resumes a broken stream on a target that can continue it")
 	add("BREAKWATER_STREAM_STALL_COOLDOWN_ENABLED", "streamStallCooldown.enabled", "a stream stall also cools the connection")
 	add("BREAKWATER_MODEL_LOCKOUT_ENABLED", "modelLockout.enabled", "turns on the generic model lockout path (docs/lockouts.md)")
 	add("BREAKWATER_MODEL_LOCKOUT_BASE_COOLDOWN_MS", "modelLockout.baseCooldownMs", "first lockout duration")

@@ -349,6 +349,7 @@ func Normalize(s Settings) (Settings, error) {
 	tw.WindowMs = clampSettingMs(tw.WindowMs, 1000, ms10Min)
 	tw.MinUsefulBytesPerSecond = clampSettingInt(tw.MinUsefulBytesPerSecond, 1, 1_000_000)
 	tw.MinUsefulBytes = clampSettingInt(tw.MinUsefulBytes, 1, 1_000_000)
+	normStreamResume(&out.StreamRecovery.MalformedEvents, &out.StreamResume)
 
 	ut := &out.UpstreamTimeouts
 	for _, t := range []*Millis{&ut.ConnectMs, &ut.ResponseHeaderMs, &ut.FirstContentMs, &ut.StreamIdleMs, &ut.AttemptMs} {

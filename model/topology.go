@@ -56,6 +56,9 @@ type ProviderConfig struct {
 	// provider's models, optional: a request too long for one model goes to
 	// a target whose known window is larger first.
 	ContextWindows map[string]int `json:"contextWindows,omitempty"`
+	// Continuation says how the provider continues a prefilled assistant
+	// turn (stream resume): "" = its type's default (ContinuationOf).
+	Continuation string `json:"continuation,omitempty"`
 	// DailyResetUTC is "HH:MM", when this provider's daily quota resets.
 	DailyResetUTC string `json:"dailyResetUtc,omitempty"`
 	// QuotaFamilies name groups of models that share one quota: a family
@@ -149,6 +152,9 @@ func (t *Topology) validate() error {
 		}
 		if seen[p.ID] {
 			return &TopologyError{f + ".id", fmt.Sprintf("duplicate provider id %q", p.ID)}
+		}
+		if _, err := ParseContinuation(p.Continuation); err != nil {
+			return &TopologyError{f + ".continuation", err.Error()}
 		}
 		seen[p.ID] = true
 		if p.Profile > ProfileLocal {

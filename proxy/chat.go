@@ -75,6 +75,9 @@ type reqState struct {
 	trace            *reqTrace // its trace when tracing is on and it is sampled (tracing.go)
 	traceOff         bool      // not sampled
 	opsSeries        *opsSeries
+	// Stream resume and malformed events (proxy/resume.go).
+	rsm       *resumeShell
+	malformed model.MalformedEvents
 
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
@@ -335,6 +338,7 @@ func (rs *reqState) nextStep() {
 //go:noinline
 func (rs *reqState) startFlow(route model.Route, allowed []model.ConnRef) {
 	rs.flow = rs.g.eng.StartFlow(rs.g.modelNow(), route, rs.session, allowed)
+	rs.resumeStart() // proxy/resume.go
 }
 
 // answer writes the flow's final answer (a served request was already
@@ -342,6 +346,9 @@ func (rs *reqState) startFlow(route model.Route, allowed []model.ConnRef) {
 func (rs *reqState) answer(st *model.Step) int {
 	if c := st.LastConnection; c.Provider != "" {
 		rs.provider, rs.conn = c.Provider, c.Connection
+	}
+	if st.Result == model.ResultStreamError {
+		rs.flushStreamError(st) // an error event held back while a resume could come
 	}
 	switch st.Result {
 	case model.ResultServed, model.ResultFallback, model.ResultStreamError:
@@ -531,6 +538,9 @@ func (rs *reqState) explain(st *model.Step) {
 	switch st.Kind {
 	case model.StepAttempt:
 		attrs = append(attrs, slog.String("try", st.Attempt.Provider+"/"+st.Attempt.Connection))
+		if st.Attempt.Resume {
+			attrs = append(attrs, slog.String("resume", st.Attempt.Continuation.String()))
+		}
 	case model.StepWait:
 		attrs = append(attrs, slog.Int64("wait_ms", st.WaitMs))
 	case model.StepAnswer:

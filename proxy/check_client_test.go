@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -74,40 +77,53 @@ func TestCheckClientBodyKeysAreExact(t *testing.T) {
 	}
 }
 
-// SPEC §6 / §11.3 "content ... after commit: SSE error event" and the
-// simulator's malformed-chunk (sim/timeline.go: the broken chunk is the
-// output validation case, OutcomeQuality): a stream event whose data is not
-// JSON is never passed on. Before commit the attempt fails and the next
-// connection serves; after commit the stream ends with an explicit error
-// event and no [DONE], never garbage followed by a clean finish.
+// The malformed-event rule (model.MalformedEvents): a stream event whose
+// data is not JSON is never passed on; one is skipped and counted and the
+// client gets the whole answer from the same attempt (the fault catalogue's
+// S10); only a run of them past the bound ends the stream — before commit
+// the next connection serves, after commit an explicit error event and no
+// [DONE], never garbage followed by a clean finish.
 func TestCheckClientMalformedStreamChunk(t *testing.T) {
 	up := newFakeUp(t)
 	g := newGW(t, up, twoConns)
 
-	// Before commit: the broken event is the first; k2 serves.
-	up.set("glm-k1", sse(streamOpt{chunks: 2, brokenAt: 1}))
-	up.set("glm-k2", sse(streamOpt{chunks: 2}))
+	// One bad event before any content: skipped, k1 serves.
+	up.set("glm-k1", sse(streamOpt{chunks: 3, brokenAt: 1}))
 	r := g.stream("glm/glm-5")
 	ev := sseEvents(r.body)
-	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k2" || r.h.Get("X-Breakwater-Attempts") != "2" {
-		t.Fatalf("pre-commit malformed chunk: %d conn %q attempts %q\n%s", r.code, r.h.Get("X-Breakwater-Connection"), r.h.Get("X-Breakwater-Attempts"), r.body)
+	if r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k1" || r.h.Get("X-Breakwater-Attempts") != "1" {
+		t.Fatalf("one malformed event: %d conn %q attempts %q\n%s", r.code, r.h.Get("X-Breakwater-Connection"), r.h.Get("X-Breakwater-Attempts"), r.body)
 	}
-	if strings.Contains(r.body, `"lor`+"\n") || len(ev) == 0 || ev[len(ev)-1] != "[DONE]" {
-		t.Fatalf("pre-commit malformed chunk reached the client or the stream is not whole:\n%s", r.body)
+	if strings.Contains(r.body, `"lor`+"\n") || len(ev) == 0 || ev[len(ev)-1] != "[DONE]" || !strings.Contains(r.body, "tok2") {
+		t.Fatalf("the malformed event reached the client or the stream is not whole:\n%s", r.body)
+	}
+	if !strings.Contains(g.do("GET", "/metrics", "").body, `breakwater_stream_malformed_events_total{connection="k1",provider="glm"} 1`) {
+		t.Fatal("the skipped event is not counted")
 	}
 
-	// After commit: two good chunks went out, then the broken one.
-	up.set("oa-o1", sse(streamOpt{chunks: 4, brokenAt: 3, noRole: true}))
+	// After commit: two good chunks, then more bad events in a row than
+	// the bound (3) allows.
+	up.set("oa-o1", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		for i := range 2 {
+			fmt.Fprintf(w, "data: {\"id\":\"s\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d \"}}]}\n\n", i)
+		}
+		for range 4 {
+			io.WriteString(w, "data: {\"id\":\"s\",\"choices\":[{\"delta\":{\"content\":\"lor\n\n")
+		}
+		io.WriteString(w, "data: {\"id\":\"s\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
 	r = g.stream("oa/gpt-5")
 	ev = sseEvents(r.body)
 	if r.code != 200 || len(ev) != 3 {
-		t.Fatalf("post-commit malformed chunk: %d, want 2 chunks and an error event:\n%s", r.code, r.body)
+		t.Fatalf("post-commit malformed run: %d, want 2 chunks and an error event:\n%s", r.code, r.body)
 	}
 	if !strings.Contains(ev[0], "tok0") || !strings.Contains(ev[1], "tok1") {
 		t.Fatalf("the good chunks were not passed on:\n%s", r.body)
 	}
 	if !isErrorEventT([]byte(ev[2])) || !strings.Contains(ev[2], "malformed") {
-		t.Fatalf("last event %s: want an error event naming the malformed event", ev[2])
+		t.Fatalf("last event %s: want an error event naming the malformed events", ev[2])
 	}
 	if strings.Contains(r.body, "[DONE]") || strings.Contains(r.body, `"lor`) {
 		t.Fatalf("a broken stream ended cleanly or passed the garbage on:\n%s", r.body)

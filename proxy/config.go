@@ -116,6 +116,9 @@ type ProviderConfig struct {
 	DailyResetUTC  string              `yaml:"dailyResetUtc"`
 	QuotaFamilies  map[string][]string `yaml:"quotaFamilies"`
 	Connections    []ConnectionConfig  `yaml:"connections"`
+	// Continuation: how the provider continues a prefilled assistant turn
+	// when a broken stream is resumed ("" = the type's default).
+	Continuation string `yaml:"continuation"`
 }
 
 // ConnectionConfig is one account or key of a provider.
@@ -1062,7 +1065,7 @@ func (c *Config) Topology() (model.Topology, error) {
 		strat, _ := model.ParseStrategy(orDefault(p.Strategy, "fill-first"))
 		pc := model.ProviderConfig{ID: p.ID, Type: p.Type, Profile: prof, Models: p.Models, Strategy: strat,
 			PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC, QuotaFamilies: p.QuotaFamilies,
-			ContextWindows: p.ContextWindows}
+			ContextWindows: p.ContextWindows, Continuation: p.Continuation}
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
 				MaxConcurrent:       cn.MaxConcurrent, // SPEC §4: a full connection goes after free siblings

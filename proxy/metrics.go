@@ -26,6 +26,7 @@ type metrics struct {
 	http      *prometheus.CounterVec   // every HTTP answer of the gateway by surface and code
 	httpOK    prometheus.Counter       // http{surface="client",code="200"}, looked up once
 	inflight  prometheus.Gauge
+	stream    *streamMetrics // stream resume and malformed events (proxy/resume.go)
 }
 
 func newMetrics(g *Gateway) *metrics {
@@ -57,6 +58,7 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Client requests being served."}),
 	}
 	m.httpOK = m.http.WithLabelValues("client", "200")
+	m.stream = newStreamMetrics(reg)
 	reg.MustRegister(m.requests, m.upstream, m.latency, m.attempts, m.queueWait, m.queueRej, m.waits, m.http, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{g: g})

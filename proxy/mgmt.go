@@ -812,11 +812,15 @@ type providerOut struct {
 	Models        []string        `json:"models"`
 	MaxConcurrent int             `json:"maxConcurrent"`
 	Connections   []connectionOut `json:"connections"`
+	// Continuation is the effective stream-resume capability: the
+	// config's, else the type's default (docs/resume.md).
+	Continuation string `json:"continuation"`
 }
 
 func (g *Gateway) providerView(p *provRuntime, changed map[string]bool) providerOut {
 	out := providerOut{ID: p.cfg.ID, Type: p.cfg.Type, Profile: p.cfg.Profile, BaseURL: redactURL(p.cfg.BaseURL), Models: p.cfg.Models,
-		MaxConcurrent: p.cfg.MaxConcurrent, Connections: []connectionOut{}}
+		MaxConcurrent: p.cfg.MaxConcurrent, Connections: []connectionOut{},
+		Continuation: model.ContinuationOf(p.cfg.Type, p.cfg.Continuation).String()}
 	if out.Models == nil {
 		out.Models = []string{}
 	}

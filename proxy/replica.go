@@ -100,6 +100,7 @@ func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time
 	if rs.lastV.Reason != model.ReasonNone {
 		rec.Reason = rs.lastV.Reason.String()
 	}
+	rec.Reason = logResume(a, rec.Reason) // proxy/resume.go
 	if out.local != nil {
 		// A cut of the gateway's own (the execution bound, the request
 		// deadline, the shutdown) is named by its code: recorded as a

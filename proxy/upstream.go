@@ -87,7 +87,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	rs.cr = conn
 	if prov.wire != nil {
 		var err error
-		if rs.wireURL, rs.wireBody, err = prov.wire.encode(&rs.req, a.Model); err != nil {
+		if rs.wireURL, rs.wireBody, err = prov.wire.encode(rs.reqFor(a), a.Model); err != nil {
 			recorded = true
 			return rs.unsupported(a, err)
 		}
@@ -133,6 +133,9 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	out.dispatched = true
 	recorded = true
+	if a.Resume {
+		rs.resumeResult(a, &out) // proxy/resume.go
+	}
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
 	}
@@ -214,6 +217,11 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 //
 //go:noinline
 func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *model.Error) {
+	if a.Resume {
+		if err := rs.prefillError(a); err != nil { // proxy/resume.go: never sent, neutral
+			return nil, 0, err
+		}
+	}
 	g := rs.g
 	ov := conn.cfg.RateLimitOverrides
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
@@ -335,7 +343,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 			prov.wire.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(actx, prov.chatReq, rs.req.bodyFor(cand.Model))
+		req = newPostRequest(actx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
 	}
 	if err != nil {
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
@@ -389,6 +397,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
+		if cand.Resume {
+			return rs.pipeContinuation(actx, cancel, resp, cand) // proxy/resume.go
+		}
 		return rs.pipeStream(actx, cancel, resp, conn.cfg.APIKey)
 	}
 	return rs.deliverJSON(actx, clock, resp)
@@ -698,6 +709,10 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		if !committed {
 			return res
 		}
+		res.committed, res.status = true, http.StatusOK
+		if rs.holdStreamError(code, msg) {
+			return res // proxy/resume.go: the flow may continue the stream elsewhere
+		}
 		// After commit: never replay, never a truncated success.
 		writeSSEError(w, code, msg)
 		if flusher != nil {
@@ -736,14 +751,18 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		// reason and an in-stream error all come from the model's reading.
 		ev := model.ParseStreamEvent(data)
 		if ev.Malformed {
-			// Never passed on as a chunk: the model's output validation
-			// case (the synthetic 502, as in deliverJSON and the
-			// simulator's malformed-chunk): retried elsewhere before
-			// commit, the stream's error event after, never [DONE].
+			// Never passed on as a chunk; skipped and counted while the
+			// model's bound allows (proxy/resume.go skipMalformed), else
+			// the output validation case (the synthetic 502): retried
+			// elsewhere before commit, the stream's error event after.
+			if rs.skipMalformed(data) {
+				continue
+			}
 			q := model.Outcome{Kind: model.OutcomeQuality}
 			code, _ := model.StreamErrorCode(q)
-			return fail(execResult{outcome: q}, string(code), "the upstream sent a malformed stream event (its data is not JSON)")
+			return fail(execResult{outcome: q}, string(code), "the upstream sent malformed stream events (their data is not JSON)")
 		}
+		rs.streamEvent(&ev, data) // proxy/resume.go
 		sw.observe(ev)
 		rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
 		if ev.FinishReason != "" {

@@ -89,7 +89,7 @@ func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string, lk *leaseKeys
 	for _, p := range sc.Topology.Providers {
 		pc := proxy.ProviderConfig{ID: p.ID, Type: p.Type, Profile: p.Profile.String(), Models: p.Models,
 			Strategy: p.Strategy.String(), PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC,
-			QuotaFamilies: p.QuotaFamilies, MaxConcurrent: p.MaxConcurrent, ContextWindows: p.ContextWindows,
+			QuotaFamilies: p.QuotaFamilies, MaxConcurrent: p.MaxConcurrent, ContextWindows: p.ContextWindows, Continuation: p.Continuation,
 			BaseURL: "http://" + upstreamAddr + "/" + p.ID + "/v1"}
 		for _, c := range p.Connections {
 			cc := proxy.ConnectionConfig{ID: c.ID, APIKey: connKeyPrefix + c.ID, Priority: c.Priority,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/breakwater-gw/breakwater/faults"
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy"
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
@@ -699,7 +700,12 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	streamErr := ""
 	var readErr error
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		streamErr, readErr = readSSE(resp.Body)
+		var resumedBy string
+		var resumedAttempts int
+		streamErr, resumedBy, resumedAttempts, readErr = readSSE(resp.Body)
+		if resumedBy != "" { // a resumed stream names who continued it (proxy.ResumeComment)
+			ob.ServedBy, ob.Attempts = resumedBy, resumedAttempts
+		}
 	} else {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		readErr = err
@@ -725,13 +731,21 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 }
 
 // readSSE reads a stream to its end; it returns the code of an error event
-// (the gateway's answer when a committed stream breaks).
-func readSSE(body io.Reader) (string, error) {
+// (the gateway's answer when a committed stream breaks) and, for a resumed
+// stream, who continued it last and the attempts made by then.
+func readSSE(body io.Reader) (string, string, int, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	code := ""
+	code, resumedBy, attempts := "", "", 0
 	for sc.Scan() {
 		line := sc.Bytes()
+		if c, ok := bytes.CutPrefix(line, []byte(": "+proxy.ResumeComment+" ")); ok {
+			var p, conn string
+			if _, err := fmt.Sscanf(string(c), "provider=%s connection=%s attempts=%d", &p, &conn, &attempts); err == nil {
+				resumedBy = p + "/" + conn
+			}
+			continue
+		}
 		data, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
 			continue
@@ -745,7 +759,7 @@ func readSSE(body io.Reader) (string, error) {
 			}
 		}
 	}
-	return code, sc.Err()
+	return code, resumedBy, attempts, sc.Err()
 }
 
 // errorCode reads the code of an OpenAI-shaped error body.

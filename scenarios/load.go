@@ -201,7 +201,7 @@ func (l *loader) settingsErr(n *yaml.Node, err error, prefix string) {
 
 var (
 	providerKeys = []string{"id", "type", "profile", "models", "strategy", "connections", "perModelQuota",
-		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent", "contextWindows"}
+		"dailyResetUtc", "quotaFamilies", "baseURL", "maxConcurrent", "contextWindows", "continuation"}
 	connectionKeys = []string{"id", "priority", "weight", "disableCooling", "apiKey", "maxConcurrent",
 		"rateLimitOverrides", "rateLimitProtection", "spendWall", "egressIp"}
 	comboKeys  = []string{"id", "strategy", "targets", "mode"}
@@ -274,6 +274,11 @@ func (l *loader) providers(n *yaml.Node) {
 				p.PerModelQuota = &b
 			case "dailyResetUtc":
 				p.DailyResetUTC = l.d.String(v, ff)
+			case "continuation": // how the provider continues a prefill (stream resume)
+				p.Continuation = l.d.String(v, ff)
+				if _, err := model.ParseContinuation(p.Continuation); err != nil {
+					l.d.Errf(v, ff, "%v", err)
+				}
 			case "quotaFamilies":
 				p.QuotaFamilies = map[string][]string{}
 				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {

@@ -164,7 +164,10 @@ func (s *sim) checkBegin(pre *preBegin, a *model.Attempt) {
 	switch {
 	case pre.conn.status.Terminal():
 		s.violate("terminal connection never selected", "%s is %s", pre.ref, pre.conn.status)
-	case pre.conn.until > s.now:
+	case pre.conn.until > s.now && !a.Resume:
+		// A resume may go back to the connection whose stream just broke,
+		// cooling from that break (model/resume.go resumeNext); nothing
+		// else cooling is ever selected.
 		s.violate("cooling connection never selected", "%s cools for %d ms more", pre.ref, pre.conn.until.Sub(s.now))
 	}
 	switch pre.prov.state {

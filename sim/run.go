@@ -123,6 +123,8 @@ type request struct {
 	hasLast  bool
 	wakeGen  uint32
 	free     bool
+	// delivered: content chunks the client has (a resume's prefill).
+	delivered int64
 }
 
 // abort says why an attempt was cut short by the gateway or the client.
@@ -533,6 +535,10 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	if resp.Jitter > 0 {
 		lat += s.latency.Int64N(resp.Jitter.Milliseconds() + 1)
 	}
+	var rsm resumed
+	if a.Resume {
+		resp, rsm = resumeResponse(resp, r.delivered) // sim/resume.go
+	}
 	tl := attemptTimeline(resp, lat, &s.tm, r.stream)
 	end := tl.endMs
 	x.out = model.Outcome{Kind: tl.kind, Transport: tl.transport}
@@ -567,6 +573,9 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		tl.success = false
 	}
 	x.committed = r.stream && !tl.success && tl.firstByte >= 0 && s.now.Add(tl.firstByte) <= endAt
+	if a.Resume || x.committed {
+		endAt = s.resumeEnd(r, x, &tl, &rsm, endAt) // sim/resume.go
+	}
 
 	s.tr.rec()
 	s.tr.int("att", x.seq)
@@ -578,6 +587,9 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		s.tr.bool("probe", true)
 	}
 	s.tr.int("req", int64(r.id))
+	if a.Resume {
+		s.tr.bool("resume", true) // continues the broken stream (sim/resume.go)
+	}
 	if rule >= 0 {
 		s.tr.int("rule", int64(rule))
 	}

@@ -102,6 +102,9 @@ func TestAttemptTimeline(t *testing.T) {
 	tp := s
 	tp.StreamRecovery.ThroughputWatchdog = model.ThroughputWatchdog{Enabled: true, WarmupMs: 1000, WindowMs: 1000, MinUsefulBytesPerSecond: 4, MinUsefulBytes: 1}
 	tmTP := timersOf(&tp)
+	strict := s
+	strict.StreamRecovery.MalformedEvents = model.MalformedEventBound{}
+	tmStrict := timersOf(&strict)
 	ms := time.Millisecond
 	type tlCase struct {
 		name  string
@@ -122,7 +125,10 @@ func TestAttemptTimeline(t *testing.T) {
 		{"slow first token", faults.Response{}, 6000, 5000, model.OutcomeStall, 0, -1, &tm},
 		{"cut", faults.Response{Fault: faults.Cut, Stream: faults.Stream{Chunks: 8, Interval: 100 * ms, StallAfter: 3}}, 0, 200, model.OutcomeTransport, model.TransportEarlyEOF, 0, &tm},
 		{"cut before content", faults.Response{Fault: faults.Cut}, 10, 10, model.OutcomeTransport, model.TransportEarlyEOF, -1, &tm},
-		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 20, model.OutcomeQuality, 0, 0, &tm},
+		// One malformed event is skipped (model.MalformedEvents): the stream completes.
+		{"malformed", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 70, model.OutcomeResponse, 0, 0, &tm},
+		{"a run of malformed events past the bound (3)", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2, Malformed: 4}}, 0, 20, model.OutcomeQuality, 0, 0, &tm},
+		{"malformed past the bound", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 20, model.OutcomeQuality, 0, 0, &tmStrict},
 		{"malformed after a long silence", faults.Response{Fault: faults.MalformedChunk, Stream: faults.Stream{Interval: 15 * time.Second, StallAfter: 1}}, 0, 10000, model.OutcomeStall, 0, 0, &tm},
 		{"stall forever", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Interval: 10 * ms, StallAfter: 2}}, 0, 10010, model.OutcomeStall, 0, 0, &tm},
 		{"short stall resumes", faults.Response{Fault: faults.Stall, Stream: faults.Stream{Chunks: 4, Interval: 10 * ms, StallAfter: 2, StallFor: time.Second}}, 0, 1030, model.OutcomeResponse, 0, 0, &tm},

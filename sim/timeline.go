@@ -14,6 +14,7 @@ type timeline struct {
 	transport model.Transport
 	firstByte int64 // when the first content byte reached the gateway; -1 = never
 	success   bool
+	chunks    int64 // content chunks that reached the gateway (a resume's prefill)
 }
 
 // timers are the shell's per-attempt timers (docs/settings.md#defaults), taken once per
@@ -100,7 +101,7 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 	}
 	last := n // chunks the upstream sends before ending or breaking
 	switch r.Fault {
-	case faults.Cut, faults.MalformedChunk:
+	case faults.Cut:
 		last = min(k, n)
 	}
 	w := model.NewWatchdog(tm.set, 0)
@@ -144,9 +145,10 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 		if tl.firstByte < 0 {
 			tl.firstByte = t
 		}
-		if j < last || r.Fault == faults.MalformedChunk {
+		if j < last {
 			w.Observe(model.Time(t), model.StreamEvent{UsefulBytes: int(j-i) * faults.ChunkBytes})
 		}
+		tl.chunks = j
 		i = j
 	}
 	end := at(max(last-1, 0))
@@ -158,15 +160,20 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 		tl.endMs, tl.kind, tl.transport = end, model.OutcomeTransport, model.TransportEarlyEOF
 		return tl
 	case faults.MalformedChunk:
-		// The broken chunk arrives after the good ones: output validation
-		// rejects it (the gateway's synthetic 502).
-		bad := at(k)
-		if end, kind, abort := tick(bad); abort {
-			tl.endMs, tl.kind = end, kind
+		// One event that is not JSON, before chunk k: skipped, unless the
+		// model's bound on malformed events says the stream is broken.
+		var m model.MalformedEvents
+		ok := true
+		for range max(r.Stream.Malformed, 1) {
+			ok = m.Bad(tm.set)
+			if !ok {
+				break
+			}
+		}
+		if !ok {
+			tl.endMs, tl.kind = at(min(k, max(n-1, 0))), model.OutcomeQuality
 			return tl
 		}
-		tl.endMs, tl.kind = bad, model.OutcomeQuality
-		return tl
 	}
 	tl.endMs, tl.kind, tl.success = end, model.OutcomeResponse, true
 	return tl
