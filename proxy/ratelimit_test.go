@@ -302,10 +302,19 @@ providers:
 `)
 	var wg sync.WaitGroup
 	codes := make([]int, 3)
+	// A runs, B queues, C finds the queue full: each is sent once the
+	// one before holds its place (no sleeps: a busy machine may take
+	// longer than any fixed gap to get a request that far).
+	ready := []func() bool{
+		func() bool { return up.total() == 1 },
+		func() bool { return queuedOn(g, "p", "c") == 1 },
+	}
 	for i := range codes {
 		wg.Add(1)
 		go func() { defer wg.Done(); codes[i] = g.chat("p/m").code }()
-		time.Sleep(40 * time.Millisecond) // A runs, B queues, C finds the queue full
+		if i < len(ready) {
+			eventually(t, "request to hold its place", ready[i])
+		}
 	}
 	wg.Wait()
 	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 {
@@ -354,15 +363,17 @@ providers:
 				t.Errorf("%d %s", r.code, r.body)
 			}
 		}()
-		time.Sleep(10 * time.Millisecond)
 	}
 	wg.Wait()
 	at := up.arrivals()
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
 	for i := 1; i < len(at); i++ {
-		// 280: the fake upstream stamps arrivals after the gateway's clock
-		// read, so a few ms of slop either way.
-		if gap := at[i].Sub(at[i-1]); gap < 280*time.Millisecond {
+		// The gateway spaces its dispatches minTimeMs apart on its own
+		// clock; the fake upstream stamps each arrival when its handler
+		// runs, which a busy machine may delay for one call and not the
+		// next. 250 ms still fails the bug this pins: two calls let out
+		// together arrive a few ms apart.
+		if gap := at[i].Sub(at[i-1]); gap < 250*time.Millisecond {
 			t.Fatalf("dispatches %d and %d only %v apart (minTimeMs 300): %v", i-1, i, gap, at)
 		}
 	}
@@ -400,4 +411,15 @@ providers:
 	if conns[0] != "k1/1" || conns[1] != "k2/1" {
 		t.Fatalf("one request per key, first attempt each: %v", conns)
 	}
+}
+
+// queuedOn reads how many requests wait in a connection's admission queue.
+func queuedOn(g *gw, provider, connection string) int {
+	n := 0
+	g.g.gate.snapshot(func(p, c string, _, queued int) {
+		if p == provider && c == connection {
+			n = queued
+		}
+	})
+	return n
 }
