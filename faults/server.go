@@ -110,6 +110,8 @@ func NewServer(rules []Rule, opts Options) *Server {
 	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("POST /{provider}/v1/messages", s.messages)
+	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	mux.HandleFunc("POST /{provider}/v1/embeddings", s.embeddings)
 	mux.HandleFunc("POST /v1/models/{action}", s.generate)
 	mux.HandleFunc("POST /{provider}/v1/models/{action}", s.generate)
 	mux.HandleFunc("GET /v1/models", s.models)

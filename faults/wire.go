@@ -98,6 +98,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 // or …:streamGenerateContent (streamed as SSE whatever alt says).
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
+	if m, ok := strings.CutSuffix(action, ":batchEmbedContents"); ok {
+		s.batchEmbed(w, r, m) // faults/embed.go
+		return
+	}
 	i := strings.LastIndexByte(action, ':')
 	var stream bool
 	if i > 0 {

@@ -66,6 +66,9 @@ type reqState struct {
 	// the request is passed over without queueing for it.
 	wireURL  string
 	wireBody []byte
+	// wireOver replaces the providers' chat adapters for a non-chat
+	// surface (embeddings: proxy/surface_embed.go); nil for chat.
+	wireOver func(*provRuntime) wireAdapter
 
 	// hv backs the values of the response headers this request sets
 	// (X-Request-Id, X-Breakwater-*, Content-Length): slices of it go into
@@ -151,6 +154,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 		return nil
 	}
 	rs.key = key
+	rs.wireOver = surfaceWire(r)
 	limit := g.cfg.Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes

@@ -28,6 +28,7 @@ import (
 func (g *Gateway) surfaceRoutes(r *mux.Router) {
 	r.HandleFunc("/v1/messages", g.handleMessages).Methods(http.MethodPost)
 	r.HandleFunc("/v1/messages/count_tokens", g.handleCountTokens).Methods(http.MethodPost)
+	r.HandleFunc(embeddingsPath, g.handleEmbeddings).Methods(http.MethodPost)
 }
 
 // surfaceConv is one client format's side of a surfaceWriter.
