@@ -68,6 +68,10 @@ type ServerConfig struct {
 	// and a kept-alive connection for the client's next request, before
 	// parking (proxy/busypoll.go); default 300, 0 turns it off.
 	BusyPollUs *int `yaml:"busyPollUs"`
+	// ResponsesRetentionMs is how long a stored Responses-API response is
+	// kept for previous_response_id and GET /v1/responses/{id} (default
+	// 1 h; proxy/surface_responses.go).
+	ResponsesRetentionMs Millis `yaml:"responsesRetentionMs"`
 }
 
 // DemoConfig is the `demo:` section.

@@ -29,6 +29,8 @@ func (g *Gateway) surfaceRoutes(r *mux.Router) {
 	r.HandleFunc("/v1/messages", g.handleMessages).Methods(http.MethodPost)
 	r.HandleFunc("/v1/messages/count_tokens", g.handleCountTokens).Methods(http.MethodPost)
 	r.HandleFunc(embeddingsPath, g.handleEmbeddings).Methods(http.MethodPost)
+	r.HandleFunc("/v1/responses", g.handleResponses).Methods(http.MethodPost)
+	r.HandleFunc("/v1/responses/{id}", g.handleGetResponse).Methods(http.MethodGet)
 }
 
 // surfaceConv is one client format's side of a surfaceWriter.
@@ -145,19 +147,23 @@ func (s *surfaceWriter) finish() {
 // x-api-key, and the body. ok is false when the answer was written
 // (refuse writes it in the client's format).
 func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, bool) {
+	body, _, ok := g.surfaceBodyKey(w, r, refuse)
+	return body, ok
+}
+
+// surfaceBodyKey is surfaceBody with the client key's id ("" when the
+// gateway has no client keys).
+func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, string, bool) {
 	id, _ := newRequestID(r)
 	r.Header.Set("X-Request-Id", id) // handleChat echoes the same id
 	h := w.Header()
 	h.Set("X-Request-Id", id)
-	if headerValue(r.Header, "Authorization") == "" {
-		if k := r.Header.Get("X-Api-Key"); k != "" {
-			r.Header.Set("Authorization", "Bearer "+k)
-		}
-	}
-	if _, ok := g.authClient(r); !ok {
+	bearerFromAPIKey(r)
+	key, ok := g.authClient(r)
+	if !ok {
 		h.Set("X-Breakwater-Attempts", "0")
 		refuse(http.StatusUnauthorized, "missing or invalid API key (x-api-key: <key> or Authorization: Bearer <key>)")
-		return nil, false
+		return nil, "", false
 	}
 	limit := g.cfg.Server.MaxBodyBytes
 	if limit <= 0 {
@@ -171,9 +177,19 @@ func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse fun
 			status = be.status
 		}
 		refuse(status, err.Error())
-		return nil, false
+		return nil, "", false
 	}
-	return body, true
+	return body, keyID(key), true
+}
+
+// bearerFromAPIKey takes the client key from x-api-key (Anthropic's
+// header) when the request has no Authorization.
+func bearerFromAPIKey(r *http.Request) {
+	if headerValue(r.Header, "Authorization") == "" {
+		if k := r.Header.Get("X-Api-Key"); k != "" {
+			r.Header.Set("Authorization", "Bearer "+k)
+		}
+	}
 }
 
 // runAsChat runs a translated request through the chat pipeline and
