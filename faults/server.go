@@ -31,6 +31,10 @@ import (
 //	POST /P/v1/messages                                (Anthropic Messages)
 //	POST /P/v1/models/{model}:generateContent          (Gemini)
 //	POST /P/v1/models/{model}:streamGenerateContent    (Gemini, SSE)
+//	POST /P/v1/responses                               (OpenAI Responses, JSON or SSE)
+//	POST /P/v1/embeddings                              (OpenAI embeddings, faults/embed.go)
+//	POST /P/v1/models/{model}:batchEmbedContents       (Gemini embeddings)
+//	POST /P/v1/messages/count_tokens                   (Anthropic token count)
 //
 // so a gateway provider is pointed at it with baseURL http://ADDR/P/v1. The
 // connection is the API key: `Authorization: Bearer <connection>` (or the
@@ -110,6 +114,10 @@ func NewServer(rules []Rule, opts Options) *Server {
 	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("POST /{provider}/v1/messages", s.messages)
+	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /{provider}/v1/responses", s.responses)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+	mux.HandleFunc("POST /{provider}/v1/messages/count_tokens", s.countTokens)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	mux.HandleFunc("POST /{provider}/v1/embeddings", s.embeddings)
 	mux.HandleFunc("POST /v1/models/{action}", s.generate)

@@ -72,6 +72,10 @@ type ServerConfig struct {
 	// kept for previous_response_id and GET /v1/responses/{id} (default
 	// 1 h; proxy/surface_responses.go).
 	ResponsesRetentionMs Millis `yaml:"responsesRetentionMs"`
+	// PassHeaders lists the client request headers passed on to upstreams
+	// (default anthropic-beta, anthropic-version, openai-beta; [] for
+	// none). Credential headers are refused (proxy/surface_config.go).
+	PassHeaders []string `yaml:"passHeaders"`
 }
 
 // DemoConfig is the `demo:` section.
@@ -746,6 +750,7 @@ func (c *Config) validate() []error {
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
 	}
+	errs = append(errs, c.validateSurfaces()...)
 	if v := c.Server.BusyPollUs; v != nil && (*v < 0 || *v > maxBusyPollUs) {
 		add(c.errAt("server.busyPollUs", "want microseconds between 0 (off) and %d, got %d", maxBusyPollUs, *v))
 	}

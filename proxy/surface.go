@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -263,20 +264,37 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 	g.runAsChat(w, r, t.Chat, conv)
 }
 
-// handleCountTokens serves POST /v1/messages/count_tokens with the
-// gateway's estimate (wire.EstimateTokens): no upstream is called.
+// handleCountTokens serves POST /v1/messages/count_tokens: an
+// anthropic-type target's own count (surface_count.go), else the
+// gateway's estimate (wire.EstimateTokens), told apart by
+// X-Breakwater-Token-Count (upstream or estimate).
 func (g *Gateway) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	refuse := msgRefuse(w)
 	body, ok := g.surfaceBody(w, r, refuse)
 	if !ok {
 		return
 	}
-	w.Header().Set("X-Breakwater-Attempts", "0")
+	h := w.Header()
+	h.Set("X-Breakwater-Attempts", "0")
 	n, err := wire.EstimateTokens(body)
 	if err != nil {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	w.Header().Set("X-Breakwater-Token-Count", "estimate")
+	var m struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &m)
+	if b, prov, ok := g.countUpstream(r.Context(), r, body, m.Model); ok {
+		h.Set("X-Breakwater-Attempts", "1")
+		h.Set("X-Breakwater-Provider", prov)
+		h.Set("X-Breakwater-Token-Count", "upstream")
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(b)
+		return
+	}
+	h.Set("X-Breakwater-Token-Count", "estimate")
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
 }

@@ -161,6 +161,7 @@ func TestMessagesSDKStreamCut(t *testing.T) {
 type toolUpstream struct {
 	mu     sync.Mutex
 	bodies []map[string]any
+	hdr    http.Header
 }
 
 func (u *toolUpstream) last() map[string]any {
@@ -175,6 +176,7 @@ func (u *toolUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(b, &m)
 	u.mu.Lock()
 	u.bodies = append(u.bodies, m)
+	u.hdr = r.Header.Clone()
 	u.mu.Unlock()
 	if m["stream"] == true {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -295,20 +297,56 @@ func TestMessagesErrors(t *testing.T) {
 	}
 }
 
-// count_tokens answers the gateway's documented estimate.
+// count_tokens asks an anthropic-type target; any other route gets the
+// gateway's estimate, told apart by X-Breakwater-Token-Count.
 func TestMessagesCountTokens(t *testing.T) {
-	g, _ := newMsgGW(t)
+	g, fs := newMsgGW(t)
 	c := anthropicClient(g, "team-key")
-	n, err := c.Messages.CountTokens(context.Background(), anthropic.MessageCountTokensParams{
-		Model:    anthropic.Model("an/claude"),
-		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(strings.Repeat("word ", 100)))}})
+	params := func(model string) anthropic.MessageCountTokensParams {
+		return anthropic.MessageCountTokensParams{Model: anthropic.Model(model),
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(strings.Repeat("word ", 100)))}}
+	}
+	var hr *http.Response
+	n, err := c.Messages.CountTokens(context.Background(), params("claude-chain"), anthropicopt.WithResponseInto(&hr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.InputTokens < 100 || n.InputTokens > 200 {
-		t.Fatalf("estimate of 500 bytes: %d", n.InputTokens)
+	if hr.Header.Get("X-Breakwater-Token-Count") != "upstream" || hr.Header.Get("X-Breakwater-Provider") != "an" || n.InputTokens < 100 {
+		t.Fatalf("the anthropic target counts: %d %v", n.InputTokens, hr.Header)
+	}
+	if fs.Stats().ByConnection["an/ak1"]["200"] != 1 {
+		t.Fatalf("upstream count_tokens calls: %v", fs.Stats().ByConnection)
+	}
+	n, err = c.Messages.CountTokens(context.Background(), params("oa/gpt"), anthropicopt.WithResponseInto(&hr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Header.Get("X-Breakwater-Token-Count") != "estimate" || n.InputTokens < 100 || n.InputTokens > 200 {
+		t.Fatalf("estimate of 500 bytes: %d %v", n.InputTokens, hr.Header)
 	}
 	if r := g.do("POST", "/v1/messages/count_tokens", `{"model":"m"}`, "x-api-key", "team-key"); r.code != 400 || !strings.Contains(r.body, "messages") {
 		t.Fatalf("no messages: %d %s", r.code, r.body)
+	}
+}
+
+// Allow-listed client headers (anthropic-beta, anthropic-version,
+// openai-beta by default) reach the upstream; credentials never do.
+func TestMessagesPassesAllowListedHeaders(t *testing.T) {
+	g, up := newToolGW(t)
+	r := g.do("POST", "/v1/messages", `{"model":"p/m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+		"x-api-key", "client-secret", "anthropic-beta", "tools-2024", "anthropic-version", "2023-06-01", "X-Other", "no")
+	if r.code != 200 {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	up.mu.Lock()
+	h := up.hdr
+	up.mu.Unlock()
+	if h.Get("Anthropic-Beta") != "tools-2024" || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("X-Other") != "" ||
+		h.Get("X-Api-Key") != "" || h.Get("Authorization") != "Bearer a" {
+		t.Fatalf("upstream headers: %v", h)
+	}
+	_, _, err := ParseConfig("x.yaml", []byte("server: {passHeaders: [anthropic-beta, x-api-key]}\nproviders: [{id: p, baseURL: http://x/v1, models: [m], connections: [{id: a}]}]\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "X-Api-Key carries a credential") {
+		t.Fatalf("a credential header in passHeaders: %v", err)
 	}
 }

@@ -351,6 +351,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	}
 	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // SPEC §2b: the model put this attempt on the lane
+	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
 
 	t0 := time.Now()
 	resp, err := rs.g.up.Do(req)
