@@ -103,6 +103,18 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 	if string(data) == "[DONE]" {
 		return s.End(dst)
 	}
+	if text, ok := textDelta(data); ok && s.started {
+		if len(text) == 0 {
+			return dst
+		}
+		dst = s.openBlock(dst, 't')
+		dst = sseEvent(dst, "content_block_delta")
+		dst = append(dst, `{"type":"content_block_delta","index":`...)
+		dst = strconv.AppendInt(dst, int64(s.next-1), 10)
+		dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
+		dst = appendRawString(dst, text)
+		return append(dst, "}}\n\n"...)
+	}
 	c := &s.chunk
 	*c = ChatChunk{}
 	if json.Unmarshal(data, c) != nil {

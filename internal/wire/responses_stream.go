@@ -158,6 +158,21 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 	if string(data) == "[DONE]" {
 		return s.End(dst)
 	}
+	if text, ok := textDelta(data); ok && s.started {
+		if len(text) == 0 {
+			return dst
+		}
+		if s.open < 0 || s.items[s.open].call {
+			dst = s.openItem(dst, respStreamItem{})
+		}
+		it := &s.items[s.open]
+		it.text = append(it.text, text...) // plain text: its raw bytes are the text
+		dst = s.ev(dst, "response.output_text.delta")
+		dst = s.itemRef(dst, s.open)
+		dst = append(dst, `,"content_index":0,"delta":`...)
+		dst = appendRawString(dst, text)
+		return append(dst, "}\n\n"...)
+	}
 	c := &s.chunk
 	*c = ChatChunk{}
 	if json.Unmarshal(data, c) != nil {
