@@ -228,7 +228,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"error":{"message":"invalid request: body must be a JSON chat completion request","type":"invalid_request_error","code":"invalid_request"}}`, nil)
 		return
 	}
-	s.attempt(w, r, openaiWire{}, req.Model, req.Stream)
+	s.attempt(w, withShape(r, body), openaiWire{}, req.Model, req.Stream)
 }
 
 // attempt picks and serves one chat attempt in a wire format.
@@ -375,6 +375,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 	case Timeout:
 		s.hold(ctx, 0)
 		resetConn(w)
+		return
+	}
+	wf, tool := shaped(r, wf, resp) // faults/shape.go: max_tokens, tools, JSON format
+	if tool != "" {
+		s.serveTool(w, ctx, wf, resp, model, tool, stream)
 		return
 	}
 	if stream && resp.OK() {

@@ -91,7 +91,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"invalid request: body must be a JSON Messages request with a model"}}`, nil)
 		return
 	}
-	s.attempt(w, r, anthropicWire{}, req.Model, req.Stream)
+	s.attempt(w, withShape(r, body), anthropicWire{}, req.Model, req.Stream)
 }
 
 // generate answers a Gemini attempt: POST …/v1/models/{model}:generateContent
@@ -124,7 +124,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"error":{"code":400,"message":"invalid request: want POST models/{model}:generateContent with a JSON body","status":"INVALID_ARGUMENT"}}`, nil)
 		return
 	}
-	s.attempt(w, r, geminiWire{}, action[:i], stream)
+	s.attempt(w, withShape(r, b), geminiWire{}, action[:i], stream)
 }
 
 // modelsWire is the format of a models request, told by its auth header.

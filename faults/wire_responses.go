@@ -24,11 +24,7 @@ func newResponsesWire(model string) *responsesWire {
 }
 
 func (w *responsesWire) completion(model string, chunks int) string {
-	o, err := bw.ChatToRespOutput([]byte(completionJSON(model, chunks)))
-	if err != nil {
-		return "{}"
-	}
-	return string(bw.ResponseObject(&w.st.Meta, o, bw.OutputItems(nil, w.st.Meta.ID, o, "completed"), "", "", ""))
+	return w.completionFrom(completionJSON(model, chunks))
 }
 
 func (w *responsesWire) streamStart(model string) string {
@@ -66,7 +62,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, string(b), nil)
 		return
 	}
-	s.attempt(w, r, newResponsesWire(t.Req.Model), t.Req.Model, t.Stream)
+	s.attempt(w, withShape(r, body), newResponsesWire(t.Req.Model), t.Req.Model, t.Stream)
 }
 
 // countTokens answers POST …/v1/messages/count_tokens: a quarter of the
@@ -91,4 +87,20 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"input_tokens":%d}`, len(strings.TrimSpace(string(req.Messages)))/4)
+}
+
+// completionFrom renders a chat completion as a Responses object.
+func (w *responsesWire) completionFrom(chat string) string {
+	o, err := bw.ChatToRespOutput([]byte(chat))
+	if err != nil {
+		return "{}"
+	}
+	return string(bw.ResponseObject(&w.st.Meta, o, bw.OutputItems(nil, w.st.Meta.ID, o, "completed"), "", "", ""))
+}
+
+// streamFrom renders a tool-call stream as Responses events.
+func (w *responsesWire) streamFrom(model, tool, args string) string {
+	out := w.st.Event(nil, []byte(fmt.Sprintf(`{"id":"chatcmpl-fault","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_fault","function":{"name":%q,"arguments":%q}}]}}]}`, tool, args)))
+	out = w.st.Event(out, []byte(`{"id":"chatcmpl-fault","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":8,"completion_tokens":4,"total_tokens":12}}`))
+	return string(w.st.End(out))
 }

@@ -51,7 +51,7 @@ func TestWireAnthropic(t *testing.T) {
 		{Match: Match{Connection: "bad"}, Respond: &Response{Status: 529, Headers: map[string]string{"retry-after": "9"}}},
 		{Match: Match{Connection: "cut"}, Respond: &Response{Fault: NoDone}},
 	})
-	resp, body := post(t, ts.URL+"/an/v1/messages", `{"model":"claude","max_tokens":10,"messages":[]}`, "x-api-key", "k1")
+	resp, body := post(t, ts.URL+"/an/v1/messages", `{"model":"claude","max_tokens":1000,"messages":[]}`, "x-api-key", "k1")
 	var m struct {
 		StopReason string `json:"stop_reason"`
 		Content    []struct{ Type, Text string }

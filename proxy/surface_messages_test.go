@@ -13,6 +13,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/breakwater-gw/breakwater/faults"
 )
@@ -348,5 +349,51 @@ func TestMessagesPassesAllowListedHeaders(t *testing.T) {
 	_, _, err := ParseConfig("x.yaml", []byte("server: {passHeaders: [anthropic-beta, x-api-key]}\nproviders: [{id: p, baseURL: http://x/v1, models: [m], connections: [{id: a}]}]\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "X-Api-Key carries a credential") {
 		t.Fatalf("a credential header in passHeaders: %v", err)
+	}
+}
+
+// The fault upstream honours the request (faults/shape.go), through every
+// translation: max_tokens cuts the answer with the length reason, tools
+// get a tool call, a JSON response format a JSON document.
+func TestMessagesFaultUpstreamHonoursTheRequest(t *testing.T) {
+	g, _ := newMsgGW(t)
+	c := anthropicClient(g, "team-key")
+	ctx := context.Background()
+	for _, model := range []string{"an/claude", "oa/gpt"} {
+		p := msgParams(model)
+		p.MaxTokens = 8
+		m, err := c.Messages.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.StopReason != anthropic.StopReasonMaxTokens || textOfMessage(m) != strings.Repeat(faults.ChunkText, 2) {
+			t.Fatalf("%s max_tokens 8: %q %q", model, m.StopReason, textOfMessage(m))
+		}
+		p = msgParams(model)
+		p.Tools = weatherTool()
+		st := c.Messages.NewStreaming(ctx, p)
+		var acc anthropic.Message
+		for st.Next() {
+			if err := acc.Accumulate(st.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if acc.StopReason != anthropic.StopReasonToolUse || len(acc.Content) != 1 || acc.Content[0].Name != "get_weather" || string(acc.Content[0].Input) != "{}" {
+			t.Fatalf("%s tools: %+v", model, acc)
+		}
+	}
+	oc := responsesClient(g, "team-key")
+	p := respParams("claude-back", "json please")
+	p.Text.Format.OfJSONObject = &responses.ResponseFormatJSONObjectParam{}
+	r, err := oc.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Text string }
+	if err := json.Unmarshal([]byte(r.OutputText()), &doc); err != nil || doc.Text != wantText {
+		t.Fatalf("json format: %v %q", err, r.OutputText())
 	}
 }
