@@ -205,8 +205,12 @@ func (g *Gateway) runAsChat(w http.ResponseWriter, r *http.Request, chat []byte,
 
 // logDropped notes, at debug level, request fields the translation could
 // not carry to a chat request.
-func (g *Gateway) logDropped(r *http.Request, surface string, dropped []string) {
-	if len(dropped) > 0 && g.log.Enabled(r.Context(), slog.LevelDebug) {
+func (g *Gateway) logDropped(r *http.Request, surface string, dropped []string, body []byte, unknown func([]byte) []string) {
+	if !g.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	dropped = append(dropped, unknown(body)...)
+	if len(dropped) > 0 {
 		g.log.Debug("request fields dropped by the translation", "surface", surface, "fields", strings.Join(dropped, ","))
 	}
 }
@@ -258,7 +262,7 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	g.logDropped(r, "messages", t.Dropped)
+	g.logDropped(r, "messages", t.Dropped, body, wire.UnknownMessagesFields)
 	conv := &msgConv{model: t.Model}
 	conv.st.Model = t.Model
 	g.runAsChat(w, r, t.Chat, conv)

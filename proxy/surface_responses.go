@@ -26,6 +26,9 @@ import (
 const (
 	defaultResponsesRetention = time.Hour
 	maxStoredResponses        = 4096
+	// maxStoredResponseBytes bounds what the stored responses hold in all
+	// (conversations included): the oldest go first.
+	maxStoredResponseBytes = 256 << 20
 )
 
 // surfaceState is what the surfaces keep between requests. Its zero value
@@ -34,6 +37,7 @@ type surfaceState struct {
 	mu    sync.Mutex
 	resps map[string]*respRecord
 	order []string // ids in insertion order (eviction)
+	bytes int      // the records' sizes
 }
 
 type respRecord struct {
@@ -41,6 +45,7 @@ type respRecord struct {
 	turns   []wire.ChatMessage
 	object  []byte
 	expires time.Time
+	size    int // about what it holds (its chat body and object)
 }
 
 func (s *surfaceState) putResponse(id string, rec *respRecord, now time.Time) {
@@ -49,18 +54,23 @@ func (s *surfaceState) putResponse(id string, rec *respRecord, now time.Time) {
 	if s.resps == nil {
 		s.resps = map[string]*respRecord{}
 	}
-	// Drop expired records from the front, then the oldest over the bound.
+	// Drop expired records from the front, then the oldest over the bounds.
 	for len(s.order) > 0 {
 		old := s.order[0]
-		r, ok := s.resps[old]
-		if ok && !now.After(r.expires) && len(s.order) < maxStoredResponses {
+		r := s.resps[old]
+		if !now.After(r.expires) && len(s.order) < maxStoredResponses && s.bytes+rec.size <= maxStoredResponseBytes {
 			break
 		}
+		s.bytes -= r.size
 		delete(s.resps, old)
 		s.order = s.order[1:]
 	}
+	if rec.size > maxStoredResponseBytes {
+		return
+	}
 	s.resps[id] = rec
 	s.order = append(s.order, id)
+	s.bytes += rec.size
 }
 
 func (s *surfaceState) getResponse(id, key string, now time.Time) (*respRecord, bool) {
@@ -138,7 +148,7 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	g.logDropped(r, "responses", t.Dropped)
+	g.logDropped(r, "responses", t.Dropped, body, wire.UnknownResponsesFields)
 	conv := &respConv{meta: wire.RespMeta{ID: newResponseID(), Model: t.Req.Model, Created: g.now().Unix(),
 		PreviousResponseID: t.Req.PreviousResponseID, Background: t.Req.Background, Instructions: t.Req.Instructions, Req: t.Req}}
 	conv.st.Meta = conv.meta
@@ -157,7 +167,8 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	turns := make([]wire.ChatMessage, 0, len(history)+len(t.Input)+1)
 	turns = append(append(append(turns, history...), t.Input...), out.Turn())
-	g.surf.putResponse(conv.meta.ID, &respRecord{key: key, turns: turns, object: obj, expires: g.now().Add(g.responsesRetention())}, g.now())
+	g.surf.putResponse(conv.meta.ID, &respRecord{key: key, turns: turns, object: obj, expires: g.now().Add(g.responsesRetention()),
+		size: len(chat) + 2*len(obj)}, g.now())
 }
 
 // handleGetResponse serves GET /v1/responses/{id}: a stored response, to

@@ -154,3 +154,13 @@ func FuzzMsgStream(f *testing.F) {
 		}
 	})
 }
+
+func TestUnknownFields(t *testing.T) {
+	got := UnknownMessagesFields([]byte(`{"model":"m","max_tokens":1,"messages":[],"service_tier":"auto","container":null}`))
+	if strings.Join(got, ",") != "service_tier,container" {
+		t.Fatalf("unknown: %v", got)
+	}
+	if got := UnknownResponsesFields([]byte(`{"model":"m","input":"x","truncation":"auto"}`)); strings.Join(got, ",") != "truncation" {
+		t.Fatalf("unknown: %v", got)
+	}
+}
