@@ -123,7 +123,14 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 		t.Dropped = append(t.Dropped, "thinking")
 	}
 	if r.Metadata != nil {
-		out.User = r.Metadata.UserID
+		// OpenAI's user field takes at most 64 characters; a longer id
+		// (Claude Code's session ids are) is dropped rather than cut,
+		// which would merge distinct users.
+		if len(r.Metadata.UserID) <= 64 {
+			out.User = r.Metadata.UserID
+		} else {
+			t.Dropped = append(t.Dropped, "metadata.user_id")
+		}
 	}
 	if !isNull(r.System) {
 		sys, cached, err := systemText(r.System)
