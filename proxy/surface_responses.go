@@ -20,7 +20,9 @@ import (
 // (server.responsesRetentionMs, default 1 h) with its conversation, so a
 // later request continues it with previous_response_id, and GET
 // /v1/responses/{id} returns it; only the client key that created it can
-// read or continue it. background: true runs the request synchronously
+// read or continue it. With the Postgres store, stored responses are
+// shared by every replica (surface_pgstore.go). background: true runs the
+// request synchronously
 // and says so (X-Breakwater-Warning): the answer is the finished response.
 
 const (
@@ -130,7 +132,7 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	t, err := wire.ResponsesToChat(body)
 	var history []wire.ChatMessage
 	if err == nil && t.Req.PreviousResponseID != "" {
-		prev, found := g.surf.getResponse(t.Req.PreviousResponseID, key, g.now())
+		prev, found := g.loadResponse(r.Context(), t.Req.PreviousResponseID, key)
 		if !found {
 			w.Header().Set("X-Breakwater-Attempts", "0")
 			writeJSON(w, http.StatusNotFound, errorBody{Error: apiError{Type: "invalid_request_error", Code: "previous_response_not_found",
@@ -167,8 +169,8 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	turns := make([]wire.ChatMessage, 0, len(history)+len(t.Input)+1)
 	turns = append(append(append(turns, history...), t.Input...), out.Turn())
-	g.surf.putResponse(conv.meta.ID, &respRecord{key: key, turns: turns, object: obj, expires: g.now().Add(g.responsesRetention()),
-		size: len(chat) + 2*len(obj)}, g.now())
+	g.storeResponse(conv.meta.ID, &respRecord{key: key, turns: turns, object: obj, expires: g.now().Add(g.responsesRetention()),
+		size: len(chat) + 2*len(obj)})
 }
 
 // handleGetResponse serves GET /v1/responses/{id}: a stored response, to
@@ -183,7 +185,7 @@ func (g *Gateway) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
 		return
 	}
-	rec, found := g.surf.getResponse(mux.Vars(r)["id"], keyID(k), g.now())
+	rec, found := g.loadResponse(r.Context(), mux.Vars(r)["id"], keyID(k))
 	if !found {
 		writeError(w, http.StatusNotFound, "response_not_found", "no stored response with this id for this key (not stored, or past its retention)")
 		return
