@@ -55,6 +55,7 @@ type surfaceWriter struct {
 	sse    bool
 	body   []byte // JSON mode: the whole answer
 	line   []byte // SSE mode: a partial line
+	name   []byte // SSE mode: the current event's name
 	data   []byte // SSE mode: the current event's data
 	out    []byte
 	err    error
@@ -111,9 +112,11 @@ func (s *surfaceWriter) feed(p []byte) {
 		line = bytes.TrimSuffix(line, []byte{'\r'})
 		if len(line) == 0 {
 			if len(s.data) > 0 {
-				s.out = s.conv.event(s.out, s.data)
-				s.data = s.data[:0]
+				s.dispatch()
 			}
+			s.name = s.name[:0]
+		} else if n, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			s.name = append(s.name[:0], bytes.TrimSpace(n)...)
 		} else if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			if len(s.data) > 0 {
 				s.data = append(s.data, '\n')
@@ -122,6 +125,24 @@ func (s *surfaceWriter) feed(p []byte) {
 		}
 		s.line = s.line[:0]
 	}
+}
+
+// dispatch translates one whole event: raw when the format's conv passes
+// it through (a native answer), else from its chat data.
+func (s *surfaceWriter) dispatch() {
+	if rc, ok := s.conv.(rawConv); ok {
+		if out, done := rc.rawEvent(s.out, s.name, s.data); done {
+			s.out, s.data = out, s.data[:0]
+			return
+		}
+	}
+	s.out = s.conv.event(s.out, s.data)
+	s.data = s.data[:0]
+}
+
+// rawConv is a surfaceConv that may pass a native answer's events through.
+type rawConv interface {
+	rawEvent(dst, name, data []byte) ([]byte, bool)
 }
 
 func (s *surfaceWriter) Flush() {
@@ -220,12 +241,16 @@ func (g *Gateway) logDropped(r *http.Request, surface string, dropped []string, 
 type msgConv struct {
 	model string
 	st    wire.MsgStream
+	nr    *nativeReq // native pass-through (surface_native.go)
 }
 
 func (c *msgConv) contentType() string { return "application/json" }
 
 func (c *msgConv) answer(status int, body []byte) (int, []byte) {
 	if status >= 200 && status < 300 {
+		if c.nr != nil && c.nr.native {
+			return status, body // the anthropic target's own answer
+		}
 		if out, err := wire.ChatToMessages(body, c.model); err == nil {
 			return status, out
 		}
@@ -263,7 +288,8 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.logDropped(r, "messages", t.Dropped, body, wire.UnknownMessagesFields)
-	conv := &msgConv{model: t.Model}
+	r = withNative(r, body) // anthropic-type targets get the body as it came
+	conv := &msgConv{model: t.Model, nr: nativeOf(r)}
 	conv.st.Model = t.Model
 	g.runAsChat(w, r, t.Chat, conv)
 }

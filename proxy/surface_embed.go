@@ -21,9 +21,17 @@ import (
 const embeddingsPath = "/v1/embeddings"
 
 // surfaceWire is a request's wire override: nil for chat completions,
-// the embeddings adapters for an embeddings request.
+// the embeddings adapters for an embeddings request, the Messages native
+// pass-through for a Messages request (surface_native.go).
 func surfaceWire(r *http.Request) func(*provRuntime) wireAdapter {
-	if r.URL == nil || r.URL.Path != embeddingsPath {
+	if r.URL == nil {
+		return nil
+	}
+	switch r.URL.Path {
+	case embeddingsPath:
+	case messagesPath:
+		return nativeWire(r)
+	default:
 		return nil
 	}
 	var cache map[*provRuntime]wireAdapter

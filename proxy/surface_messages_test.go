@@ -397,3 +397,36 @@ func TestMessagesFaultUpstreamHonoursTheRequest(t *testing.T) {
 		t.Fatalf("json format: %v %q", err, r.OutputText())
 	}
 }
+
+// A Messages request to an anthropic-type target goes native: the body
+// as the client sent it (cache_control, thinking, top_k kept; only the
+// model replaced), and the upstream's own answer back, thinking signature
+// included. The same request to an OpenAI-compatible target is
+// translated.
+func TestMessagesNativeToAnthropicTarget(t *testing.T) {
+	native := `{"id":"msg_up","type":"message","role":"assistant","model":"m","content":[{"type":"thinking","thinking":"hmm","signature":"sig123"},{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":3}}`
+	g, c := newCaptureGW(t, "anthropic", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"c","object":"chat.completion","model":"gpt","choices":[{"index":0,"message":{"role":"assistant","content":"from chat"},"finish_reason":"stop"}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, native)
+	})
+	body := `{"model":"chain","max_tokens":100,"top_k":5,"thinking":{"type":"enabled","budget_tokens":50},` +
+		`"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}`
+	r := g.do("POST", "/v1/messages", body, "anthropic-beta", "prompt-caching")
+	if r.code != 200 || r.body != native {
+		t.Fatalf("native answer: %d %s", r.code, r.body)
+	}
+	req, sent := c.get(0)
+	if sent != strings.Replace(body, `"model":"chain"`, `"model":"m"`, 1) || req.Header.Get("X-Api-Key") != "sk-secret-one" ||
+		req.Header.Get("Anthropic-Beta") != "prompt-caching" || req.URL.Path != "/v1/messages" {
+		t.Fatalf("native request: %s %v\n%s", req.URL.Path, req.Header, sent)
+	}
+	r = g.do("POST", "/v1/messages", strings.Replace(body, `"chain"`, `"chain-oa-first"`, 1))
+	if r.code != 200 || !strings.Contains(r.body, `"text":"from chat"`) || !strings.Contains(r.body, `"type":"message"`) {
+		t.Fatalf("translated answer: %d %s", r.code, r.body)
+	}
+}
