@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -282,6 +283,12 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := wire.MessagesToChat(body)
+	var re *wire.RequestError
+	if errors.As(err, &re) && re.Untranslatable {
+		// Valid, but chat cannot carry it: anthropic-type targets serve it
+		// natively, the others are passed over (surface_native.go).
+		t, err = untranslatableMessages(body, re)
+	}
 	if err != nil {
 		w.Header().Set("X-Breakwater-Attempts", "0")
 		refuse(http.StatusBadRequest, err.Error())
@@ -289,6 +296,9 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	g.logDropped(r, "messages", t.Dropped, body, wire.UnknownMessagesFields)
 	r = withNative(r, body) // anthropic-type targets get the body as it came
+	if re != nil && re.Untranslatable {
+		nativeOf(r).only = re.Error()
+	}
 	conv := &msgConv{model: t.Model, nr: nativeOf(r)}
 	conv.st.Model = t.Model
 	g.runAsChat(w, r, t.Chat, conv)

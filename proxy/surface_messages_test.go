@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -276,11 +277,22 @@ func TestMessagesErrors(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != 401 || !strings.Contains(ae.RawJSON(), `"authentication_error"`) {
 		t.Fatalf("wrong key: %v", err)
 	}
-	r := g.do("POST", "/v1/messages", `{"model":"an/claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file"}}]}]}`,
+	r := g.do("POST", "/v1/messages", `{"model":"an/claude","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image","source":{"type":5}}]}]}`,
 		"Authorization", "Bearer team-key")
 	if r.code != 400 || !strings.Contains(r.body, `"type":"error"`) || !strings.Contains(r.body, "invalid_request_error") ||
-		!strings.Contains(r.body, "messages[0].content[0].source.type") || r.h.Get("X-Breakwater-Attempts") != "0" {
+		!strings.Contains(r.body, "messages") || r.h.Get("X-Breakwater-Attempts") != "0" {
 		t.Fatalf("bad body: %d %s %v", r.code, r.body, r.h)
+	}
+	// A valid request chat cannot carry (a file source, a server tool):
+	// served natively by an anthropic-type target, passed over by the
+	// others, the typed 400 naming the field when no target can.
+	file := `{"model":"%s","max_tokens":10,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f1"}}]}]}`
+	if r := g.do("POST", "/v1/messages", fmt.Sprintf(file, "claude-chain"), "x-api-key", "team-key"); r.code != 200 || r.h.Get("X-Breakwater-Provider") != "an" {
+		t.Fatalf("native only, served by the anthropic target: %d %s", r.code, r.body)
+	}
+	if r := g.do("POST", "/v1/messages", fmt.Sprintf(file, "oa/gpt"), "x-api-key", "team-key"); r.code != 400 ||
+		!strings.Contains(r.body, "unsupported_by_provider_type") || !strings.Contains(r.body, "messages[0].content[0].source.type") {
+		t.Fatalf("native only, no anthropic target: %d %s", r.code, r.body)
 	}
 	r = g.do("POST", "/v1/messages", `{"model":"an/claude","messages":[]}`, "x-api-key", "team-key")
 	if r.code != 400 || !strings.Contains(r.body, "max_tokens") {

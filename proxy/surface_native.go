@@ -30,6 +30,27 @@ type nativeReq struct {
 	body   []byte
 	parsed *chatRequest // body with its model's position, for bodyFor
 	native bool
+	// only: why the request cannot be translated to chat ("" when it
+	// can): then only anthropic-type targets serve it.
+	only string
+}
+
+// untranslatableMessages is the placeholder chat request of a Messages
+// request only native targets can serve: it carries what the gateway
+// routes by (model, stream), and no target is ever sent it.
+func untranslatableMessages(body []byte, re *wire.RequestError) (*wire.MsgTranslation, error) {
+	var m struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.Model == "" {
+		return nil, re
+	}
+	chat, err := json.Marshal(map[string]any{"model": m.Model, "stream": m.Stream, "messages": []any{}})
+	if err != nil {
+		return nil, re
+	}
+	return &wire.MsgTranslation{Chat: chat, Model: m.Model, Stream: m.Stream}, nil
 }
 
 func withNative(r *http.Request, body []byte) *http.Request {
@@ -88,6 +109,9 @@ type chatPathWire struct {
 }
 
 func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
+	if c.nr.only != "" {
+		return "", nil, &wireError{"(chat translation)", "only an anthropic-type target can serve this Messages request: " + c.nr.only}
+	}
 	if c.inner != nil {
 		return c.inner.encode(req, upstreamModel)
 	}

@@ -152,7 +152,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 	for i, tl := range r.Tools {
 		f := "tools[" + strconv.Itoa(i) + "]"
 		if tl.Type != "" && tl.Type != "custom" {
-			return nil, reqErr(f+".type", "server tool %q cannot be served through the gateway's translation; only custom tools (name, input_schema) are", tl.Type)
+			return nil, untranslatable(f+".type", "server tool %q cannot be served through the gateway's translation; only custom tools (name, input_schema) are", tl.Type)
 		}
 		if tl.Name == "" {
 			return nil, reqErr(f+".name", "is required")
@@ -308,7 +308,7 @@ func msgTurn(out *ChatRequest, m *MsgMessage, i int, t *MsgTranslation) error {
 				}
 				out.Messages = append(out.Messages, ChatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: text})
 			default:
-				return reqErr(bf+".type", "block type %q is not supported in a user turn (text, image and tool_result are)", b.Type)
+				return untranslatable(bf+".type", "block type %q is not supported in a user turn (text, image and tool_result are)", b.Type)
 			}
 		}
 		if len(parts) == 0 {
@@ -342,7 +342,7 @@ func msgTurn(out *ChatRequest, m *MsgMessage, i int, t *MsgTranslation) error {
 			case "thinking", "redacted_thinking":
 				// Earlier reasoning: no chat request carries it back.
 			default:
-				return reqErr(bf+".type", "block type %q is not supported in an assistant turn (text, tool_use and thinking are)", b.Type)
+				return untranslatable(bf+".type", "block type %q is not supported in an assistant turn (text, tool_use and thinking are)", b.Type)
 			}
 		}
 		if text.Len() > 0 {
@@ -374,7 +374,7 @@ func imagePart(s *MsgSource, field string) (ChatPart, error) {
 		}
 		return ChatPart{Type: "image_url", ImageURL: &ChatImageURL{URL: s.URL}}, nil
 	}
-	return ChatPart{}, reqErr(field+".type", "must be base64 or url (got %q)", s.Type)
+	return ChatPart{}, untranslatable(field+".type", "must be base64 or url (got %q)", s.Type)
 }
 
 // toolResultText reads a tool_result's content: a string or text blocks.
@@ -389,7 +389,7 @@ func toolResultText(raw json.RawMessage, field string) (string, error) {
 	var b strings.Builder
 	for j, bl := range bs {
 		if bl.Type != "text" {
-			return "", reqErr(field+"["+strconv.Itoa(j)+"].type", "a tool result through the gateway's translation takes text only (got %q)", bl.Type)
+			return "", untranslatable(field+"["+strconv.Itoa(j)+"].type", "a tool result through the gateway's translation takes text only (got %q)", bl.Type)
 		}
 		b.WriteString(bl.Text)
 	}

@@ -26,6 +26,10 @@ import (
 type RequestError struct {
 	Field string
 	Msg   string
+	// Untranslatable: a valid request the translation to chat cannot
+	// carry (a server tool, a document block): a target of the client's
+	// own format serves it natively; the others are passed over.
+	Untranslatable bool
 }
 
 func (e *RequestError) Error() string {
@@ -37,6 +41,11 @@ func (e *RequestError) Error() string {
 
 func reqErr(field, format string, a ...any) *RequestError {
 	return &RequestError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// untranslatable is a RequestError for a valid request chat cannot carry.
+func untranslatable(field, format string, a ...any) *RequestError {
+	return &RequestError{Field: field, Msg: fmt.Sprintf(format, a...), Untranslatable: true}
 }
 
 // appendJSONString appends s as a JSON string with encoding/json's
