@@ -47,6 +47,8 @@ var conformance = []struct {
 	{"failover-stall.yaml", 4, "SPEC §6 a stall before content is retried once on the same account, then fails over, never cooling it"},
 	{"gate-before-pacing.yaml", 1, "SPEC §4 / §5 the gate before pacing: a gate refusal books no rpm slot"},
 	{"all-excluded-answers.yaml", 4, "SPEC §4b / §11.4 the typed answers when every target is excluded, by route and reason"},
+	{"surface-embeddings-pass-over.yaml", 4, "client surfaces: embeddings pass over an anthropic-type target; Messages to it are served"},
+	{"surface-messages-stream-cut-committed.yaml", 4, "client surfaces: a Messages / Responses stream cut after content ends with the format's error event"},
 }
 
 // TestConformanceSimVsGateway pins CONTRACTS §4 ("the same decisions"): for

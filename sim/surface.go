@@ -43,6 +43,9 @@ func (s *sim) passedOver(id int32, a *model.Attempt) bool {
 	if !formatUnsupported(format, typ) {
 		return false
 	}
+	// The gateway names the connection it chose (X-Breakwater-Connection)
+	// even when its type could not take the request: so does servedBy.
+	r.lastConn, r.hasLast = model.ConnRef{Provider: a.Provider, Connection: a.Connection}, true
 	r.flow.RecordUnsupported(s.now, s.eng, a, &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider,
 		Message: "provider type " + typ + " cannot serve the " + format + " format"})
 	s.drain()
