@@ -442,3 +442,20 @@ func TestMessagesNativeToAnthropicTarget(t *testing.T) {
 		t.Fatalf("translated answer: %d %s", r.code, r.body)
 	}
 }
+
+// The allow-list applies to chat completions too (served by the fast
+// path), to a native adapter's request as to an OpenAI-compatible one.
+func TestChatPassesAllowListedHeaders(t *testing.T) {
+	g, c := newCaptureGW(t, "anthropic", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`)
+	})
+	if r := g.chat("p/m", "OpenAI-Beta", "assistants=v2", "anthropic-beta", "b1", "Cookie", "c=1"); r.code != 200 {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	req, _ := c.get(0)
+	if req.Header.Get("Openai-Beta") != "assistants=v2" || req.Header.Get("Anthropic-Beta") != "b1" || req.Header.Get("Cookie") != "" ||
+		req.Header.Get("Anthropic-Version") != "2023-06-01" {
+		t.Fatalf("upstream headers: %v", req.Header)
+	}
+}
