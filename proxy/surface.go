@@ -174,9 +174,9 @@ func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse fun
 	return body, ok
 }
 
-// surfaceBodyKey is surfaceBody with the client key's id ("" when the
-// gateway has no client keys).
-func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, string, bool) {
+// surfaceBodyKey is surfaceBody with the client key (nil when the gateway
+// has no client keys).
+func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, *clientKey, bool) {
 	id, _ := newRequestID(r)
 	r.Header.Set("X-Request-Id", id) // handleChat echoes the same id
 	h := w.Header()
@@ -186,7 +186,7 @@ func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse 
 	if !ok {
 		h.Set("X-Breakwater-Attempts", "0")
 		refuse(http.StatusUnauthorized, "missing or invalid API key (x-api-key: <key> or Authorization: Bearer <key>)")
-		return nil, "", false
+		return nil, nil, false
 	}
 	limit := g.cfg.Server.MaxBodyBytes
 	if limit <= 0 {
@@ -200,9 +200,9 @@ func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse 
 			status = be.status
 		}
 		refuse(status, err.Error())
-		return nil, "", false
+		return nil, nil, false
 	}
-	return body, keyID(key), true
+	return body, key, true
 }
 
 // bearerFromAPIKey takes the client key from x-api-key (Anthropic's
@@ -310,7 +310,7 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 // X-Breakwater-Token-Count (upstream or estimate).
 func (g *Gateway) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	refuse := msgRefuse(w)
-	body, ok := g.surfaceBody(w, r, refuse)
+	body, key, ok := g.surfaceBodyKey(w, r, refuse)
 	if !ok {
 		return
 	}
@@ -325,7 +325,7 @@ func (g *Gateway) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 		Model string `json:"model"`
 	}
 	_ = json.Unmarshal(body, &m)
-	if b, prov, ok := g.countUpstream(r.Context(), r, body, m.Model); ok {
+	if b, prov, ok := g.countUpstream(r.Context(), r, key, body, m.Model); ok {
 		h.Set("X-Breakwater-Attempts", "1")
 		h.Set("X-Breakwater-Provider", prov)
 		h.Set("X-Breakwater-Token-Count", "upstream")

@@ -12,7 +12,7 @@ import (
 
 // count_tokens on an anthropic-type upstream. Counting is a side call,
 // not a model request: it goes to the first anthropic-type target of the
-// route (its first connection with a key), outside the resilience flow
+// route (its first connection with a key the client key may use), outside the resilience flow
 // (it neither counts against nor waits on a connection's health), and any
 // failure falls back to the gateway's estimate.
 
@@ -20,7 +20,7 @@ var countClient = &http.Client{Timeout: 10 * time.Second}
 
 // countUpstream returns an anthropic-type upstream's count_tokens answer,
 // or false when the route has no such target or it did not answer 200.
-func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, body []byte, name string) ([]byte, string, bool) {
+func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, ck *clientKey, body []byte, name string) ([]byte, string, bool) {
 	g.lock()
 	route, err := g.eng.Resolve(name)
 	g.unlock()
@@ -45,10 +45,13 @@ func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, body []byt
 		}
 		key := ""
 		for _, c := range prov.cfg.Connections {
-			if c.APIKey != "" {
+			if c.APIKey != "" && keyAllows(ck, pid, c.ID) {
 				key = c.APIKey
 				break
 			}
+		}
+		if key == "" {
+			continue // no connection this client may use
 		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(body, &m) != nil {
@@ -79,4 +82,18 @@ func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, body []byt
 		return b, pid, true
 	}
 	return nil, "", false
+}
+
+// keyAllows reports whether a client key may use a connection (its
+// allowedConnections; every connection when it lists none).
+func keyAllows(ck *clientKey, provider, conn string) bool {
+	if ck == nil || len(ck.allowed) == 0 {
+		return true
+	}
+	for _, a := range ck.allowed {
+		if a.Provider == provider && a.Connection == conn {
+			return true
+		}
+	}
+	return false
 }

@@ -459,3 +459,22 @@ func TestChatPassesAllowListedHeaders(t *testing.T) {
 		t.Fatalf("upstream headers: %v", req.Header)
 	}
 }
+
+// count_tokens asks an anthropic connection only when the client key may
+// use it (allowedConnections); otherwise the estimate.
+func TestMessagesCountTokensHonoursAllowedConnections(t *testing.T) {
+	fs := faults.NewServer(nil, faults.Options{})
+	ts := httptest.NewServer(fs)
+	t.Cleanup(ts.Close)
+	g := newGW(t, newFakeUp(t), strings.ReplaceAll(`
+clientKeys:
+  - {id: limited, key: lim-key, allowedConnections: [oa/o1]}
+providers:
+  - {id: oa, baseURL: {{F}}/oa/v1, models: [gpt], connections: [{id: o1, apiKey: o1}]}
+  - {id: an, type: anthropic, baseURL: {{F}}/an/v1, models: [claude], connections: [{id: k1, apiKey: ak1}]}
+`+testBase, "{{F}}", ts.URL))
+	r := g.do("POST", "/v1/messages/count_tokens", `{"model":"an/claude","messages":[{"role":"user","content":"hello"}]}`, "x-api-key", "lim-key")
+	if r.code != 200 || r.h.Get("X-Breakwater-Token-Count") != "estimate" || fs.Stats().Total != 0 {
+		t.Fatalf("a connection the key may not use was asked: %d %s %v", r.code, r.body, fs.Stats().ByConnection)
+	}
+}

@@ -125,10 +125,11 @@ func (c *respConv) event(dst, data []byte) []byte { return c.st.Event(dst, data)
 
 func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, msg string) { writeError(w, status, "invalid_request", msg) }
-	body, key, ok := g.surfaceBodyKey(w, r, refuse)
+	body, ck, ok := g.surfaceBodyKey(w, r, refuse)
 	if !ok {
 		return
 	}
+	key := keyID(ck)
 	t, err := wire.ResponsesToChat(body)
 	var history []wire.ChatMessage
 	if err == nil && t.Req.PreviousResponseID != "" {
