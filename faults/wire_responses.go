@@ -2,6 +2,7 @@ package faults
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +57,15 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	var t *bw.RespTranslation
 	if err == nil {
 		t, err = bw.ResponsesToChat(body)
+	}
+	var re *bw.RequestError
+	if errors.As(err, &re) && re.Untranslatable {
+		// A real Responses upstream serves what chat cannot carry (built-in
+		// tools, file inputs): read what the answer needs.
+		var m bw.RespRequest
+		if json.Unmarshal(body, &m) == nil && m.Model != "" {
+			t, err = &bw.RespTranslation{Req: &m, Stream: m.Stream}, nil
+		}
 	}
 	if err != nil {
 		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "invalid request: " + err.Error(), "type": "invalid_request_error", "code": "invalid_request"}})

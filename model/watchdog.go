@@ -96,6 +96,11 @@ func decodeStreamEvent(data []byte) StreamEvent {
 		out.ToolCall = true
 	case t == "response.completed" || t == "message_stop":
 		out.Done = true
+		if t == "response.completed" && bytes.Contains(data, []byte(`"type":"function_call"`)) {
+			out.FinishReason = "tool_calls" // a turn that ends with a call has no text to show
+		}
+	case t == "response.incomplete":
+		out.Done, out.FinishReason = true, "length"
 	}
 	cb := strings.ToLower(ev.ContentBlock.Type)
 	if strings.Contains(cb, "thinking") || strings.Contains(cb, "reasoning") {

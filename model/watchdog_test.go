@@ -176,3 +176,16 @@ func TestParseStreamEventMessagesStopReason(t *testing.T) {
 		t.Fatal("a tool_use end is a legitimate end without text")
 	}
 }
+
+// A native Responses stream that ends with a function call, or cut at
+// its budget, is a legitimate end without text.
+func TestParseStreamEventResponsesEnds(t *testing.T) {
+	ev := ParseStreamEvent([]byte(`{"type":"response.completed","response":{"output":[{"type":"function_call","name":"f"}]}}`))
+	if !ev.Done || !LegitimateEmpty(ev.FinishReason) {
+		t.Fatalf("completed with a call: %+v", ev)
+	}
+	ev = ParseStreamEvent([]byte(`{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"}}}`))
+	if !ev.Done || ev.FinishReason != "length" {
+		t.Fatalf("incomplete: %+v", ev)
+	}
+}

@@ -111,6 +111,10 @@ type ProviderConfig struct {
 	DailyResetUTC string              `yaml:"dailyResetUtc"`
 	QuotaFamilies map[string][]string `yaml:"quotaFamilies"`
 	Connections   []ConnectionConfig  `yaml:"connections"`
+	// ResponsesAPI: the upstream serves the OpenAI Responses API at
+	// {baseURL}/responses, so Responses requests go to it natively
+	// (proxy/surface_respnative.go). OpenAI-compatible types only.
+	ResponsesAPI bool `yaml:"responsesAPI"`
 }
 
 // ConnectionConfig is one account or key of a provider.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 )
 
@@ -20,9 +21,14 @@ var credentialHeaders = map[string]bool{"Authorization": true, "Proxy-Authorizat
 // validateSurfaces checks server.passHeaders and stores it canonical.
 func (c *Config) validateSurfaces() []error {
 	var errs []error
+	for i, p := range c.Providers {
+		if p.ResponsesAPI && (p.Type == "anthropic" || p.Type == "gemini") {
+			errs = append(errs, c.errAt("providers["+strconv.Itoa(i)+"].responsesAPI", "only OpenAI-compatible types serve the Responses API (type %s)", p.Type))
+		}
+	}
 	if c.Server.PassHeaders == nil {
 		c.Server.PassHeaders = defaultPassHeaders
-		return nil
+		return errs
 	}
 	out := make([]string, 0, len(c.Server.PassHeaders))
 	for _, h := range c.Server.PassHeaders {

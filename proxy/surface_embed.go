@@ -31,6 +31,8 @@ func surfaceWire(r *http.Request) func(*provRuntime) wireAdapter {
 	case embeddingsPath:
 	case messagesPath:
 		return nativeWire(r)
+	case responsesPath:
+		return respNativeWire(r)
 	default:
 		return nil
 	}

@@ -31,8 +31,11 @@ type nativeReq struct {
 	parsed *chatRequest // body with its model's position, for bodyFor
 	native bool
 	// only: why the request cannot be translated to chat ("" when it
-	// can): then only anthropic-type targets serve it.
+	// can): then only native targets serve it.
 	only string
+	// noNative: only translated targets serve it (a Responses request
+	// continuing a response the gateway stored).
+	noNative bool
 }
 
 // untranslatableMessages is the placeholder chat request of a Messages
@@ -110,7 +113,7 @@ type chatPathWire struct {
 
 func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
 	if c.nr.only != "" {
-		return "", nil, &wireError{"(chat translation)", "only an anthropic-type target can serve this Messages request: " + c.nr.only}
+		return "", nil, &wireError{"(chat translation)", "only a native target can serve this request: " + c.nr.only}
 	}
 	if c.inner != nil {
 		return c.inner.encode(req, upstreamModel)

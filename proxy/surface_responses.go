@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -104,6 +105,7 @@ type respConv struct {
 	st   wire.RespStream
 	out  *wire.RespOutput // the answer (JSON), for the store
 	obj  []byte
+	nr   *nativeReq // native pass-through (surface_respnative.go)
 }
 
 func (c *respConv) contentType() string { return "application/json" }
@@ -111,6 +113,9 @@ func (c *respConv) contentType() string { return "application/json" }
 func (c *respConv) answer(status int, body []byte) (int, []byte) {
 	if status < 200 || status > 299 {
 		return status, wire.ChatErrorToResponses(status, body)
+	}
+	if c.nr != nil && c.nr.native {
+		return status, body // the upstream's own Responses object
 	}
 	o, err := wire.ChatToRespOutput(body)
 	if err != nil {
@@ -130,20 +135,40 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := keyID(ck)
+	r = withNative(r, body) // responsesAPI targets get the body as it came
+	nr := nativeOf(r)
 	t, err := wire.ResponsesToChat(body)
+	var chat []byte
+	var re *wire.RequestError
+	if errors.As(err, &re) && re.Untranslatable && g.anyResponsesAPI() {
+		// Valid, but chat cannot carry it: native targets only.
+		t, chat, err = untranslatableResponses(body, re)
+		nr.only = re.Error()
+	}
 	var history []wire.ChatMessage
 	if err == nil && t.Req.PreviousResponseID != "" {
 		prev, found := g.loadResponse(r.Context(), t.Req.PreviousResponseID, key)
-		if !found {
+		switch {
+		case found && nr.only == "":
+			history, nr.noNative = prev.turns, true // the upstream does not know the gateway's ids
+		case found:
+			w.Header().Set("X-Breakwater-Attempts", "0")
+			refuse(http.StatusBadRequest, "this request needs a native Responses upstream ("+nr.only+
+				"), but previous_response_id names a response the gateway stored, which such an upstream does not know")
+			return
+		case !found && g.anyResponsesAPI():
+			// Not the gateway's: a native upstream's own stored response.
+			if nr.only == "" {
+				nr.only = "previous_response_id " + t.Req.PreviousResponseID + " is not one the gateway stored"
+			}
+		default:
 			w.Header().Set("X-Breakwater-Attempts", "0")
 			writeJSON(w, http.StatusNotFound, errorBody{Error: apiError{Type: "invalid_request_error", Code: "previous_response_not_found",
 				Message: "previous response " + t.Req.PreviousResponseID + " was not found (unknown, stored by another key, not stored, or past its retention)"}})
 			return
 		}
-		history = prev.turns
 	}
-	var chat []byte
-	if err == nil {
+	if err == nil && chat == nil {
 		chat, err = t.Encode(history)
 	}
 	if err != nil {
@@ -155,11 +180,15 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	conv := &respConv{meta: wire.RespMeta{ID: newResponseID(), Model: t.Req.Model, Created: g.now().Unix(),
 		PreviousResponseID: t.Req.PreviousResponseID, Background: t.Req.Background, Instructions: t.Req.Instructions, Req: t.Req}}
 	conv.st.Meta = conv.meta
+	conv.nr = nr
 	if t.Req.Background {
 		w.Header().Set("X-Breakwater-Warning", "background mode runs synchronously: this answer is the finished response")
 	}
 	g.runAsChat(w, r, chat, conv)
 
+	if nr.native {
+		return // the upstream stored it (or not), under its own id
+	}
 	out, obj := conv.out, conv.obj
 	if conv.st.Done() && !conv.st.Failed() {
 		out = conv.st.Output()

@@ -129,7 +129,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	for i, tl := range r.Tools {
 		f := "tools[" + strconv.Itoa(i) + "]"
 		if tl.Type != "function" {
-			return nil, reqErr(f+".type", "tool type %q cannot be served through the gateway's translation; only function tools are", tl.Type)
+			return nil, untranslatable(f+".type", "tool type %q cannot be served through the gateway's translation; only function tools are", tl.Type)
 		}
 		if tl.Name == "" {
 			return nil, reqErr(f+".name", "is required")
@@ -249,7 +249,7 @@ func respItemTurn(out []ChatMessage, it *respItem, f string) ([]ChatMessage, err
 	case "reasoning":
 		return out, nil // earlier reasoning: no chat request carries it back
 	}
-	return nil, reqErr(f+".type", "item type %q cannot be served through the gateway's translation (message, function_call, function_call_output and reasoning can)", it.Type)
+	return nil, untranslatable(f+".type", "item type %q cannot be served through the gateway's translation (message, function_call, function_call_output and reasoning can)", it.Type)
 }
 
 // respContent reads a message's content: a string or input_text /
@@ -279,12 +279,12 @@ func respContent(raw json.RawMessage, f, role string) (any, error) {
 				return nil, reqErr(f+"["+strconv.Itoa(j)+"]", "images are taken in user messages only")
 			}
 			if p.ImageURL == "" {
-				return nil, reqErr(f+"["+strconv.Itoa(j)+"].image_url", "is required (file ids cannot be translated)")
+				return nil, untranslatable(f+"["+strconv.Itoa(j)+"].image_url", "is required (file ids cannot be translated)")
 			}
 			out = append(out, ChatPart{Type: "image_url", ImageURL: &ChatImageURL{URL: p.ImageURL, Detail: p.Detail}})
 			onlyText = false
 		default:
-			return nil, reqErr(f+"["+strconv.Itoa(j)+"].type", "content part type %q cannot be translated", p.Type)
+			return nil, untranslatable(f+"["+strconv.Itoa(j)+"].type", "content part type %q cannot be translated", p.Type)
 		}
 	}
 	if onlyText {
