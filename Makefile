@@ -4,7 +4,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: test test-long fmt-check vet unit bench fuzz
+.PHONY: test test-long fmt-check vet unit bench bench-wire fuzz
 
 ## test: formatting, vet, and every test with the race detector
 test: fmt-check vet unit
@@ -30,6 +30,10 @@ unit:
 ## bench: the decision-path benchmarks with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./model/
+
+## bench-wire: each client-surface translation (request, JSON answer, stream chunk) with allocations
+bench-wire:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/wire/
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each)
 fuzz:

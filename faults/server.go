@@ -31,6 +31,10 @@ import (
 //	POST /P/v1/messages                                (Anthropic Messages)
 //	POST /P/v1/models/{model}:generateContent          (Gemini)
 //	POST /P/v1/models/{model}:streamGenerateContent    (Gemini, SSE)
+//	POST /P/v1/responses                               (OpenAI Responses, JSON or SSE)
+//	POST /P/v1/embeddings                              (OpenAI embeddings, faults/embed.go)
+//	POST /P/v1/models/{model}:batchEmbedContents       (Gemini embeddings)
+//	POST /P/v1/messages/count_tokens                   (Anthropic token count)
 //
 // so a gateway provider is pointed at it with baseURL http://ADDR/P/v1. The
 // connection is the API key: `Authorization: Bearer <connection>` (or the
@@ -115,6 +119,12 @@ func NewServer(rules []Rule, opts Options) *Server {
 	mux.HandleFunc("POST /{provider}/v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("POST /{provider}/v1/messages", s.messages)
+	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /{provider}/v1/responses", s.responses)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+	mux.HandleFunc("POST /{provider}/v1/messages/count_tokens", s.countTokens)
+	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	mux.HandleFunc("POST /{provider}/v1/embeddings", s.embeddings)
 	mux.HandleFunc("POST /v1/models/{action}", s.generate)
 	mux.HandleFunc("POST /{provider}/v1/models/{action}", s.generate)
 	mux.HandleFunc("GET /v1/models", s.models)
@@ -224,7 +234,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"error":{"message":"invalid request: body must be a JSON chat completion request","type":"invalid_request_error","code":"invalid_request"}}`, nil)
 		return
 	}
-	s.attempt(w, r, openaiWire{}, req.Model, req.Stream, prefillOf(req.Messages))
+	s.attempt(w, withShape(r, body), openaiWire{}, req.Model, req.Stream, prefillOf(req.Messages))
 }
 
 // attempt picks and serves one chat attempt in a wire format; pre is the
@@ -379,6 +389,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 	case Timeout:
 		s.hold(ctx, 0)
 		resetConn(w)
+		return
+	}
+	wf, tool := shaped(r, wf, resp) // faults/shape.go: max_tokens, tools, JSON format
+	if tool != "" {
+		s.serveTool(w, ctx, wf, resp, model, tool, stream)
 		return
 	}
 	if stream && resp.OK() {

@@ -91,13 +91,17 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"invalid request: body must be a JSON Messages request with a model"}}`, nil)
 		return
 	}
-	s.attempt(w, r, anthropicWire{}, req.Model, req.Stream, prefillOf(req.Messages))
+	s.attempt(w, withShape(r, body), anthropicWire{}, req.Model, req.Stream, prefillOf(req.Messages))
 }
 
 // generate answers a Gemini attempt: POST …/v1/models/{model}:generateContent
 // or …:streamGenerateContent (streamed as SSE whatever alt says).
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
+	if m, ok := strings.CutSuffix(action, ":batchEmbedContents"); ok {
+		s.batchEmbed(w, r, m) // faults/embed.go
+		return
+	}
 	i := strings.LastIndexByte(action, ':')
 	var stream bool
 	if i > 0 {
@@ -120,7 +124,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, `{"error":{"code":400,"message":"invalid request: want POST models/{model}:generateContent with a JSON body","status":"INVALID_ARGUMENT"}}`, nil)
 		return
 	}
-	s.attempt(w, r, geminiWire{}, action[:i], stream, prefill{})
+	s.attempt(w, withShape(r, b), geminiWire{}, action[:i], stream, prefill{})
 }
 
 // modelsWire is the format of a models request, told by its auth header.

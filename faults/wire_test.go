@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -50,7 +51,7 @@ func TestWireAnthropic(t *testing.T) {
 		{Match: Match{Connection: "bad"}, Respond: &Response{Status: 529, Headers: map[string]string{"retry-after": "9"}}},
 		{Match: Match{Connection: "cut"}, Respond: &Response{Fault: NoDone}},
 	})
-	resp, body := post(t, ts.URL+"/an/v1/messages", `{"model":"claude","max_tokens":10,"messages":[]}`, "x-api-key", "k1")
+	resp, body := post(t, ts.URL+"/an/v1/messages", `{"model":"claude","max_tokens":1000,"messages":[]}`, "x-api-key", "k1")
 	var m struct {
 		StopReason string `json:"stop_reason"`
 		Content    []struct{ Type, Text string }
@@ -127,5 +128,33 @@ func TestWireGemini(t *testing.T) {
 	}
 	if st := srv.Stats().ByConnection; st["gm/g1"]["200"] < 2 || st["gm/g1"]["429"] != 1 {
 		t.Fatalf("stats %v", st)
+	}
+}
+
+// The fault upstream speaks the Responses format (JSON and SSE) and
+// counts tokens, so every client surface can be tried against it alone.
+func TestResponsesAndCountTokens(t *testing.T) {
+	ts := httptest.NewServer(NewServer(nil, Options{}))
+	defer ts.Close()
+	post := func(path, body string) (int, string) {
+		res, err := http.Post(ts.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, b := post("/p/v1/responses", `{"model":"m","input":"hi"}`); code != 200 || !strings.Contains(b, `"object":"response"`) || !strings.Contains(b, ChunkText) {
+		t.Fatalf("responses JSON: %d %s", code, b)
+	}
+	if code, b := post("/p/v1/responses", `{"model":"m","input":"hi","stream":true}`); code != 200 || !strings.Contains(b, "event: response.output_text.delta") || !strings.Contains(b, "event: response.completed") {
+		t.Fatalf("responses stream: %d %s", code, b)
+	}
+	if code, b := post("/p/v1/messages/count_tokens", `{"model":"m","messages":[{"role":"user","content":"12345678"}]}`); code != 200 || !strings.Contains(b, `"input_tokens":`) {
+		t.Fatalf("count_tokens: %d %s", code, b)
+	}
+	if code, b := post("/p/v1/embeddings", `{"model":"m","input":["a","b"],"dimensions":3}`); code != 200 || strings.Count(b, `"object":"embedding"`) != 2 {
+		t.Fatalf("embeddings: %d %s", code, b)
 	}
 }

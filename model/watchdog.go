@@ -96,6 +96,11 @@ func decodeStreamEvent(data []byte) StreamEvent {
 		out.ToolCall = true
 	case t == "response.completed" || t == "message_stop":
 		out.Done = true
+		if t == "response.completed" && bytes.Contains(data, []byte(`"type":"function_call"`)) {
+			out.FinishReason = "tool_calls" // a turn that ends with a call has no text to show
+		}
+	case t == "response.incomplete":
+		out.Done, out.FinishReason = true, "length"
 	}
 	cb := strings.ToLower(ev.ContentBlock.Type)
 	if strings.Contains(cb, "thinking") || strings.Contains(cb, "reasoning") {
@@ -132,11 +137,15 @@ func decodeStreamEvent(data []byte) StreamEvent {
 			}
 		} else {
 			var d struct {
-				Type     string  `json:"type"`
-				Text     *string `json:"text"`
-				Thinking *string `json:"thinking"`
+				Type       string  `json:"type"`
+				Text       *string `json:"text"`
+				Thinking   *string `json:"thinking"`
+				StopReason string  `json:"stop_reason"`
 			}
 			if json.Unmarshal(ev.Delta, &d) == nil {
+				if d.StopReason != "" { // Messages message_delta: the turn's end, as a finish_reason
+					out.FinishReason = messagesFinish(d.StopReason)
+				}
 				dt := strings.ToLower(d.Type)
 				switch {
 				case d.Thinking != nil || strings.Contains(dt, "thinking"):
@@ -150,6 +159,22 @@ func decodeStreamEvent(data []byte) StreamEvent {
 		}
 	}
 	return out
+}
+
+// messagesFinish is an Anthropic Messages stop_reason as the
+// chat-completions finish_reason it means, so a native Messages stream
+// that ends with a tool call (or at its budget) is a legitimate end
+// without text, as the same chat stream is.
+func messagesFinish(stop string) string {
+	switch stop {
+	case "tool_use":
+		return "tool_calls"
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop"
 }
 
 // Watchdog holds both stream watchdogs of one upstream attempt. It is fed

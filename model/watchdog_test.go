@@ -161,3 +161,31 @@ func TestLegitimateEmpty(t *testing.T) {
 		}
 	}
 }
+
+// A native Messages stream states its end in message_delta's stop_reason:
+// read as the chat finish_reason it means, so a tool-only turn is a
+// legitimate end without text.
+func TestParseStreamEventMessagesStopReason(t *testing.T) {
+	for stop, want := range map[string]string{"tool_use": "tool_calls", "max_tokens": "length", "end_turn": "stop", "refusal": "content_filter"} {
+		ev := ParseStreamEvent([]byte(`{"type":"message_delta","delta":{"stop_reason":"` + stop + `","stop_sequence":null},"usage":{"output_tokens":4}}`))
+		if ev.FinishReason != want {
+			t.Errorf("%s: finish %q, want %q", stop, ev.FinishReason, want)
+		}
+	}
+	if !LegitimateEmpty(ParseStreamEvent([]byte(`{"type":"message_delta","delta":{"stop_reason":"tool_use"}}`)).FinishReason) {
+		t.Fatal("a tool_use end is a legitimate end without text")
+	}
+}
+
+// A native Responses stream that ends with a function call, or cut at
+// its budget, is a legitimate end without text.
+func TestParseStreamEventResponsesEnds(t *testing.T) {
+	ev := ParseStreamEvent([]byte(`{"type":"response.completed","response":{"output":[{"type":"function_call","name":"f"}]}}`))
+	if !ev.Done || !LegitimateEmpty(ev.FinishReason) {
+		t.Fatalf("completed with a call: %+v", ev)
+	}
+	ev = ParseStreamEvent([]byte(`{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"}}}`))
+	if !ev.Done || ev.FinishReason != "length" {
+		t.Fatalf("incomplete: %+v", ev)
+	}
+}

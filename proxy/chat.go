@@ -66,6 +66,9 @@ type reqState struct {
 	// the request is passed over without queueing for it.
 	wireURL  string
 	wireBody []byte
+	// wireOver replaces the providers' chat adapters for a non-chat
+	// surface (embeddings: proxy/surface_embed.go); nil for chat.
+	wireOver func(*provRuntime) wireAdapter
 
 	// The operator metrics' readings (metrics_ops.go): when a stream's
 	// first event went to the client, and the answer's usage.
@@ -163,6 +166,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 		return nil
 	}
 	rs.key = key
+	rs.wireOver = surfaceWire(r)
 	limit := g.conf().Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes

@@ -74,6 +74,14 @@ type ServerConfig struct {
 	// elsewhere; "first-event" forwards the first event at once (lower
 	// time-to-first-event, fewer pre-commit retries).
 	StreamCommit string `yaml:"streamCommit"`
+	// ResponsesRetentionMs is how long a stored Responses-API response is
+	// kept for previous_response_id and GET /v1/responses/{id} (default
+	// 1 h; proxy/surface_responses.go).
+	ResponsesRetentionMs Millis `yaml:"responsesRetentionMs"`
+	// PassHeaders lists the client request headers passed on to upstreams
+	// (default anthropic-beta, anthropic-version, openai-beta; [] for
+	// none). Credential headers are refused (proxy/surface_config.go).
+	PassHeaders []string `yaml:"passHeaders"`
 }
 
 // DemoConfig is the `demo:` section.
@@ -119,6 +127,10 @@ type ProviderConfig struct {
 	// Continuation: how the provider continues a prefilled assistant turn
 	// when a broken stream is resumed ("" = the type's default).
 	Continuation string `yaml:"continuation"`
+	// ResponsesAPI: the upstream serves the OpenAI Responses API at
+	// {baseURL}/responses, so Responses requests go to it natively
+	// (proxy/surface_respnative.go). OpenAI-compatible types only.
+	ResponsesAPI bool `yaml:"responsesAPI"`
 }
 
 // ConnectionConfig is one account or key of a provider.
@@ -821,6 +833,7 @@ func (c *Config) validate() []error {
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
 	}
+	errs = append(errs, c.validateSurfaces()...)
 	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
 		add(c.errAt("store.url", "want \"\" (memory) or a postgres:// URL, got %q", redactURL(u))) // never print its password
 	} else if problem := postgresURLProblem(u); problem != "" {

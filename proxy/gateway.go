@@ -91,6 +91,9 @@ type Gateway struct {
 	stopPump chan struct{}
 	pumpDone chan struct{}
 	closed   sync.Once
+
+	// surf is what the non-chat surfaces keep (proxy/surface_responses.go).
+	surf surfaceState
 }
 
 type runtimeSettings struct {

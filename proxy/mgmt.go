@@ -46,6 +46,7 @@ func (g *Gateway) routes() http.Handler {
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
 	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)              // ids hold a slash: provider/model
 	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (SPEC §2d)
+	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})

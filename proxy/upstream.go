@@ -85,9 +85,9 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	}
 	conn := prov.conns[a.Connection]
 	rs.cr = conn
-	if prov.wire != nil {
+	if wa := rs.wireFor(prov); wa != nil {
 		var err error
-		if rs.wireURL, rs.wireBody, err = prov.wire.encode(rs.reqFor(a), a.Model); err != nil {
+		if rs.wireURL, rs.wireBody, err = wa.encode(rs.reqFor(a), a.Model); err != nil {
 			recorded = true
 			return rs.unsupported(a, err)
 		}
@@ -338,9 +338,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 
 	var req *http.Request
 	var err error
-	if prov.wire != nil { // native wire format (proxy/adapter.go), encoded by attempt
+	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go), encoded by attempt
 		if req, err = newJSONRequest(actx, rs.wireURL, rs.wireBody); err == nil {
-			prov.wire.setAuth(req.Header, conn.cfg.APIKey)
+			wa.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
 		req = newPostRequest(actx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
@@ -362,6 +362,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	}
 	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // SPEC §2b: the model put this attempt on the lane
+	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
 
 	t0 := time.Now()
 	resp, err := prov.roundTrip(req, to.ResponseHeaderMs.Duration())
@@ -392,8 +393,8 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
 			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 	}
-	if prov.wire != nil { // error bodies above stay native; a success reads as OpenAI
-		prov.wire.wrap(resp, cand.Model)
+	if wa := rs.wireFor(prov); wa != nil { // error bodies above stay native; a success reads as OpenAI
+		wa.wrap(resp, cand.Model)
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)

@@ -651,15 +651,14 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	defer markWrote()
 	t := &r.sc.Traffic[item]
 	ob := sim.RequestObservation{N: n, SentAt: r.offset(sentAt), Attempts: -1}
-	body, _ := json.Marshal(map[string]any{"model": t.Model, "stream": t.Stream,
-		"messages": []map[string]string{{"role": "user", "content": "replay request " + strconv.Itoa(n)}}})
+	path, body := requestFor(t, n) // format.go: the client's format
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if t.Timeout > 0 {
 		rctx, cancel = context.WithDeadline(ctx, sentAt.Add(t.Timeout))
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.e.base+"/v1/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.e.base+path, bytes.NewReader(body))
 	if err != nil {
 		ob.Status, ob.Result, ob.Code = 0, "error", err.Error()
 		r.record(ob, time.Now())
@@ -686,7 +685,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		return
 	}
 	defer resp.Body.Close()
-	ob.Status = resp.StatusCode
+	ob.Status = modelStatus(t.Format, resp.StatusCode)
 	if p, c := resp.Header.Get("X-Breakwater-Provider"), resp.Header.Get("X-Breakwater-Connection"); p != "" && c != "" {
 		ob.ServedBy = p + "/" + c
 	}
@@ -702,7 +701,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		var resumedBy string
 		var resumedAttempts int
-		streamErr, resumedBy, resumedAttempts, readErr = readSSE(resp.Body)
+		streamErr, resumedBy, resumedAttempts, readErr = readFormatSSE(t.Format, resp.Body)
 		if resumedBy != "" { // a resumed stream names who continued it (proxy.ResumeComment)
 			ob.ServedBy, ob.Attempts = resumedBy, resumedAttempts
 		}
@@ -710,7 +709,7 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		readErr = err
 		if resp.StatusCode/100 != 2 {
-			ob.Code = errorCode(b)
+			ob.Code = formatErrorCode(t.Format, b)
 		}
 	}
 	switch {

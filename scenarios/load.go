@@ -421,7 +421,7 @@ func (l *loader) known() *faults.Known {
 	return k
 }
 
-var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout", "session"}
+var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout", "session", "format"}
 
 func (l *loader) traffic(n *yaml.Node) {
 	if yamlnode.IsNull(n) {
@@ -454,6 +454,14 @@ func (l *loader) traffic(n *yaml.Node) {
 				t.Stream = l.d.Bool(v, ff)
 			case "timeout":
 				t.Timeout = l.d.Duration(v, ff)
+			case "format":
+				t.Format = l.d.String(v, ff)
+				if !slices.Contains(sim.Formats, t.Format) {
+					l.d.Errf(v, ff, "want one of %s, got %q", strings.Join(sim.Formats, ", "), t.Format)
+				}
+				if t.Format == sim.FormatChat {
+					t.Format = ""
+				}
 			case "session":
 				// The gateway keys affinity by a hash of the header, never the
 				// raw id; the simulator does the same.
@@ -466,6 +474,9 @@ func (l *loader) traffic(n *yaml.Node) {
 			if _, err := l.eng.Resolve(t.Model); err != nil {
 				l.d.Errf(modelNode, f+".model", "%v", err)
 			}
+		}
+		if t.Format == sim.FormatEmbeddings && t.Stream {
+			l.d.Errf(v, f+".stream", "embeddings are not streamed")
 		}
 		if t.Poisson && t.Every <= 0 {
 			l.d.Errf(v, f+".every", "poisson traffic needs every (the mean gap)")

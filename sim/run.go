@@ -460,6 +460,10 @@ func (s *sim) step(id int32) {
 	}
 	switch st.Kind {
 	case model.StepAttempt:
+		if s.passedOver(id, &st.Attempt) { // surface.go: the client's format
+			s.step(id)
+			return
+		}
 		s.admit(id, &st.Attempt) // admission.go: limiter and concurrency gate, then begin
 	case model.StepLimitReset:
 		s.limitReset(id, st.LastConnection) // spendwall.go

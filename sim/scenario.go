@@ -55,7 +55,10 @@ type Traffic struct {
 	// Timeout is when the client gives up (0 = never): the request ends
 	// with 499 and any attempt in flight is recorded as a client abort.
 	Timeout time.Duration
-	Line    int
+	// Format is the client's API (surface.go): chat (""), messages,
+	// responses or embeddings.
+	Format string
+	Line   int
 }
 
 // ActionKind is an operator action.

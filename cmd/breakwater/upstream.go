@@ -26,8 +26,16 @@ func runUpstream(args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: breakwater upstream -listen ADDR [-faults FILE] [-speed N] [-seed N] [-max-hold D] [-catalog]
 
-Serves POST /<provider>/v1/chat/completions (JSON and SSE) and GET /<provider>/v1/models;
-the connection is the bearer API key. Control API: GET|PUT|DELETE /_faults, GET|DELETE /_stats,
+Serves, for any <provider>, in each API's own format (JSON and SSE):
+  POST /<provider>/v1/chat/completions              OpenAI chat completions
+  POST /<provider>/v1/messages, .../count_tokens    Anthropic Messages
+  POST /<provider>/v1/responses                     OpenAI Responses
+  POST /<provider>/v1/models/{model}:generateContent, :streamGenerateContent, :batchEmbedContents  Gemini
+  POST /<provider>/v1/embeddings                    OpenAI embeddings
+  GET  /<provider>/v1/models
+Answers honour max_tokens (cut, with the format's length reason), tools (a call of the first
+tool) and JSON response formats. The connection is the API key (Bearer, x-api-key or
+x-goog-api-key). Control API: GET|PUT|DELETE /_faults, GET|DELETE /_stats,
 GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section).`)
 		fs.PrintDefaults()
 	}

@@ -1,0 +1,199 @@
+package faults
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"hash/fnv"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Embeddings: POST …/v1/embeddings (OpenAI) and
+// …/v1/models/{model}:batchEmbedContents (Gemini). The rules answer them as
+// they answer chat attempts (status, latency, reset and timeout faults);
+// a success is one deterministic vector per input (the same text always
+// gets the same vector), EmbedDims long unless the request asks for
+// dimensions.
+
+// EmbedDims is the length of an embedding when the request names none.
+const EmbedDims = 8
+
+// embedVector is text's deterministic unit-length vector.
+func embedVector(text string, dims int) []float32 {
+	v := make([]float32, dims)
+	h := fnv.New64a()
+	io.WriteString(h, text)
+	x := h.Sum64() | 1
+	var norm float64
+	for i := range v {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		v[i] = float32(int64(x%2001)-1000) / 1000
+		norm += float64(v[i]) * float64(v[i])
+	}
+	if norm > 0 {
+		n := float32(math.Sqrt(norm))
+		for i := range v {
+			v[i] /= n
+		}
+	}
+	return v
+}
+
+func appendVector(b []byte, v []float32, b64 bool) []byte {
+	if b64 {
+		raw := make([]byte, 4*len(v))
+		for i, f := range v {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+		}
+		b = append(b, '"')
+		b = append(b, base64.StdEncoding.EncodeToString(raw)...)
+		return append(b, '"')
+	}
+	b = append(b, '[')
+	for i, f := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+	}
+	return append(b, ']')
+}
+
+// embedAnswer serves the rule's failure for an embeddings attempt; it
+// reports whether the attempt is answered.
+func (s *Server) embedAnswer(w http.ResponseWriter, r *http.Request, wf wire, resp *Response) bool {
+	ctx := r.Context()
+	switch resp.Fault {
+	case Reset:
+		if s.sleep(ctx, s.scale(resp.Latency)) {
+			resetConn(w)
+		}
+		return true
+	case Timeout:
+		s.hold(ctx, 0)
+		resetConn(w)
+		return true
+	}
+	if !s.sleep(ctx, s.scale(resp.Latency)) {
+		return true
+	}
+	if !resp.OK() {
+		writeError(w, resp.StatusOrOK(), errorBodyFor(wf, resp), resp)
+		return true
+	}
+	return false
+}
+
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model          string          `json:"model"`
+		Input          json.RawMessage `json:"input"`
+		Dimensions     int             `json:"dimensions"`
+		EncodingFormat string          `json:"encoding_format"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	var texts []string
+	if err == nil {
+		if len(req.Input) > 0 && req.Input[0] == '"' {
+			var one string
+			err = json.Unmarshal(req.Input, &one)
+			texts = []string{one}
+		} else {
+			err = json.Unmarshal(req.Input, &texts)
+		}
+	}
+	if err != nil || req.Model == "" || len(texts) == 0 || req.Dimensions < 0 || req.Dimensions > 4096 {
+		writeError(w, 400, `{"error":{"message":"invalid request: want {model, input: string or strings, dimensions 1-4096}","type":"invalid_request_error","code":"invalid_request"}}`, nil)
+		return
+	}
+	resp := s.pick(r.PathValue("provider"), connectionOf(r), req.Model)
+	if s.embedAnswer(w, r, openaiWire{}, &resp) {
+		return
+	}
+	dims := req.Dimensions
+	if dims == 0 {
+		dims = EmbedDims
+	}
+	b := []byte(`{"object":"list","data":[`)
+	tokens := 0
+	for i, t := range texts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"object":"embedding","index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"embedding":`...)
+		b = appendVector(b, embedVector(t, dims), req.EncodingFormat == "base64")
+		b = append(b, '}')
+		tokens += (len(t) + 3) / 4
+	}
+	m, _ := json.Marshal(req.Model)
+	b = append(b, `],"model":`...)
+	b = append(b, m...)
+	b = append(b, `,"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(tokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(tokens), 10)
+	b = append(b, "}}"...)
+	writeHeaders(w, &resp)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusOrOK())
+	w.Write(b)
+}
+
+// batchEmbed serves Gemini's models/{model}:batchEmbedContents.
+func (s *Server) batchEmbed(w http.ResponseWriter, r *http.Request, model string) {
+	var req struct {
+		Requests []struct {
+			Content struct {
+				Parts []struct {
+					Text string `json:"text"`
+				} `json:"parts"`
+			} `json:"content"`
+			OutputDimensionality int `json:"outputDimensionality"`
+		} `json:"requests"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || len(req.Requests) == 0 {
+		writeError(w, 400, `{"error":{"code":400,"message":"invalid request: want {requests: [{content: {parts: [{text}]}}]}","status":"INVALID_ARGUMENT"}}`, nil)
+		return
+	}
+	resp := s.pick(r.PathValue("provider"), connectionOf(r), model)
+	if s.embedAnswer(w, r, geminiWire{}, &resp) {
+		return
+	}
+	b := []byte(`{"embeddings":[`)
+	for i, q := range req.Requests {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var text strings.Builder
+		for _, p := range q.Content.Parts {
+			text.WriteString(p.Text)
+		}
+		dims := q.OutputDimensionality
+		if dims <= 0 || dims > 4096 {
+			dims = EmbedDims
+		}
+		b = append(b, `{"values":`...)
+		b = appendVector(b, embedVector(text.String(), dims), false)
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	writeHeaders(w, &resp)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusOrOK())
+	w.Write(b)
+}

@@ -1,0 +1,240 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// What of the request the fault upstream honours, so a client sees its
+// parameters work: the output budget (max_tokens, max_completion_tokens,
+// max_output_tokens, generationConfig.maxOutputTokens: the answer is cut
+// to it, 4 tokens a chunk, and ends with the format's length reason),
+// tools (the answer is a call of the first tool, or the one tool_choice
+// names, with arguments {}; none when tool_choice is "none"), and a JSON
+// response format (response_format / text.format json_object or
+// json_schema, generationConfig.responseMimeType application/json: the
+// text is the JSON document {"text":"…"}).
+type shape struct {
+	maxTokens int
+	tool      string
+	json      bool
+}
+
+type shapeKey struct{}
+
+// withShape reads a request body's shape into r's context.
+func withShape(r *http.Request, body []byte) *http.Request {
+	var b struct {
+		MaxTokens           int             `json:"max_tokens"`
+		MaxCompletionTokens int             `json:"max_completion_tokens"`
+		MaxOutputTokens     int             `json:"max_output_tokens"`
+		Tools               json.RawMessage `json:"tools"`
+		ToolChoice          json.RawMessage `json:"tool_choice"`
+		ResponseFormat      struct {
+			Type string `json:"type"`
+		} `json:"response_format"`
+		Text struct {
+			Format struct {
+				Type string `json:"type"`
+			} `json:"format"`
+		} `json:"text"`
+		GenerationConfig struct {
+			MaxOutputTokens  int    `json:"maxOutputTokens"`
+			ResponseMimeType string `json:"responseMimeType"`
+		} `json:"generationConfig"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return r
+	}
+	var sh shape
+	for _, n := range []int{b.MaxCompletionTokens, b.MaxTokens, b.MaxOutputTokens, b.GenerationConfig.MaxOutputTokens} {
+		if n > 0 {
+			sh.maxTokens = n
+			break
+		}
+	}
+	for _, t := range []string{b.ResponseFormat.Type, b.Text.Format.Type} {
+		sh.json = sh.json || t == "json_object" || t == "json_schema"
+	}
+	sh.json = sh.json || b.GenerationConfig.ResponseMimeType == "application/json"
+	sh.tool = toolToCall(b.Tools, b.ToolChoice)
+	if sh == (shape{}) {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), shapeKey{}, sh))
+}
+
+// toolToCall is the tool the answer calls: tool_choice's named one, else
+// the first declared (OpenAI chat, Responses, Anthropic and Gemini
+// shapes), "" when none or tool_choice is none.
+func toolToCall(tools, choice json.RawMessage) string {
+	var c any
+	_ = json.Unmarshal(choice, &c)
+	switch v := c.(type) {
+	case string:
+		if v == "none" {
+			return ""
+		}
+	case map[string]any:
+		if v["type"] == "none" {
+			return ""
+		}
+		if n, ok := v["name"].(string); ok && n != "" {
+			return n
+		}
+		if f, ok := v["function"].(map[string]any); ok {
+			if n, ok := f["name"].(string); ok && n != "" {
+				return n
+			}
+		}
+	}
+	var ts []struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+		FunctionDeclarations []struct {
+			Name string `json:"name"`
+		} `json:"functionDeclarations"`
+	}
+	if json.Unmarshal(tools, &ts) != nil {
+		return ""
+	}
+	for _, t := range ts {
+		switch {
+		case t.Function.Name != "":
+			return t.Function.Name
+		case t.Name != "":
+			return t.Name
+		case len(t.FunctionDeclarations) > 0:
+			return t.FunctionDeclarations[0].Name
+		}
+	}
+	return ""
+}
+
+func shapeOf(r *http.Request) (shape, bool) {
+	sh, ok := r.Context().Value(shapeKey{}).(shape)
+	return sh, ok
+}
+
+// shapedWire applies a shape to a wire's text answers: the length finish
+// when the budget cut the answer, the JSON document around the text.
+type shapedWire struct {
+	wire
+	length bool
+	json   bool
+}
+
+// lengthFinish rewrites the formats' normal finish into their length one.
+var lengthFinish = strings.NewReplacer(`"finish_reason":"stop"`, `"finish_reason":"length"`,
+	`"stop_reason":"end_turn"`, `"stop_reason":"max_tokens"`, `"finishReason":"STOP"`, `"finishReason":"MAX_TOKENS"`)
+
+func (s shapedWire) completion(model string, chunks int) string {
+	out := s.wire.completion(model, chunks)
+	if s.json {
+		text := strings.Repeat(ChunkText, chunks)
+		out = strings.Replace(out, text, `{\"text\":\"`+text+`\"}`, 1)
+	}
+	if s.length {
+		out = lengthFinish.Replace(out)
+	}
+	return out
+}
+
+func (s shapedWire) chunk(model, text string, first bool) string {
+	if s.json && first {
+		text = `{"text":"` + text
+	}
+	return s.wire.chunk(model, text, first)
+}
+
+func (s shapedWire) streamEnd(model string, n int, done bool) string {
+	out := s.wire.streamEnd(model, n, done)
+	if s.length {
+		out = lengthFinish.Replace(out)
+	}
+	if s.json {
+		out = s.wire.chunk(model, `"}`, false) + out
+	}
+	return out
+}
+
+// shaped applies the request's shape to an answer: the chunk budget and
+// the wire; tool is the tool to call ("" for a text answer).
+func shaped(r *http.Request, wf wire, resp *Response) (wire, string) {
+	sh, ok := shapeOf(r)
+	if !ok || !resp.OK() || resp.Body != "" {
+		return wf, ""
+	}
+	if sh.tool != "" && resp.Fault == None {
+		return wf, sh.tool
+	}
+	sw := shapedWire{wire: wf, json: sh.json}
+	if sh.maxTokens > 0 {
+		if n := (sh.maxTokens + 3) / 4; n < resp.Chunks() {
+			resp.Stream.Chunks = n
+			sw.length = true
+		}
+	}
+	return sw, ""
+}
+
+// toolAnswer is a whole tool-call answer (JSON, or the stream's events)
+// in a wire's format.
+func toolAnswer(wf wire, model, tool string, stream bool) string {
+	args := "{}"
+	switch w := wf.(type) {
+	case anthropicWire:
+		if !stream {
+			return fmt.Sprintf(`{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[{"type":"tool_use","id":"toolu_fault","name":%q,"input":{}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":4}}`, model, tool)
+		}
+		return sseEvent("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"usage":{"input_tokens":8,"output_tokens":1}}}`, model)) +
+			sseEvent("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_fault","name":%q,"input":{}}}`, tool)) +
+			sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}`) +
+			sseEvent("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+			sseEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":4}}`) +
+			sseEvent("message_stop", `{"type":"message_stop"}`)
+	case geminiWire:
+		body := fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":%q,"args":{}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":4,"totalTokenCount":12},"modelVersion":%q,"responseId":"fault"}`, tool, model)
+		if !stream {
+			return body
+		}
+		return sseEvent("", body)
+	case *responsesWire:
+		chat := openaiToolChat(model, tool, args)
+		if !stream {
+			return w.completionFrom(chat)
+		}
+		return w.streamFrom(model, tool, args)
+	}
+	if !stream {
+		return openaiToolChat(model, tool, args)
+	}
+	return "data: " + fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_fault","type":"function","function":{"name":%q,"arguments":""}}]},"finish_reason":null}]}`, model, tool) + "\n\n" +
+		"data: " + fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":%q}}]},"finish_reason":null}]}`, model, args) + "\n\n" +
+		"data: " + fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":8,"completion_tokens":4,"total_tokens":12}}`, model) + "\n\n" +
+		"data: [DONE]\n\n"
+}
+
+func openaiToolChat(model, tool, args string) string {
+	return fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion","created":0,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_fault","type":"function","function":{"name":%q,"arguments":%q}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":8,"completion_tokens":4,"total_tokens":12}}`, model, tool, args)
+}
+
+// serveTool writes a tool-call answer after the response's latency.
+func (s *Server) serveTool(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model, tool string, stream bool) {
+	if !s.sleep(ctx, s.scale(resp.Latency)) {
+		return
+	}
+	writeHeaders(w, resp)
+	if stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(resp.StatusOrOK())
+	fmt.Fprint(w, toolAnswer(wf, model, tool, stream))
+}

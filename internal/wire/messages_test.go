@@ -1,0 +1,166 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const msgSample = `{"model":"claude","max_tokens":100,"system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],
+"stop_sequences":["END"],"temperature":0.5,"top_k":5,"metadata":{"user_id":"u1"},
+"tools":[{"name":"get","description":"d","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"get","disable_parallel_tool_use":true},
+"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},
+{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"ok"},{"type":"tool_use","id":"tu1","name":"get","input":{"a":1}}]},
+{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":[{"type":"text","text":"42"}]},{"type":"text","text":"and?"}]}],"stream":true}`
+
+// The request translation carries every field a chat request can hold and
+// names what it drops.
+func TestMessagesToChat(t *testing.T) {
+	tr, err := MessagesToChat([]byte(msgSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c ChatRequest
+	var raw map[string]any
+	if err := json.Unmarshal(tr.Chat, &raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(tr.Chat, &c)
+	if !tr.Stream || !c.Stream || c.StreamOptions == nil || !c.StreamOptions.IncludeUsage || *c.MaxTokens != 100 || c.Stop[0] != "END" || c.User != "u1" {
+		t.Fatalf("fields: %s", tr.Chat)
+	}
+	roles := []string{}
+	for _, m := range c.Messages {
+		roles = append(roles, m.Role)
+	}
+	if strings.Join(roles, ",") != "system,user,assistant,tool,user" {
+		t.Fatalf("roles %v: %s", roles, tr.Chat)
+	}
+	if !bytes.Contains(tr.Chat, []byte(`"url":"data:image/png;base64,AAAA"`)) || !bytes.Contains(tr.Chat, []byte(`"arguments":"{\"a\":1}"`)) ||
+		!bytes.Contains(tr.Chat, []byte(`"tool_choice":{"type":"function","function":{"name":"get"}}`)) || !bytes.Contains(tr.Chat, []byte(`"parallel_tool_calls":false`)) {
+		t.Fatalf("translation: %s", tr.Chat)
+	}
+	if d := strings.Join(tr.Dropped, ","); !strings.Contains(d, "top_k") || !strings.Contains(d, "system.cache_control") {
+		t.Fatalf("dropped: %v", tr.Dropped)
+	}
+}
+
+// Bad input is a RequestError naming the field, never a panic.
+func TestMessagesToChatNamesTheField(t *testing.T) {
+	for body, field := range map[string]string{
+		`{"max_tokens":1,"messages":[{"role":"user","content":"x"}]}`:                                                              "model",
+		`{"model":"m","messages":[{"role":"user","content":"x"}]}`:                                                                 "max_tokens",
+		`{"model":"m","max_tokens":"x","messages":[]}`:                                                                             "max_tokens",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`:                                                "messages[0].role",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":5}]}`:                                                    "messages[0].content",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document"}]}]}`:                                "messages[0].content[0].type",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}]}`: "tools[0].type",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"maybe"}}`:                   "tool_choice.type",
+	} {
+		_, err := MessagesToChat([]byte(body))
+		re, ok := err.(*RequestError)
+		if !ok || re.Field != field {
+			t.Errorf("%s: want field %q, got %v", body, field, err)
+		}
+	}
+}
+
+func TestChatToMessages(t *testing.T) {
+	out, err := ChatToMessages([]byte(`{"id":"c1","choices":[{"message":{"content":"hi","reasoning_content":"r","tool_calls":[{"id":"t","function":{"name":"f","arguments":"{\"x\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}`), "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"msg_c1","type":"message","role":"assistant","model":"claude","content":[{"type":"thinking","thinking":"r","signature":""},{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"f","input":{"x":1}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":6,"output_tokens":3,"cache_read_input_tokens":4,"cache_creation_input_tokens":0}}`
+	if string(out) != want {
+		t.Fatalf("got  %s\nwant %s", out, want)
+	}
+}
+
+// The stream keeps Anthropic's event order: one message_start, blocks
+// opened and closed in turn, message_delta then message_stop at [DONE].
+func TestMsgStreamSequence(t *testing.T) {
+	s := &MsgStream{Model: "claude"}
+	var out []byte
+	for _, ev := range []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant"}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"content":"b"}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1","function":{"name":"f","arguments":"{}"}}]}}]}`,
+		`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`,
+		`[DONE]`,
+	} {
+		out = s.Event(out, []byte(ev))
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if n, ok := strings.CutPrefix(line, "event: "); ok {
+			names = append(names, n)
+		}
+	}
+	want := "message_start ping content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(names, " "), want)
+	}
+	if !strings.Contains(string(out), `"stop_reason":"tool_use"`) || !strings.Contains(string(out), `"output_tokens":2`) {
+		t.Fatalf("message_delta: %s", out)
+	}
+	if !s.Done() || len(s.Event(nil, []byte(`{"choices":[]}`))) != 0 {
+		t.Fatal("nothing follows message_stop")
+	}
+}
+
+func TestMsgStreamError(t *testing.T) {
+	s := &MsgStream{Model: "claude"}
+	out := s.Event(nil, []byte(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	out = s.Event(out, []byte(`{"error":{"message":"cut","type":"server_error","code":"stream_interrupted"}}`))
+	if !strings.HasSuffix(string(out), "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"stream_interrupted: cut\"}}\n\n") {
+		t.Fatalf("error event: %s", out)
+	}
+}
+
+func FuzzMessagesToChat(f *testing.F) {
+	f.Add([]byte(msgSample))
+	f.Add([]byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`))
+	f.Add([]byte(`{"model":"m","max_tokens":1,"system":5,"messages":[{"role":"assistant","content":[{"type":"tool_use"}]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tr, err := MessagesToChat(b)
+		if err != nil {
+			if _, ok := err.(*RequestError); !ok {
+				t.Fatalf("not a RequestError: %T %v", err, err)
+			}
+			return
+		}
+		if !json.Valid(tr.Chat) {
+			t.Fatalf("invalid chat body: %s", tr.Chat)
+		}
+	})
+}
+
+func FuzzMsgStream(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a","tool_calls":[{"index":1,"function":{"arguments":"x"}}]},"finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"error":{"message":"x","code":5}}`))
+	f.Add([]byte(`[DONE]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := &MsgStream{Model: "m"}
+		out := s.Event(nil, b)
+		out = s.Event(out, b)
+		out = s.End(out)
+		for _, ev := range bytes.Split(out, []byte("\n\n")) {
+			if d, ok := bytes.CutPrefix(ev[bytes.IndexByte(ev, '\n')+1:], []byte("data: ")); ok && !json.Valid(d) {
+				t.Fatalf("event data is not JSON: %q", ev)
+			}
+		}
+	})
+}
+
+func TestUnknownFields(t *testing.T) {
+	got := UnknownMessagesFields([]byte(`{"model":"m","max_tokens":1,"messages":[],"service_tier":"auto","container":null}`))
+	if strings.Join(got, ",") != "service_tier,container" {
+		t.Fatalf("unknown: %v", got)
+	}
+	if got := UnknownResponsesFields([]byte(`{"model":"m","input":"x","truncation":"auto"}`)); strings.Join(got, ",") != "truncation" {
+		t.Fatalf("unknown: %v", got)
+	}
+}

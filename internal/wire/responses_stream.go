@@ -1,0 +1,307 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// RespStream translates one chat.completion.chunk stream into the
+// Responses event sequence: response.created and response.in_progress;
+// for the message, response.output_item.added, response.content_part.added,
+// response.output_text.delta, then response.output_text.done,
+// response.content_part.done and response.output_item.done; for each
+// function call, response.output_item.added,
+// response.function_call_arguments.delta / .done and
+// response.output_item.done; at the chat stream's [DONE],
+// response.completed with the whole response. An error event (the
+// gateway's after a break, or an upstream's) becomes an error event and
+// response.failed. Reasoning deltas are not streamed (no reasoning item).
+type RespStream struct {
+	Meta RespMeta
+
+	seq     int
+	started bool
+	done    bool
+	failed  bool
+	items   []respStreamItem
+	open    int // index in items of the open item, -1 none
+	tool    int // the chat tool call index of the open function_call
+	finish  string
+	usage   ChatUsage
+	hasUse  bool
+	chunk   ChatChunk
+	scratch []byte
+}
+
+type respStreamItem struct {
+	call bool
+	id   string
+	text []byte // message text or call arguments
+	tc   ChatToolCall
+}
+
+// Done reports whether the stream ended; Failed whether with an error.
+func (s *RespStream) Done() bool   { return s.done }
+func (s *RespStream) Failed() bool { return s.failed }
+
+func (s *RespStream) ev(dst []byte, name string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, "\ndata: {\"type\":\""...)
+	dst = append(dst, name...)
+	dst = append(dst, `","sequence_number":`...)
+	dst = strconv.AppendInt(dst, int64(s.seq), 10)
+	s.seq++
+	return dst
+}
+
+func (s *RespStream) itemRef(dst []byte, i int) []byte {
+	dst = append(dst, `,"item_id":`...)
+	dst = appendJSONString(dst, s.items[i].id)
+	dst = append(dst, `,"output_index":`...)
+	return strconv.AppendInt(dst, int64(i), 10)
+}
+
+func (s *RespStream) start(dst []byte) []byte {
+	s.started, s.open = true, -1
+	obj := ResponseObject(&s.Meta, nil, nil, "in_progress", "", "")
+	dst = s.ev(dst, "response.created")
+	dst = append(dst, `,"response":`...)
+	dst = append(dst, obj...)
+	dst = append(dst, "}\n\n"...)
+	dst = s.ev(dst, "response.in_progress")
+	dst = append(dst, `,"response":`...)
+	dst = append(dst, obj...)
+	return append(dst, "}\n\n"...)
+}
+
+func (s *RespStream) renderItem(dst []byte, i int, status string) []byte {
+	it := &s.items[i]
+	if it.call {
+		tc := it.tc
+		tc.Function.Arguments = string(it.text)
+		if status == "in_progress" {
+			tc.Function.Arguments = ""
+		}
+		return appendCallItem(dst, it.id, tc, status)
+	}
+	return appendMessageItem(dst, it.id, string(it.text), status)
+}
+
+func (s *RespStream) closeItem(dst []byte) []byte {
+	if s.open < 0 {
+		return dst
+	}
+	i := s.open
+	s.open = -1
+	it := &s.items[i]
+	if it.call {
+		if len(it.text) == 0 {
+			it.text = append(it.text, "{}"...)
+		}
+		dst = s.ev(dst, "response.function_call_arguments.done")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"arguments":`...)
+		dst = appendJSONString(dst, string(it.text))
+		dst = append(dst, "}\n\n"...)
+	} else {
+		dst = s.ev(dst, "response.output_text.done")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"content_index":0,"text":`...)
+		dst = appendJSONString(dst, string(it.text))
+		dst = append(dst, "}\n\n"...)
+		dst = s.ev(dst, "response.content_part.done")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"content_index":0,"part":{"type":"output_text","text":`...)
+		dst = appendJSONString(dst, string(it.text))
+		dst = append(dst, `,"annotations":[]}}`+"\n\n"...)
+	}
+	dst = s.ev(dst, "response.output_item.done")
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(i), 10)
+	dst = append(dst, `,"item":`...)
+	dst = s.renderItem(dst, i, "completed")
+	return append(dst, "}\n\n"...)
+}
+
+func (s *RespStream) openItem(dst []byte, it respStreamItem) []byte {
+	dst = s.closeItem(dst)
+	i := len(s.items)
+	prefix := "msg_"
+	if it.call {
+		prefix = "fc_"
+	}
+	it.id = itemID(prefix, s.Meta.ID, i)
+	s.items = append(s.items, it)
+	s.open = i
+	dst = s.ev(dst, "response.output_item.added")
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(i), 10)
+	dst = append(dst, `,"item":`...)
+	dst = s.renderItem(dst, i, "in_progress")
+	dst = append(dst, "}\n\n"...)
+	if !it.call {
+		dst = s.ev(dst, "response.content_part.added")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`+"\n\n"...)
+	}
+	return dst
+}
+
+// Event appends the Responses events for one chat SSE event's data.
+func (s *RespStream) Event(dst, data []byte) []byte {
+	if s.done {
+		return dst
+	}
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return s.End(dst)
+	}
+	if text, ok := textDelta(data); ok && s.started {
+		if len(text) == 0 {
+			return dst
+		}
+		if s.open < 0 || s.items[s.open].call {
+			dst = s.openItem(dst, respStreamItem{})
+		}
+		it := &s.items[s.open]
+		it.text = append(it.text, text...) // plain text: its raw bytes are the text
+		dst = s.ev(dst, "response.output_text.delta")
+		dst = s.itemRef(dst, s.open)
+		dst = append(dst, `,"content_index":0,"delta":`...)
+		dst = appendRawString(dst, text)
+		return append(dst, "}\n\n"...)
+	}
+	c := &s.chunk
+	*c = ChatChunk{}
+	if json.Unmarshal(data, c) != nil {
+		return s.Error(dst, "upstream_error", "the upstream sent a malformed stream event")
+	}
+	if c.Error != nil {
+		code := c.Error.CodeString()
+		if code == "" {
+			code = "upstream_error"
+		}
+		return s.Error(dst, code, c.Error.Message)
+	}
+	if !s.started {
+		dst = s.start(dst)
+	}
+	if c.Usage != nil {
+		s.usage, s.hasUse = *c.Usage, true
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue
+		}
+		d := &ch.Delta
+		if d.Content != nil && *d.Content != "" {
+			if s.open < 0 || s.items[s.open].call {
+				dst = s.openItem(dst, respStreamItem{})
+			}
+			it := &s.items[s.open]
+			it.text = append(it.text, *d.Content...)
+			dst = s.ev(dst, "response.output_text.delta")
+			dst = s.itemRef(dst, s.open)
+			dst = append(dst, `,"content_index":0,"delta":`...)
+			dst = appendJSONString(dst, *d.Content)
+			dst = append(dst, "}\n\n"...)
+		}
+		for _, tc := range d.ToolCalls {
+			if s.open < 0 || !s.items[s.open].call || s.tool != tc.Index {
+				s.tool = tc.Index
+				dst = s.openItem(dst, respStreamItem{call: true, tc: ChatToolCall{ID: tc.ID, Type: "function", Function: ChatFunction{Name: tc.Function.Name}}})
+			}
+			if tc.Function.Arguments != "" {
+				it := &s.items[s.open]
+				it.text = append(it.text, tc.Function.Arguments...)
+				dst = s.ev(dst, "response.function_call_arguments.delta")
+				dst = s.itemRef(dst, s.open)
+				dst = append(dst, `,"delta":`...)
+				dst = appendJSONString(dst, tc.Function.Arguments)
+				dst = append(dst, "}\n\n"...)
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			s.finish = *ch.FinishReason
+		}
+	}
+	return dst
+}
+
+// Output is what the stream produced so far.
+func (s *RespStream) Output() *RespOutput {
+	o := &RespOutput{Finish: s.finish, Usage: s.usage, HasUsage: s.hasUse}
+	for i := range s.items {
+		it := &s.items[i]
+		if it.call {
+			tc := it.tc
+			tc.Function.Arguments = string(it.text)
+			o.Calls = append(o.Calls, tc)
+		} else {
+			o.Text += string(it.text)
+		}
+	}
+	return o
+}
+
+func (s *RespStream) output(status string) []byte {
+	out := s.scratch[:0]
+	for i := range s.items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = s.renderItem(out, i, status)
+	}
+	s.scratch = out
+	return out
+}
+
+// End closes the open item and appends response.completed (or
+// response.incomplete when the answer was cut by max_output_tokens or a
+// content filter).
+func (s *RespStream) End(dst []byte) []byte {
+	if s.done {
+		return dst
+	}
+	if !s.started {
+		dst = s.start(dst)
+	}
+	dst = s.closeItem(dst)
+	s.done = true
+	o := s.Output()
+	obj := ResponseObject(&s.Meta, o, s.output("completed"), "", "", "")
+	name := "response.completed"
+	if o.Finish == "length" || o.Finish == "content_filter" {
+		name = "response.incomplete"
+	}
+	dst = s.ev(dst, name)
+	dst = append(dst, `,"response":`...)
+	dst = append(dst, obj...)
+	return append(dst, "}\n\n"...)
+}
+
+// Error appends an error event and response.failed, and ends the stream:
+// what a client sees when the stream breaks after content.
+func (s *RespStream) Error(dst []byte, code, msg string) []byte {
+	if s.done {
+		return dst
+	}
+	if !s.started {
+		dst = s.start(dst)
+	}
+	s.done, s.failed = true, true
+	dst = s.ev(dst, "error")
+	dst = append(dst, `,"code":`...)
+	dst = appendJSONString(dst, code)
+	dst = append(dst, `,"message":`...)
+	dst = appendJSONString(dst, msg)
+	dst = append(dst, `,"param":null}`+"\n\n"...)
+	obj := ResponseObject(&s.Meta, s.Output(), s.output("incomplete"), "failed", code, msg)
+	dst = s.ev(dst, "response.failed")
+	dst = append(dst, `,"response":`...)
+	dst = append(dst, obj...)
+	return append(dst, "}\n\n"...)
+}

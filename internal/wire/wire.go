@@ -1,0 +1,257 @@
+// Package wire translates the client-facing API formats the gateway serves
+// besides OpenAI chat completions (Anthropic Messages, OpenAI Responses,
+// embeddings) to and from OpenAI chat completions, the gateway's pivot
+// format.
+//
+// The gateway runs every client request as a chat request: a surface
+// translates the client's body into a chat completion request, the
+// request goes through the same resilience flow and the same upstream
+// adapters (which speak each provider type's native format), and the
+// surface translates the chat answer back — JSON, each stream event as it
+// comes (nothing is buffered), and errors — into the client's own format.
+//
+// Every decoder here takes untrusted bytes: a body it cannot read is a
+// *RequestError naming the field, never a panic.
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// RequestError is a client body a surface cannot read or translate: a
+// 400 in the client's own error format. Field names the offending field
+// (a JSON path such as messages[2].content[0].source).
+type RequestError struct {
+	Field string
+	Msg   string
+	// Untranslatable: a valid request the translation to chat cannot
+	// carry (a server tool, a document block): a target of the client's
+	// own format serves it natively; the others are passed over.
+	Untranslatable bool
+}
+
+func (e *RequestError) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+func reqErr(field, format string, a ...any) *RequestError {
+	return &RequestError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// untranslatable is a RequestError for a valid request chat cannot carry.
+func untranslatable(field, format string, a ...any) *RequestError {
+	return &RequestError{Field: field, Msg: fmt.Sprintf(format, a...), Untranslatable: true}
+}
+
+// appendJSONString appends s as a JSON string with encoding/json's
+// escaping; the common case (plain ASCII text) without encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// isNull reports whether raw is absent or the JSON null.
+func isNull(raw json.RawMessage) bool {
+	for len(raw) > 0 && (raw[0] == ' ' || raw[0] == '\n' || raw[0] == '\t' || raw[0] == '\r') {
+		raw = raw[1:]
+	}
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// firstByte is raw's first non-space byte (0 when none).
+func firstByte(raw json.RawMessage) byte {
+	for _, c := range raw {
+		if c != ' ' && c != '\n' && c != '\t' && c != '\r' {
+			return c
+		}
+	}
+	return 0
+}
+
+// ---- the pivot: OpenAI chat completions ----
+
+// ChatRequest is the chat completion request a surface builds.
+type ChatRequest struct {
+	Model             string          `json:"model"`
+	Messages          []ChatMessage   `json:"messages"`
+	MaxTokens         *int            `json:"max_tokens,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	Stop              []string        `json:"stop,omitempty"`
+	Stream            bool            `json:"stream,omitempty"`
+	StreamOptions     *StreamOptions  `json:"stream_options,omitempty"`
+	Tools             []ChatTool      `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	User              string          `json:"user,omitempty"`
+	ResponseFormat    json.RawMessage `json:"response_format,omitempty"`
+	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
+}
+
+// StreamOptions asks for the usage chunk at the end of a stream.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// ChatMessage is one chat message. Content is a string, a list of
+// ChatPart, or nil (an assistant turn with tool calls only).
+type ChatMessage struct {
+	Role       string         `json:"role"`
+	Content    any            `json:"content"`
+	ToolCalls  []ChatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// ChatPart is a content part (text or image_url).
+type ChatPart struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
+	ImageURL *ChatImageURL `json:"image_url,omitempty"`
+}
+
+// ChatImageURL is an image part's URL (http(s) or a base64 data: URL).
+type ChatImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ChatToolCall is an assistant's function call.
+type ChatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function ChatFunction `json:"function"`
+}
+
+// ChatFunction is a call's name and its arguments (a JSON object as text).
+type ChatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ChatTool is a function tool.
+type ChatTool struct {
+	Type     string       `json:"type"`
+	Function ChatToolSpec `json:"function"`
+}
+
+// ChatToolSpec is a function tool's declaration.
+type ChatToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ChatNamedChoice is tool_choice naming one function.
+type ChatNamedChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+func namedChoice(name string) ChatNamedChoice {
+	c := ChatNamedChoice{Type: "function"}
+	c.Function.Name = name
+	return c
+}
+
+// ChatCompletion is a chat answer as the surfaces read it.
+type ChatCompletion struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Created int64  `json:"created"`
+	Choices []struct {
+		Message struct {
+			Content          *string `json:"content"`
+			ReasoningContent string  `json:"reasoning_content"`
+			Refusal          *string `json:"refusal"`
+			ToolCalls        []struct {
+				ID       string       `json:"id"`
+				Function ChatFunction `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *ChatUsage `json:"usage"`
+}
+
+// ChatUsage is a chat answer's token counts.
+type ChatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// ChatChunk is one chat.completion.chunk as the stream translators read
+// it; Error is set on an error event ({"error":{…}}).
+type ChatChunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
+				Index    int          `json:"index"`
+				ID       string       `json:"id"`
+				Function ChatFunction `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *ChatUsage    `json:"usage"`
+	Error *ChatAPIError `json:"error"`
+}
+
+// ChatAPIError is the error object of an OpenAI-shaped error body or
+// stream error event.
+type ChatAPIError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    any    `json:"code"`
+}
+
+// ParseChatError reads an OpenAI-shaped error body ({"error":{…}}); ok is
+// false when b is not one.
+func ParseChatError(b []byte) (e ChatAPIError, ok bool) {
+	var top struct {
+		Error *ChatAPIError `json:"error"`
+	}
+	if json.Unmarshal(b, &top) != nil || top.Error == nil {
+		return e, false
+	}
+	return *top.Error, true
+}
+
+// CodeString is an error code as text (codes may be strings or numbers).
+func (e ChatAPIError) CodeString() string {
+	switch c := e.Code.(type) {
+	case string:
+		return c
+	case float64:
+		return fmt.Sprint(int64(c))
+	}
+	return ""
+}

@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/breakwater-gw/breakwater/internal/wire"
+)
+
+// Client surfaces besides chat completions (docs/surfaces.md). Each one
+// translates the client's request into a chat completion request
+// (internal/wire) and runs it through handleChat, so every surface gets
+// the same model.Flow — classification, cooldowns, lockouts, breaker,
+// waits, budgets, affinity, leases, admission — and the same provider
+// adapters. What handleChat writes (chat JSON, chat SSE, OpenAI-shaped
+// errors) passes through a surfaceWriter that translates it back into the
+// client's own format: JSON answers and errors when the handler is done,
+// stream events one by one as they are written (never buffered past the
+// event being translated).
+
+// surfaceRoutes adds the non-chat client surfaces to the router.
+func (g *Gateway) surfaceRoutes(r *mux.Router) {
+	r.HandleFunc("/v1/messages", g.handleMessages).Methods(http.MethodPost)
+	r.HandleFunc("/v1/messages/count_tokens", g.handleCountTokens).Methods(http.MethodPost)
+	r.HandleFunc(embeddingsPath, g.handleEmbeddings).Methods(http.MethodPost)
+	r.HandleFunc("/v1/responses", g.handleResponses).Methods(http.MethodPost)
+	r.HandleFunc("/v1/responses/{id}", g.handleGetResponse).Methods(http.MethodGet)
+}
+
+// surfaceConv is one client format's side of a surfaceWriter.
+type surfaceConv interface {
+	// answer translates a whole non-stream answer (a chat completion on
+	// 2xx, an OpenAI-shaped error otherwise) into the client's status and
+	// body.
+	answer(status int, body []byte) (int, []byte)
+	// event appends the client's events for one chat SSE event's data.
+	event(dst, data []byte) []byte
+	// contentType of a translated non-stream answer.
+	contentType() string
+}
+
+// surfaceWriter translates what handleChat writes into a client format.
+// Headers (X-Request-Id, X-Breakwater-*, Retry-After) go through as set.
+type surfaceWriter struct {
+	w      http.ResponseWriter
+	conv   surfaceConv
+	status int
+	sse    bool
+	body   []byte // JSON mode: the whole answer
+	line   []byte // SSE mode: a partial line
+	name   []byte // SSE mode: the current event's name
+	data   []byte // SSE mode: the current event's data
+	out    []byte
+	err    error
+}
+
+func (s *surfaceWriter) Header() http.Header { return s.w.Header() }
+
+func (s *surfaceWriter) WriteHeader(code int) {
+	if s.status != 0 {
+		return
+	}
+	s.status = code
+	if strings.HasPrefix(headerValue(s.w.Header(), "Content-Type"), "text/event-stream") {
+		s.sse = true
+		s.w.WriteHeader(code)
+	}
+}
+
+func (s *surfaceWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.WriteHeader(http.StatusOK)
+	}
+	if !s.sse {
+		s.body = append(s.body, p...)
+		return len(p), nil
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.feed(p)
+	if len(s.out) > 0 {
+		_, s.err = s.w.Write(s.out)
+		s.out = s.out[:0]
+	}
+	return len(p), s.err
+}
+
+// feed reads SSE lines: data lines make up an event, an empty line ends
+// it; event names, ids and comments of the chat stream mean nothing to
+// the client's format.
+func (s *surfaceWriter) feed(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.line = append(s.line, p...)
+			return
+		}
+		line := p[:i]
+		if len(s.line) > 0 {
+			s.line = append(s.line, line...)
+			line = s.line
+		}
+		p = p[i+1:]
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) == 0 {
+			if len(s.data) > 0 {
+				s.dispatch()
+			}
+			s.name = s.name[:0]
+		} else if n, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			s.name = append(s.name[:0], bytes.TrimSpace(n)...)
+		} else if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			if len(s.data) > 0 {
+				s.data = append(s.data, '\n')
+			}
+			s.data = append(s.data, bytes.TrimPrefix(d, []byte{' '})...)
+		}
+		s.line = s.line[:0]
+	}
+}
+
+// dispatch translates one whole event: raw when the format's conv passes
+// it through (a native answer), else from its chat data.
+func (s *surfaceWriter) dispatch() {
+	if rc, ok := s.conv.(rawConv); ok {
+		if out, done := rc.rawEvent(s.out, s.name, s.data); done {
+			s.out, s.data = out, s.data[:0]
+			return
+		}
+	}
+	s.out = s.conv.event(s.out, s.data)
+	s.data = s.data[:0]
+}
+
+// rawConv is a surfaceConv that may pass a native answer's events through.
+type rawConv interface {
+	rawEvent(dst, name, data []byte) ([]byte, bool)
+}
+
+func (s *surfaceWriter) Flush() {
+	if f, ok := s.w.(http.Flusher); ok && s.sse {
+		f.Flush()
+	}
+}
+
+// finish writes a non-stream answer, translated.
+func (s *surfaceWriter) finish() {
+	if s.sse || s.status == 0 {
+		return
+	}
+	status, body := s.conv.answer(s.status, s.body)
+	h := s.w.Header()
+	h.Set("Content-Type", s.conv.contentType())
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	s.w.WriteHeader(status)
+	s.w.Write(body)
+}
+
+// surfaceBody is the start every surface shares: the request id (one the
+// translated request keeps), the client's key from Authorization or
+// x-api-key, and the body. ok is false when the answer was written
+// (refuse writes it in the client's format).
+func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, bool) {
+	body, _, ok := g.surfaceBodyKey(w, r, refuse)
+	return body, ok
+}
+
+// surfaceBodyKey is surfaceBody with the client key (nil when the gateway
+// has no client keys).
+func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, *clientKey, bool) {
+	id, _ := newRequestID(r)
+	r.Header.Set("X-Request-Id", id) // handleChat echoes the same id
+	h := w.Header()
+	h.Set("X-Request-Id", id)
+	bearerFromAPIKey(r)
+	key, ok := g.authClient(r)
+	if !ok {
+		h.Set("X-Breakwater-Attempts", "0")
+		refuse(http.StatusUnauthorized, "missing or invalid API key (x-api-key: <key> or Authorization: Bearer <key>)")
+		return nil, nil, false
+	}
+	limit := g.conf().Server.MaxBodyBytes
+	if limit <= 0 {
+		limit = defaultMaxBodyBytes
+	}
+	body, err := readBody(w, r, limit, g.bodyReadTimeout)
+	if err != nil {
+		h.Set("X-Breakwater-Attempts", "0")
+		status := http.StatusBadRequest
+		if be, ok := err.(*errBadRequest); ok {
+			status = be.status
+		}
+		refuse(status, err.Error())
+		return nil, nil, false
+	}
+	return body, key, true
+}
+
+// bearerFromAPIKey takes the client key from x-api-key (Anthropic's
+// header) when the request has no Authorization.
+func bearerFromAPIKey(r *http.Request) {
+	if headerValue(r.Header, "Authorization") == "" {
+		if k := r.Header.Get("X-Api-Key"); k != "" {
+			r.Header.Set("Authorization", "Bearer "+k)
+		}
+	}
+}
+
+// runAsChat runs a translated request through the chat pipeline and
+// writes its answer through conv.
+func (g *Gateway) runAsChat(w http.ResponseWriter, r *http.Request, chat []byte, conv surfaceConv) {
+	r.Body = io.NopCloser(bytes.NewReader(chat))
+	r.ContentLength = int64(len(chat))
+	sw := &surfaceWriter{w: w, conv: conv}
+	g.handleChat(sw, r)
+	sw.finish()
+}
+
+// logDropped notes, at debug level, request fields the translation could
+// not carry to a chat request.
+func (g *Gateway) logDropped(r *http.Request, surface string, dropped []string, body []byte, unknown func([]byte) []string) {
+	if !g.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	dropped = append(dropped, unknown(body)...)
+	if len(dropped) > 0 {
+		g.log.Debug("request fields dropped by the translation", "surface", surface, "fields", strings.Join(dropped, ","))
+	}
+}
+
+// ---- Anthropic Messages ----
+
+type msgConv struct {
+	model string
+	st    wire.MsgStream
+	nr    *nativeReq // native pass-through (surface_native.go)
+}
+
+func (c *msgConv) contentType() string { return "application/json" }
+
+func (c *msgConv) answer(status int, body []byte) (int, []byte) {
+	if status >= 200 && status < 300 {
+		if c.nr != nil && c.nr.native {
+			return status, body // the anthropic target's own answer
+		}
+		if out, err := wire.ChatToMessages(body, c.model); err == nil {
+			return status, out
+		}
+		return http.StatusBadGateway, wire.MsgError("api_error", "the upstream answer could not be translated into a message")
+	}
+	return wire.ChatErrorToMessages(status, body)
+}
+
+func (c *msgConv) event(dst, data []byte) []byte { return c.st.Event(dst, data) }
+
+// msgRefuse writes an Anthropic error of the gateway itself.
+func msgRefuse(w http.ResponseWriter) func(int, string) {
+	return func(status int, msg string) {
+		typ, st := wire.MsgErrorType(status)
+		b := wire.MsgError(typ, msg)
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(st)
+		w.Write(b)
+	}
+}
+
+// handleMessages serves POST /v1/messages (Anthropic Messages API).
+func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
+	refuse := msgRefuse(w)
+	body, ok := g.surfaceBody(w, r, refuse)
+	if !ok {
+		return
+	}
+	t, err := wire.MessagesToChat(body)
+	var re *wire.RequestError
+	if errors.As(err, &re) && re.Untranslatable {
+		// Valid, but chat cannot carry it: anthropic-type targets serve it
+		// natively, the others are passed over (surface_native.go).
+		t, err = untranslatableMessages(body, re)
+	}
+	if err != nil {
+		w.Header().Set("X-Breakwater-Attempts", "0")
+		refuse(http.StatusBadRequest, err.Error())
+		return
+	}
+	g.logDropped(r, "messages", t.Dropped, body, wire.UnknownMessagesFields)
+	r = withNative(r, body) // anthropic-type targets get the body as it came
+	if re != nil && re.Untranslatable {
+		nativeOf(r).only = re.Error()
+	}
+	conv := &msgConv{model: t.Model, nr: nativeOf(r)}
+	conv.st.Model = t.Model
+	g.runAsChat(w, r, t.Chat, conv)
+}
+
+// handleCountTokens serves POST /v1/messages/count_tokens: an
+// anthropic-type target's own count (surface_count.go), else the
+// gateway's estimate (wire.EstimateTokens), told apart by
+// X-Breakwater-Token-Count (upstream or estimate).
+func (g *Gateway) handleCountTokens(w http.ResponseWriter, r *http.Request) {
+	refuse := msgRefuse(w)
+	body, key, ok := g.surfaceBodyKey(w, r, refuse)
+	if !ok {
+		return
+	}
+	h := w.Header()
+	h.Set("X-Breakwater-Attempts", "0")
+	n, err := wire.EstimateTokens(body)
+	if err != nil {
+		refuse(http.StatusBadRequest, err.Error())
+		return
+	}
+	var m struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &m)
+	if b, prov, ok := g.countUpstream(r.Context(), r, key, body, m.Model); ok {
+		h.Set("X-Breakwater-Attempts", "1")
+		h.Set("X-Breakwater-Provider", prov)
+		h.Set("X-Breakwater-Token-Count", "upstream")
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(b)
+		return
+	}
+	h.Set("X-Breakwater-Token-Count", "estimate")
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
+}

@@ -1,0 +1,174 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/breakwater-gw/breakwater/internal/wire"
+)
+
+// A Messages request to an anthropic-type target goes native: the
+// client's own body (its model replaced by the target's) is sent as it
+// came, and the native answer comes back as it is, so nothing the pivot
+// through chat would lose is lost — cache_control, thinking and its
+// signatures, top_k, server tools, fields added to the API later. Other
+// targets of the same request get the chat translation. The flow, the
+// stream watchdogs and commit rules are the same either way (the model
+// reads Messages streams natively).
+
+const messagesPath = "/v1/messages"
+
+type nativeKey struct{}
+
+// nativeReq is a Messages request's native state, shared by its attempts
+// and the surfaceWriter: the client's body, and whether the attempt now
+// being delivered went native.
+type nativeReq struct {
+	body   []byte
+	parsed *chatRequest // body with its model's position, for bodyFor
+	native bool
+	// only: why the request cannot be translated to chat ("" when it
+	// can): then only native targets serve it.
+	only string
+	// noNative: only translated targets serve it (a Responses request
+	// continuing a response the gateway stored).
+	noNative bool
+}
+
+// untranslatableMessages is the placeholder chat request of a Messages
+// request only native targets can serve: it carries what the gateway
+// routes by (model, stream), and no target is ever sent it.
+func untranslatableMessages(body []byte, re *wire.RequestError) (*wire.MsgTranslation, error) {
+	var m struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.Model == "" {
+		return nil, re
+	}
+	chat, err := json.Marshal(map[string]any{"model": m.Model, "stream": m.Stream, "messages": []any{}})
+	if err != nil {
+		return nil, re
+	}
+	return &wire.MsgTranslation{Chat: chat, Model: m.Model, Stream: m.Stream}, nil
+}
+
+func withNative(r *http.Request, body []byte) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), nativeKey{}, &nativeReq{body: body}))
+}
+
+func nativeOf(r *http.Request) *nativeReq {
+	nr, _ := r.Context().Value(nativeKey{}).(*nativeReq)
+	return nr
+}
+
+// nativeWire is a Messages request's per-provider adapters: native for
+// anthropic types, the provider's chat path otherwise, each saying which
+// way the attempt it delivers went.
+func nativeWire(r *http.Request) func(*provRuntime) wireAdapter {
+	nr := nativeOf(r)
+	if nr == nil {
+		return nil
+	}
+	return func(p *provRuntime) wireAdapter {
+		base := strings.TrimRight(p.cfg.BaseURL, "/")
+		if p.cfg.Type == "anthropic" {
+			return &msgNativeWire{base: base, nr: nr}
+		}
+		return &chatPathWire{inner: p.wire, base: base, nr: nr}
+	}
+}
+
+// msgNativeWire sends the client's Messages body to an anthropic type.
+type msgNativeWire struct {
+	base string
+	nr   *nativeReq
+}
+
+func (m *msgNativeWire) encode(_ *chatRequest, upstreamModel string) (string, []byte, error) {
+	if m.nr.parsed == nil {
+		cr, err := parseChatRequest(m.nr.body)
+		if err != nil {
+			return "", nil, &wireError{"anthropic", err.Error()}
+		}
+		m.nr.parsed = &cr
+	}
+	return m.base + "/messages", m.nr.parsed.bodyFor(upstreamModel), nil
+}
+
+func (m *msgNativeWire) setAuth(h http.Header, apiKey string) { (&anthropicWire{}).setAuth(h, apiKey) }
+func (m *msgNativeWire) modelsURL() string                    { return m.base + "/models" }
+func (m *msgNativeWire) wrap(*http.Response, string)          { m.nr.native = true }
+
+// chatPathWire is a provider's ordinary chat attempt (its own adapter, or
+// the OpenAI-compatible chat URL) within a Messages request.
+type chatPathWire struct {
+	inner wireAdapter
+	base  string
+	nr    *nativeReq
+}
+
+func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
+	if c.nr.only != "" {
+		return "", nil, &wireError{"(chat translation)", "only a native target can serve this request: " + c.nr.only}
+	}
+	if c.inner != nil {
+		return c.inner.encode(req, upstreamModel)
+	}
+	return c.base + "/chat/completions", req.bodyFor(upstreamModel), nil
+}
+
+func (c *chatPathWire) setAuth(h http.Header, apiKey string) {
+	if c.inner != nil {
+		c.inner.setAuth(h, apiKey)
+	}
+	// OpenAI-compatible types: the connection's Authorization, as for chat.
+}
+
+func (c *chatPathWire) modelsURL() string { return c.base + "/models" }
+
+func (c *chatPathWire) wrap(resp *http.Response, model string) {
+	c.nr.native = false
+	if c.inner != nil {
+		c.inner.wrap(resp, model)
+	}
+}
+
+// rawEvent passes a native Messages event through (its event name from
+// its type when the line had none); an OpenAI-shaped error event (the
+// gateway's own after a break, or an upstream error rewritten for the
+// client) becomes Anthropic's error event.
+func (c *msgConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
+	if c.nr == nil || !c.nr.native {
+		return dst, false
+	}
+	if e, ok := wire.ParseChatError(data); ok && !bytes.Contains(data, []byte(`"type":"error"`)) {
+		msg := e.Message
+		if code := e.CodeString(); code != "" {
+			msg = code + ": " + msg
+		}
+		typ := e.Type
+		if typ == "" || typ == "server_error" {
+			typ = "api_error"
+		}
+		return c.st.Error(dst, 0, typ, msg), true
+	}
+	if len(name) == 0 {
+		var t struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(data, &t)
+		name = []byte(t.Type)
+	}
+	if len(name) > 0 {
+		dst = append(dst, "event: "...)
+		dst = append(dst, name...)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...), true
+}

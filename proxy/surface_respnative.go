@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/breakwater-gw/breakwater/internal/wire"
+)
+
+// A Responses request to a provider marked responsesAPI goes native: the
+// client's body (model replaced) to {baseURL}/responses and the
+// upstream's answer back as it came, so everything the chat translation
+// cannot carry — built-in and custom tools, file inputs, encrypted
+// reasoning, the upstream's own stored responses — works there. Other
+// targets get the chat translation. The gateway stores only the answers
+// it translated; a previous_response_id it does not know belongs to a
+// native upstream, so such a request goes to native targets only, and one
+// it stored to translated targets only (the upstream does not know it).
+
+const responsesPath = "/v1/responses"
+
+func respNativeWire(r *http.Request) func(*provRuntime) wireAdapter {
+	nr := nativeOf(r)
+	if nr == nil {
+		return nil
+	}
+	return func(p *provRuntime) wireAdapter {
+		base := strings.TrimRight(p.cfg.BaseURL, "/")
+		if p.cfg.ResponsesAPI && !nr.noNative {
+			return &respNativeAdapter{base: base, nr: nr}
+		}
+		return &chatPathWire{inner: p.wire, base: base, nr: nr}
+	}
+}
+
+// respNativeAdapter sends the client's Responses body to the upstream.
+type respNativeAdapter struct {
+	base string
+	nr   *nativeReq
+}
+
+func (a *respNativeAdapter) encode(_ *chatRequest, upstreamModel string) (string, []byte, error) {
+	if a.nr.parsed == nil {
+		cr, err := parseChatRequest(a.nr.body)
+		if err != nil {
+			return "", nil, &wireError{"openai (responsesAPI)", err.Error()}
+		}
+		a.nr.parsed = &cr
+	}
+	return a.base + "/responses", a.nr.parsed.bodyFor(upstreamModel), nil
+}
+
+func (a *respNativeAdapter) setAuth(http.Header, string) {} // the connection's Authorization, as for chat
+func (a *respNativeAdapter) modelsURL() string           { return a.base + "/models" }
+func (a *respNativeAdapter) wrap(*http.Response, string) { a.nr.native = true }
+
+// rawEvent passes a native Responses event through; an OpenAI-shaped
+// error event (the gateway's own after a break) becomes the Responses
+// error event and response.failed.
+func (c *respConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
+	if c.nr == nil || !c.nr.native {
+		return dst, false
+	}
+	if e, ok := wire.ParseChatError(data); ok && !bytes.Contains(data, []byte(`"type":"error"`)) {
+		code := e.CodeString()
+		if code == "" {
+			code = "upstream_error"
+		}
+		return c.st.Error(dst, code, e.Message), true
+	}
+	if len(name) == 0 {
+		var t struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(data, &t)
+		name = []byte(t.Type)
+	}
+	if len(name) > 0 {
+		dst = append(dst, "event: "...)
+		dst = append(dst, name...)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...), true
+}
+
+// untranslatableResponses is the placeholder chat request of a Responses
+// request only native targets can serve (never sent to any target).
+func untranslatableResponses(body []byte, re *wire.RequestError) (*wire.RespTranslation, []byte, error) {
+	var m struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.Model == "" {
+		return nil, nil, re
+	}
+	chat, err := json.Marshal(map[string]any{"model": m.Model, "stream": m.Stream, "messages": []any{}})
+	if err != nil {
+		return nil, nil, re
+	}
+	return &wire.RespTranslation{Req: &wire.RespRequest{Model: m.Model, Stream: m.Stream}, Stream: m.Stream}, chat, nil
+}
+
+// anyResponsesAPI reports whether some provider serves Responses natively.
+func (g *Gateway) anyResponsesAPI() bool {
+	for _, p := range g.cfg.Providers {
+		if p.ResponsesAPI {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,53 @@
+package sim
+
+import "github.com/breakwater-gw/breakwater/model"
+
+// Client formats (Traffic.Format): the API the client speaks. The gateway
+// translates every format to every provider type through OpenAI chat
+// (docs/surfaces.md), with the same flow; what changes with the format is
+// which provider types can serve it at all. A target whose type cannot
+// is passed over before admission (model.Flow.RecordUnsupported), as the
+// gateway passes it over when its wire adapter refuses the request.
+const (
+	FormatChat       = "chat"
+	FormatMessages   = "messages"
+	FormatResponses  = "responses"
+	FormatEmbeddings = "embeddings"
+)
+
+// Formats lists the scenario format names.
+var Formats = []string{FormatChat, FormatMessages, FormatResponses, FormatEmbeddings}
+
+// formatUnsupported reports whether a provider type cannot serve a client
+// format: the anthropic type has no embeddings API; every type serves the
+// other formats through its chat adapter.
+func formatUnsupported(format, providerType string) bool {
+	return format == FormatEmbeddings && providerType == "anthropic"
+}
+
+// passedOver records an attempt the request's format cannot be served by
+// and reports whether it did.
+func (s *sim) passedOver(id int32, a *model.Attempt) bool {
+	r := &s.reqs[id]
+	format := s.sc.Traffic[r.item].Format
+	if format == "" || format == FormatChat {
+		return false
+	}
+	typ := ""
+	for i := range s.sc.Topology.Providers {
+		if p := &s.sc.Topology.Providers[i]; p.ID == a.Provider {
+			typ = p.Type
+			break
+		}
+	}
+	if !formatUnsupported(format, typ) {
+		return false
+	}
+	// The gateway names the connection it chose (X-Breakwater-Connection)
+	// even when its type could not take the request: so does servedBy.
+	r.lastConn, r.hasLast = model.ConnRef{Provider: a.Provider, Connection: a.Connection}, true
+	r.flow.RecordUnsupported(s.now, s.eng, a, &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider,
+		Message: "provider type " + typ + " cannot serve the " + format + " format"})
+	s.drain()
+	return true
+}
