@@ -331,3 +331,19 @@ type StreamResumeSettings struct {
 	Enabled    bool `json:"enabled"`
 	MaxResumes int  `json:"maxResumes"`
 }
+
+// ResumeResult names how a resume attempt ended, for metrics and logs:
+// "continued" (its continuation reached the client), "refused" (the
+// upstream answered the prefill with a 4xx), "restarted" (the answer
+// started over instead of continuing) or "failed".
+func ResumeResult(a *Attempt, o *Outcome, delivered bool) string {
+	switch {
+	case delivered:
+		return "continued"
+	case !a.Continued && o.Kind == OutcomeResponse && o.Status >= 400 && o.Status < 500:
+		return "refused"
+	case !a.Continued && o.Kind == OutcomeQuality:
+		return "restarted"
+	}
+	return "failed"
+}

@@ -307,3 +307,27 @@ func TestResumePropertiesRapid(t *testing.T) {
 		rt.Fatal("the flow did not end")
 	})
 }
+
+// ResumeResult: a 4xx to a prefill not yet continued is a refusal, a
+// quality failure there a restart, anything delivered a continuation.
+func TestResumeResultNamesHowAResumeEnded(t *testing.T) {
+	fresh, cont := &Attempt{}, &Attempt{Continued: true}
+	cases := []struct {
+		a         *Attempt
+		o         Outcome
+		delivered bool
+		want      string
+	}{
+		{fresh, Outcome{Kind: OutcomeResponse, Status: 200}, true, "continued"},
+		{fresh, Outcome{Kind: OutcomeResponse, Status: 400}, false, "refused"},
+		{cont, Outcome{Kind: OutcomeResponse, Status: 400}, false, "failed"},
+		{fresh, Outcome{Kind: OutcomeResponse, Status: 503}, false, "failed"},
+		{fresh, Outcome{Kind: OutcomeQuality}, false, "restarted"},
+		{fresh, Outcome{Kind: OutcomeTransport}, false, "failed"},
+	}
+	for _, c := range cases {
+		if got := ResumeResult(c.a, &c.o, c.delivered); got != c.want {
+			t.Errorf("%+v %+v delivered=%v: %q, want %q", c.a, c.o, c.delivered, got, c.want)
+		}
+	}
+}

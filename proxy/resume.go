@@ -300,15 +300,7 @@ func prefillBody(body []byte, text string, c model.Continuation) ([]byte, error)
 //go:noinline
 func (rs *reqState) resumeResult(a *model.Attempt, out *execResult) {
 	out.committed, out.status = true, http.StatusOK
-	result := "failed"
-	switch {
-	case out.delivered:
-		result = "continued"
-	case !a.Continued && out.outcome.Kind == model.OutcomeResponse && out.outcome.Status >= 400 && out.outcome.Status < 500:
-		result = "refused"
-	case !a.Continued && out.outcome.Kind == model.OutcomeQuality:
-		result = "restarted"
-	}
+	result := model.ResumeResult(a, &out.outcome, out.delivered)
 	rs.g.met.stream.resumes.WithLabelValues(a.Provider, a.Connection, result).Inc()
 	rs.g.log.Info("stream resume attempt", "request_id", rs.logID, "provider", a.Provider, "connection", a.Connection,
 		"result", result, "continued", a.Continued)
