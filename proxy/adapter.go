@@ -16,7 +16,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Provider wire adapters (SPEC §11.2). Clients always speak OpenAI chat
+// Provider wire adapters (docs/classification.md#provider-types). Clients always speak OpenAI chat
 // completions. A provider whose type has a native wire format (anthropic,
 // gemini) gets a wireAdapter that
 //   - builds the upstream request (URL, auth headers, native body) from the

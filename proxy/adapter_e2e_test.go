@@ -18,7 +18,7 @@ import (
 	"github.com/breakwater-gw/breakwater/faults"
 )
 
-// End-to-end tests of the wire adapters (SPEC §11.2): an OpenAI client
+// End-to-end tests of the wire adapters (docs/classification.md#provider-types): an OpenAI client
 // through the gateway to anthropic- and gemini-type providers, served by
 // the fault upstream speaking their native formats.
 
@@ -91,7 +91,7 @@ func checkStream(t *testing.T, r resp) {
 	}
 }
 
-// SPEC §11.2: type anthropic speaks the Messages API (x-api-key) and the
+// docs/classification.md#provider-types: type anthropic speaks the Messages API (x-api-key) and the
 // client gets OpenAI JSON and SSE.
 func TestWireAnthropicE2E(t *testing.T) {
 	g, fs := newWireGW(t)
@@ -119,7 +119,7 @@ func TestWireGeminiE2E(t *testing.T) {
 	}
 }
 
-// SPEC §11.3 with the §11.2 built-in anthropic rules: a native 529
+// docs/classification.md#verdicts with the docs/classification.md#provider-types built-in anthropic rules: a native 529
 // (overloaded) with Retry-After reaches classification untranslated — the
 // connection cools for at least the stated 25 s — and the client gets the
 // native error body.
@@ -147,7 +147,7 @@ func TestWireAnthropicNativeError(t *testing.T) {
 	}
 }
 
-// SPEC §11.2 gemini (RetryInfo, per-model quota): a native 429 whose body
+// docs/classification.md#provider-types gemini (RetryInfo, per-model quota): a native 429 whose body
 // carries google.rpc.RetryInfo reaches the built-in gemini rules: a
 // per-model (family) lockout, not a connection cooldown.
 func TestWireGeminiRetryInfo(t *testing.T) {
@@ -155,7 +155,7 @@ func TestWireGeminiRetryInfo(t *testing.T) {
 	fs.SetRules([]faults.Rule{{Match: faults.Match{Provider: "gm"}, Respond: &faults.Response{Status: 429,
 		Body: `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`}}}, false)
 	r := g.chat("gm/flash")
-	// The client gets the 429 in the OpenAI shape (CONTRACTS §3), with the
+	// The client gets the 429 in the OpenAI shape (docs/api.md), with the
 	// native message and status; the retry time is in Retry-After.
 	if r.code != 429 || r.errCode() != "RESOURCE_EXHAUSTED" || !strings.Contains(r.body, `"message":"Resource has been exhausted`) ||
 		!strings.Contains(r.body, `"type":"rate_limit_error"`) {
@@ -170,7 +170,7 @@ func TestWireGeminiRetryInfo(t *testing.T) {
 	}
 }
 
-// SPEC §11.3 "next connection, then next target": a failing anthropic
+// docs/classification.md#verdicts "next connection, then next target": a failing anthropic
 // connection falls over to an openai-type target in the same combo.
 func TestWireFailoverAnthropicToOpenAI(t *testing.T) {
 	g, fs := newWireGW(t)
@@ -320,7 +320,7 @@ func TestWireUnsupportedComboTargetIsPassedOver(t *testing.T) {
 	}
 }
 
-// SPEC "does better" 15 through an adapter: an anthropic in-stream error
+// docs/classification.md#restatement through an adapter: an anthropic in-stream error
 // event before any content is classified from its native body (overloaded
 // → 529) and retried on the next target; after content it ends the
 // client's stream with an error event, never a truncated success.

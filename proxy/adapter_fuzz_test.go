@@ -14,7 +14,7 @@ import (
 
 // FuzzAdapterStream: a malformed upstream stream never panics a
 // translator, and every event it emits is one pipeStream understands: a
-// chat.completion.chunk, [DONE], or an error event (SPEC "does better" 15),
+// chat.completion.chunk, [DONE], or an error event (docs/classification.md#restatement),
 // so garbage ends as a classified error, never as a silent success.
 func FuzzAdapterStream(f *testing.F) {
 	f.Add([]byte(anthropicStreamGolden))

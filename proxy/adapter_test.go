@@ -13,7 +13,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Unit tests of the wire adapters (SPEC §11.2: a provider's type selects
+// Unit tests of the wire adapters (docs/classification.md#provider-types: a provider's type selects
 // its wire adapter). Golden documents are compared as JSON values.
 
 func jsonEq(t *testing.T, what string, got []byte, want string) {
@@ -30,7 +30,7 @@ func jsonEq(t *testing.T, what string, got []byte, want string) {
 	}
 }
 
-// SPEC §11.2 anthropic: system → system, roles, max_tokens default,
+// docs/classification.md#provider-types anthropic: system → system, roles, max_tokens default,
 // sampling, stop → stop_sequences, tools and tool calls.
 func TestAnthropicRequestTranslation(t *testing.T) {
 	cases := []struct{ name, in, want string }{
@@ -65,7 +65,7 @@ func TestAnthropicRequestTranslation(t *testing.T) {
 	}
 }
 
-// SPEC §11.2 gemini: contents/parts, systemInstruction, generationConfig,
+// docs/classification.md#provider-types gemini: contents/parts, systemInstruction, generationConfig,
 // function calls and responses.
 func TestGeminiRequestTranslation(t *testing.T) {
 	cases := []struct{ name, in, want string }{
@@ -143,7 +143,7 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 	}
 }
 
-// finish_reason mapping (SPEC §11.2 adapters): anthropic end_turn /
+// finish_reason mapping (docs/classification.md#provider-types adapters): anthropic end_turn /
 // stop_sequence → stop, max_tokens → length, tool_use → tool_calls;
 // gemini STOP → stop, MAX_TOKENS → length, SAFETY → content_filter.
 func TestAdapterFinishReasons(t *testing.T) {
@@ -287,7 +287,7 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 	if args != `{"a":1}` {
 		t.Fatalf("arguments %q", args)
 	}
-	// the watchdogs (model.ParseStreamEvent, SPEC §6) see text and tool
+	// the watchdogs (model.ParseStreamEvent, docs/streams.md) see text and tool
 	// progress in the translated chunks
 	var useful, tool bool
 	for _, e := range ev {

@@ -164,7 +164,7 @@ func (g *gate) snapshot(fn func(provider, connection string, inUse, queued int))
 }
 
 // quotaShareAdmission: how the gate treats this request's quota-share combo
-// (model.Settings.QuotaShareAdmission, SPEC §4).
+// (model.Settings.QuotaShareAdmission, docs/admission.md#concurrency-gates).
 func (rs *reqState) quotaShareAdmission() (failOpen, noConnCap bool) {
 	r := &rs.flow.Route
 	qs := false

@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// Session affinity (SPEC §2c) is the model's: the shell only turns the
+// Session affinity (docs/selection.md#session-affinity) is the model's: the shell only turns the
 // session header into an opaque key for model.Flow / model.Request.Session.
 
 // sessionHeaders are read in order; none of them is ever forwarded upstream.

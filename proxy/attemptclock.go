@@ -21,8 +21,7 @@ import (
 // allocations and a timer-heap insertion, and adding one can wake an idle
 // scheduler thread. Progress only records a time; when the timer fires
 // before a phase has really run out it re-arms itself for the rest, so a
-// silent upstream is caught by time, not only when bytes arrive (SPEC
-// "does better" 18).
+// silent upstream is caught by time, not only when bytes arrive (docs/streams.md#watchdogs-run-on-timers).
 type attemptClock struct {
 	t       *time.Timer
 	cancel  context.CancelCauseFunc

@@ -19,7 +19,7 @@ func clockCause(t *testing.T, ctx context.Context, start time.Time) (error, time
 	}
 }
 
-// SPEC §11.6: the response-header phase runs out with the header timeout's
+// docs/settings.md#defaults: the response-header phase runs out with the header timeout's
 // cause (a transport header_timeout for the model), before the attempt's.
 func TestAttemptClockHeaderTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -32,7 +32,7 @@ func TestAttemptClockHeaderTimeout(t *testing.T) {
 	}
 }
 
-// SPEC §11.6 firstContentMs / streamIdleMs for a JSON body: progress pushes
+// docs/settings.md#defaults firstContentMs / streamIdleMs for a JSON body: progress pushes
 // the stall out, silence then ends the attempt as a stall, never earlier
 // than the budget after the last progress.
 func TestAttemptClockBodyStallCountsFromLastProgress(t *testing.T) {

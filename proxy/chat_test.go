@@ -100,7 +100,7 @@ providers:
 	}
 }
 
-// SPEC §2: one bad key fails over to its sibling; a dead provider fails over
+// docs/cooldowns.md: one bad key fails over to its sibling; a dead provider fails over
 // to the next combo target.
 func TestFallbackOrder(t *testing.T) {
 	up := newFakeUp(t)
@@ -126,7 +126,7 @@ func TestFallbackOrder(t *testing.T) {
 	}
 }
 
-// SPEC §11.3: a request-scoped 400 (content filter) stops; the client gets
+// docs/classification.md#verdicts: a request-scoped 400 (content filter) stops; the client gets
 // the upstream error. A context-length 400 is request-scoped too, but goes
 // to the next target with another model: never the same model again.
 func TestRequestScopedStops(t *testing.T) {
@@ -156,7 +156,7 @@ func TestRequestScopedStops(t *testing.T) {
 	}
 }
 
-// SPEC §4b, §11.4: every connection cooling → 429 with Retry-After, no
+// docs/selection.md#waiting-for-a-cooldown, docs/errors.md: every connection cooling → 429 with Retry-After, no
 // upstream call; a credential leak in an upstream body is redacted.
 func TestRateLimitAnswers(t *testing.T) {
 	up := newFakeUp(t)
@@ -184,7 +184,7 @@ providers:
 	}
 }
 
-// SPEC §1, §11.4: a single-model request to an OPEN breaker gets 503
+// docs/breaker.md, docs/errors.md: a single-model request to an OPEN breaker gets 503
 // provider_circuit_open with Retry-After.
 func TestCircuitOpen(t *testing.T) {
 	up := newFakeUp(t)
@@ -222,7 +222,7 @@ providers:
 	}
 }
 
-// SPEC §4b: weighted combos whose targets are all excluded by timers answer
+// docs/selection.md#waiting-for-a-cooldown: weighted combos whose targets are all excluded by timers answer
 // 503 all_targets_cooling_down with Retry-After and diagnostics.excluded.
 func TestAllTargetsCoolingDown(t *testing.T) {
 	up := newFakeUp(t)
@@ -251,7 +251,7 @@ combos:
 	}
 }
 
-// SPEC §4b: waitForCooldown waits for a short cooldown and re-selects; a
+// docs/selection.md#waiting-for-a-cooldown: waitForCooldown waits for a short cooldown and re-selects; a
 // client that leaves during the wait ends it (499).
 func TestWaitForCooldown(t *testing.T) {
 	up := newFakeUp(t)
@@ -285,7 +285,7 @@ resilience:
 	}
 }
 
-// SPEC §11.7: the emergency fallback routes to its target when every target
+// docs/api.md#operator-actions: the emergency fallback routes to its target when every target
 // of a request is excluded.
 func TestEmergencyFallback(t *testing.T) {
 	up := newFakeUp(t)
@@ -318,7 +318,7 @@ providers:
 	}
 }
 
-// SPEC §4, §5: composite gate admission errors; a local refusal never
+// docs/admission.md#concurrency-gates, docs/admission.md: composite gate admission errors; a local refusal never
 // counts against upstream health.
 func TestAdmissionErrors(t *testing.T) {
 	up := newFakeUp(t)
@@ -396,7 +396,7 @@ providers:
 	<-first
 }
 
-// SPEC §2c: a session stays on its connection.
+// docs/selection.md#session-affinity: a session stays on its connection.
 func TestSessionAffinity(t *testing.T) {
 	up := newFakeUp(t)
 	g := newGW(t, up, `
@@ -472,7 +472,7 @@ func TestStreamingFlushesEachChunk(t *testing.T) {
 	close(gate)
 }
 
-// SPEC §6: after commit a failure ends the stream with an explicit error
+// docs/streams.md: after commit a failure ends the stream with an explicit error
 // event, never a truncated success.
 func TestPostCommitFailureSendsErrorEvent(t *testing.T) {
 	up := newFakeUp(t)
@@ -499,7 +499,7 @@ func TestPostCommitFailureSendsErrorEvent(t *testing.T) {
 	}
 }
 
-// CONTRACTS §3, docs/gateway.md "Headers": an upstream error event after
+// docs/api.md, docs/gateway.md "Headers": an upstream error event after
 // the stream was committed reaches the client as the stream's last event,
 // redacted like every other copy of an upstream error (it may quote the
 // connection's key).
@@ -523,7 +523,7 @@ providers:
 	}
 }
 
-// SPEC §3 output validation after commit: a stream of reasoning only ends
+// docs/lockouts.md output validation after commit: a stream of reasoning only ends
 // with the empty-answer error event. The finish chunk the upstream sent
 // before [DONE] is not passed on first: the client was told the turn ended
 // normally ("stop", with usage) and then got the error.
@@ -548,7 +548,7 @@ providers:
 	}
 }
 
-// SPEC "does better" 15, §6: an error event or a stall before the first
+// docs/classification.md#restatement, docs/streams.md: an error event or a stall before the first
 // byte reached the client is retried elsewhere.
 func TestPreCommitStreamFailuresFallBack(t *testing.T) {
 	up := newFakeUp(t)
@@ -600,7 +600,7 @@ func TestReasoningKeepsStreamAlive(t *testing.T) {
 	}
 }
 
-// SPEC §6: the opt-in throughput watchdog aborts a stream that sends chunks
+// docs/streams.md: the opt-in throughput watchdog aborts a stream that sends chunks
 // below the useful rate; it runs on a timer.
 func TestThroughputWatchdogAborts(t *testing.T) {
 	up := newFakeUp(t)
@@ -678,7 +678,7 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
-// SPEC §5: a paced connection queues a request for its slot; a slot that
+// docs/admission.md: a paced connection queues a request for its slot; a slot that
 // comes after the queue budget is refused at once, before any upstream call.
 func TestPacing(t *testing.T) {
 	up := newFakeUp(t)
@@ -725,7 +725,7 @@ func TestStreamCommitFirstEvent(t *testing.T) {
 	}
 }
 
-// SPEC §11.6: the per-phase timeouts map to the transport outcomes the model
+// docs/settings.md#defaults: the per-phase timeouts map to the transport outcomes the model
 // classifies; the execution bound is a local 504 that never counts against
 // the upstream.
 func TestUpstreamTimeoutsAndTransportErrors(t *testing.T) {
@@ -777,7 +777,7 @@ providers:
 	}
 }
 
-// SPEC §11.6 firstContentMs and streamIdleMs hold for a JSON body too: an
+// docs/settings.md#defaults firstContentMs and streamIdleMs hold for a JSON body too: an
 // upstream that sends its headers and then nothing, or part of the body and
 // then nothing, is cut as a stall (by time, not by an arriving byte) and
 // the request is served by the next connection.
@@ -811,7 +811,7 @@ func TestJSONBodyStallFailsOver(t *testing.T) {
 	}
 }
 
-// SPEC "does better" 2: a half-open probe whose client goes away frees its
+// docs/breaker.md#half-open: a half-open probe whose client goes away frees its
 // permit (every Begin gets exactly one Record), so the provider is never
 // locked out by a dangling probe.
 func TestAbortedProbeFreesPermit(t *testing.T) {
@@ -851,7 +851,7 @@ providers:
 }
 
 func TestStreamMissingDoneIsCompleted(t *testing.T) {
-	// SPEC §6 / CONTRACTS §3: an upstream that finishes (finish_reason) but
+	// docs/streams.md / docs/api.md: an upstream that finishes (finish_reason) but
 	// never sends [DONE] is served, and the client still gets [DONE], so a
 	// finished stream is never mistaken for a cut one.
 	up := newFakeUp(t)
@@ -865,7 +865,7 @@ func TestStreamMissingDoneIsCompleted(t *testing.T) {
 }
 
 func TestBrokenJSONSuccessIsNotDelivered(t *testing.T) {
-	// SPEC §3 / §11.3: a 200 whose JSON body is cut short is a quality
+	// docs/lockouts.md / docs/classification.md#verdicts: a 200 whose JSON body is cut short is a quality
 	// failure (the gateway's synthetic 502): retried on the next connection,
 	// never handed to the client as a success.
 	up := newFakeUp(t)
@@ -917,7 +917,7 @@ func TestCachedSeriesAppearWhenUsed(t *testing.T) {
 	}
 }
 
-// Rule (RFC 9110 §6.6.1, and what net/http did before the cache): every
+// Rule (RFC 9110 docs/streams.md.1, and what net/http did before the cache): every
 // chat answer — JSON, stream and error — carries exactly one Date, the
 // current second in IMF-fixdate form.
 func TestChatAnswersCarryACurrentDate(t *testing.T) {
@@ -965,7 +965,7 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// CONTRACTS §3, SPEC §3b: no management answer shows a credential. An
+// docs/api.md, docs/api.md#cooldown-manager: no management answer shows a credential. An
 // upstream error that quotes the connection's key (here one with a dot,
 // which a shape rule alone cuts in two) becomes the connection's
 // lastError: health and the cooldown list show it redacted, as the client's
@@ -1107,7 +1107,7 @@ providers:
 	}
 }
 
-// SPEC §2c: a session pin belongs to the client key that made it. Two
+// docs/selection.md#session-affinity: a session pin belongs to the client key that made it. Two
 // tenants sending the same session id ("agent-1") have a pin each: one
 // moving its pin (its key may use only k2) no longer moves the other's.
 func TestSessionPinsAreScopedToTheClientKey(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"github.com/breakwater-gw/breakwater/faults"
 )
 
-// Outside-in checks of the wire adapters (SPEC §11.2) found by driving a
+// Outside-in checks of the wire adapters (docs/classification.md#provider-types) found by driving a
 // gateway with anthropic- and gemini-type providers.
 
-// SPEC §11.2 ("behaviour never depends on the id an operator picks" — nor
-// on the wire) and CONTRACTS §4 (sim and replay take the same decisions):
+// docs/classification.md#provider-types ("behaviour never depends on the id an operator picks" — nor
+// on the wire) and docs/scenarios.md (sim and replay take the same decisions):
 // the fault catalog's malformed-chunk is one event whose data is not JSON,
 // which the malformed-event rule skips (model.MalformedEvents, as the
 // simulator does, sim/timeline.go). A native stream event that does not
@@ -53,7 +53,7 @@ func TestCheckAdapterMalformedChunkSameVerdictEveryType(t *testing.T) {
 	}
 }
 
-// SPEC §11.2 (tool_use → tool_calls): a tool without parameters streams an
+// docs/classification.md#provider-types (tool_use → tool_calls): a tool without parameters streams an
 // empty input (no input_json_delta bytes, or one with partial_json ""). The
 // client's concatenated arguments must still be a JSON object ("{}", as the
 // JSON translation gives), not "" that an OpenAI client fails to parse.

@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-// Outside-in checks of the client API (CONTRACTS §3, SPEC §11.4): what a
+// Outside-in checks of the client API (docs/api.md, docs/errors.md): what a
 // client sends is read the way the upstream will read it, and what the
 // upstream sends is never passed on broken.
 
-// CONTRACTS §3 "bad input gets a 4xx with a typed error saying what is
+// docs/api.md "bad input gets a 4xx with a typed error saying what is
 // wrong; it never changes state" and "model is provider/model, a combo id or
 // a bare model": the body's keys are read exactly, as the OpenAI API and the
 // upstream read them (and as the model splice writes them). With
@@ -144,7 +144,7 @@ func TestCheckClientDoubleSlashPathIsServed(t *testing.T) {
 	}
 }
 
-// CONTRACTS §3: errors are OpenAI-shaped {"error":{"message","type","code"}}.
+// docs/api.md: errors are OpenAI-shaped {"error":{"message","type","code"}}.
 // An upstream error body in another shape (Anthropic's envelope, Gemini's
 // numeric code and status, a bare string) reaches the client rewritten with
 // its own message; one already in the shape goes out as it came.
@@ -173,7 +173,7 @@ func TestCheckClientUpstreamErrorBodyIsOpenAIShaped(t *testing.T) {
 	}
 }
 
-// §11.4 end to end: a client key allowed on none of the route's connections
+// docs/errors.md end to end: a client key allowed on none of the route's connections
 // gets 404 no_executable_targets (nothing eligible, no timer), and an answer
 // no upstream took part in names no provider or connection instead of
 // sending the X-Breakwater headers empty.

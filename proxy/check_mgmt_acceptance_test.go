@@ -16,10 +16,10 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// Outside-in acceptance checks of the management API (CONTRACTS §3, SPEC
-// §11.7): what an operator with curl ran into.
+// Outside-in acceptance checks of the management API (docs/api.md,
+// docs/api.md#operator-actions): what an operator with curl ran into.
 
-// CONTRACTS §3: bad input never changes state. The terminal-state reset took
+// docs/api.md: bad input never changes state. The terminal-state reset took
 // no body and ignored whatever came, so a mistyped call still cleared a ban.
 func TestCheckMgmtConnectionResetRefusesABody(t *testing.T) {
 	up := newFakeUp(t)
@@ -43,7 +43,7 @@ func TestCheckMgmtConnectionResetRefusesABody(t *testing.T) {
 	}
 }
 
-// CONTRACTS §3: a body that is not a JSON object is bad input. `null`
+// docs/api.md: a body that is not a JSON object is bad input. `null`
 // decoded to the zero value, so POST /api/resilience/reset with `null` reset
 // every breaker; an array's error named a Go struct.
 func TestCheckMgmtBodyMustBeAnObject(t *testing.T) {
@@ -99,7 +99,7 @@ func TestCheckMgmtMethodNotAllowedListsAllow(t *testing.T) {
 	}
 }
 
-// CONTRACTS §2/§3: a baseURL the gateway cannot append paths to is refused
+// docs/config.md/docs/api.md: a baseURL the gateway cannot append paths to is refused
 // (a query ended up in front of /chat/completions), and a credential in it
 // (user:password@, ?key=) never shows in a management answer or an error.
 func TestCheckMgmtBaseURLValidatedAndRedacted(t *testing.T) {
@@ -146,7 +146,7 @@ func TestCheckMgmtBaseURLValidatedAndRedacted(t *testing.T) {
 	}
 }
 
-// SPEC §11.7: the emergency fallback target is a route like a combo target;
+// docs/api.md#operator-actions: the emergency fallback target is a route like a combo target;
 // one naming nothing was saved (PATCH) or loaded (file) and then skipped
 // silently exactly when every target was excluded.
 func TestCheckMgmtEmergencyFallbackTargetMustResolve(t *testing.T) {
@@ -196,7 +196,7 @@ func TestCheckMgmtHealthzAnswersHead(t *testing.T) {
 	}
 }
 
-// CONTRACTS §2 / SPEC §11.6: a config that names what it cannot serve is an
+// docs/config.md / docs/settings.md#defaults: a config that names what it cannot serve is an
 // error at start, like a combo naming an unknown target. These loaded and
 // then answered 404 (an alias to an unlisted model), silently hid a route
 // (combo or alias ids resolve before provider/model; a combo beats an alias
@@ -240,7 +240,7 @@ func TestCheckMgmtConfigRefusesShadowedAndAmbiguousNames(t *testing.T) {
 	}
 }
 
-// SPEC §3b: POST /api/resilience/cooldowns answers {cleared, unchanged, ...}
+// docs/api.md#cooldown-manager: POST /api/resilience/cooldowns answers {cleared, unchanged, ...}
 // per connection. A connection listed twice was counted twice ("unchanged":
 // 2 for one connection); it is bad input like a duplicate in PUT providers.
 func TestCheckMgmtClearCooldownsRefusesDuplicates(t *testing.T) {
@@ -261,7 +261,7 @@ func TestCheckMgmtClearCooldownsRefusesDuplicates(t *testing.T) {
 	}
 }
 
-// CONTRACTS §2: validation errors name the file, line and field. A listen
+// docs/config.md: validation errors name the file, line and field. A listen
 // port out of range passed validation and failed later at bind time as
 // "listen tcp: address 99999: invalid port", with no file or line.
 func TestCheckMgmtConfigListenPortInRange(t *testing.T) {
@@ -279,7 +279,7 @@ func TestCheckMgmtConfigListenPortInRange(t *testing.T) {
 	}
 }
 
-// CONTRACTS §2/§3: the managementKey guards /api/*, client keys the client
+// docs/config.md/docs/api.md: the managementKey guards /api/*, client keys the client
 // API. A client key equal to the managementKey handed that client the whole
 // management API without a word.
 func TestCheckMgmtConfigClientKeyIsNotTheManagementKey(t *testing.T) {
@@ -293,7 +293,7 @@ func TestCheckMgmtConfigClientKeyIsNotTheManagementKey(t *testing.T) {
 	}
 }
 
-// CONTRACTS §3: an oversized management body is a 413, also when the client
+// docs/api.md: an oversized management body is a 413, also when the client
 // asked "Expect: 100-continue" (curl does for large bodies). The limit is
 // checked on the declared length before a 100 Continue: the client got a 100,
 // sent its body and then found the connection reset.
@@ -320,7 +320,7 @@ func TestCheckMgmtOversizedBodyWithExpectIs413(t *testing.T) {
 	}
 }
 
-// SPEC §11.1: fields named *Ms take an integer or a Go duration everywhere,
+// docs/settings.md#layers: fields named *Ms take an integer or a Go duration everywhere,
 // so PUT /api/providers takes "10s" where the config file does; a bad or
 // negative value is a 400 naming the problem, and changes nothing.
 func TestCheckMgmtProviderMillisTakeDurations(t *testing.T) {
@@ -345,7 +345,7 @@ func TestCheckMgmtProviderMillisTakeDurations(t *testing.T) {
 	}
 }
 
-// CONTRACTS §3: bad input is a 4xx. A NUL in a settings string was accepted
+// docs/api.md: bad input is a 4xx. A NUL in a settings string was accepted
 // by the memory store and refused by Postgres's jsonb, which answered 503
 // store_unavailable ("saving the settings failed") for the client's input.
 func TestCheckMgmtSettingsRefuseNUL(t *testing.T) {
@@ -409,7 +409,7 @@ func TestCheckMgmtRequestLogFilters(t *testing.T) {
 	}
 }
 
-// SPEC §11.9 (the request log keeps every upstream attempt with its
+// docs/store.md#request-log (the request log keeps every upstream attempt with its
 // verdict): an attempt the gateway cut itself is logged under the cut's
 // code — the execution bound's attempt reached the upstream and was not
 // logged at all, the request deadline's read as the client's abort — and
@@ -497,7 +497,7 @@ func newRequestLogGW(t *testing.T, up *fakeUp) *gw {
 	return &gw{t: t, g: g, srv: srv, up: up, admin: "s3cret"}
 }
 
-// SPEC §11.9 / docs/incident.md: a stream cut after content reached the
+// docs/store.md#request-log / docs/incident.md: a stream cut after content reached the
 // client is logged with the client's 200 and the error (it was status 0,
 // early_eof: an export replayed it as a cut before content, retried
 // elsewhere, which the gateway never did).

@@ -33,7 +33,7 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{"providers:\n  - {id: p, baseURL: 'http://x/v1', strategy: fastest, connections: [{id: c}]}\n", []string{"providers[0].strategy", "unknown strategy"}},
 		{"server: [1]\n", []string{"test.yaml:1", "server", "want a mapping"}},
 		{"a: [\n", []string{"invalid YAML"}},
-		// SPEC §11.1: a *Ms value is a whole number of milliseconds, as in the resilience section; 500us became 0 (the default).
+		// docs/settings.md#layers: a *Ms value is a whole number of milliseconds, as in the resilience section; 500us became 0 (the default).
 		{"server: {listen: '127.0.0.1:9'}\n---\nbogus: 1\n", []string{"test.yaml:2", "more than one YAML document"}},
 		{"providers:\n  - &p {id: p, baseURL: 'http://x/v1', connections: [{id: c}]}\n  - {<<: *p, id: q, bogus: 1}\n", []string{"test.yaml:3", "providers[1].bogus", "unknown key"}},
 		{"store: {url: 'postgres://'}\n", []string{"test.yaml:1", "store.url", "neither a host nor a database"}},

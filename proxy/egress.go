@@ -10,7 +10,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Egress-bucketed lock wiring (SPEC §7): free tiers limited per egress IP
+// Egress-bucketed lock wiring (docs/classification.md): free tiers limited per egress IP
 // (provider type opencode) lose every sibling connection sharing the IP when
 // one of them gets a rate-limit or quota 429. The rule is the model's
 // (Engine.SetEgressIP, applyEgressBucket); the gateway's part is to learn

@@ -38,7 +38,7 @@ func egressSeen(t *testing.T, g *gw, conn string) string {
 	return ""
 }
 
-// SPEC §7 egress buckets, end to end: the gateway learns each attempt's
+// docs/classification.md egress buckets, end to end: the gateway learns each attempt's
 // egress IP (httptrace GotConn → LocalAddr), logs it in the request log, and
 // a rate-limit 429 on one connection cools its sibling on the same IP, so
 // the sibling is not called for a certain failure.
@@ -79,7 +79,7 @@ func TestEgressBucketCoolsSiblingsSpec7(t *testing.T) {
 	}
 }
 
-// SPEC §7: never terminal, and disableCooling siblings are skipped — pinned
+// docs/classification.md: never terminal, and disableCooling siblings are skipped — pinned
 // in the model (TestEgressBucket*); here: after a restart with no persisted
 // connection state the last known egress IPs come back from the request log
 // (last 24 h), so the very first 429 already cools the sibling.

@@ -11,7 +11,7 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// apiError is the OpenAI-shaped error body {"error":{...}} (CONTRACTS §3).
+// apiError is the OpenAI-shaped error body {"error":{...}} (docs/api.md).
 type apiError struct {
 	Message    string `json:"message"`
 	Type       string `json:"type"`
@@ -85,7 +85,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, errorBody{Error: apiError{Message: msg, Type: typeForStatus(status), Code: code}})
 }
 
-// writeModelError writes one of the model's typed answers (SPEC §11.4), with
+// writeModelError writes one of the model's typed answers (docs/errors.md), with
 // Retry-After whenever a recovery time is known and diagnostics.excluded for
 // all_targets_cooling_down.
 func writeModelError(w http.ResponseWriter, e *model.Error) int {
@@ -143,7 +143,7 @@ func redact(body []byte, secret string) []byte {
 }
 
 // clientErrorBody returns an upstream error body in the shape the client API
-// promises (CONTRACTS §3: {"error":{"message","type","code"}}), or nil when b
+// promises (docs/api.md: {"error":{"message","type","code"}}), or nil when b
 // carries no usable message (the caller then writes the gateway's own
 // error). A body already in that shape goes out as it came (it may carry
 // the provider's param and code). Anthropic's {"type":"error","error":

@@ -15,7 +15,7 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// Exclusive session leases (SPEC §2d, §11.8, REFERENCE M16): the gateway
+// Exclusive session leases (docs/leases.md, docs/leases.md#the-database-arbitrates, docs/leases.md): the gateway
 // side. The store's Leases is the arbiter (Postgres: the database; memory:
 // this process); leaseMgr keeps an in-memory copy of the active leases so the
 // fence before every managed dispatch and the lease_held exclusion of

@@ -8,7 +8,7 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// Managed dispatch (SPEC §2d, REFERENCE M16): a chat request that presents
+// Managed dispatch (docs/leases.md, docs/leases.md): a chat request that presents
 // X-Breakwater-Lease-Owner / -Generation is routed only to the leased
 // connection, and the fence runs before every upstream attempt. A request
 // without them is routed around every leased connection (lease_held).
@@ -130,7 +130,7 @@ func (rs *reqState) abandonAttempt(a *model.Attempt) {
 }
 
 // refreshHeld gives a request without a lease, before every flow step, the
-// connections leased now (SPEC §2d: excluded as lease_held), so a lease
+// connections leased now (docs/leases.md: excluded as lease_held), so a lease
 // taken while the request runs is respected from its next attempt on. A
 // managed request is restricted to its own connection instead.
 func (rs *reqState) refreshHeld() {

@@ -18,10 +18,10 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// POST /api/v1/session-leases (SPEC §2d, §11.8, REFERENCE M16): client key
+// POST /api/v1/session-leases (docs/leases.md, docs/leases.md#the-database-arbitrates, docs/leases.md): client key
 // auth, JSON actions acquire / renew / release / status.
 
-// Lease request headers (CONTRACTS §3). They are read by the gateway only:
+// Lease request headers (docs/api.md). They are read by the gateway only:
 // the upstream request is built from scratch, so they never reach an
 // upstream, and no log line or request-log record carries them.
 const (
@@ -93,7 +93,7 @@ func writeLeaseErr(w http.ResponseWriter, err error) int {
 	return writeLeaseError(w, model.CodeLeaseContextInvalid, err.Error())
 }
 
-// writeLeaseStoreDown answers a failed arbiter: fail closed (SPEC §11.8).
+// writeLeaseStoreDown answers a failed arbiter: fail closed (docs/leases.md#the-database-arbitrates).
 // The cause stays in the log (it never carries a token: the store hashes
 // owners before any query).
 func (g *Gateway) writeLeaseStoreDown(w http.ResponseWriter, err error) int {
@@ -250,7 +250,7 @@ func decodeLeaseRequest(body []byte, h http.Header) (leaseCall, error) {
 }
 
 // parseTTLMs reads ttlMs: an integer of milliseconds or a Go duration
-// string (SPEC §11.1 "*Ms" fields), then the clamp.
+// string (docs/settings.md#layers "*Ms" fields), then the clamp.
 func parseTTLMs(raw json.RawMessage) (int64, error) {
 	bad := &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: "ttlMs must be an integer of milliseconds or a duration string (\"90s\")"}
 	var ms int64
@@ -371,7 +371,7 @@ func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clie
 }
 
 // leaseOwnerAction runs renew, release and status. The arbiter decides;
-// when it refuses, the fence (REFERENCE M16 order) names why, from the
+// when it refuses, the fence (docs/leases.md order) names why, from the
 // owner's active lease.
 func (g *Gateway) leaseOwnerAction(w http.ResponseWriter, r *http.Request, key *clientKey, c leaseCall) {
 	ctx := r.Context()

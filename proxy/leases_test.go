@@ -20,7 +20,7 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// Exclusive session leases over HTTP (SPEC §2d, §11.8, REFERENCE M16).
+// Exclusive session leases over HTTP (docs/leases.md, docs/leases.md#the-database-arbitrates, docs/leases.md).
 
 const leaseCfg = `
 server: {listen: 127.0.0.1:0}
@@ -94,7 +94,7 @@ func activeLeases(t *testing.T, g *Gateway) []store.Lease {
 }
 
 func TestLeaseAcquireRoutesAndExcludes(t *testing.T) {
-	// SPEC §2d / §11.8: acquire answers {owner, generation, connection,
+	// docs/leases.md / docs/leases.md#the-database-arbitrates: acquire answers {owner, generation, connection,
 	// expiresAt, ttlMs}; the owner's requests go only to the leased
 	// connection; everyone else is routed around leased connections
 	// (lease_held); lease headers never reach an upstream.
@@ -138,7 +138,7 @@ func TestLeaseAcquireRoutesAndExcludes(t *testing.T) {
 }
 
 func TestLeaseCapacity429(t *testing.T) {
-	// SPEC §2d / REFERENCE M16: every free eligible candidate held by
+	// docs/leases.md / docs/leases.md: every free eligible candidate held by
 	// someone else → 429 WAITING_FOR_CAPACITY with a bounded Retry-After
 	// from the earliest expiry, eligibleCount / freeCount, and no owner or
 	// connection id in the body.
@@ -176,7 +176,7 @@ func TestLeaseCapacity429(t *testing.T) {
 }
 
 func TestLeaseHeldEverywhereIsA429ForOthers(t *testing.T) {
-	// SPEC §2d: when every connection that could serve a request is held by
+	// docs/leases.md: when every connection that could serve a request is held by
 	// other clients' leases, an ordinary request is told to wait — 429
 	// LEASE_CAPACITY_UNAVAILABLE with Retry-After from the first expiry
 	// (clamped to [1, 3600] s) — not a 503 "terminal or not allowed"; and
@@ -207,7 +207,7 @@ func TestLeaseHeldEverywhereIsA429ForOthers(t *testing.T) {
 }
 
 func TestLeaseEmptyEligibilityKeepsNormalError(t *testing.T) {
-	// REFERENCE M16: an empty eligible set (here: the only allowed
+	// docs/leases.md: an empty eligible set (here: the only allowed
 	// connection is banned) is not lease contention — the normal routing
 	// error applies, not 429.
 	up := newFakeUp(t)
@@ -226,7 +226,7 @@ func TestLeaseEmptyEligibilityKeepsNormalError(t *testing.T) {
 }
 
 func TestLeaseFenceRefusesBeforeDispatch(t *testing.T) {
-	// REFERENCE M16 fence + HTTP mapping: stale generation → 409
+	// docs/leases.md fence + HTTP mapping: stale generation → 409
 	// LEASE_FENCE_STALE, unknown owner → 409 LEASE_REQUIRED, another key's
 	// token → 403 LEASE_AUTHORIZATION_MISMATCH, a model the leased
 	// connection cannot serve → 409 LEASE_CONNECTION_MISMATCH, malformed
@@ -283,7 +283,7 @@ func TestLeaseFenceRefusesBeforeDispatch(t *testing.T) {
 }
 
 func TestLeaseRenewStatusRelease(t *testing.T) {
-	// REFERENCE M16 operations: renew sets a new TTL (clamped), status shows
+	// docs/leases.md operations: renew sets a new TTL (clamped), status shows
 	// the lease without the owner, release ends it (idempotently), and the
 	// released owner's requests are refused with LEASE_REQUIRED.
 	up := newFakeUp(t)
@@ -335,7 +335,7 @@ func TestLeaseRenewStatusRelease(t *testing.T) {
 }
 
 func TestLeaseEndpointBadInput(t *testing.T) {
-	// CONTRACTS §3 / REFERENCE M16: 401 bad key, 403 key configuration,
+	// docs/api.md / docs/leases.md: 401 bad key, 403 key configuration,
 	// 415 non-JSON, 400 for malformed bodies and hostile values — each a
 	// typed error, none changing any lease.
 	g := newGW(t, newFakeUp(t), leaseCfg)
@@ -410,7 +410,7 @@ func TestLeaseEndpointBadInput(t *testing.T) {
 }
 
 func TestLeaseMovesOnCooldownKeepingGeneration(t *testing.T) {
-	// SPEC §2d: health or cooldown may move the same generation to another
+	// docs/leases.md: health or cooldown may move the same generation to another
 	// free eligible connection (the arbiter's Transition).
 	up := newFakeUp(t)
 	up.set("k1", status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "60"))
@@ -430,7 +430,7 @@ func TestLeaseMovesOnCooldownKeepingGeneration(t *testing.T) {
 }
 
 func TestLeaseFenceBeforeEveryAttempt(t *testing.T) {
-	// SPEC §2d: the fence runs before EVERY upstream attempt, not only the
+	// docs/leases.md: the fence runs before EVERY upstream attempt, not only the
 	// first. The first attempt is rate-limited for 1 s (waitForCooldown
 	// waits, then retries the leased connection); meanwhile the lease is
 	// released; the retry is refused with LEASE_REQUIRED and never reaches
@@ -461,7 +461,7 @@ func TestLeaseFenceBeforeEveryAttempt(t *testing.T) {
 }
 
 func TestLeaseSecretsNeverLogged(t *testing.T) {
-	// SPEC §2d: lease-control headers are stripped from logs and stored
+	// docs/leases.md: lease-control headers are stripped from logs and stored
 	// request snapshots. Debug logging on, a store with a request log: the
 	// owner token appears in neither.
 	up := newFakeUp(t)
@@ -503,8 +503,8 @@ func TestLeaseSecretsNeverLogged(t *testing.T) {
 // TestLeaseInvariantMemory: two gateways sharing one memory arbiter never
 // yield two active owners on one connection under concurrent acquires.
 func TestLeaseInvariantMemory(t *testing.T) {
-	// SPEC §2d global uniqueness, memory store variant (the process is the
-	// arbiter, SPEC §11.8).
+	// docs/leases.md global uniqueness, memory store variant (the process is the
+	// arbiter, docs/leases.md#the-database-arbitrates).
 	up := newFakeUp(t)
 	st := store.NewMemory(store.MemoryOptions{})
 	mk := func() *gw {
@@ -698,7 +698,7 @@ func httptestServer(t *testing.T, g *Gateway) *httptest.Server {
 }
 
 func TestLeaseInvariantTwoGatewaysPostgres(t *testing.T) {
-	// SPEC §2d / §11.8: with Postgres the database is the arbiter — two
+	// docs/leases.md / docs/leases.md#the-database-arbitrates: with Postgres the database is the arbiter — two
 	// gateways on one database, concurrent acquires, never two active
 	// owners on one connection (checked in the table too).
 	url := pgtest.NewDB(t)
@@ -737,7 +737,7 @@ func TestLeaseInvariantTwoGatewaysPostgres(t *testing.T) {
 }
 
 func TestLeaseOnOneReplicaExcludedByTheOtherWithoutWaitingForARefresh(t *testing.T) {
-	// SPEC "does better" 19 / §2d (leases consistent across replicas): a
+	// docs/store.md#replicas / docs/leases.md (leases consistent across replicas): a
 	// lease committed on replica a reaches replica b's copy through the
 	// store's NOTIFY (Postgres.LeaseUpdates), not only through the periodic
 	// refresh, so b's non-owners are routed around it at once. The periodic
@@ -782,7 +782,7 @@ func TestLeaseOnOneReplicaExcludedByTheOtherWithoutWaitingForARefresh(t *testing
 }
 
 func TestLeaseStoreDownFailsClosed(t *testing.T) {
-	// SPEC §11.8: with Postgres down, acquire / renew fail closed with 503
+	// docs/leases.md#the-database-arbitrates: with Postgres down, acquire / renew fail closed with 503
 	// LEASE_STORE_UNAVAILABLE (never a lease decided without the arbiter).
 	url := pgtest.NewDB(t)
 	up := newFakeUp(t)
@@ -858,7 +858,7 @@ func BenchmarkLeaseAcquirePostgres(b *testing.B) {
 }
 
 func TestLeaseTakenMidRequestIsRespected(t *testing.T) {
-	// SPEC §2d: the held list is read before every flow step, so a lease
+	// docs/leases.md: the held list is read before every flow step, so a lease
 	// taken while a non-owner's request runs keeps its fail-over off the
 	// leased connection (k1 fails; meanwhile k1 and k2 are leased; the
 	// fail-over goes to k3, not k2).
@@ -878,7 +878,7 @@ func TestLeaseTakenMidRequestIsRespected(t *testing.T) {
 	}
 }
 
-// SPEC §2d: the lease copy's held list and its end times stay aligned
+// docs/leases.md: the lease copy's held list and its end times stay aligned
 // (Flow.HeldUntil): sorting the connections alone gave each another
 // lease's end, so plain traffic got the wrong Retry-After.
 func TestLeaseSnapHeldUntilAligned(t *testing.T) {
@@ -898,7 +898,7 @@ func TestLeaseSnapHeldUntilAligned(t *testing.T) {
 	}
 }
 
-// SPEC §2d "refused before dispatch": the fence runs again after admission.
+// docs/leases.md "refused before dispatch": the fence runs again after admission.
 // A managed request waiting in its connection's queue (maxConcurrent 1)
 // while its lease was released and the connection leased to another owner
 // was still sent on it; now it is refused, and never reaches the upstream.

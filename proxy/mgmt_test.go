@@ -131,7 +131,7 @@ func TestManagementBadInput(t *testing.T) {
 		{"POST", "/api/resilience/reset", `{"provider":5}`, 400},
 		{"POST", "/api/resilience/reset", `{"provider":""}`, 400},                        // an unset variable, not "all"
 		{"POST", "/api/resilience/reset", `{"provider":" "}`, 400},                       // the same
-		{"PATCH", "/api/resilience", `{"upstreamTimeouts":{"streamIdleMs":0}}`, 400},     // SPEC §11.1: 0 would cut every stream
+		{"PATCH", "/api/resilience", `{"upstreamTimeouts":{"streamIdleMs":0}}`, 400},     // docs/settings.md#layers: 0 would cut every stream
 		{"PATCH", "/api/resilience", `{"requestQueue":{"globalMaxConcurrent":-5}}`, 400}, // negative: refused, never clamped to "no cap"
 		{"POST", "/api/rate-limits", `{"connectionId":"glm/k1"}`, 400},
 		{"POST", "/api/rate-limits", `{"connectionId":"glmk1","enabled":true}`, 400},
@@ -161,7 +161,7 @@ func TestManagementBadInput(t *testing.T) {
 	}
 }
 
-// SPEC §11.1: GET shows values and sources; PATCH persists; null deletes a
+// docs/settings.md#layers: GET shows values and sources; PATCH persists; null deletes a
 // saved key so the file value applies again.
 func TestSettingsPatch(t *testing.T) {
 	up := newFakeUp(t)
@@ -196,7 +196,7 @@ func TestSettingsPatch(t *testing.T) {
 	}
 }
 
-// SPEC §11.7: new credentials clear a terminal state; rateLimitProtection is
+// docs/api.md#operator-actions: new credentials clear a terminal state; rateLimitProtection is
 // never touched by PUT; the connection test closes a DEGRADED breaker and
 // clears cooldowns.
 func TestProvidersAPI(t *testing.T) {
@@ -508,7 +508,7 @@ func (downStore) Health() store.Health {
 	return store.Health{Kind: "postgres", Up: false, Pending: 3, LastError: "store unavailable: connection refused"}
 }
 
-// SPEC §9 "everything in one place": a state-store outage is fail-open for
+// docs/README.md#troubleshooting "everything in one place": a state-store outage is fail-open for
 // traffic, but GET /api/monitoring/health says so (status degraded, the
 // store's own account); a memory store reports itself up.
 func TestHealthShowsTheStore(t *testing.T) {
@@ -623,7 +623,7 @@ providers:
 	}
 }
 
-// SPEC §11.7: new credentials clear a terminal state — for the new key. A
+// docs/api.md#operator-actions: new credentials clear a terminal state — for the new key. A
 // key set with PUT /api/providers lives in this process only, while the
 // state is stored: a restart on the config file's key, which was banned,
 // showed it active (and sent it). The state remembers which credential it

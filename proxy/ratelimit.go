@@ -157,7 +157,7 @@ type rateLimitOut struct {
 }
 
 // handleGetRateLimits shows every connection's admission-queue status
-// (SPEC §5): the protection flag, whether the queue covers it, its limits
+// (docs/admission.md): the protection flag, whether the queue covers it, its limits
 // and current pause, and its concurrency gate's load.
 func (g *Gateway) handleGetRateLimits(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &struct{}{}, true) {

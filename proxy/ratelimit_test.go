@@ -55,7 +55,7 @@ providers:
 ` + testBase
 }
 
-// SPEC §5 body-declared retry: a typed 1 s retry delay (within maxWaitMs) on
+// docs/admission.md body-declared retry: a typed 1 s retry delay (within maxWaitMs) on
 // a connection-wide limiter pauses it; the call queued behind runs when it
 // refills, not before.
 func TestBodyRetryPausesQueuedCallsSpec5(t *testing.T) {
@@ -87,7 +87,7 @@ func TestBodyRetryPausesQueuedCallsSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5: when the limiter really pauses, a caller whose remaining queue
+// docs/admission.md: when the limiter really pauses, a caller whose remaining queue
 // time ends before the pause does is rejected at once with
 // RATE_LIMIT_QUEUE_TIMEOUT (503 + Retry-After) and never reaches upstream.
 func TestBodyRetryPauseRejectsAtOnceSpec5(t *testing.T) {
@@ -97,7 +97,7 @@ func TestBodyRetryPauseRejectsAtOnceSpec5(t *testing.T) {
 	if r := g.chat("p/m"); r.code != 429 {
 		t.Fatalf("first: %d %s", r.code, r.body)
 	}
-	// The connection also cools for the hint (SPEC §2), so a new request
+	// The connection also cools for the hint (docs/cooldowns.md), so a new request
 	// would not even select it; what the pause governs is a call already
 	// past selection. Drive the limiter directly through the queue path.
 	start := time.Now()
@@ -115,7 +115,7 @@ func TestBodyRetryPauseRejectsAtOnceSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5: the simple form of learning — x-ratelimit-remaining-requests: 0
+// docs/admission.md: the simple form of learning — x-ratelimit-remaining-requests: 0
 // with a reset pauses the connection's limiter until the reset.
 func TestLearnedRateLimitWindowSpec5(t *testing.T) {
 	up := newFakeUp(t)
@@ -141,7 +141,7 @@ func TestLearnedRateLimitWindowSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §5: POST /api/rate-limits validates (400 bad body, 404 unknown
+// docs/admission.md: POST /api/rate-limits validates (400 bad body, 404 unknown
 // connection, no state change on bad input), GET shows the flag, PUT
 // /api/providers never changes it (decision: the field is accepted so a GET
 // can be sent back, and ignored), and the choice survives a restart.
@@ -206,7 +206,7 @@ providers:
 	}
 }
 
-// SPEC §4 quota-share: a quota-share combo's requests queue on the
+// docs/admission.md#concurrency-gates quota-share: a quota-share combo's requests queue on the
 // connection's maxConcurrent semaphore and fail open (proceed without a
 // slot) when the queue budget ends; with quotaShareConcurrencyLimit off they
 // are not serialized at all; an ordinary request on the same connection
@@ -266,7 +266,7 @@ resilience:
 	}
 }
 
-// SPEC §5 / §11.1: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=off turns the apikey
+// docs/admission.md / docs/settings.md#layers: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=off turns the apikey
 // safety net off: an apikey connection with minTimeMs is no longer queued.
 func TestAutoEnableEnvOffSpec5(t *testing.T) {
 	up := newFakeUp(t)
@@ -281,7 +281,7 @@ func TestAutoEnableEnvOffSpec5(t *testing.T) {
 	}
 }
 
-// SPEC §4, §5: the gate comes before pacing. A request the gate refuses
+// docs/admission.md#concurrency-gates, docs/admission.md: the gate comes before pacing. A request the gate refuses
 // (its queue is full) books no pacing slot, so it uses none of the rpm
 // window: with rpm 3, two served requests and one refused leave room for a
 // third dispatch (a phantom booking made it wait a minute: 503
@@ -328,7 +328,7 @@ providers:
 	}
 }
 
-// SPEC §5 minTimeMs with maxConcurrent 2: dispatches stay minTimeMs apart
+// docs/admission.md minTimeMs with maxConcurrent 2: dispatches stay minTimeMs apart
 // even when the gate frees two slots at nearly the same moment (pacing
 // booked at arrival, before the gate wait, let two queued calls out
 // together).
@@ -379,7 +379,7 @@ providers:
 	}
 }
 
-// SPEC §4 live: with fill-first and maxConcurrent 1 per key, a second
+// docs/admission.md#concurrency-gates live: with fill-first and maxConcurrent 1 per key, a second
 // request goes to the idle sibling instead of queueing behind the first on
 // k1 (it waited up to maxWaitMs while k2 sat unused).
 func TestFullConnectionSendsToTheIdleSiblingSpec4(t *testing.T) {

@@ -15,7 +15,7 @@ type replicaStore interface {
 	ApplyRemote(e *model.Engine, now model.Time) (store.RemoteResult, error)
 }
 
-// attemptLogger is a store that keeps the request log (SPEC §11.9).
+// attemptLogger is a store that keeps the request log (docs/store.md#request-log).
 type attemptLogger interface {
 	LogAttempt(rec store.LogRecord)
 }
@@ -66,8 +66,7 @@ func (g *Gateway) applyRemote() {
 	g.log.Info("resilience settings changed by another replica")
 }
 
-// logAttempt hands one upstream attempt to the store's request log (SPEC
-// §11.9): off the hot path (the store batches it), never a prompt or a
+// logAttempt hands one upstream attempt to the store's request log (docs/store.md#request-log): off the hot path (the store batches it), never a prompt or a
 // completion, error bodies redacted by the store.
 func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time) {
 	l, ok := rs.g.store.(attemptLogger)

@@ -44,7 +44,7 @@ func newReplica(t *testing.T, up *fakeUp, url, cfgYAML string) *gw {
 }
 
 func TestReplicasShareBreakerThroughPostgres(t *testing.T) {
-	// SPEC "does better" 19 / issue 3: two gateway replicas on one database
+	// docs/store.md#replicas / issue 3: two gateway replicas on one database
 	// converge — a breaker opened by one is seen OPEN by the other, and a
 	// restarted replica restores it.
 	url := pgtest.NewDB(t)
@@ -87,7 +87,7 @@ resilience:
 	if up.total() != calls {
 		t.Fatal("replica b called the upstream while the shared breaker is OPEN")
 	}
-	// SPEC §11.9: every upstream attempt reaches the request log, off the
+	// docs/store.md#request-log: every upstream attempt reaches the request log, off the
 	// hot path, with its verdict reason and never a prompt.
 	pg := a.g.store.(*store.Postgres)
 	deadline = time.Now().Add(10 * time.Second)
@@ -113,7 +113,7 @@ resilience:
 	}
 }
 
-// SPEC §11.7 across replicas: a key changed with PUT /api/providers on one
+// docs/api.md#operator-actions across replicas: a key changed with PUT /api/providers on one
 // replica clears the ban there; a replica that still holds the banned file
 // key keeps it banned — it never sends it, and it never flips the shared
 // state back for the first (they fought: each judged the shared state by

@@ -14,7 +14,7 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// attemptReader is a store that can read the request log back (SPEC §11.9).
+// attemptReader is a store that can read the request log back (docs/store.md#request-log).
 type attemptReader interface {
 	RecentAttempts(ctx context.Context, q store.LogQuery) ([]store.LogRecord, error)
 }

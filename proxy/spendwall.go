@@ -16,7 +16,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// The spend wall's shell side (SPEC §2b, §11.10). The model decides
+// The spend wall's shell side (docs/spendwall.md, docs/spendwall.md#wire-names). The model decides
 // everything (model/spendwall*.go): whether a 429 is absorbed, when the lane
 // is on, when to wait, when to ask for a limit reset. The proxy only
 //   - adds the lane request header to attempts the model marks SlowLane,
@@ -135,7 +135,7 @@ type resetBody struct {
 }
 
 // callLimitReset asks the usage endpoint and, when a reset is offered and
-// available, requests it (SPEC §11.10). Every failure is LimitResetFailed.
+// available, requests it (docs/spendwall.md#wire-names). Every failure is LimitResetFailed.
 func callLimitReset(ctx context.Context, client *http.Client, base, orgID, key string) model.LimitResetResult {
 	failed := model.LimitResetResult{Outcome: model.LimitResetFailed}
 	var u usageBody

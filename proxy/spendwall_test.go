@@ -16,7 +16,7 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Spend wall end to end (SPEC §2b, §11.10): the gateway against the fault
+// Spend wall end to end (docs/spendwall.md, docs/spendwall.md#wire-names): the gateway against the fault
 // catalog's upstream behind a faults.SpendWall.
 
 const spendWallConfig = `
@@ -96,7 +96,7 @@ func (g *gw) connState(provider, conn string) model.ConnectionView {
 }
 
 func TestSpendWallLaneEndToEnd(t *testing.T) {
-	// SPEC §2b: the walled 429 is absorbed, the same connection is retried
+	// docs/spendwall.md: the walled 429 is absorbed, the same connection is retried
 	// with `anthropic-usage-limit: slow`, later requests carry it too, and
 	// the 429 never reaches the client nor the cooldown path.
 	g, sw, tap := newSpendWallGW(t, faults.SpendWallOptions{Walled: []string{"k1"}, Offer: true,
@@ -127,7 +127,7 @@ func TestSpendWallLaneEndToEnd(t *testing.T) {
 }
 
 func TestSpendWallLimitResetEndToEnd(t *testing.T) {
-	// SPEC §2b / §11.10: usage says a reset is available → POST reset with
+	// docs/spendwall.md / docs/spendwall.md#wire-names: usage says a reset is available → POST reset with
 	// {"program":"juniper_tide"} → result reset → the same connection at
 	// full speed (no lane header).
 	g, sw, tap := newSpendWallGW(t, faults.SpendWallOptions{Walled: []string{"k1"}, Offer: true,
@@ -154,7 +154,7 @@ func TestSpendWallLimitResetEndToEnd(t *testing.T) {
 }
 
 func TestSpendWallLimitResetRefusedFallsToLane(t *testing.T) {
-	// SPEC §2b: already used → memo, then the lane.
+	// docs/spendwall.md: already used → memo, then the lane.
 	g, sw, tap := newSpendWallGW(t, faults.SpendWallOptions{Walled: []string{"k1"}, Offer: true,
 		UsageArm: "reset", UsageAvailable: false}, true)
 	if r := g.chat("an/claude"); r.code != 200 || r.h.Get("X-Breakwater-Connection") != "k1" {
@@ -169,7 +169,7 @@ func TestSpendWallLimitResetRefusedFallsToLane(t *testing.T) {
 }
 
 func TestCallLimitResetFailuresAreTyped(t *testing.T) {
-	// SPEC §2b: any failure of the calls is LimitResetFailed (→ 15 min pause).
+	// docs/spendwall.md: any failure of the calls is LimitResetFailed (→ 15 min pause).
 	cases := map[string]http.HandlerFunc{
 		"500":        func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) },
 		"not json":   func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html>") },

@@ -44,7 +44,7 @@ func readEvents(r io.Reader) (raws, datas []string, err error) {
 // TestSSEReaderIndependentOfHowBytesArrive: the SSE reader gives the same
 // events whether the upstream's bytes come all at once or in any pieces,
 // including lines longer than its 4 KiB buffer and waits with the buffer
-// returned to the pool between reads (SPEC §6: the watchdogs and the client
+// returned to the pool between reads (docs/streams.md: the watchdogs and the client
 // see every event whole, however the upstream's writes were split).
 func TestSSEReaderIndependentOfHowBytesArrive(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
