@@ -9,8 +9,8 @@ const (
 	CutAttempt AttemptCut = iota
 	// CutExecution: requestQueue.executionMaxWaitMs, the gateway's own
 	// safety bound (docs/admission.md): RATE_LIMIT_EXECUTION_TIMEOUT, neutral for
-	// upstream health (docs/errors.md). Record it with Flow.RecordLocalCut(...,
-	// ExecutionTimeout(), committed).
+	// upstream health (docs/errors.md). Flow.Record takes it as a
+	// Report of kind ReportLocalCut with Err ExecutionTimeout().
 	CutExecution
 	// CutDeadline: requestBudget.deadlineMs; the request's budget is spent
 	// (an OutcomeClientAbort at the deadline, which Flow.Record answers as

@@ -14,7 +14,8 @@ import "slices"
 //	    step := f.Next(now, eng, &sel)
 //	    switch step.Kind {
 //	    case StepAttempt: outcome := call upstream with step.Attempt
-//	                      f.Record(now, eng, &step.Attempt, outcome, committed)
+//	                      f.Record(now, eng, model.Report{Attempt: &step.Attempt,
+//	                          Outcome: outcome, Committed: committed})
 //	    case StepWait:    sleep step.WaitMs (a client abort ends the request: 499)
 //	    case StepAnswer:  answer the client; done
 //	    }
@@ -34,7 +35,7 @@ type Flow struct {
 	waitedMs        int64
 	tried           []ConnRef
 	skipTargets     []int
-	unfit           []int  // targets whose provider type cannot express the request (RecordUnsupported); kept across waits
+	unfit           []int  // targets whose provider type cannot express the request (ReportUnsupported); kept across waits
 	unsupported     *Error // the first of those refusals: the answer when no upstream answered
 	unsupportedConn ConnRef
 	tooLong         []string // models that refused the request for its length (NextModel); kept across waits
@@ -44,7 +45,7 @@ type Flow struct {
 	grace           int // attempts allowed past the budget (the emergency fallback's one)
 	last            Verdict
 	hasLast         bool
-	local           *Error // the admission queue's refusal of the last attempt (RecordLocal); nil after an upstream answer
+	local           *Error // the admission queue's refusal of the last attempt (ReportLocal); nil after an upstream answer
 	lastConn        ConnRef
 	answer          Step
 	answered        bool
@@ -279,11 +280,80 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 	return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: unavail, RetryAfterMs: unavail.RetryAfterMs})
 }
 
-// Record reports an attempt's outcome. committed says whether any byte of
-// the answer already reached the client: a committed stream is never
-// replayed. It returns the verdict and, when the flow is over, the answer
-// (otherwise nil: call Next).
-func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, *Step) {
+// ReportKind names how an attempt ended, as the shell saw it; each kind
+// says which Report fields it reads.
+type ReportKind uint8
+
+const (
+	// ReportOutcome: the upstream answered, failed or the client went away
+	// (Outcome, Committed).
+	ReportOutcome ReportKind = iota
+	// ReportLocal: the shell's admission queue refused the attempt before it
+	// reached the upstream (RATE_LIMIT_QUEUE_TIMEOUT / _FULL, SEMAPHORE_*):
+	// neutral for upstream health and not a use of the connection; the flow
+	// moves on, and if nothing else serves the client gets Err
+	// (docs/admission.md, docs/errors.md).
+	ReportLocal
+	// ReportLocalCut: ReportLocal for an attempt the gateway cut itself after
+	// it reached the upstream (the execution bound, AttemptBound's
+	// CutExecution); Committed says whether the client had bytes of the
+	// answer, which then ends with the bound's stream error.
+	ReportLocalCut
+	// ReportUnsupported: the shell found the attempt's provider type cannot
+	// express the request (a native wire format lacks a field the request
+	// uses), before any upstream call. It is no attempt and says nothing of
+	// upstream health: the attempt is released neutrally and uncounted, and
+	// the flow moves to the next target, which may be of a type that can (a
+	// combo of an anthropic and an openai target serves a logprobs request).
+	// If nothing serves, the client gets the last upstream error when there
+	// was one, else Err (400 unsupported_by_provider_type)
+	// (docs/surfaces.md). Record returns no answer: call Next.
+	ReportUnsupported
+	// ReportCut: the shell cut the attempt for a cause of its own that ends
+	// the whole request (the gateway shutting down): neutral for upstream
+	// health, as a client abort is, and the client gets Err instead of a 499
+	// (the typed error, or the SSE error event that ends a Committed stream).
+	ReportCut
+)
+
+var reportKindNames = enumNames{"outcome", "local", "local_cut", "unsupported", "cut"}
+
+func (k ReportKind) String() string { return reportKindNames.name(uint8(k), "ReportKind") }
+
+// Report is what the shell tells the flow about one attempt it began
+// (Step.Attempt). Kind tags which of the other fields count.
+type Report struct {
+	Kind    ReportKind
+	Attempt *Attempt
+	Outcome Outcome // ReportOutcome
+	Err     *Error  // every kind but ReportOutcome
+	// Committed: some byte of the answer already reached the client; a
+	// committed stream is never replayed (ReportOutcome, ReportLocalCut,
+	// ReportCut).
+	Committed bool
+}
+
+// Record reports how an attempt ended (docs/selection.md). It returns the
+// verdict and, when the flow is over, the answer (otherwise nil: call Next).
+func (f *Flow) Record(now Time, e *Engine, r Report) (Verdict, *Step) {
+	switch r.Kind {
+	case ReportLocal:
+		e.unuse(now, r.Attempt) // it never reached the upstream: not a use (least-used, p2c)
+		return f.recordLocal(now, e, r.Attempt, r.Err, false)
+	case ReportLocalCut:
+		return f.recordLocal(now, e, r.Attempt, r.Err, r.Committed)
+	case ReportUnsupported:
+		f.recordUnsupported(now, e, r.Attempt, r.Err)
+		return Verdict{}, nil
+	case ReportCut:
+		return f.recordCut(now, e, r.Attempt, r.Err, r.Committed)
+	}
+	return f.recordOutcome(now, e, r.Attempt, r.Outcome, r.Committed)
+}
+
+// recordOutcome is ReportOutcome: the spend wall sees the outcome first
+// (docs/spendwall.md), then the engine classifies it.
+func (f *Flow) recordOutcome(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, *Step) {
 	if v, ok := f.spendWallRecord(now, e, a, o, committed); ok {
 		f.last, f.hasLast = v, true
 		return v, nil
@@ -291,7 +361,7 @@ func (f *Flow) Record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 	return f.record(now, e, a, o, committed)
 }
 
-// record is Record's normal path: the engine classifies the outcome.
+// record is recordOutcome's normal path: the engine classifies the outcome.
 func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool) (Verdict, *Step) {
 	v := e.Record(now, a, o)
 	f.last, f.hasLast = v, true
@@ -350,21 +420,11 @@ func (f *Flow) record(now Time, e *Engine, a *Attempt, o Outcome, committed bool
 	return v, nil
 }
 
-// RecordLocal reports an attempt the shell's admission queue refused before
-// it reached the upstream (RATE_LIMIT_QUEUE_TIMEOUT / _FULL, SEMAPHORE_*):
-// neutral for upstream health, the flow moves on, and if nothing else serves
-// the client gets err (docs/admission.md, docs/errors.md).
-func (f *Flow) RecordLocal(now Time, e *Engine, a *Attempt, err *Error) (Verdict, *Step) {
-	e.unuse(now, a) // it never reached the upstream: not a use (least-used, p2c)
-	return f.RecordLocalCut(now, e, a, err, false)
-}
-
-// RecordLocalCut is RecordLocal for an attempt the gateway cut itself after
-// it reached the upstream (the execution bound, AttemptBound's
-// CutExecution); committed says whether the client had bytes of the answer,
-// which then ends with the bound's stream error.
-func (f *Flow) RecordLocalCut(now Time, e *Engine, a *Attempt, err *Error, committed bool) (Verdict, *Step) {
-	v, ans := f.Record(now, e, a, Outcome{Kind: OutcomeLocalQueue}, committed)
+// recordLocal is ReportLocal and ReportLocalCut: recorded as a neutral
+// local outcome, and err, not the last upstream error, answers when nothing
+// else serves.
+func (f *Flow) recordLocal(now Time, e *Engine, a *Attempt, err *Error, committed bool) (Verdict, *Step) {
+	v, ans := f.recordOutcome(now, e, a, Outcome{Kind: OutcomeLocalQueue}, committed)
 	f.local = err
 	if ans != nil && err != nil && ans.Result == ResultUpstream && ans.Err == nil {
 		f.answer = Step{Kind: StepAnswer, Result: ResultRejected, Err: err, RetryAfterMs: err.RetryAfterMs,
@@ -374,15 +434,9 @@ func (f *Flow) RecordLocalCut(now Time, e *Engine, a *Attempt, err *Error, commi
 	return v, ans
 }
 
-// RecordUnsupported reports an attempt the shell found its provider type
-// cannot express (a native wire format lacks a field the request uses),
-// before any upstream call. It is no attempt and says nothing of upstream
-// health: the attempt is released neutrally and uncounted, and the flow
-// moves to the next target, which may be of a type that can (a combo of an
-// anthropic and an openai target serves a logprobs request). If nothing
-// serves, the client gets the last upstream error when there was one, else
-// err (400 unsupported_by_provider_type). Call Next after it.
-func (f *Flow) RecordUnsupported(now Time, e *Engine, a *Attempt, err *Error) {
+// recordUnsupported is ReportUnsupported: the attempt is undone (no use,
+// no count, the flow's last answer kept) and its target marked unfit.
+func (f *Flow) recordUnsupported(now Time, e *Engine, a *Attempt, err *Error) {
 	last, hasLast, local, lastConn := f.last, f.hasLast, f.local, f.lastConn
 	e.unuse(now, a)                                    // not a use of the connection (least-used, p2c)
 	e.Record(now, a, Outcome{Kind: OutcomeLocalQueue}) // frees the in-flight count and any probe permit
@@ -396,12 +450,9 @@ func (f *Flow) RecordUnsupported(now Time, e *Engine, a *Attempt, err *Error) {
 	}
 }
 
-// RecordCut reports an attempt the shell cut for a cause of its own that
-// ends the whole request — the gateway shutting down: neutral for upstream
-// health, as a client abort is, and the client gets err instead of a 499 —
-// the typed error, or the SSE error event that ends a committed stream.
-func (f *Flow) RecordCut(now Time, e *Engine, a *Attempt, err *Error, committed bool) (Verdict, *Step) {
-	v, _ := f.Record(now, e, a, Outcome{Kind: OutcomeClientAbort}, committed)
+// recordCut is ReportCut: recorded as a client abort, answered with err.
+func (f *Flow) recordCut(now Time, e *Engine, a *Attempt, err *Error, committed bool) (Verdict, *Step) {
+	v, _ := f.recordOutcome(now, e, a, Outcome{Kind: OutcomeClientAbort}, committed)
 	st := Step{Kind: StepAnswer, Result: ResultRejected, Err: err, RetryAfterMs: err.RetryAfterMs}
 	if committed {
 		st.Status, st.Result = 200, ResultStreamError

@@ -39,7 +39,7 @@ import (
 type wireAdapter interface {
 	// encode gives the upstream URL and native body of one attempt at
 	// upstreamModel. A request the native format cannot express returns a
-	// *wireError: the target is passed over (model.Flow.RecordUnsupported)
+	// *wireError: the target is passed over (model.ReportUnsupported)
 	// before admission, and the upstream is not called.
 	encode(req *chatRequest, upstreamModel string) (url string, body []byte, err error)
 	// setAuth sets the connection's credential headers (also used by the

@@ -67,7 +67,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	defer func() {
 		if !recorded { // a panic: free the permit, neutrally
 			g.lock()
-			rs.flow.Record(g.modelNow(), g.eng, a, model.Outcome{Kind: model.OutcomeClientAbort}, rs.committed)
+			rs.flow.Record(g.modelNow(), g.eng, model.Report{Attempt: a, Outcome: model.Outcome{Kind: model.OutcomeClientAbort}, Committed: rs.committed})
 			g.unlock()
 		}
 	}()
@@ -186,7 +186,7 @@ func (rs *reqState) leasedWhileQueued(a *model.Attempt) (stop, done bool, status
 
 // unsupported reports an attempt whose provider type cannot express the
 // request (encode refused it): no upstream call, no admission, neutral for
-// health; the flow passes the target over (model.Flow.RecordUnsupported)
+// health; the flow passes the target over (model.ReportUnsupported)
 // and answers 400 unsupported_by_provider_type only when nothing else can
 // serve. Anything but a wireError is a provider fault of ours: the
 // attempt is recorded as a refused connection.
@@ -197,7 +197,7 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 		return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}})
 	}
 	g.lock()
-	rs.flow.RecordUnsupported(g.modelNow(), g.eng, a, merr)
+	rs.flow.Record(g.modelNow(), g.eng, model.Report{Kind: model.ReportUnsupported, Attempt: a, Err: merr})
 	g.unlock()
 	g.log.Debug("target passed over: its provider type cannot express the request",
 		"request_id", rs.logID, "provider", a.Provider, "model", a.Model, "error", merr.Message)
@@ -264,12 +264,12 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
 	if out.local != nil && out.local.Code == model.CodeShuttingDown {
-		v, ans = rs.flow.RecordCut(g.modelNow(), g.eng, a, out.local, out.committed)
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, model.Report{Kind: model.ReportCut, Attempt: a, Err: out.local, Committed: out.committed})
 	} else if !out.dispatched && out.local != nil {
 		// The admission stage refused it: as the simulator records it.
-		v, ans = rs.flow.RecordLocal(g.modelNow(), g.eng, a, out.local)
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, model.Report{Kind: model.ReportLocal, Attempt: a, Err: out.local})
 	} else {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, out.outcome, out.committed)
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, model.Report{Attempt: a, Outcome: out.outcome, Committed: out.committed})
 	}
 	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
 		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)

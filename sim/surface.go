@@ -6,7 +6,7 @@ import "github.com/breakwater-gw/breakwater/model"
 // translates every format to every provider type through OpenAI chat
 // (docs/surfaces.md), with the same flow; what changes with the format is
 // which provider types can serve it at all. A target whose type cannot
-// is passed over before admission (model.Flow.RecordUnsupported), as the
+// is passed over before admission (model.ReportUnsupported), as the
 // gateway passes it over when its wire adapter refuses the request.
 const (
 	FormatChat       = "chat"
@@ -46,8 +46,8 @@ func (s *sim) passedOver(id int32, a *model.Attempt) bool {
 	// The gateway names the connection it chose (X-Breakwater-Connection)
 	// even when its type could not take the request: so does servedBy.
 	r.lastConn, r.hasLast = model.ConnRef{Provider: a.Provider, Connection: a.Connection}, true
-	r.flow.RecordUnsupported(s.now, s.eng, a, &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider,
-		Message: "provider type " + typ + " cannot serve the " + format + " format"})
+	r.flow.Record(s.now, s.eng, model.Report{Kind: model.ReportUnsupported, Attempt: a, Err: &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider,
+		Message: "provider type " + typ + " cannot serve the " + format + " format"}})
 	s.drain()
 	return true
 }
