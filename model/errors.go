@@ -114,149 +114,196 @@ func Unavailable(now Time, r *Route, sel *Selection) *Error {
 	if len(sel.Excluded) == 0 {
 		return &Error{Code: CodeNoExecutableTargets, Model: model, Message: fmt.Sprintf("no executable target for %q", r.Name)}
 	}
-	var timers, transient, circuit, locks, others, leased, unfit int
-	// docs/selection.md#waiting-for-a-cooldown: an exclusion after an auth or not-found error is a skip,
-	// not a time to come back at. For a single-model route that holds for a
-	// cooling connection only: a model lockout keeps its time (429
-	// model_cooldown, docs/errors.md). For a combo it holds for lockouts too.
-	var noEndConn, noEndLock, nonTransient int
-	var leaseEnd int64                      // ms until the first lease_held exclusion ends (0 = unknown)
-	var knownEndSingle, knownEndCombo int64 // ms until the first timer with an end to come back at
-	earliest := func(cur *int64, ms int64) {
-		if ms > 0 && (*cur == 0 || ms < *cur) {
-			*cur = ms
-		}
-	}
-	never := 0 // exclusions that will not serve by waiting: unfit or terminal
-	for _, x := range sel.Excluded {
-		switch x.Reason {
-		case ExclNotAllowed, ExclNoModel:
-			unfit++
-			never++
-		case ExclTerminal:
-			never++
-		}
-		noEnd := x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound
-		switch {
-		case x.Reason == ExclConnectionCooldown && noEnd:
-			noEndConn++
-		case x.Reason == ExclModelLockout && noEnd:
-			noEndLock++
-			earliest(&knownEndSingle, x.RemainingMs)
-		case x.Reason.Timer():
-			earliest(&knownEndSingle, x.RemainingMs)
-			earliest(&knownEndCombo, x.RemainingMs)
-		}
-		if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && !x.LockReason.Transient() {
-			nonTransient++
-		}
-		switch {
-		case x.Reason == ExclLeaseHeld:
-			leased++
-			others++
-			if x.RemainingMs > 0 && (leaseEnd == 0 || x.RemainingMs < leaseEnd) {
-				leaseEnd = x.RemainingMs
-			}
-		case x.Reason == ExclCircuitOpen:
-			circuit++
-			timers++
-		case x.Reason == ExclModelLockout:
-			locks++
-			timers++
-			if x.LockReason.Transient() {
-				transient++
-			}
-		case x.Reason == ExclConnectionCooldown:
-			timers++
-			if x.LockReason.Transient() {
-				transient++
-			}
-		case x.Reason.Timer():
-			timers++
-		default:
-			others++
-		}
-	}
-	retry := int64(0)
-	if sel.Earliest > 0 {
-		retry = sel.Earliest.Sub(now)
-	}
-	if !r.IsCombo() && noEndConn > 0 {
-		retry = knownEndSingle // Retry-After only when an exclusion has a known end
-	}
-	if r.IsCombo() && noEndConn+noEndLock > 0 {
-		retry = knownEndCombo
-	}
+	var t exclusionTally
+	t.count(sel.Excluded)
 	n := len(sel.Excluded)
-	if unfit == n {
-		// Nothing eligible and no timer involved: the client key may use
-		// none of the connections, or no target serves the model (docs/errors.md).
-		why := "no configured target serves the model"
-		if slices.ContainsFunc(sel.Excluded, func(x Excluded) bool { return x.Reason == ExclNotAllowed }) {
-			why = "the client key is not allowed on any connection that serves it"
-		}
-		return &Error{Code: CodeNoExecutableTargets, Model: model,
-			Message: fmt.Sprintf("no executable target for %q: %s", r.Name, why)}
+	if t.unfit == n {
+		return noTargetServes(r, model, sel.Excluded)
 	}
-	if leased > 0 && leased+never == n {
+	if t.leased > 0 && t.leased+t.never == n {
 		// Everything that could serve is held by other clients' exclusive
 		// leases (docs/leases.md): a wait state, not a failure; retry when the
 		// first lease ends (clamped like the lease endpoint's answer). The
 		// rest (banned, not allowed to this key) would never serve, so it
 		// does not turn the wait into a skip.
 		return &Error{Code: CodeLeaseCapacity, Provider: r.Provider, Model: model,
-			RetryAfterMs: leaseRetryAfterMs(now, leaseEnd),
+			RetryAfterMs: leaseRetryAfterMs(now, t.leaseEnd),
 			Message:      fmt.Sprintf("every connection that can serve %s is held by another client's exclusive lease", r.Name)}
 	}
+	retry := t.retryAfterMs(now, r, sel)
 	if !r.IsCombo() {
-		switch {
-		case circuit == n:
-			return &Error{Code: CodeCircuitOpen, Provider: r.Provider, Model: model, RetryAfterMs: retry,
-				Message: fmt.Sprintf("provider %s circuit breaker is open", r.Provider)}
-		case timers == 0:
-			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
-				Message: fmt.Sprintf("no connection of %s can serve %s (terminal or not allowed)", r.Provider, r.Model)}
-		case noEndConn == timers && others == 0:
-			return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
-				Message: fmt.Sprintf("every connection of %s is cooling down after an authentication or not-found error", r.Provider)}
-		case locks == timers && others == 0:
-			return &Error{Code: CodeModelCooldown, Provider: r.Provider, Model: model, RetryAfterMs: retry,
-				Message: fmt.Sprintf("all credentials for model %s are cooling down", r.Model)}
-		case others == 0:
-			// docs/errors.md: every connection cooling (a quota reset included),
-			// no wait allowed: 429 with the first end.
-			return &Error{Code: CodeRateLimit, Provider: r.Provider, Model: model, RetryAfterMs: retry,
-				Message: fmt.Sprintf("all connections of %s are cooling down", r.Provider)}
-		}
-		return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model, RetryAfterMs: retry,
-			Message: fmt.Sprintf("every connection of %s is excluded", r.Provider)}
+		return t.singleUnavailable(r, model, n, retry)
 	}
+	return t.comboUnavailable(r, model, sel.Excluded, retry)
+}
+
+// exclusionTally counts a selection's exclusions by what they mean for the
+// answer (docs/selection.md#waiting-for-a-cooldown, docs/errors.md).
+type exclusionTally struct {
+	timers, transient, circuit, locks, others, leased, unfit int
+	// docs/selection.md#waiting-for-a-cooldown: an exclusion after an auth or not-found error is a skip,
+	// not a time to come back at. For a single-model route that holds for a
+	// cooling connection only: a model lockout keeps its time (429
+	// model_cooldown, docs/errors.md). For a combo it holds for lockouts too.
+	noEndConn, noEndLock, nonTransient int
+	leaseEnd                           int64 // ms until the first lease_held exclusion ends (0 = unknown)
+	knownEndSingle, knownEndCombo      int64 // ms until the first timer with an end to come back at
+	never                              int   // exclusions that will not serve by waiting: unfit or terminal
+}
+
+// earliest keeps in *cur the smallest positive ms.
+func earliest(cur *int64, ms int64) {
+	if ms > 0 && (*cur == 0 || ms < *cur) {
+		*cur = ms
+	}
+}
+
+func (t *exclusionTally) count(excl []Excluded) {
+	for _, x := range excl {
+		switch x.Reason {
+		case ExclNotAllowed, ExclNoModel:
+			t.unfit++
+			t.never++
+		case ExclTerminal:
+			t.never++
+		}
+		t.countEnds(&x)
+		t.countKind(&x)
+	}
+}
+
+// countEnds tallies which exclusions have a time to come back at.
+func (t *exclusionTally) countEnds(x *Excluded) {
+	noEnd := x.LockReason == ReasonAuthError || x.LockReason == ReasonNotFound
 	switch {
-	case timers == 0:
+	case x.Reason == ExclConnectionCooldown && noEnd:
+		t.noEndConn++
+	case x.Reason == ExclModelLockout && noEnd:
+		t.noEndLock++
+		earliest(&t.knownEndSingle, x.RemainingMs)
+	case x.Reason.Timer():
+		earliest(&t.knownEndSingle, x.RemainingMs)
+		earliest(&t.knownEndCombo, x.RemainingMs)
+	}
+	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && !x.LockReason.Transient() {
+		t.nonTransient++
+	}
+}
+
+// countKind tallies the exclusion by kind: a lease, a resilience timer
+// (breaker, lockout, cooldown) or anything else.
+func (t *exclusionTally) countKind(x *Excluded) {
+	switch {
+	case x.Reason == ExclLeaseHeld:
+		t.leased++
+		t.others++
+		if x.RemainingMs > 0 && (t.leaseEnd == 0 || x.RemainingMs < t.leaseEnd) {
+			t.leaseEnd = x.RemainingMs
+		}
+	case x.Reason == ExclCircuitOpen:
+		t.circuit++
+		t.timers++
+	case x.Reason == ExclModelLockout:
+		t.locks++
+		t.timers++
+		if x.LockReason.Transient() {
+			t.transient++
+		}
+	case x.Reason == ExclConnectionCooldown:
+		t.timers++
+		if x.LockReason.Transient() {
+			t.transient++
+		}
+	case x.Reason.Timer():
+		t.timers++
+	default:
+		t.others++
+	}
+}
+
+// retryAfterMs is when to come back: the selection's earliest end, unless
+// an auth or not-found exclusion makes it a skip, then only a known end.
+func (t *exclusionTally) retryAfterMs(now Time, r *Route, sel *Selection) int64 {
+	retry := int64(0)
+	if sel.Earliest > 0 {
+		retry = sel.Earliest.Sub(now)
+	}
+	if !r.IsCombo() && t.noEndConn > 0 {
+		retry = t.knownEndSingle // Retry-After only when an exclusion has a known end
+	}
+	if r.IsCombo() && t.noEndConn+t.noEndLock > 0 {
+		retry = t.knownEndCombo
+	}
+	return retry
+}
+
+// noTargetServes is the answer when nothing is eligible and no timer is
+// involved: the client key may use none of the connections, or no target
+// serves the model (docs/errors.md).
+func noTargetServes(r *Route, model string, excl []Excluded) *Error {
+	why := "no configured target serves the model"
+	if slices.ContainsFunc(excl, func(x Excluded) bool { return x.Reason == ExclNotAllowed }) {
+		why = "the client key is not allowed on any connection that serves it"
+	}
+	return &Error{Code: CodeNoExecutableTargets, Model: model,
+		Message: fmt.Sprintf("no executable target for %q: %s", r.Name, why)}
+}
+
+// singleUnavailable is the answer for a single-model route, whose n
+// exclusions are all connections of one provider.
+func (t *exclusionTally) singleUnavailable(r *Route, model string, n int, retry int64) *Error {
+	switch {
+	case t.circuit == n:
+		return &Error{Code: CodeCircuitOpen, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+			Message: fmt.Sprintf("provider %s circuit breaker is open", r.Provider)}
+	case t.timers == 0:
+		return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
+			Message: fmt.Sprintf("no connection of %s can serve %s (terminal or not allowed)", r.Provider, r.Model)}
+	case t.noEndConn == t.timers && t.others == 0:
+		return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model,
+			Message: fmt.Sprintf("every connection of %s is cooling down after an authentication or not-found error", r.Provider)}
+	case t.locks == t.timers && t.others == 0:
+		return &Error{Code: CodeModelCooldown, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+			Message: fmt.Sprintf("all credentials for model %s are cooling down", r.Model)}
+	case t.others == 0:
+		// docs/errors.md: every connection cooling (a quota reset included),
+		// no wait allowed: 429 with the first end.
+		return &Error{Code: CodeRateLimit, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+			Message: fmt.Sprintf("all connections of %s are cooling down", r.Provider)}
+	}
+	return &Error{Code: CodeAllTargetsSkipped, Provider: r.Provider, Model: model, RetryAfterMs: retry,
+		Message: fmt.Sprintf("every connection of %s is excluded", r.Provider)}
+}
+
+// comboUnavailable is the answer for a combo (docs/selection.md#combos): it
+// names every exclusion.
+func (t *exclusionTally) comboUnavailable(r *Route, model string, excl []Excluded, retry int64) *Error {
+	switch {
+	case t.timers == 0:
 		return &Error{Code: CodeAllTargetsSkipped, Model: model,
 			Message: "all targets were skipped by pre-dispatch filters"}
 	case r.weighted:
 		// A weighted pool that lost every target with a resilience timer
 		// among the exclusions (docs/selection.md#waiting-for-a-cooldown, docs/selection.md#combos).
-		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: excl,
 			Message: "all targets are cooling down"}
-	case transient == timers:
+	case t.transient == t.timers:
 		// Short transient timers only: the caller may wait (comboCooldownWait);
 		// when it does not, the answer is a 429 with the earliest expiry.
-		return &Error{Code: CodeRateLimit, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+		return &Error{Code: CodeRateLimit, Model: model, RetryAfterMs: retry, Excluded: excl,
 			Message: "all targets are cooling down"}
-	case nonTransient == timers:
+	case t.nonTransient == t.timers:
 		// quota_exhausted / auth_error / not_found only (docs/selection.md#waiting-for-a-cooldown):
 		// skipped, with Retry-After only when one of them has a known end
 		// (a quota reset). Beside a breaker or provider cooldown, the
 		// answer is the cooling one below, with the timers' first end.
-		return &Error{Code: CodeAllTargetsSkipped, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+		return &Error{Code: CodeAllTargetsSkipped, Model: model, RetryAfterMs: retry, Excluded: excl,
 			Message: "all targets were skipped: quota exhausted, authentication or not-found errors"}
-	case others == 0:
-		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+	case t.others == 0:
+		return &Error{Code: CodeAllTargetsCooling, Model: model, RetryAfterMs: retry, Excluded: excl,
 			Message: "all targets are cooling down"}
 	}
-	return &Error{Code: CodeAllTargetsSkipped, Model: model, RetryAfterMs: retry, Excluded: sel.Excluded,
+	return &Error{Code: CodeAllTargetsSkipped, Model: model, RetryAfterMs: retry, Excluded: excl,
 		Message: "all targets were skipped by pre-dispatch filters"}
 }
 
