@@ -450,38 +450,8 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 		hintCap = int64(cc.MaxStatedResetMs)
 	}
 	hint := min(v.Hint.Ms, hintCap)
-	switch action {
-	case ConnExpiredLadder:
-		n, counted := st.Auth.step(now)
-		if !counted {
-			return true
-		}
-		if n > ExpiredRetryMax {
-			st.Status = StatusExpired
-			st.RateLimitedUntil = 0
-			st.Auth = Streak{}
-			return true
-		}
-		cd := int64(expiredRetryBaseMs) << (n - 1)
-		st.Auth.CooldownUntil = now.Add(cd)
-		st.extend(now, now.Add(cd))
-		st.CooldownSetAt = now
-		return true
-	case ConnRejectedLadder:
-		n, counted := st.Rejected.step(now)
-		if !counted {
-			return true
-		}
-		if n >= rejectedThreshold {
-			st.Status = StatusBanned
-			st.RateLimitedUntil = 0
-			st.Rejected = Streak{}
-			return true
-		}
-		cd := rejectedLadder[min(n, len(rejectedLadder))-1]
-		st.Rejected.CooldownUntil = now.Add(cd)
-		st.extend(now, now.Add(cd))
-		st.CooldownSetAt = now
+	if action == ConnExpiredLadder || action == ConnRejectedLadder {
+		st.stepLadder(now, action)
 		return true
 	}
 	// Thundering-herd guard: an attempt that started before the current
@@ -495,8 +465,59 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 		return true
 	}
 	level := st.LevelAt(now, int64(cc.BackoffDecayMs))
-	var cd int64
-	escalate := v.Escalate
+	cd, escalate := connCooldownMs(now, p, cc, prof, v, action, level, hint)
+	st.BackoffLevel = level
+	if escalate {
+		st.BackoffLevel = min(level+1, prof.MaxBackoffSteps)
+	}
+	st.LastFailureAt, st.HasFailure = now, true
+	if cd > 0 {
+		st.extend(now, now.Add(cd))
+		st.CooldownSetAt = now
+	}
+	return true
+}
+
+// stepLadder counts a failure on the expired-key or rejected-key ladder
+// (docs/cooldowns.md): a cooldown per step, then the terminal state.
+func (st *Conn) stepLadder(now Time, action ConnAction) {
+	if action == ConnExpiredLadder {
+		n, counted := st.Auth.step(now)
+		if !counted {
+			return
+		}
+		if n > ExpiredRetryMax {
+			st.Status = StatusExpired
+			st.RateLimitedUntil = 0
+			st.Auth = Streak{}
+			return
+		}
+		cd := int64(expiredRetryBaseMs) << (n - 1)
+		st.Auth.CooldownUntil = now.Add(cd)
+		st.extend(now, now.Add(cd))
+		st.CooldownSetAt = now
+		return
+	}
+	n, counted := st.Rejected.step(now)
+	if !counted {
+		return
+	}
+	if n >= rejectedThreshold {
+		st.Status = StatusBanned
+		st.RateLimitedUntil = 0
+		st.Rejected = Streak{}
+		return
+	}
+	cd := rejectedLadder[min(n, len(rejectedLadder))-1]
+	st.Rejected.CooldownUntil = now.Add(cd)
+	st.extend(now, now.Add(cd))
+	st.CooldownSetAt = now
+}
+
+// connCooldownMs is the cooldown a failure sets on a connection at backoff
+// level (docs/cooldowns.md), and whether it escalates the level.
+func connCooldownMs(now Time, p *provState, cc *ConnectionCooldownSettings, prof *CooldownProfile, v *Verdict, action ConnAction, level int, hint int64) (cd int64, escalate bool) {
+	escalate = v.Escalate
 	switch action {
 	case ConnBackoff:
 		cd = max(transientCap(cc, backoffMs(int64(prof.BaseCooldownMs), level, prof.MaxBackoffSteps, int64(cc.MaxCooldownMs))), hint)
@@ -522,16 +543,7 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 			cd = min(untilDailyReset(now, p.dailyResetMin), int64(cc.MaxCooldownMs))
 		}
 	}
-	st.BackoffLevel = level
-	if escalate {
-		st.BackoffLevel = min(level+1, prof.MaxBackoffSteps)
-	}
-	st.LastFailureAt, st.HasFailure = now, true
-	if cd > 0 {
-		st.extend(now, now.Add(cd))
-		st.CooldownSetAt = now
-	}
-	return true
+	return cd, escalate
 }
 
 // untilDailyReset is the time from now to the next daily reset at
@@ -557,26 +569,7 @@ func (e *Engine) applyLockout(now Time, p *provState, c *connState, a *Attempt, 
 	}
 	ml := &e.settings.ModelLockout
 	if v.Breaker == BreakerSuccess {
-		if len(c.locks) == 0 {
-			return
-		}
-		fam := p.family(a.Model)
-		for i := 0; i < len(c.locks); {
-			l := &c.locks[i]
-			covers := (l.Key.Exact && l.Key.Name == a.Model) || (!l.Key.Exact && (l.Key.Name == a.Model || l.Key.Name == fam))
-			if !covers {
-				i++
-				continue
-			}
-			l.FailureCount /= 2
-			if l.FailureCount == 0 {
-				e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: *l})
-				c.locks = slices.Delete(c.locks, i, i+1)
-				continue
-			}
-			e.emit(Change{At: now, Kind: ChangeLockout, Provider: p.id, Connection: c.id, Lockout: *l})
-			i++
-		}
+		e.decayLockouts(now, p, c, a.Model)
 		return
 	}
 	la := v.Lockout
@@ -629,6 +622,31 @@ func (e *Engine) applyLockout(now Time, p *provState, c *connState, a *Attempt, 
 		l.Reason = reason
 	}
 	e.emit(Change{At: now, Kind: ChangeLockout, Provider: p.id, Connection: c.id, Lockout: *l})
+}
+
+// decayLockouts is a success's effect on the lockouts covering model
+// (docs/lockouts.md): failureCount halves, and an entry at 0 is removed.
+func (e *Engine) decayLockouts(now Time, p *provState, c *connState, model string) {
+	if len(c.locks) == 0 {
+		return
+	}
+	fam := p.family(model)
+	for i := 0; i < len(c.locks); {
+		l := &c.locks[i]
+		covers := (l.Key.Exact && l.Key.Name == model) || (!l.Key.Exact && (l.Key.Name == model || l.Key.Name == fam))
+		if !covers {
+			i++
+			continue
+		}
+		l.FailureCount /= 2
+		if l.FailureCount == 0 {
+			e.emit(Change{At: now, Kind: ChangeLockoutRemoved, Provider: p.id, Connection: c.id, Lockout: *l})
+			c.locks = slices.Delete(c.locks, i, i+1)
+			continue
+		}
+		e.emit(Change{At: now, Kind: ChangeLockout, Provider: p.id, Connection: c.id, Lockout: *l})
+		i++
+	}
 }
 
 // family returns the model's quota family key name.
