@@ -196,6 +196,25 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 // the settings allow it (docs/selection.md#waiting-for-a-cooldown), fall back to the emergency target
 // (docs/api.md#operator-actions), else answer.
 func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
+	f.reselect(now, e, sel)
+	if waitMs, ok := f.waitDecision(now, e, sel); ok {
+		f.waits++
+		f.waitedMs += waitMs
+		f.tried = f.tried[:0]
+		f.skipTargets = f.skipTargets[:0]
+		return Step{Kind: StepWait, WaitMs: waitMs}
+	}
+	unavail := Unavailable(now, &f.Route, sel)
+	if f.toEmergency(e, sel) {
+		return f.Next(now, e, sel)
+	}
+	return f.answerUnavailable(unavail)
+}
+
+// reselect judges what is left on the full picture: after a wait every
+// connection is fair game again, but never a target that cannot express
+// the request nor a model that refused it for its length.
+func (f *Flow) reselect(now Time, e *Engine, sel *Selection) {
 	if len(f.tried) > 0 || len(f.skipTargets) > 0 {
 		// After a wait every connection is fair game again: judge the wait
 		// on the full picture.
@@ -212,46 +231,55 @@ func (f *Flow) noCandidate(now Time, e *Engine, sel *Selection) Step {
 		// not even after a wait.
 		sel.Candidates = slices.DeleteFunc(sel.Candidates, func(c Candidate) bool { return slices.Contains(f.tooLong, c.Model) })
 	}
+}
+
+// waitDecision is WaitDecision with the route's wait settings
+// (comboCooldownWait or waitForCooldown) and what the flow has spent.
+func (f *Flow) waitDecision(now Time, e *Engine, sel *Selection) (int64, bool) {
 	budgetLeft := f.deadline.Sub(now)
 	// A wait only serves the attempt after it: with the attempt budget
 	// spent the client gets its answer (and Retry-After) now, not after a
 	// wait that cannot end in an attempt.
 	canAttempt := f.attempts < e.settings.RequestBudget.MaxAttempts
-	var waitMs int64
-	var ok bool
 	if f.Route.IsCombo() {
 		w := &e.settings.ComboCooldownWait
-		waitMs, ok = WaitDecision(now, sel, w.Enabled && canAttempt, int64(w.MaxWaitMs), f.waits, w.MaxAttempts,
-			min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
-	} else {
-		w := &e.settings.WaitForCooldown
-		waitMs, ok = WaitDecision(now, sel, w.Enabled && canAttempt, int64(w.MaxRetryWaitSec)*1000, f.waits, w.MaxRetries,
+		return WaitDecision(now, sel, w.Enabled && canAttempt, int64(w.MaxWaitMs), f.waits, w.MaxAttempts,
 			min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
 	}
-	if ok {
-		f.waits++
-		f.waitedMs += waitMs
-		f.tried = f.tried[:0]
-		f.skipTargets = f.skipTargets[:0]
-		return Step{Kind: StepWait, WaitMs: waitMs}
+	w := &e.settings.WaitForCooldown
+	return WaitDecision(now, sel, w.Enabled && canAttempt, int64(w.MaxRetryWaitSec)*1000, f.waits, w.MaxRetries,
+		min(budgetLeft, int64(w.BudgetMs)-f.waitedMs))
+}
+
+// toEmergency switches the flow to the emergency fallback target
+// (docs/api.md#operator-actions) when it is enabled, not yet used and
+// nothing of the route is left. It reports whether it did.
+func (f *Flow) toEmergency(e *Engine, sel *Selection) bool {
+	ef := &e.settings.EmergencyFallback
+	if !ef.Enabled || f.emergency || ef.Target == "" || len(sel.Candidates) != 0 {
+		return false
 	}
-	unavail := Unavailable(now, &f.Route, sel)
-	if ef := &e.settings.EmergencyFallback; ef.Enabled && !f.emergency && ef.Target != "" && len(sel.Candidates) == 0 {
-		if r, err := e.Resolve(ef.Target); err == nil && r.Name != f.Route.Name {
-			f.emergency = true
-			if f.attempts >= e.settings.RequestBudget.MaxAttempts {
-				// The fallback is tried instead of failing (docs/api.md#operator-actions),
-				// once, even when waits and failures spent the attempt
-				// budget; the deadline still holds.
-				f.grace = 1
-			}
-			f.Route = r
-			f.tried = f.tried[:0]
-			f.skipTargets = f.skipTargets[:0]
-			f.unfit = f.unfit[:0] // target numbers of the old route
-			return f.Next(now, e, sel)
-		}
+	r, err := e.Resolve(ef.Target)
+	if err != nil || r.Name == f.Route.Name {
+		return false
 	}
+	f.emergency = true
+	if f.attempts >= e.settings.RequestBudget.MaxAttempts {
+		// The fallback is tried instead of failing (docs/api.md#operator-actions),
+		// once, even when waits and failures spent the attempt
+		// budget; the deadline still holds.
+		f.grace = 1
+	}
+	f.Route = r
+	f.tried = f.tried[:0]
+	f.skipTargets = f.skipTargets[:0]
+	f.unfit = f.unfit[:0] // target numbers of the old route
+	return true
+}
+
+// answerUnavailable ends a flow nothing is left to try: the local refusal,
+// the last upstream error, the unsupported type, or unavail.
+func (f *Flow) answerUnavailable(unavail *Error) Step {
 	if f.hasLast && f.local != nil {
 		// The last try was refused by the local admission queue (docs/admission.md,
 		// docs/errors.md): the client gets that typed error, never a made-up 502.
