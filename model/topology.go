@@ -145,7 +145,8 @@ func parseDailyReset(s string) (int, error) {
 // validate checks ids are present and unique and references resolve.
 func (t *Topology) validate() error {
 	seen := map[string]bool{}
-	for i, p := range t.Providers {
+	for i := range t.Providers {
+		p := &t.Providers[i]
 		f := fmt.Sprintf("providers[%d]", i)
 		if p.ID == "" || strings.ContainsAny(p.ID, "/ ") {
 			return &TopologyError{f + ".id", fmt.Sprintf("must be non-empty without '/' or spaces, got %q", p.ID)}
@@ -153,43 +154,13 @@ func (t *Topology) validate() error {
 		if seen[p.ID] {
 			return &TopologyError{f + ".id", fmt.Sprintf("duplicate provider id %q", p.ID)}
 		}
-		if _, err := ParseContinuation(p.Continuation); err != nil {
-			return &TopologyError{f + ".continuation", err.Error()}
-		}
 		seen[p.ID] = true
-		if p.Profile > ProfileLocal {
-			return &TopologyError{f + ".profile", "must be oauth, apikey or local"}
-		}
-		if p.Strategy > LeastUsed {
-			return &TopologyError{f + ".strategy", "unknown strategy"}
-		}
-		if _, err := parseDailyReset(p.DailyResetUTC); err != nil {
-			return &TopologyError{f + ".dailyResetUtc", err.Error()}
-		}
-		for m, w := range p.ContextWindows {
-			if m == "" || w <= 0 {
-				return &TopologyError{f + ".contextWindows", fmt.Sprintf("want model: tokens > 0, got %q: %d", m, w)}
-			}
-		}
-		if len(p.Connections) == 0 {
-			return &TopologyError{f + ".connections", "a provider needs at least one connection"}
-		}
-		conns := map[string]bool{}
-		for j, c := range p.Connections {
-			cf := fmt.Sprintf("%s.connections[%d].id", f, j)
-			if c.ID == "" || strings.ContainsAny(c.ID, "/ ") {
-				return &TopologyError{cf, fmt.Sprintf("must be non-empty without '/' or spaces, got %q", c.ID)}
-			}
-			if conns[c.ID] {
-				return &TopologyError{cf, fmt.Sprintf("duplicate connection id %q in provider %q", c.ID, p.ID)}
-			}
-			conns[c.ID] = true
-			if c.Weight < 0 {
-				return &TopologyError{fmt.Sprintf("%s.connections[%d].weight", f, j), "must not be negative"}
-			}
+		if err := p.validate(f); err != nil {
+			return err
 		}
 	}
-	for i, c := range t.Combos {
+	for i := range t.Combos {
+		c := &t.Combos[i]
 		f := fmt.Sprintf("combos[%d]", i)
 		if c.ID == "" {
 			return &TopologyError{f + ".id", "must be non-empty"}
@@ -198,30 +169,79 @@ func (t *Topology) validate() error {
 			return &TopologyError{f + ".id", fmt.Sprintf("duplicate combo id %q", c.ID)}
 		}
 		seen["combo:"+c.ID] = true
-		if c.Strategy > LeastUsed {
-			return &TopologyError{f + ".strategy", "unknown strategy"}
+		if err := t.validateCombo(f, c); err != nil {
+			return err
 		}
-		if len(c.Targets) == 0 {
-			return &TopologyError{f + ".targets", "a combo needs at least one target"}
+	}
+	return nil
+}
+
+// validate checks one provider's settings and connections; f names it in
+// errors.
+func (p *ProviderConfig) validate(f string) error {
+	if _, err := ParseContinuation(p.Continuation); err != nil {
+		return &TopologyError{f + ".continuation", err.Error()}
+	}
+	if p.Profile > ProfileLocal {
+		return &TopologyError{f + ".profile", "must be oauth, apikey or local"}
+	}
+	if p.Strategy > LeastUsed {
+		return &TopologyError{f + ".strategy", "unknown strategy"}
+	}
+	if _, err := parseDailyReset(p.DailyResetUTC); err != nil {
+		return &TopologyError{f + ".dailyResetUtc", err.Error()}
+	}
+	for m, w := range p.ContextWindows {
+		if m == "" || w <= 0 {
+			return &TopologyError{f + ".contextWindows", fmt.Sprintf("want model: tokens > 0, got %q: %d", m, w)}
 		}
-		for j, tg := range c.Targets {
-			tf := fmt.Sprintf("%s.targets[%d]", f, j)
-			p := t.provider(tg.Provider)
-			if p == nil {
-				return &TopologyError{tf + ".provider", fmt.Sprintf("unknown provider %q", tg.Provider)}
-			}
-			if tg.Model == "" {
-				return &TopologyError{tf + ".model", "must be non-empty"}
-			}
-			if len(p.Models) > 0 && !slices.Contains(p.Models, tg.Model) {
-				return &TopologyError{tf + ".model", fmt.Sprintf("provider %q does not list model %q", tg.Provider, tg.Model)}
-			}
-			if tg.Connection != "" && !slices.ContainsFunc(p.Connections, func(c ConnectionConfig) bool { return c.ID == tg.Connection }) {
-				return &TopologyError{tf + ".connection", fmt.Sprintf("provider %q has no connection %q", tg.Provider, tg.Connection)}
-			}
-			if tg.Weight < 0 {
-				return &TopologyError{tf + ".weight", "must not be negative"}
-			}
+	}
+	if len(p.Connections) == 0 {
+		return &TopologyError{f + ".connections", "a provider needs at least one connection"}
+	}
+	conns := map[string]bool{}
+	for j, c := range p.Connections {
+		cf := fmt.Sprintf("%s.connections[%d].id", f, j)
+		if c.ID == "" || strings.ContainsAny(c.ID, "/ ") {
+			return &TopologyError{cf, fmt.Sprintf("must be non-empty without '/' or spaces, got %q", c.ID)}
+		}
+		if conns[c.ID] {
+			return &TopologyError{cf, fmt.Sprintf("duplicate connection id %q in provider %q", c.ID, p.ID)}
+		}
+		conns[c.ID] = true
+		if c.Weight < 0 {
+			return &TopologyError{fmt.Sprintf("%s.connections[%d].weight", f, j), "must not be negative"}
+		}
+	}
+	return nil
+}
+
+// validateCombo checks one combo's strategy and that its targets resolve;
+// f names it in errors.
+func (t *Topology) validateCombo(f string, c *ComboConfig) error {
+	if c.Strategy > LeastUsed {
+		return &TopologyError{f + ".strategy", "unknown strategy"}
+	}
+	if len(c.Targets) == 0 {
+		return &TopologyError{f + ".targets", "a combo needs at least one target"}
+	}
+	for j, tg := range c.Targets {
+		tf := fmt.Sprintf("%s.targets[%d]", f, j)
+		p := t.provider(tg.Provider)
+		if p == nil {
+			return &TopologyError{tf + ".provider", fmt.Sprintf("unknown provider %q", tg.Provider)}
+		}
+		if tg.Model == "" {
+			return &TopologyError{tf + ".model", "must be non-empty"}
+		}
+		if len(p.Models) > 0 && !slices.Contains(p.Models, tg.Model) {
+			return &TopologyError{tf + ".model", fmt.Sprintf("provider %q does not list model %q", tg.Provider, tg.Model)}
+		}
+		if tg.Connection != "" && !slices.ContainsFunc(p.Connections, func(c ConnectionConfig) bool { return c.ID == tg.Connection }) {
+			return &TopologyError{tf + ".connection", fmt.Sprintf("provider %q has no connection %q", tg.Provider, tg.Connection)}
+		}
+		if tg.Weight < 0 {
+			return &TopologyError{tf + ".weight", "must not be negative"}
 		}
 	}
 	return nil
