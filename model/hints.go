@@ -539,51 +539,74 @@ func skipSpaces(s string, i int) int {
 // Letters may be either case. It returns epoch milliseconds and the bytes
 // consumed.
 func parseTimestamp(s string) (ms int64, n int, ok bool) {
-	num := func(at, width int) (int, bool) {
-		if at+width > len(s) {
-			return 0, false
-		}
-		v := 0
-		for k := at; k < at+width; k++ {
-			if !isDigit(s[k]) {
-				return 0, false
-			}
-			v = v*10 + int(s[k]-'0')
-		}
-		return v, true
-	}
-	y, ok1 := num(0, 4)
-	mo, ok2 := num(5, 2)
-	d, ok3 := num(8, 2)
+	y, ok1 := digitsAt(s, 0, 4)
+	mo, ok2 := digitsAt(s, 5, 2)
+	d, ok3 := digitsAt(s, 8, 2)
 	if !ok1 || !ok2 || !ok3 || s[4] != '-' || s[7] != '-' || mo < 1 || mo > 12 || d < 1 || d > 31 {
 		return 0, 0, false
 	}
-	n = 10
-	var hh, mm, ss, nanos int
-	if n+6 <= len(s) && (s[n] == 't' || s[n] == 'T' || s[n] == ' ') && isDigit(s[n+1]) {
-		h, okh := num(n+1, 2)
-		m, okm := num(n+4, 2)
-		if okh && okm && s[n+3] == ':' && h < 24 && m < 60 {
-			hh, mm = h, m
-			n += 6
-			if n+3 <= len(s) && s[n] == ':' {
-				if sec, oks := num(n+1, 2); oks && sec <= 60 {
-					ss = sec
-					n += 3
-					if n+1 < len(s) && (s[n] == '.' || s[n] == ',') && isDigit(s[n+1]) {
-						n++
-						scale := 100_000_000
-						for n < len(s) && isDigit(s[n]) {
-							nanos += int(s[n]-'0') * scale
-							scale /= 10
-							n++
-						}
-					}
-				}
-			}
+	c, n := parseClock(s, 10)
+	offset, n := parseZone(s, n)
+	t := time.Date(y, time.Month(mo), d, c.hh, c.mm, c.ss, c.nanos, time.UTC)
+	return t.UnixMilli() - int64(offset)*1000, n, true
+}
+
+// digitsAt reads width decimal digits of s at at.
+func digitsAt(s string, at, width int) (int, bool) {
+	if at+width > len(s) {
+		return 0, false
+	}
+	v := 0
+	for k := at; k < at+width; k++ {
+		if !isDigit(s[k]) {
+			return 0, false
+		}
+		v = v*10 + int(s[k]-'0')
+	}
+	return v, true
+}
+
+// clock is a timestamp's time of day.
+type clock struct{ hh, mm, ss, nanos int }
+
+// parseClock reads the optional [T or space]HH:MM[:SS[.frac]] of a
+// timestamp at s[n:]; it returns midnight and n when there is none.
+func parseClock(s string, n int) (clock, int) {
+	var c clock
+	if n+6 > len(s) || (s[n] != 't' && s[n] != 'T' && s[n] != ' ') || !isDigit(s[n+1]) {
+		return c, n
+	}
+	h, okh := digitsAt(s, n+1, 2)
+	m, okm := digitsAt(s, n+4, 2)
+	if !okh || !okm || s[n+3] != ':' || h >= 24 || m >= 60 {
+		return c, n
+	}
+	c.hh, c.mm = h, m
+	n += 6
+	if n+3 > len(s) || s[n] != ':' {
+		return c, n
+	}
+	sec, oks := digitsAt(s, n+1, 2)
+	if !oks || sec > 60 {
+		return c, n
+	}
+	c.ss = sec
+	n += 3
+	if n+1 < len(s) && (s[n] == '.' || s[n] == ',') && isDigit(s[n+1]) {
+		n++
+		scale := 100_000_000
+		for n < len(s) && isDigit(s[n]) {
+			c.nanos += int(s[n]-'0') * scale
+			scale /= 10
+			n++
 		}
 	}
-	offset := 0 // seconds east of UTC
+	return c, n
+}
+
+// parseZone reads the optional zone of a timestamp at s[n:] (Z, ±HH:MM,
+// ±HHMM, ±HH, UTC or GMT): seconds east of UTC and the new n.
+func parseZone(s string, n int) (offset, next int) {
 	switch {
 	case n < len(s) && (s[n] == 'z' || s[n] == 'Z'):
 		n++
@@ -592,14 +615,14 @@ func parseTimestamp(s string) (ms int64, n int, ok bool) {
 		if s[n] == '-' {
 			sign = -1
 		}
-		if oh, okh := num(n+1, 2); okh && oh < 24 {
+		if oh, okh := digitsAt(s, n+1, 2); okh && oh < 24 {
 			om := 0
 			k := n + 3
 			if k < len(s) && s[k] == ':' {
-				if v, okm := num(k+1, 2); okm {
+				if v, okm := digitsAt(s, k+1, 2); okm {
 					om, k = v, k+3
 				}
-			} else if v, okm := num(k, 2); okm {
+			} else if v, okm := digitsAt(s, k, 2); okm {
 				om, k = v, k+2
 			}
 			if om < 60 {
@@ -616,11 +639,10 @@ func parseTimestamp(s string) (ms int64, n int, ok bool) {
 			}
 		}
 	}
-	t := time.Date(y, time.Month(mo), d, hh, mm, ss, nanos, time.UTC)
-	return t.UnixMilli() - int64(offset)*1000, n, true
+	return offset, n
 }
 
-// httpDateLayouts are the three date formats HTTP/1.1 allows (RFC 9110 docs/admission.md.7).
+// httpDateLayouts are the three date formats HTTP/1.1 allows (RFC 9110 §5.6.7).
 var httpDateLayouts = [...]string{
 	"Mon, 02 Jan 2006 15:04:05 GMT",  // IMF-fixdate (RFC 1123)
 	"Monday, 02-Jan-06 15:04:05 GMT", // RFC 850
