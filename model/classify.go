@@ -71,7 +71,7 @@ func NewClassifier(s *Settings) *Classifier {
 		return c
 	}
 	if v := int64(s.ConnectionCooldown.ConcurrencyCooldownMs); v > 0 {
-		c.concurrencyMs = min(v, MaxHintMs)
+		c.concurrencyMs = min(v, maxHintMs)
 	}
 	if extra := lowerMarkers(s.BannedSignals); len(extra) > 0 {
 		c.banned = append(append(phrases(nil), deactivatedSignals...), mk(extra...)...)
@@ -119,7 +119,7 @@ func (c *Classifier) Classify(ctx ClassifyContext, o Outcome) Verdict {
 		case TransportConnectTimeout, TransportHeaderTimeout, TransportAttemptTimeout:
 			v.Kind, v.ClientStatus = KindTimeout, 504
 		}
-		v.Hint = RetryHint(o.Headers, o.Body, ctx.Now)
+		v.Hint = retryHint(o.Headers, o.Body, ctx.Now)
 		v.Message = "transport " + transportLabel(o.Transport)
 		return v
 	case OutcomeStall, OutcomeThroughput:

@@ -87,13 +87,13 @@ func BenchmarkRetryHintHeaders(b *testing.B) {
 	h.Set("Anthropic-Ratelimit-Unified-Reset", "2025-06-01T13:00:00Z")
 	b.ReportAllocs()
 	for range b.N {
-		benchVerdict.Hint = RetryHint(h, "", clfNow)
+		benchVerdict.Hint = retryHint(h, "", clfNow)
 	}
 }
 
 func BenchmarkParseRetryAfter(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
-		benchVerdict.Hint.Ms, _ = ParseRetryAfter("Sun, 01 Jun 2025 12:00:30 GMT", clfNow)
+		benchVerdict.Hint.Ms, _ = parseRetryAfter("Sun, 01 Jun 2025 12:00:30 GMT", clfNow)
 	}
 }

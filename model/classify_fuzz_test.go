@@ -16,14 +16,14 @@ func FuzzParseRetryAfter(f *testing.F) {
 		f.Add(s, int64(clfNow))
 	}
 	f.Fuzz(func(t *testing.T, v string, now int64) {
-		ms, ok := ParseRetryAfter(v, Time(now))
-		if ms < 0 || ms > MaxHintMs {
-			t.Fatalf("ParseRetryAfter(%q) = %d out of [0, %d]", v, ms, MaxHintMs)
+		ms, ok := parseRetryAfter(v, Time(now))
+		if ms < 0 || ms > maxHintMs {
+			t.Fatalf("parseRetryAfter(%q) = %d out of [0, %d]", v, ms, maxHintMs)
 		}
 		if !ok && ms != 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %d with !ok", v, ms)
+			t.Fatalf("parseRetryAfter(%q) = %d with !ok", v, ms)
 		}
-		ms2, ok2 := ParseRetryAfter(v, Time(now))
+		ms2, ok2 := parseRetryAfter(v, Time(now))
 		if ms2 != ms || ok2 != ok {
 			t.Fatalf("not deterministic")
 		}
@@ -40,9 +40,9 @@ func FuzzRetryHint(f *testing.F) {
 	f.Add("", "", "try again at 2025-06-01T12:00:30.5+01:30 or resets in 1 hour and 2 minutes", int64(clfNow))
 	f.Fuzz(func(t *testing.T, name, value, body string, now int64) {
 		h := HeaderMap{strings.ToLower(name): value}
-		got := RetryHint(h, body, Time(now))
-		if got.Ms < 0 || got.Ms > MaxHintMs {
-			t.Fatalf("hint %d out of [0, %d]", got.Ms, MaxHintMs)
+		got := retryHint(h, body, Time(now))
+		if got.Ms < 0 || got.Ms > maxHintMs {
+			t.Fatalf("hint %d out of [0, %d]", got.Ms, maxHintMs)
 		}
 		if (got.Ms == 0) != (got.Source == HintNone) {
 			t.Fatalf("hint %+v: source and value disagree", got)
@@ -81,8 +81,8 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("a failure classified as success: %+v", v)
 		}
 		for _, ms := range []int64{v.Hint.Ms, v.CooldownMs, v.ClientRetryAfterMs, v.Lockout.CooldownMs} {
-			if ms < 0 || ms > MaxHintMs {
-				t.Fatalf("duration %d out of [0, %d]: %+v", ms, MaxHintMs, v)
+			if ms < 0 || ms > maxHintMs {
+				t.Fatalf("duration %d out of [0, %d]: %+v", ms, maxHintMs, v)
 			}
 		}
 		if v.Breaker == BreakerFailure && v.Kind == KindNone {

@@ -510,7 +510,7 @@ func TestNewClassifierAcceptsAnySettings(t *testing.T) {
 		t.Fatalf("negative concurrency cooldown not defaulted: %+v", v)
 	}
 	// An operator rule with a huge cooldown is clamped.
-	if v := c.Classify(ctx, resp(429, "anything", nil)); v.CooldownMs > MaxHintMs || v.Rule == "" {
+	if v := c.Classify(ctx, resp(429, "anything", nil)); v.CooldownMs > maxHintMs || v.Rule == "" {
 		t.Fatalf("huge rule cooldown: %+v", v)
 	}
 	// A nil classifier works with built-in behaviour.

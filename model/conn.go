@@ -50,7 +50,7 @@ type Conn struct {
 	InFlight   int    `json:"inFlight"`
 	// Retired lists the credentials (one-way fingerprints from the shell,
 	// never a credential) that were replaced while this connection was
-	// terminal ("fp=status,…", newest first, at most MaxRetired). It is
+	// terminal ("fp=status,…", newest first, at most maxRetired). It is
 	// shared by every replica and kept across restarts; each replica
 	// checks its own key against it (Engine.SetCredential), so a key that
 	// comes back — a restart on a config file that still has it, a replica
@@ -61,8 +61,8 @@ type Conn struct {
 	Retired string `json:"retired,omitempty"`
 }
 
-// MaxRetired is how many replaced terminal credentials a connection keeps.
-const MaxRetired = 8
+// maxRetired is how many replaced terminal credentials a connection keeps.
+const maxRetired = 8
 
 // retiredList splits a Retired value into its fingerprint=status entries.
 func retiredList(s string) []string {
@@ -77,7 +77,7 @@ func retiredList(s string) []string {
 func (c *Conn) retire(fp string, status ConnStatus) {
 	out := []string{fp + "=" + status.String()}
 	for _, e := range retiredList(c.Retired) {
-		if f, _, _ := strings.Cut(e, "="); f != fp && len(out) < MaxRetired {
+		if f, _, _ := strings.Cut(e, "="); f != fp && len(out) < maxRetired {
 			out = append(out, e)
 		}
 	}
@@ -97,8 +97,8 @@ func MergeRetired(a, b string) string {
 		}
 	}
 	fps := slices.Sorted(maps.Keys(by))
-	out := make([]string, 0, min(len(fps), MaxRetired))
-	for _, fp := range fps[:min(len(fps), MaxRetired)] {
+	out := make([]string, 0, min(len(fps), maxRetired))
+	for _, fp := range fps[:min(len(fps), maxRetired)] {
 		out = append(out, fp+"="+by[fp])
 	}
 	return strings.Join(out, ",")
@@ -136,9 +136,9 @@ type Streak struct {
 }
 
 const (
-	// ExpiredRetryMax is how many retries an auth failure gets before the
+	// expiredRetryMax is how many retries an auth failure gets before the
 	// connection becomes terminal `expired` (docs/cooldowns.md).
-	ExpiredRetryMax = 3
+	expiredRetryMax = 3
 	// expiredRetryBaseMs is the expired ladder's first step: 5, 10, 20 min.
 	expiredRetryBaseMs = 5 * minute
 	// streakWindowMs is the window of both refusal streaks.

@@ -486,7 +486,7 @@ func (st *Conn) stepLadder(now Time, action ConnAction) {
 		if !counted {
 			return
 		}
-		if n > ExpiredRetryMax {
+		if n > expiredRetryMax {
 			st.Status = StatusExpired
 			st.RateLimitedUntil = 0
 			st.Auth = Streak{}

@@ -8,17 +8,17 @@ import (
 // Retry hints (docs/cooldowns.md, docs/classification.md#failure-catalogue/docs/cooldowns.md#hints): when an upstream says when to
 // come back. Everything here parses untrusted text, so every function is
 // total: no input panics, numbers saturate instead of overflowing, and every
-// hint is clamped to [0, MaxHintMs].
+// hint is clamped to [0, maxHintMs].
 
-// MaxHintMs caps every parsed retry hint (30 days, as the reference does).
-const MaxHintMs int64 = 30 * 24 * hour
+// maxHintMs caps every parsed retry hint (30 days).
+const maxHintMs int64 = 30 * 24 * hour
 
 // satLimit bounds intermediate millisecond values (epoch instants included)
 // far below int64 overflow.
 const satLimit int64 = 1 << 53
 
-// ParseRetryAfter parses a Retry-After value and returns the wait in
-// milliseconds from now, capped at MaxHintMs:
+// parseRetryAfter parses a Retry-After value and returns the wait in
+// milliseconds from now, capped at maxHintMs:
 //   - delta seconds, "120"; a decimal "1.5" is accepted too (1500 ms), and
 //     sub-millisecond remainders round up;
 //   - a duration with units, "30s", "5m", "2h", "1m30s", "500ms", "1.5s";
@@ -28,7 +28,7 @@ const satLimit int64 = 1 << 53
 //
 // Anything else (negative numbers, exponents, "NaN", trailing garbage) is
 // not ok.
-func ParseRetryAfter(v string, now Time) (ms int64, ok bool) {
+func parseRetryAfter(v string, now Time) (ms int64, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
@@ -38,7 +38,7 @@ func ParseRetryAfter(v string, now Time) (ms int64, ok bool) {
 		if !ok || n != len(v) {
 			return 0, false
 		}
-		return min(d, MaxHintMs), true
+		return min(d, maxHintMs), true
 	}
 	if t, ok := parseHTTPDate(v); ok {
 		return untilMs(t, now), true
@@ -46,7 +46,7 @@ func ParseRetryAfter(v string, now Time) (ms int64, ok bool) {
 	return 0, false
 }
 
-// RetryHint extracts the upstream's retry hint from a failed response. The
+// retryHint extracts the upstream's retry hint from a failed response. The
 // first source yielding a positive wait wins:
 //  1. headers (HintHeader): retry-after-ms, retry-after, x-ratelimit-reset,
 //     x-ratelimit-reset-requests, x-ratelimit-reset-tokens, then the
@@ -57,8 +57,8 @@ func ParseRetryAfter(v string, now Time) (ms int64, ok bool) {
 //     "try again at 2025-01-01T00:00:00Z", "resets in 3 hours".
 //
 // Only the first MaxBodyPrefix bytes of body are read. Every hint is capped at
-// MaxHintMs; a hint in the past is no hint.
-func RetryHint(h Headers, body string, now Time) Hint {
+// maxHintMs; a hint in the past is no hint.
+func retryHint(h Headers, body string, now Time) Hint {
 	if hint := headerHint(h, now); hint.Ms > 0 {
 		return hint
 	}
@@ -78,7 +78,7 @@ type hintHeaderKind uint8
 
 const (
 	hhMillis     hintHeaderKind = iota // a wait in milliseconds
-	hhRetryAfter                       // ParseRetryAfter
+	hhRetryAfter                       // parseRetryAfter
 	hhReset                            // parseResetValue
 )
 
@@ -129,12 +129,12 @@ func headerHint(h Headers, now Time) Hint {
 		case hhMillis:
 			ms = parseMillisValue(v)
 		case hhRetryAfter:
-			ms, _ = ParseRetryAfter(v, now)
+			ms, _ = parseRetryAfter(v, now)
 		case hhReset:
 			ms, _ = parseResetValue(v, now)
 		}
 		if ms > 0 {
-			return Hint{Ms: min(ms, MaxHintMs), Source: HintHeader}
+			return Hint{Ms: min(ms, maxHintMs), Source: HintHeader}
 		}
 	}
 	return Hint{}
@@ -148,7 +148,7 @@ func parseMillisValue(v string) int64 {
 	if n == 0 || n != len(v) {
 		return 0
 	}
-	return min(d.times(1), MaxHintMs)
+	return min(d.times(1), maxHintMs)
 }
 
 // parseResetValue parses a reset header (x-ratelimit-reset*,
@@ -171,13 +171,13 @@ func parseResetValue(v string, now Time) (int64, bool) {
 			case d.i >= 1e9:
 				return untilMs(d.times(1000), now), true
 			}
-			return min(d.times(1000), MaxHintMs), true
+			return min(d.times(1000), maxHintMs), true
 		}
 		if ts, n, ok := parseTimestamp(v); ok && n == len(v) {
 			return untilMs(ts, now), true
 		}
 		if d, n, ok := parseDuration(v, false); ok && n == len(v) {
-			return min(d, MaxHintMs), true
+			return min(d, maxHintMs), true
 		}
 		return 0, false
 	}
@@ -188,26 +188,26 @@ func parseResetValue(v string, now Time) (int64, bool) {
 }
 
 // untilMs is the wait from now to the instant ts (epoch ms), clamped to
-// [0, MaxHintMs] without overflowing for any now.
+// [0, maxHintMs] without overflowing for any now.
 func untilMs(ts int64, now Time) int64 {
 	n := int64(now)
 	switch {
 	case n < -satLimit:
-		return MaxHintMs
+		return maxHintMs
 	case n > satLimit:
 		return 0
 	}
-	return min(max(ts-n, 0), MaxHintMs)
+	return min(max(ts-n, 0), maxHintMs)
 }
 
 // ---- body hints ----
 
 func bodyHint(t *text, now Time) Hint {
 	if ms := retryInfoHint(t); ms > 0 {
-		return Hint{Ms: min(ms, MaxHintMs), Source: HintRetryInfo}
+		return Hint{Ms: min(ms, maxHintMs), Source: HintRetryInfo}
 	}
 	if ms := proseHint(t, now); ms > 0 {
-		return Hint{Ms: min(ms, MaxHintMs), Source: HintBody}
+		return Hint{Ms: min(ms, maxHintMs), Source: HintBody}
 	}
 	return Hint{}
 }
@@ -379,7 +379,7 @@ func proseHint(t *text, now Time) int64 {
 				}
 			}
 			if ms > 0 {
-				return min(ms, MaxHintMs)
+				return min(ms, maxHintMs)
 			}
 		}
 	}

@@ -32,8 +32,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"HTTP-date RFC 850", httpDate(2*time.Minute, "Monday, 02-Jan-06 15:04:05 GMT"), 120_000, true},
 		{"HTTP-date asctime", httpDate(time.Hour, "Mon Jan _2 15:04:05 2006"), 3_600_000, true},
 		{"docs/classification.md#failure-catalogue past HTTP-date is 0", httpDate(-time.Hour, "Mon, 02 Jan 2006 15:04:05 GMT"), 0, true},
-		{"30-day cap on huge seconds", "99999999999999999999999999", MaxHintMs, true},
-		{"30-day cap on a far HTTP-date", "Fri, 01 Jan 2100 00:00:00 GMT", MaxHintMs, true},
+		{"30-day cap on huge seconds", "99999999999999999999999999", maxHintMs, true},
+		{"30-day cap on a far HTTP-date", "Fri, 01 Jan 2100 00:00:00 GMT", maxHintMs, true},
 		{"garbage", "soon", 0, false},
 		{"negative", "-5", 0, false},
 		{"NaN text", "NaN", 0, false},
@@ -45,9 +45,9 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ms, ok := ParseRetryAfter(tc.v, clfNow)
+			ms, ok := parseRetryAfter(tc.v, clfNow)
 			if ms != tc.ms || ok != tc.ok {
-				t.Fatalf("ParseRetryAfter(%q) = %d, %v; want %d, %v", tc.v, ms, ok, tc.ms, tc.ok)
+				t.Fatalf("parseRetryAfter(%q) = %d, %v; want %d, %v", tc.v, ms, ok, tc.ms, tc.ok)
 			}
 		})
 	}
@@ -85,14 +85,14 @@ func TestRetryHintHeaders(t *testing.T) {
 		{"anthropic output tokens reset", HeaderMap{"anthropic-ratelimit-output-tokens-reset": "2025-06-01T12:01:00.250+00:00"}, Hint{60_250, HintHeader}},
 		{"RFC 3339 offset is honoured (14:00+02:00 is now)", HeaderMap{"anthropic-ratelimit-unified-reset": "2025-06-01T14:00:00+02:00"}, Hint{}},
 		{"unified beats requests", HeaderMap{"anthropic-ratelimit-unified-reset": rfc3339(time.Hour), "anthropic-ratelimit-requests-reset": rfc3339(time.Second)}, Hint{3_600_000, HintHeader}},
-		{"30-day cap on headers", HeaderMap{"retry-after": "999999999"}, Hint{MaxHintMs, HintHeader}},
-		{"30-day cap on epoch", HeaderMap{"x-ratelimit-reset": epochS(365 * 24 * time.Hour)}, Hint{MaxHintMs, HintHeader}},
+		{"30-day cap on headers", HeaderMap{"retry-after": "999999999"}, Hint{maxHintMs, HintHeader}},
+		{"30-day cap on epoch", HeaderMap{"x-ratelimit-reset": epochS(365 * 24 * time.Hour)}, Hint{maxHintMs, HintHeader}},
 		{"no headers", HeaderMap{}, Hint{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RetryHint(tc.h, "", clfNow); got != tc.want {
-				t.Fatalf("RetryHint(%v) = %+v; want %+v", tc.h, got, tc.want)
+			if got := retryHint(tc.h, "", clfNow); got != tc.want {
+				t.Fatalf("retryHint(%v) = %+v; want %+v", tc.h, got, tc.want)
 			}
 		})
 	}
@@ -101,14 +101,14 @@ func TestRetryHintHeaders(t *testing.T) {
 func TestRetryHintHTTPHeader(t *testing.T) {
 	h := http.Header{}
 	h.Set("x-ratelimit-reset-requests", "1m")
-	if got := RetryHint(h, "", clfNow); got != (Hint{60_000, HintHeader}) {
+	if got := retryHint(h, "", clfNow); got != (Hint{60_000, HintHeader}) {
 		t.Fatalf("http.Header: got %+v", got)
 	}
-	if got := RetryHint(nil, "", clfNow); got != (Hint{}) {
+	if got := retryHint(nil, "", clfNow); got != (Hint{}) {
 		t.Fatalf("nil headers: got %+v", got)
 	}
 	var nilMap HeaderMap
-	if got := RetryHint(nilMap, "please retry in 2s", clfNow); got != (Hint{2000, HintBody}) {
+	if got := retryHint(nilMap, "please retry in 2s", clfNow); got != (Hint{2000, HintBody}) {
 		t.Fatalf("nil HeaderMap: got %+v", got)
 	}
 }
@@ -167,7 +167,7 @@ func TestRetryHintBody(t *testing.T) {
 		{"RetryInfo in a JSON array root (streaming API)",
 			nil, `[{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}]`, Hint{3000, HintRetryInfo}},
 		{"RetryInfo in a body cut mid-way", nil, `{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"9s"`, Hint{9000, HintRetryInfo}},
-		{"RetryInfo 30-day cap", nil, clfGeminiBody("9999999999s"), Hint{MaxHintMs, HintRetryInfo}},
+		{"RetryInfo 30-day cap", nil, clfGeminiBody("9999999999s"), Hint{maxHintMs, HintRetryInfo}},
 		{"untyped retryDelay is not RetryInfo (falls to prose: none)", nil, `{"retryDelay":"30s"}`, Hint{}},
 		{"headers beat RetryInfo", HeaderMap{"retry-after": "5"}, clfGeminiBody("30s"), Hint{5000, HintHeader}},
 		{"RetryInfo beats prose", nil, clfGeminiBody("30s") + " please retry in 2s", Hint{30_000, HintRetryInfo}},
@@ -201,7 +201,7 @@ func TestRetryHintBody(t *testing.T) {
 		{"a clock time is not seconds", nil, "retry after 12:30", Hint{}},
 		{"vague prose is no hint", nil, "try again in a few minutes", Hint{}},
 		{"unknown unit is no hint", nil, "resets in 3 months", Hint{}},
-		{"30-day cap on prose", nil, "resets in 400 days", Hint{MaxHintMs, HintBody}},
+		{"30-day cap on prose", nil, "resets in 400 days", Hint{maxHintMs, HintBody}},
 		{"later occurrence is used when the first does not parse", nil, "retry in a moment; retry in 3s", Hint{3000, HintBody}},
 		{"only the first MaxBodyPrefix bytes are read", nil, strings.Repeat(" ", MaxBodyPrefix) + "retry after 20s", Hint{}},
 		{"invalid UTF-8 around the hint", nil, "\xff\xfe retry after 20s \xc3", Hint{20_000, HintBody}},
@@ -209,15 +209,15 @@ func TestRetryHintBody(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RetryHint(tc.h, tc.body, clfNow); got != tc.want {
-				t.Fatalf("RetryHint(%q) = %+v; want %+v", tc.body, got, tc.want)
+			if got := retryHint(tc.h, tc.body, clfNow); got != tc.want {
+				t.Fatalf("retryHint(%q) = %+v; want %+v", tc.body, got, tc.want)
 			}
 		})
 	}
 }
 
 func TestRetryHintExtremes(t *testing.T) {
-	// Never panic and never leave [0, MaxHintMs], whatever now is.
+	// Never panic and never leave [0, maxHintMs], whatever now is.
 	for _, now := range []Time{0, -1, 1 << 62, -(1 << 62), 1<<63 - 1, -1 << 63} {
 		for _, h := range []HeaderMap{
 			{"retry-after": "Fri, 01 Jan 2100 00:00:00 GMT"},
@@ -225,8 +225,8 @@ func TestRetryHintExtremes(t *testing.T) {
 			{"anthropic-ratelimit-unified-reset": "9999-12-31T23:59:59Z"},
 			{"x-ratelimit-reset": "0001-01-01T00:00:00-23:59"},
 		} {
-			got := RetryHint(h, "try again at 9999-12-31T23:59:59Z", now)
-			if got.Ms < 0 || got.Ms > MaxHintMs {
+			got := retryHint(h, "try again at 9999-12-31T23:59:59Z", now)
+			if got.Ms < 0 || got.Ms > maxHintMs {
 				t.Fatalf("now=%d %v: hint %d out of range", now, h, got.Ms)
 			}
 		}

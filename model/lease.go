@@ -18,8 +18,8 @@ const (
 	// LeaseOwnerPrefix starts every owner token: bwl_ + 43 base64url
 	// characters (256 random bits, unpadded).
 	LeaseOwnerPrefix = "bwl_"
-	// LeaseOwnerLen is the full length of an owner token.
-	LeaseOwnerLen = len(LeaseOwnerPrefix) + 43
+	// leaseOwnerLen is the full length of an owner token.
+	leaseOwnerLen = len(LeaseOwnerPrefix) + 43
 	// MaxLeaseGeneration is the largest generation the wire accepts: the
 	// largest integer a JSON number (an IEEE double) holds exactly, 2^53-1.
 	MaxLeaseGeneration = 1<<53 - 1
@@ -91,7 +91,7 @@ func ParseLeaseOwner(s string) error {
 	if s == "" {
 		return leaseErr(CodeLeaseContextRequired, "the lease owner is required")
 	}
-	if len(s) != LeaseOwnerLen || s[:len(LeaseOwnerPrefix)] != LeaseOwnerPrefix {
+	if len(s) != leaseOwnerLen || s[:len(LeaseOwnerPrefix)] != LeaseOwnerPrefix {
 		return leaseErr(CodeLeaseContextInvalid, "the lease owner must be %s followed by 43 base64url characters", LeaseOwnerPrefix)
 	}
 	for i := len(LeaseOwnerPrefix); i < len(s); i++ {

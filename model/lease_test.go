@@ -222,7 +222,7 @@ func FuzzLeaseHeaders(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, owner, gen string) {
 		if ParseLeaseOwner(owner) == nil {
-			if len(owner) != LeaseOwnerLen || !strings.HasPrefix(owner, LeaseOwnerPrefix) {
+			if len(owner) != leaseOwnerLen || !strings.HasPrefix(owner, LeaseOwnerPrefix) {
 				t.Fatalf("accepted %q", owner)
 			}
 		}

@@ -127,7 +127,7 @@ func (e *Engine) Connections(now Time, provider string) []ConnectionView {
 				CooldownRemainingMs: c.st.CooldownRemaining(now), BackoffLevel: c.st.LevelAt(now, decay),
 				LastErrorType: c.st.LastErrorType, LastError: c.st.LastError, ErrorCode: c.st.ErrorCode,
 				InFlight: c.inflight, Uses: c.st.Uses, Lockouts: []LockoutView{},
-				AuthStrikes: c.st.Auth.live(now), AuthStrikesMax: ExpiredRetryMax + 1,
+				AuthStrikes: c.st.Auth.live(now), AuthStrikesMax: expiredRetryMax + 1,
 				RejectedStrikes: c.st.Rejected.live(now), RejectedStrikesMax: rejectedThreshold}
 			if !c.st.Status.Terminal() && c.retiredAs.Terminal() {
 				// This process's key was retired while terminal.

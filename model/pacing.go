@@ -230,11 +230,11 @@ func BodyRetry(h Hint, scope LimiterScope, maxWaitMs int64) RetryPlan {
 	return RetryPlan{PauseMs: min(h.Ms, maxRetryLockoutMs)}
 }
 
-// LearnedPause is the simple form of learning from upstream x-ratelimit-*
+// learnedPause is the simple form of learning from upstream x-ratelimit-*
 // headers (docs/admission.md): x-ratelimit-remaining-requests: 0 with a parseable
 // x-ratelimit-reset-requests pauses the connection's limiter until the
 // reset. It returns the pause length from now (0 = nothing learned).
-func LearnedPause(h Headers, now Time) int64 {
+func learnedPause(h Headers, now Time) int64 {
 	if h == nil {
 		return 0
 	}
@@ -283,7 +283,7 @@ func (e *Engine) LimiterFeedback(now Time, a *Attempt, o *Outcome, v *Verdict, m
 		return fb
 	}
 	p := &e.provs[a.p]
-	if ms := LearnedPause(o.Headers, now); ms > 0 {
+	if ms := learnedPause(o.Headers, now); ms > 0 {
 		fb.ConnPauseUntil = now.Add(ms)
 	}
 	if v == nil || v.Breaker == BreakerSuccess || o.Status < 400 {

@@ -56,8 +56,8 @@ func TestLearnedPauseSpec5(t *testing.T) {
 		if c.h != nil {
 			h = c.h
 		}
-		if got := LearnedPause(h, at(0)); got != c.want {
-			t.Errorf("%s: LearnedPause = %d, want %d", c.name, got, c.want)
+		if got := learnedPause(h, at(0)); got != c.want {
+			t.Errorf("%s: learnedPause = %d, want %d", c.name, got, c.want)
 		}
 	}
 }

@@ -97,7 +97,7 @@ func TestConnectionViewShowsLadderStrikes(t *testing.T) {
 	a := beginOn(t, e, at(0), "p", "k1", "m1")
 	e.Record(at(1), &a, status(401))
 	v := e.Connections(at(2), "p")[0]
-	if v.AuthStrikes != 1 || v.AuthStrikesMax != ExpiredRetryMax+1 || v.RejectedStrikes != 0 || v.RejectedStrikesMax != rejectedThreshold {
+	if v.AuthStrikes != 1 || v.AuthStrikesMax != expiredRetryMax+1 || v.RejectedStrikes != 0 || v.RejectedStrikesMax != rejectedThreshold {
 		t.Fatalf("view after one 401 = %+v", v)
 	}
 	if v := e.Connections(at(1+streakWindowMs), "p")[0]; v.AuthStrikes != 0 {

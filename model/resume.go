@@ -47,9 +47,6 @@ func (c *Continuation) UnmarshalText(b []byte) error {
 	return err
 }
 
-// ContinuationNames lists the names a provider's `continuation` accepts.
-func ContinuationNames() []string { return slices.Clone(continuationNames) }
-
 // ParseContinuation parses a provider's `continuation` ("" parses as none;
 // ContinuationOf gives "" its meaning, the type's default).
 func ParseContinuation(s string) (Continuation, error) {
@@ -88,11 +85,11 @@ type resumeFlow struct {
 	breakE  *Error // the error event if no continuation comes
 }
 
-// Resumable reports whether a committed stream that ended with outcome o
+// resumable reports whether a committed stream that ended with outcome o
 // may be resumed: the upstream broke it (cut, stall, throughput, its own
 // time limit), not the client, the gateway's bounds, an error event the
 // client already got, or an empty answer.
-func Resumable(o Outcome) bool {
+func resumable(o Outcome) bool {
 	switch o.Kind {
 	case OutcomeTransport, OutcomeStall, OutcomeThroughput:
 		return true
@@ -160,7 +157,7 @@ func (f *Flow) resumeRecord(e *Engine, a *Attempt, o Outcome) bool {
 		}
 		return false
 	}
-	if !Resumable(o) || !f.CanResume(e) || f.rs.resumes >= e.settings.StreamResume.MaxResumes {
+	if !resumable(o) || !f.CanResume(e) || f.rs.resumes >= e.settings.StreamResume.MaxResumes {
 		return false
 	}
 	code, msg := StreamErrorCode(o)

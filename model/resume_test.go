@@ -289,7 +289,7 @@ func TestResumePropertiesRapid(t *testing.T) {
 			if a.Resume {
 				a.Continued = rapid.Bool().Draw(rt, "continued")
 			}
-			if c && Resumable(o) && (!a.Resume || a.Continued) {
+			if c && resumable(o) && (!a.Resume || a.Continued) {
 				breaks++
 			}
 			committed = c

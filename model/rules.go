@@ -58,7 +58,7 @@ func compileRestatement(r RestatementRule) (restatement, bool) {
 		to:                  r.ToStatus,
 		markers:             mk(lowerMarkers(r.TextMarkers)...),
 		exclude:             mk(lowerMarkers(r.ExcludeMarkers)...),
-		defaultRetryAfterMs: min(max(int64(r.DefaultRetryAfterMs), 0), MaxHintMs),
+		defaultRetryAfterMs: min(max(int64(r.DefaultRetryAfterMs), 0), maxHintMs),
 	}
 	return out, out.to >= 400 && out.to <= 599 && len(out.markers) > 0 && len(out.from) > 0
 }
@@ -138,7 +138,7 @@ func compileRule(provider string, i int, r ProviderErrorRule) providerRule {
 		markers:    mk(lowerMarkers([]string{r.Match})...),
 		reason:     r.Reason,
 		scope:      r.Scope,
-		cooldownMs: min(max(int64(r.CooldownMs), 0), MaxHintMs),
+		cooldownMs: min(max(int64(r.CooldownMs), 0), maxHintMs),
 	}
 	if out.reason == ReasonNone {
 		out.reason = ReasonQuotaExhausted
@@ -180,7 +180,7 @@ func (r *providerRule) match(status int, t *text, h Headers) (cooldownMs int64, 
 }
 
 // resetCountdownMs is parseResetCountdownMs: "reset(s) in N unit" with
-// N > 0, in ms (capped at MaxHintMs).
+// N > 0, in ms (capped at maxHintMs).
 func resetCountdownMs(t *text) int64 {
 	for i := range resetCountdown {
 		a := &resetCountdown[i]
@@ -189,7 +189,7 @@ func resetCountdownMs(t *text) int64 {
 		}
 		if j := strings.Index(t.s, a.s); j >= 0 {
 			if ms, _, ok := parseDuration(t.s[j+len(a.s):], false); ok && ms > 0 {
-				return min(ms, MaxHintMs)
+				return min(ms, maxHintMs)
 			}
 		}
 	}

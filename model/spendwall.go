@@ -40,34 +40,34 @@ func (c SpendWallConfig) Enabled() bool { return c.SlowLane || c.LimitReset }
 // Spend-wall timers (docs/spendwall.md). They are the provider's protocol, not
 // operator tuning, so they are constants rather than settings.
 const (
-	SlowLaneGraceMs          = 60 * second    // the lane outlives the announced reset by this
-	SlowLaneReacceptBlockMs  = 10 * minute    // after a lane ended on waiting too long
-	SlowRetryAfterDefaultMs  = 20 * second    // slot_busy / 529 without a slow retry-after
-	SlowRetryAfterMinMs      = 5 * second     //
-	SlowRetryAfterMaxMs      = 600 * second   //
-	SlowRetryJitter          = 0.30           // ± fraction, from the engine's seeded rand
-	SlowMaxWaitDefaultMs     = 20 * minute    // total slot_busy waiting per request
-	SlowMaxWaitMinMs         = 1 * minute     //
-	SlowMaxWaitMaxMs         = 6 * hour       //
-	SlowLaneTimeoutMarginMs  = 5 * second     // a wait must end this long before the request deadline
-	SlowLaneWindowMs         = 5 * hour       // the provider's window; a lane without a stated reset lasts this
-	BudgetMemoMaxMs          = 8 * 24 * hour  // budget_exhausted is remembered at most this long
-	BudgetMemoDefaultMs      = 24 * hour      // ... and this long when no reset was announced
-	LimitResetMemoDefaultMs  = 7 * 24 * hour  // already_used / not_offered without next_available_at
-	LimitResetMemoMaxMs      = 30 * 24 * hour // cap on a stated next_available_at
-	LimitResetFailurePauseMs = 15 * minute    // any failure of the reset calls
+	slowLaneGraceMs          = 60 * second    // the lane outlives the announced reset by this
+	slowLaneReacceptBlockMs  = 10 * minute    // after a lane ended on waiting too long
+	slowRetryAfterDefaultMs  = 20 * second    // slot_busy / 529 without a slow retry-after
+	slowRetryAfterMinMs      = 5 * second     //
+	slowRetryAfterMaxMs      = 600 * second   //
+	slowRetryJitter          = 0.30           // ± fraction, from the engine's seeded rand
+	slowMaxWaitDefaultMs     = 20 * minute    // total slot_busy waiting per request
+	slowMaxWaitMinMs         = 1 * minute     //
+	slowMaxWaitMaxMs         = 6 * hour       //
+	slowLaneTimeoutMarginMs  = 5 * second     // a wait must end this long before the request deadline
+	slowLaneWindowMs         = 5 * hour       // the provider's window; a lane without a stated reset lasts this
+	budgetMemoMaxMs          = 8 * 24 * hour  // budget_exhausted is remembered at most this long
+	budgetMemoDefaultMs      = 24 * hour      // ... and this long when no reset was announced
+	limitResetMemoDefaultMs  = 7 * 24 * hour  // already_used / not_offered without next_available_at
+	limitResetMemoMaxMs      = 30 * 24 * hour // cap on a stated next_available_at
+	limitResetFailurePauseMs = 15 * minute    // any failure of the reset calls
 )
 
 // Wire names of the anthropic spend wall (docs/spendwall.md#wire-names).
 const (
-	HeaderUnifiedStatus      = "anthropic-ratelimit-unified-status"
-	HeaderUnifiedReset       = "anthropic-ratelimit-unified-reset"
-	HeaderSlowOffer          = "anthropic-ratelimit-unified-slow-offer"
-	HeaderSlowStatus         = "anthropic-ratelimit-unified-slow-status"
-	HeaderSlowRetryAfter     = "anthropic-ratelimit-unified-slow-retry-after"
-	HeaderSlowMaxWait        = "anthropic-ratelimit-unified-slow-max-wait"
-	HeaderSlowBudgetReset    = "anthropic-ratelimit-unified-slow-budget-reset"
-	HeaderOverageInUse       = "anthropic-ratelimit-unified-overage-in-use"
+	headerUnifiedStatus      = "anthropic-ratelimit-unified-status"
+	headerUnifiedReset       = "anthropic-ratelimit-unified-reset"
+	headerSlowOffer          = "anthropic-ratelimit-unified-slow-offer"
+	headerSlowStatus         = "anthropic-ratelimit-unified-slow-status"
+	headerSlowRetryAfter     = "anthropic-ratelimit-unified-slow-retry-after"
+	headerSlowMaxWait        = "anthropic-ratelimit-unified-slow-max-wait"
+	headerSlowBudgetReset    = "anthropic-ratelimit-unified-slow-budget-reset"
+	headerOverageInUse       = "anthropic-ratelimit-unified-overage-in-use"
 	HeaderUsageLimit         = "anthropic-usage-limit" // the lane request header
 	UsageLimitSlow           = "slow"                  // its value
 	LimitResetProgram        = "juniper_tide"          // the usage block and the reset program
@@ -124,20 +124,20 @@ func ReadSpendSignal(h Headers, now Time) SpendSignal {
 	if h == nil {
 		return s
 	}
-	s.Rejected = headerIs(h, HeaderUnifiedStatus, unifiedStatusRejected)
-	s.Offer = headerIs(h, HeaderSlowOffer, slowOfferTreatment)
-	s.Overage = headerIs(h, HeaderOverageInUse, overageInUseTrue)
-	if v := spendHeader(h, HeaderSlowStatus); v != "" {
+	s.Rejected = headerIs(h, headerUnifiedStatus, unifiedStatusRejected)
+	s.Offer = headerIs(h, headerSlowOffer, slowOfferTreatment)
+	s.Overage = headerIs(h, headerOverageInUse, overageInUseTrue)
+	if v := spendHeader(h, headerSlowStatus); v != "" {
 		if x, err := slowStatusNames.parse(v, "slow status"); err == nil && x != 0 {
 			s.Status = SlowStatus(x)
 		} else {
 			s.Status = SlowUnknown
 		}
 	}
-	s.RetryAfterMs = parseSpendSeconds(spendHeader(h, HeaderSlowRetryAfter))
-	s.MaxWaitMs = parseSpendSeconds(spendHeader(h, HeaderSlowMaxWait))
-	s.Reset = parseSpendInstant(spendHeader(h, HeaderUnifiedReset), now)
-	s.BudgetReset = parseSpendInstant(spendHeader(h, HeaderSlowBudgetReset), now)
+	s.RetryAfterMs = parseSpendSeconds(spendHeader(h, headerSlowRetryAfter))
+	s.MaxWaitMs = parseSpendSeconds(spendHeader(h, headerSlowMaxWait))
+	s.Reset = parseSpendInstant(spendHeader(h, headerUnifiedReset), now)
+	s.BudgetReset = parseSpendInstant(spendHeader(h, headerSlowBudgetReset), now)
 	return s
 }
 
@@ -187,7 +187,7 @@ type LaneState struct {
 	// Active while the lane runs; it ends lazily at Until.
 	Active bool `json:"active"`
 	Reset  Time `json:"reset,omitempty"` // the window reset the lane was accepted for
-	Until  Time `json:"until,omitempty"` // Reset + SlowLaneGraceMs
+	Until  Time `json:"until,omitempty"` // Reset + slowLaneGraceMs
 	// BlockedUntil: no lane accept before (after waiting too long).
 	BlockedUntil Time `json:"blockedUntil,omitempty"`
 	// BudgetUntil: budget_exhausted remembered; no lane accept before.
@@ -216,12 +216,12 @@ func (l *LaneState) acceptable(now Time, cfg SpendWallConfig, sig *SpendSignal) 
 // accept starts the lane for the window sig announces.
 func (l *LaneState) accept(now Time, sig *SpendSignal) {
 	reset := sig.Reset
-	if reset == 0 || reset.Sub(now) > SlowLaneWindowMs {
+	if reset == 0 || reset.Sub(now) > slowLaneWindowMs {
 		// No (or an implausible) reset: the lane lasts one window at most,
 		// so it can never outlive the provider's own period.
-		reset = now.Add(SlowLaneWindowMs)
+		reset = now.Add(slowLaneWindowMs)
 	}
-	l.Active, l.Reset, l.Until = true, reset, reset.Add(SlowLaneGraceMs)
+	l.Active, l.Reset, l.Until = true, reset, reset.Add(slowLaneGraceMs)
 }
 
 func (l *LaneState) resetAllowed(now Time, cfg SpendWallConfig) bool {

@@ -10,7 +10,7 @@ func BenchmarkSpendWallLaneRequest(b *testing.B) {
 	now := at(0)
 	r := route(b, e, "an/m1")
 	e.provs[0].conns[0].lane.accept(now, &SpendSignal{Reset: at(hour)})
-	ok := lane(200, HeaderSlowStatus, "active")
+	ok := lane(200, headerSlowStatus, "active")
 	var f Flow
 	var sel Selection
 	b.ReportAllocs()
@@ -32,7 +32,7 @@ func BenchmarkSpendWallInterceptAndRetry(b *testing.B) {
 	e := mustEngine(b, topo(swProvider(laneOnly, 2)), nil)
 	now := at(0)
 	r := route(b, e, "an/m1")
-	wallOut, ok := wall(true, at(hour)), lane(200, HeaderSlowStatus, "active")
+	wallOut, ok := wall(true, at(hour)), lane(200, headerSlowStatus, "active")
 	var f Flow
 	var sel Selection
 	b.ReportAllocs()

@@ -85,13 +85,13 @@ func (f *Flow) laneResponse(now Time, e *Engine, a *Attempt, o Outcome, sig *Spe
 		// lane ends and this response takes the normal path.
 		lane.end()
 		if sig.Status == SlowBudgetExhausted {
-			memo := int64(BudgetMemoDefaultMs)
+			memo := int64(budgetMemoDefaultMs)
 			if r := sig.BudgetReset; r > now {
 				memo = r.Sub(now)
 			} else if r := sig.Reset; r > now {
 				memo = r.Sub(now)
 			}
-			lane.BudgetUntil = now.Add(min(memo, BudgetMemoMaxMs))
+			lane.BudgetUntil = now.Add(min(memo, budgetMemoMaxMs))
 		}
 		return Verdict{}, false
 	case (sig.Status == SlowSlotBusy && o.Status == 429) || o.Status == 529:
@@ -99,9 +99,9 @@ func (f *Flow) laneResponse(now Time, e *Engine, a *Attempt, o Outcome, sig *Spe
 			f.sw.busy, f.sw.busySince = true, now
 		}
 		wait := slowRetryWait(sig.RetryAfterMs, e.rng.Float64())
-		maxWait := clampMs(sig.MaxWaitMs, SlowMaxWaitDefaultMs, SlowMaxWaitMinMs, SlowMaxWaitMaxMs)
+		maxWait := clampMs(sig.MaxWaitMs, slowMaxWaitDefaultMs, slowMaxWaitMinMs, slowMaxWaitMaxMs)
 		end := now.Add(wait)
-		if end.Sub(f.sw.busySince) <= maxWait && end <= f.deadline.Add(-SlowLaneTimeoutMarginMs) {
+		if end.Sub(f.sw.busySince) <= maxWait && end <= f.deadline.Add(-slowLaneTimeoutMarginMs) {
 			v := f.intercept(now, e, a, o, fmt.Sprintf("spend wall: lane slot busy, retrying in %d ms", wait))
 			f.sw.pending, f.sw.waitMs = spendWait, wait
 			return v, true
@@ -109,7 +109,7 @@ func (f *Flow) laneResponse(now Time, e *Engine, a *Attempt, o Outcome, sig *Spe
 		// Waited as long as allowed: the lane ends, re-accepting is blocked
 		// for a while, and this response is classified normally.
 		lane.end()
-		lane.BlockedUntil = now.Add(SlowLaneReacceptBlockMs)
+		lane.BlockedUntil = now.Add(slowLaneReacceptBlockMs)
 		return Verdict{}, false
 	}
 	return Verdict{}, false // active / not_needed / none: the lane stays
@@ -118,8 +118,8 @@ func (f *Flow) laneResponse(now Time, e *Engine, a *Attempt, o Outcome, sig *Spe
 // slowRetryWait is the server's slow retry-after (default 20 s) clamped to
 // 5–600 s, with ±30 % jitter from u ∈ [0, 1).
 func slowRetryWait(statedMs int64, u float64) int64 {
-	base := clampMs(statedMs, SlowRetryAfterDefaultMs, SlowRetryAfterMinMs, SlowRetryAfterMaxMs)
-	return int64(float64(base) * (1 - SlowRetryJitter + 2*SlowRetryJitter*u))
+	base := clampMs(statedMs, slowRetryAfterDefaultMs, slowRetryAfterMinMs, slowRetryAfterMaxMs)
+	return int64(float64(base) * (1 - slowRetryJitter + 2*slowRetryJitter*u))
 }
 
 // clampMs is stated (def when 0) clamped into [lo, hi].
@@ -193,16 +193,16 @@ func (f *Flow) LimitResetDone(now Time, e *Engine, r LimitResetResult) (Verdict,
 	lane, cfg := &c.lane, c.cfg.SpendWall
 	lane.refresh(now)
 	memo := func() {
-		d := int64(LimitResetMemoDefaultMs)
+		d := int64(limitResetMemoDefaultMs)
 		if r.NextAvailableAt > now {
-			d = min(r.NextAvailableAt.Sub(now), LimitResetMemoMaxMs)
+			d = min(r.NextAvailableAt.Sub(now), limitResetMemoMaxMs)
 		}
 		lane.ResetMemoUntil = now.Add(d)
 	}
 	switch r.Outcome {
 	case LimitResetDone, LimitResetNotLimited:
 		if r.Outcome == LimitResetDone && r.NextAvailableAt > now {
-			lane.ResetMemoUntil = now.Add(min(r.NextAvailableAt.Sub(now), LimitResetMemoMaxMs))
+			lane.ResetMemoUntil = now.Add(min(r.NextAvailableAt.Sub(now), limitResetMemoMaxMs))
 		}
 		f.sw.pending = spendRetry // full speed: the lane is not active
 		return Verdict{Reason: ReasonSpendWall, Next: NextRetry, ClientStatus: 429,
@@ -210,7 +210,7 @@ func (f *Flow) LimitResetDone(now Time, e *Engine, r LimitResetResult) (Verdict,
 	case LimitResetAlreadyUsed, LimitResetNotOffered:
 		memo()
 	default:
-		lane.ResetPausedUntil = now.Add(LimitResetFailurePauseMs)
+		lane.ResetPausedUntil = now.Add(limitResetFailurePauseMs)
 	}
 	sig := f.sw.heldSig
 	if lane.acceptable(now, cfg, &sig) {

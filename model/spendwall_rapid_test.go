@@ -28,20 +28,20 @@ func TestSpendWallRapidInvariants(t *testing.T) {
 			case 0, 1:
 				return wall(rapid.Bool().Draw(rt, label+"offer"), now.Add(rapid.Int64Range(-minute, 6*hour).Draw(rt, label+"reset")))
 			case 2:
-				return lane(429, HeaderSlowStatus, "slot_busy", HeaderSlowRetryAfter,
+				return lane(429, headerSlowStatus, "slot_busy", headerSlowRetryAfter,
 					strconv.FormatInt(rapid.Int64Range(0, 700).Draw(rt, label+"ra"), 10),
-					HeaderSlowMaxWait, strconv.FormatInt(rapid.Int64Range(0, 30000).Draw(rt, label+"mw"), 10))
+					headerSlowMaxWait, strconv.FormatInt(rapid.Int64Range(0, 30000).Draw(rt, label+"mw"), 10))
 			case 3:
 				return lane(529)
 			case 4:
 				st := rapid.SampledFrom([]string{"weekly_limit", "budget_exhausted", "off", "ineligible", "active", "not_needed"}).Draw(rt, label+"st")
-				return lane(429, HeaderSlowStatus, st)
+				return lane(429, headerSlowStatus, st)
 			case 5:
-				return lane(200, HeaderOverageInUse, "true")
+				return lane(200, headerOverageInUse, "true")
 			case 6:
 				return status(503)
 			default:
-				return lane(200, HeaderSlowStatus, "active")
+				return lane(200, headerSlowStatus, "active")
 			}
 		}
 		for r := 0; r < rapid.IntRange(1, 12).Draw(rt, "requests"); r++ {
@@ -84,7 +84,7 @@ func TestSpendWallRapidInvariants(t *testing.T) {
 						if b.State != beforeBreaker.State || b.FailureCount != beforeBreaker.FailureCount {
 							rt.Fatalf("intercepted 429 moved the breaker: %+v → %+v", beforeBreaker, b)
 						}
-						if l := e.provs[0].conns[ci].lane; l.Active && (l.Until != l.Reset.Add(SlowLaneGraceMs) || l.Reset.Sub(now) > SlowLaneWindowMs) {
+						if l := e.provs[0].conns[ci].lane; l.Active && (l.Until != l.Reset.Add(slowLaneGraceMs) || l.Reset.Sub(now) > slowLaneWindowMs) {
 							rt.Fatalf("lane %+v accepted at %d outlives one window + grace", l, now-t0)
 						}
 					}

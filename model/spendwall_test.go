@@ -24,12 +24,12 @@ var laneOnly = SpendWallConfig{SlowLane: true}
 // wall is the spend-wall 429: rejected, with the slow-lane offer when offer,
 // announcing the window reset at reset (0 = not stated).
 func wall(offer bool, reset Time) Outcome {
-	h := HeaderMap{HeaderUnifiedStatus: "rejected"}
+	h := HeaderMap{headerUnifiedStatus: "rejected"}
 	if offer {
-		h[HeaderSlowOffer] = "treatment"
+		h[headerSlowOffer] = "treatment"
 	}
 	if reset != 0 {
-		h[HeaderUnifiedReset] = strconv.FormatInt(int64(reset)/1000, 10)
+		h[headerUnifiedReset] = strconv.FormatInt(int64(reset)/1000, 10)
 	}
 	return Outcome{Kind: OutcomeResponse, Status: 429, Headers: h, Body: `{"error":{"type":"rate_limit_error"}}`}
 }
@@ -109,7 +109,7 @@ func TestSpendWallLaneAcceptRetriesSameConnectionWithoutCooldown(t *testing.T) {
 	// lane header; the intercepted 429 never reaches the cooldown path.
 	e := mustEngine(t, topo(swProvider(laneOnly, 2)), nil)
 	reset := at(sec(3600))
-	st, trail, _ := swDrive(t, e, at(0), answers(wall(true, reset), lane(200, HeaderSlowStatus, "active")), nil)
+	st, trail, _ := swDrive(t, e, at(0), answers(wall(true, reset), lane(200, headerSlowStatus, "active")), nil)
 	if st.Status != 200 || strings.Join(trail, ",") != "an/k1,an/k1+slow" {
 		t.Fatalf("want the same connection retried on the lane and served: %+v %v", st, trail)
 	}
@@ -121,19 +121,19 @@ func TestSpendWallLaneAcceptRetriesSameConnectionWithoutCooldown(t *testing.T) {
 		t.Fatalf("breaker must stay neutral: %+v", b)
 	}
 	l := laneOf(t, e, at(100), "k1")
-	if !l.Active || l.Reset != reset || l.Until != reset.Add(SlowLaneGraceMs) {
+	if !l.Active || l.Reset != reset || l.Until != reset.Add(slowLaneGraceMs) {
 		t.Fatalf("lane until reset + 60 s grace: %+v", l)
 	}
 	// Every later request to the connection in the window carries the header.
-	_, trail, _ = swDrive(t, e, reset.Add(SlowLaneGraceMs-1), answers(lane(200, HeaderSlowStatus, "active")), nil)
+	_, trail, _ = swDrive(t, e, reset.Add(slowLaneGraceMs-1), answers(lane(200, headerSlowStatus, "active")), nil)
 	if trail[0] != "an/k1+slow" {
 		t.Fatalf("a request inside reset+grace carries the lane header: %v", trail)
 	}
-	_, trail, _ = swDrive(t, e, reset.Add(SlowLaneGraceMs), answers(status(200)), nil)
+	_, trail, _ = swDrive(t, e, reset.Add(slowLaneGraceMs), answers(status(200)), nil)
 	if trail[0] != "an/k1" {
 		t.Fatalf("the lane never outlives reset + grace: %v", trail)
 	}
-	if laneOf(t, e, reset.Add(SlowLaneGraceMs), "k1").Active {
+	if laneOf(t, e, reset.Add(slowLaneGraceMs), "k1").Active {
 		t.Fatal("lane still active at reset + grace")
 	}
 }
@@ -149,8 +149,8 @@ func TestSpendWallTriggerNeedsOptInRejectedAndOffer(t *testing.T) {
 	}{
 		{"not opted in", SpendWallConfig{}, wall(true, at(sec(3600)))},
 		{"no offer", laneOnly, wall(false, at(sec(3600)))},
-		{"status not rejected", laneOnly, lane(429, HeaderUnifiedStatus, "allowed_warning", HeaderSlowOffer, "treatment")},
-		{"overage already in use", laneOnly, lane(429, HeaderUnifiedStatus, "rejected", HeaderSlowOffer, "treatment", HeaderOverageInUse, "true")},
+		{"status not rejected", laneOnly, lane(429, headerUnifiedStatus, "allowed_warning", headerSlowOffer, "treatment")},
+		{"overage already in use", laneOnly, lane(429, headerUnifiedStatus, "rejected", headerSlowOffer, "treatment", headerOverageInUse, "true")},
 		{"reset already passed", laneOnly, wall(true, at(-sec(10)))},
 		{"limit reset only, no lane", SpendWallConfig{LimitReset: true}, wall(true, at(sec(3600)))},
 	}
@@ -187,28 +187,28 @@ func TestSpendWallLaneResponses(t *testing.T) {
 		cooled    bool
 		budgetTil Time // want LaneState.BudgetUntil
 	}{
-		{"active serves", lane(200, HeaderSlowStatus, "active"), true, false, 0},
-		{"not_needed keeps the lane", lane(200, HeaderSlowStatus, "not_needed"), true, false, 0},
+		{"active serves", lane(200, headerSlowStatus, "active"), true, false, 0},
+		{"not_needed keeps the lane", lane(200, headerSlowStatus, "not_needed"), true, false, 0},
 		{"no status keeps the lane", status(200), true, false, 0},
-		{"weekly_limit ends it", lane(429, HeaderSlowStatus, "weekly_limit"), false, true, 0},
-		{"off ends it", lane(429, HeaderSlowStatus, "off"), false, true, 0},
-		{"ineligible ends it", lane(429, HeaderSlowStatus, "ineligible"), false, true, 0},
-		{"overage in use ends it (even on a 200)", lane(200, HeaderSlowStatus, "active", HeaderOverageInUse, "true"), false, false, 0},
-		{"a new 5-hour window ends it", lane(200, HeaderSlowStatus, "active", HeaderUnifiedReset, strconv.FormatInt(int64(reset.Add(5*hour))/1000, 10)), false, false, 0},
+		{"weekly_limit ends it", lane(429, headerSlowStatus, "weekly_limit"), false, true, 0},
+		{"off ends it", lane(429, headerSlowStatus, "off"), false, true, 0},
+		{"ineligible ends it", lane(429, headerSlowStatus, "ineligible"), false, true, 0},
+		{"overage in use ends it (even on a 200)", lane(200, headerSlowStatus, "active", headerOverageInUse, "true"), false, false, 0},
+		{"a new 5-hour window ends it", lane(200, headerSlowStatus, "active", headerUnifiedReset, strconv.FormatInt(int64(reset.Add(5*hour))/1000, 10)), false, false, 0},
 		{"budget_exhausted remembered until the announced budget reset",
-			lane(429, HeaderSlowStatus, "budget_exhausted", HeaderSlowBudgetReset, strconv.FormatInt(int64(at(3*24*hour))/1000, 10)), false, true, at(3 * 24 * hour)},
+			lane(429, headerSlowStatus, "budget_exhausted", headerSlowBudgetReset, strconv.FormatInt(int64(at(3*24*hour))/1000, 10)), false, true, at(3 * 24 * hour)},
 		{"budget_exhausted memo clamped to 8 days",
-			lane(429, HeaderSlowStatus, "budget_exhausted", HeaderSlowBudgetReset, strconv.FormatInt(int64(at(30*24*hour))/1000, 10)), false, true, at(10 + 8*24*hour)},
+			lane(429, headerSlowStatus, "budget_exhausted", headerSlowBudgetReset, strconv.FormatInt(int64(at(30*24*hour))/1000, 10)), false, true, at(10 + 8*24*hour)},
 		{"budget_exhausted without a budget reset uses the window reset",
-			lane(429, HeaderSlowStatus, "budget_exhausted", HeaderUnifiedReset, strconv.FormatInt(int64(reset)/1000, 10)), false, true, reset},
+			lane(429, headerSlowStatus, "budget_exhausted", headerUnifiedReset, strconv.FormatInt(int64(reset)/1000, 10)), false, true, reset},
 		{"budget_exhausted with nothing announced: 24 h",
-			lane(429, HeaderSlowStatus, "budget_exhausted"), false, true, at(10 + 24*hour)},
+			lane(429, headerSlowStatus, "budget_exhausted"), false, true, at(10 + 24*hour)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := mustEngine(t, topo(swProvider(laneOnly, 1)), nil)
 			// Request 1 opens the lane at t0.
-			if st, _, _ := swDrive(t, e, at(0), answers(wall(true, reset), lane(200, HeaderSlowStatus, "active")), nil); st.Status != 200 {
+			if st, _, _ := swDrive(t, e, at(0), answers(wall(true, reset), lane(200, headerSlowStatus, "active")), nil); st.Status != 200 {
 				t.Fatalf("lane accept: %+v", st)
 			}
 			// Request 2, a lane attempt at t0+0 ends at t0+10.
@@ -235,8 +235,8 @@ func TestSpendWallBudgetMemoBlocksReaccept(t *testing.T) {
 	// after it, the next offer is.
 	e := mustEngine(t, topo(swProvider(laneOnly, 1)), func(s *Settings) { s.WaitForCooldown.Enabled = false })
 	reset := at(sec(3600))
-	swDrive(t, e, at(0), answers(wall(true, reset), lane(429, HeaderSlowStatus, "budget_exhausted",
-		HeaderSlowBudgetReset, strconv.FormatInt(int64(at(2*hour))/1000, 10))), nil)
+	swDrive(t, e, at(0), answers(wall(true, reset), lane(429, headerSlowStatus, "budget_exhausted",
+		headerSlowBudgetReset, strconv.FormatInt(int64(at(2*hour))/1000, 10))), nil)
 	l := laneOf(t, e, at(20), "k1")
 	if l.Active || l.BudgetUntil != at(2*hour) {
 		t.Fatalf("budget memo: %+v", l)
@@ -276,7 +276,7 @@ func TestSlowRetryWaitClampAndJitter(t *testing.T) {
 	}
 	// max-wait: default 20 min, clamped 1 min – 6 h.
 	for _, tc := range [][2]int64{{0, 20 * minute}, {1000, minute}, {2 * hour, 2 * hour}, {24 * hour, 6 * hour}} {
-		if got := clampMs(tc[0], SlowMaxWaitDefaultMs, SlowMaxWaitMinMs, SlowMaxWaitMaxMs); got != tc[1] {
+		if got := clampMs(tc[0], slowMaxWaitDefaultMs, slowMaxWaitMinMs, slowMaxWaitMaxMs); got != tc[1] {
 			t.Errorf("max-wait %d → %d, want %d", tc[0], got, tc[1])
 		}
 	}
@@ -287,11 +287,11 @@ func TestSpendWallSlotBusyWaitsAndRetries(t *testing.T) {
 	// retry-after (jittered) and retry the same connection on the lane;
 	// nothing cools, the breaker stays neutral.
 	for _, busy := range []Outcome{
-		lane(429, HeaderSlowStatus, "slot_busy", HeaderSlowRetryAfter, "30"),
-		lane(529, HeaderSlowRetryAfter, "30"),
+		lane(429, headerSlowStatus, "slot_busy", headerSlowRetryAfter, "30"),
+		lane(529, headerSlowRetryAfter, "30"),
 	} {
 		e := mustEngine(t, topo(swProvider(laneOnly, 2)), nil)
-		st, trail, end := swDrive(t, e, at(0), answers(wall(true, at(hour)), busy, lane(200, HeaderSlowStatus, "active")), nil)
+		st, trail, end := swDrive(t, e, at(0), answers(wall(true, at(hour)), busy, lane(200, headerSlowStatus, "active")), nil)
 		if st.Status != 200 || len(trail) != 4 || trail[1] != "an/k1+slow" || trail[3] != "an/k1+slow" || !strings.HasPrefix(trail[2], "wait:") {
 			t.Fatalf("want lane, wait, lane: %+v %v", st, trail)
 		}
@@ -316,7 +316,7 @@ func TestSpendWallSlotBusyBoundedByMaxWaitThenBlocks(t *testing.T) {
 	// 1 min); then the lane ends, the response takes the normal path and
 	// re-accepting is blocked for 10 min.
 	e := mustEngine(t, topo(swProvider(laneOnly, 2)), nil)
-	busy := lane(429, HeaderSlowStatus, "slot_busy", HeaderSlowRetryAfter, "30", HeaderSlowMaxWait, "10")
+	busy := lane(429, headerSlowStatus, "slot_busy", headerSlowRetryAfter, "30", headerSlowMaxWait, "10")
 	st, trail, end := swDrive(t, e, at(0), func(a *Attempt, n int) Outcome {
 		if a.Connection == "k2" {
 			return status(200)
@@ -341,7 +341,7 @@ func TestSpendWallSlotBusyBoundedByMaxWaitThenBlocks(t *testing.T) {
 	}
 	k1End := end.Add(-10) // k2's attempt took the last 10 ms
 	l := laneOf(t, e, k1End, "k1")
-	if l.Active || l.BlockedUntil != k1End.Add(SlowLaneReacceptBlockMs) {
+	if l.Active || l.BlockedUntil != k1End.Add(slowLaneReacceptBlockMs) {
 		t.Fatalf("lane ends with a 10 min re-accept block: %+v (k1 ended at %d)", l, k1End-t0)
 	}
 	if c := connOf(e, "an", "k1"); c.RateLimitedUntil <= k1End {
@@ -373,13 +373,13 @@ func TestSpendWallSlotBusyBoundedByRequestDeadline(t *testing.T) {
 		s.RequestBudget.DeadlineMs = Millis(20 * second)
 		s.WaitForCooldown.Enabled = false
 	})
-	st, trail, _ := swDrive(t, e, at(0), answers(wall(true, at(hour)), lane(429, HeaderSlowStatus, "slot_busy", HeaderSlowRetryAfter, "30")), nil)
+	st, trail, _ := swDrive(t, e, at(0), answers(wall(true, at(hour)), lane(429, headerSlowStatus, "slot_busy", headerSlowRetryAfter, "30")), nil)
 	// 30 s ± 30 % ≥ 21 s > 20 s − 5 s: no wait; the lane ends, the client
 	// gets the 429.
 	if st.Status != 429 || strings.Join(trail, ",") != "an/k1,an/k1+slow" {
 		t.Fatalf("no wait past the deadline: %+v %v", st, trail)
 	}
-	if l := laneOf(t, e, at(20), "k1"); l.Active || l.BlockedUntil != at(20+SlowLaneReacceptBlockMs) {
+	if l := laneOf(t, e, at(20), "k1"); l.Active || l.BlockedUntil != at(20+slowLaneReacceptBlockMs) {
 		t.Fatalf("lane ended with a block: %+v", l)
 	}
 }
@@ -429,7 +429,7 @@ func TestSpendWallLimitResetMemoAndPauseSkipTheCall(t *testing.T) {
 	e := mustEngine(t, topo(swProvider(bothOn, 1)), nil)
 	calls := 0
 	fail := func(ConnRef) LimitResetResult { calls++; return LimitResetResult{Outcome: LimitResetFailed} }
-	swDrive(t, e, at(0), answers(wall(true, at(hour)), lane(200, HeaderSlowStatus, "active", HeaderOverageInUse, "true")), fail)
+	swDrive(t, e, at(0), answers(wall(true, at(hour)), lane(200, headerSlowStatus, "active", headerOverageInUse, "true")), fail)
 	if calls != 1 {
 		t.Fatalf("first wall asks once: %d", calls)
 	}
@@ -439,7 +439,7 @@ func TestSpendWallLimitResetMemoAndPauseSkipTheCall(t *testing.T) {
 		t.Fatalf("paused: no call, lane instead: calls=%d %v", calls, trail)
 	}
 	e2 := mustEngine(t, topo(swProvider(bothOn, 1)), nil)
-	swDrive(t, e2, at(0), answers(wall(true, at(hour)), lane(200, HeaderOverageInUse, "true")), fail)
+	swDrive(t, e2, at(0), answers(wall(true, at(hour)), lane(200, headerOverageInUse, "true")), fail)
 	_, trail, _ = swDrive(t, e2, at(15*minute+10), answers(wall(true, at(hour)), status(200)), fail)
 	if calls != 3 || trail[1] != "reset:an/k1" {
 		t.Fatalf("asks again after the 15 min pause: calls=%d %v", calls, trail)
@@ -491,15 +491,15 @@ func TestReadSpendSignal(t *testing.T) {
 		want SpendSignal
 	}{
 		{"nil", nil, SpendSignal{}},
-		{"wall with offer", HeaderMap{HeaderUnifiedStatus: "Rejected", HeaderSlowOffer: " treatment ", HeaderUnifiedReset: "1767229200"},
+		{"wall with offer", HeaderMap{headerUnifiedStatus: "Rejected", headerSlowOffer: " treatment ", headerUnifiedReset: "1767229200"},
 			SpendSignal{Rejected: true, Offer: true, Reset: Time(1767229200000)}},
-		{"rfc3339 reset", HeaderMap{HeaderUnifiedReset: "2026-01-01T01:00:00Z"}, SpendSignal{Reset: Time(1767229200000)}},
-		{"lane statuses", HeaderMap{HeaderSlowStatus: "slot_busy", HeaderSlowRetryAfter: "12.5", HeaderSlowMaxWait: "600"},
+		{"rfc3339 reset", HeaderMap{headerUnifiedReset: "2026-01-01T01:00:00Z"}, SpendSignal{Reset: Time(1767229200000)}},
+		{"lane statuses", HeaderMap{headerSlowStatus: "slot_busy", headerSlowRetryAfter: "12.5", headerSlowMaxWait: "600"},
 			SpendSignal{Status: SlowSlotBusy, RetryAfterMs: 12_500, MaxWaitMs: 600_000}},
-		{"unknown status kept distinct", HeaderMap{HeaderSlowStatus: "new_thing"}, SpendSignal{Status: SlowUnknown}},
-		{"garbled numbers", HeaderMap{HeaderSlowRetryAfter: "-5", HeaderSlowMaxWait: "NaN", HeaderUnifiedReset: "soon"}, SpendSignal{}},
-		{"overage", HeaderMap{HeaderOverageInUse: "TRUE"}, SpendSignal{Overage: true}},
-		{"oversized value ignored", HeaderMap{HeaderUnifiedStatus: strings.Repeat("x", 200)}, SpendSignal{}},
+		{"unknown status kept distinct", HeaderMap{headerSlowStatus: "new_thing"}, SpendSignal{Status: SlowUnknown}},
+		{"garbled numbers", HeaderMap{headerSlowRetryAfter: "-5", headerSlowMaxWait: "NaN", headerUnifiedReset: "soon"}, SpendSignal{}},
+		{"overage", HeaderMap{headerOverageInUse: "TRUE"}, SpendSignal{Overage: true}},
+		{"oversized value ignored", HeaderMap{headerUnifiedStatus: strings.Repeat("x", 200)}, SpendSignal{}},
 	}
 	for _, tc := range cases {
 		var h Headers
