@@ -150,8 +150,8 @@ const (
 // rejectedLadder are the request-rejected cooldowns before the ban.
 var rejectedLadder = [...]int64{5 * minute, 15 * minute}
 
-// StatusAt is the connection's status as shown to operators at now.
-func (c *Conn) StatusAt(now Time) ConnStatus {
+// statusAt is the connection's status as shown to operators at now.
+func (c *Conn) statusAt(now Time) ConnStatus {
 	if c.Status.Terminal() {
 		return c.Status
 	}
@@ -161,16 +161,16 @@ func (c *Conn) StatusAt(now Time) ConnStatus {
 	return StatusActive
 }
 
-// CooldownRemaining is how long the connection stays cooling (0 = eligible).
-func (c *Conn) CooldownRemaining(now Time) int64 {
+// cooldownRemaining is how long the connection stays cooling (0 = eligible).
+func (c *Conn) cooldownRemaining(now Time) int64 {
 	if c.Status.Terminal() || c.RateLimitedUntil <= now {
 		return 0
 	}
 	return c.RateLimitedUntil.Sub(now)
 }
 
-// LevelAt is the backoff level after quiet-period decay at now.
-func (c *Conn) LevelAt(now Time, decayMs int64) int {
+// levelAt is the backoff level after quiet-period decay at now.
+func (c *Conn) levelAt(now Time, decayMs int64) int {
 	if c.BackoffLevel == 0 || decayMs <= 0 || !c.HasFailure {
 		return c.BackoffLevel
 	}

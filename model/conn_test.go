@@ -27,7 +27,7 @@ func TestConnectionBackoffEscalatesAcrossRequests(t *testing.T) {
 	}
 	// docs/cooldowns.md: a success clears every error field and backoffLevel.
 	hit(t, e, now, "p", "k1", "m1", status(200))
-	if c := connOf(e, "p", "k1"); !c.clean() || c.StatusAt(now) != StatusActive {
+	if c := connOf(e, "p", "k1"); !c.clean() || c.statusAt(now) != StatusActive {
 		t.Fatalf("success must clear the connection: %+v", *c)
 	}
 }
@@ -55,13 +55,13 @@ func TestConnectionBackoffDecay(t *testing.T) {
 	}
 	c := connOf(e, "p", "k1")
 	end := c.RateLimitedUntil
-	if got := c.LevelAt(end.Add(10*minute-1), 10*minute); got != 3 {
+	if got := c.levelAt(end.Add(10*minute-1), 10*minute); got != 3 {
 		t.Fatalf("before one quiet period: %d", got)
 	}
-	if got := c.LevelAt(end.Add(10*minute), 10*minute); got != 2 {
+	if got := c.levelAt(end.Add(10*minute), 10*minute); got != 2 {
 		t.Fatalf("after one quiet period: %d", got)
 	}
-	if got := c.LevelAt(end.Add(35*minute), 10*minute); got != 0 {
+	if got := c.levelAt(end.Add(35*minute), 10*minute); got != 0 {
 		t.Fatalf("after three quiet periods: %d", got)
 	}
 	// The next failure after 10 quiet minutes is priced at level 2: 12 s.
@@ -172,8 +172,8 @@ func TestExpiredLadder(t *testing.T) {
 		now = c.RateLimitedUntil
 	}
 	hit(t, e, now, "p", "k1", "m1", status(401))
-	if c := connOf(e, "p", "k1"); c.StatusAt(now) != StatusExpired {
-		t.Fatalf("after 3 failed retries: %v, want expired", c.StatusAt(now))
+	if c := connOf(e, "p", "k1"); c.statusAt(now) != StatusExpired {
+		t.Fatalf("after 3 failed retries: %v, want expired", c.statusAt(now))
 	}
 	// Terminal is never selected and never overwritten by a transient state.
 	hit(t, e, now, "p", "k1", "m1", withHeader(429, "retry-after", "5"))
@@ -237,7 +237,7 @@ func TestCreditsExhaustedTerminal(t *testing.T) {
 	// docs/classification.md#verdicts: credits exhausted (402) is terminal credits_exhausted.
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), nil)
 	hit(t, e, at(0), "p", "k1", "m1", withBody(402, `{"error":{"message":"Your credit balance is too low"}}`))
-	if st := connOf(e, "p", "k1").StatusAt(at(0)); st != StatusCreditsExhausted {
+	if st := connOf(e, "p", "k1").statusAt(at(0)); st != StatusCreditsExhausted {
 		t.Fatalf("got %v", st)
 	}
 }

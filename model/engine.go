@@ -446,7 +446,7 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 		return true
 	}
 	hintCap := int64(cc.MaxCooldownMs)
-	if v.Hint.Stated() {
+	if v.Hint.stated() {
 		hintCap = int64(cc.MaxStatedResetMs)
 	}
 	hint := min(v.Hint.Ms, hintCap)
@@ -464,7 +464,7 @@ func (e *Engine) applyConn(now Time, p *provState, c *connState, a *Attempt, v *
 		}
 		return true
 	}
-	level := st.LevelAt(now, int64(cc.BackoffDecayMs))
+	level := st.levelAt(now, int64(cc.BackoffDecayMs))
 	cd, escalate := connCooldownMs(now, p, cc, prof, v, action, level, hint)
 	st.BackoffLevel = level
 	if escalate {

@@ -45,7 +45,7 @@ func lockoutCooldown(s *ModelLockoutSettings, cc *ConnectionCooldownSettings, v 
 	case v.Lockout.CooldownMs > 0:
 		return min(v.Lockout.CooldownMs, maxMs)
 	case v.Hint.Ms > 0:
-		if v.Hint.Stated() || v.Lockout.Reason == ReasonQuotaExhausted {
+		if v.Hint.stated() || v.Lockout.Reason == ReasonQuotaExhausted {
 			return min(v.Hint.Ms, int64(cc.MaxStatedResetMs))
 		}
 		return min(v.Hint.Ms, maxMs)

@@ -80,7 +80,7 @@ func TestLockoutSpecificRulesIgnoreEnabled(t *testing.T) {
 	if locksOf(e, "g", "k1").find(LockKey{Name: "m1"}) < 0 {
 		t.Fatalf("per-model-quota 429 must lock the family: verdict %+v", v)
 	}
-	if c := connOf(e, "g", "k1"); c.StatusAt(at(1)) != StatusActive {
+	if c := connOf(e, "g", "k1"); c.statusAt(at(1)) != StatusActive {
 		t.Fatalf("per-model-quota 429 must not cool the connection: %+v", *c)
 	}
 	if s := selectAt(t, e, at(1), "g/m2"); len(s.Candidates) != 1 {
@@ -88,7 +88,7 @@ func TestLockoutSpecificRulesIgnoreEnabled(t *testing.T) {
 	}
 	// Exactly 500 on a per-model-quota provider records the error only.
 	hit(t, e, at(0), "g", "k1", "m2", status(500))
-	if locksOf(e, "g", "k1").find(LockKey{Name: "m2", Exact: true}) >= 0 || connOf(e, "g", "k1").StatusAt(at(1)) != StatusActive {
+	if locksOf(e, "g", "k1").find(LockKey{Name: "m2", Exact: true}) >= 0 || connOf(e, "g", "k1").statusAt(at(1)) != StatusActive {
 		t.Fatal("per-model-quota 500 must record only")
 	}
 }

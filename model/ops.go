@@ -123,8 +123,8 @@ func (e *Engine) Connections(now Time, provider string) []ConnectionView {
 		}
 		for j := range p.conns {
 			c := &p.conns[j]
-			v := ConnectionView{Provider: p.id, Connection: c.id, Status: c.st.StatusAt(now),
-				CooldownRemainingMs: c.st.CooldownRemaining(now), BackoffLevel: c.st.LevelAt(now, decay),
+			v := ConnectionView{Provider: p.id, Connection: c.id, Status: c.st.statusAt(now),
+				CooldownRemainingMs: c.st.cooldownRemaining(now), BackoffLevel: c.st.levelAt(now, decay),
 				LastErrorType: c.st.LastErrorType, LastError: c.st.LastError, ErrorCode: c.st.ErrorCode,
 				InFlight: c.inflight, Uses: c.st.Uses, Lockouts: []LockoutView{},
 				AuthStrikes: c.st.Auth.live(now), AuthStrikesMax: expiredRetryMax + 1,

@@ -82,10 +82,10 @@ type preferState struct {
 // transport failure is not: the request moves on at once, so an outage
 // costs at most one first-target attempt per request.
 func preferWorthy(v *Verdict) bool {
-	if v.Hint.Stated() && v.Reason.Transient() {
+	if v.Hint.stated() && v.Reason.Transient() {
 		return true
 	}
-	return v.ClientStatus == 500 && v.Reason == ReasonServerError && !v.Hint.Stated()
+	return v.ClientStatus == 500 && v.Reason == ReasonServerError && !v.Hint.stated()
 }
 
 // armPrefer notes, after a failed attempt on a priority combo's first

@@ -120,8 +120,8 @@ func (f *Flow) CanResume(e *Engine) bool {
 	return false
 }
 
-// Resumes is how many breaks of the stream the flow set out to resume.
-func (f *Flow) Resumes() int { return f.rs.resumes }
+// resumes is how many breaks of the stream the flow set out to resume.
+func (f *Flow) resumes() int { return f.rs.resumes }
 
 // Resuming reports whether the flow is looking for a target to continue a
 // broken stream (the client's stream stays open meanwhile).

@@ -268,8 +268,8 @@ func TestResumePropertiesRapid(t *testing.T) {
 				if f.Attempts() > maxAttempts {
 					rt.Fatalf("%d attempts, budget %d", f.Attempts(), maxAttempts)
 				}
-				if f.Resumes() > maxResumes || f.Resumes() > breaks {
-					rt.Fatalf("%d resumes, %d breaks, max %d", f.Resumes(), breaks, maxResumes)
+				if f.resumes() > maxResumes || f.resumes() > breaks {
+					rt.Fatalf("%d resumes, %d breaks, max %d", f.resumes(), breaks, maxResumes)
 				}
 				return
 			}

@@ -180,10 +180,10 @@ type Hint struct {
 	Source HintSource //
 }
 
-// Stated reports whether the hint is an upstream-stated reset that may exceed
+// stated reports whether the hint is an upstream-stated reset that may exceed
 // the operator's cooldown caps (up to maxStatedResetMs): headers and typed
 // retry info are; prose is not.
-func (h Hint) Stated() bool { return h.Ms > 0 && (h.Source == HintHeader || h.Source == HintRetryInfo) }
+func (h Hint) stated() bool { return h.Ms > 0 && (h.Source == HintHeader || h.Source == HintRetryInfo) }
 
 // LockoutAction asks for a model lockout.
 type LockoutAction struct {
