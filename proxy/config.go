@@ -839,6 +839,35 @@ func (c *Config) validate() []error {
 	} else if problem := postgresURLProblem(u); problem != "" {
 		add(c.errAt("store.url", "%s, got %q", problem, redactURL(u)))
 	}
+	provs := c.validateProviders(add)
+	combos := c.validateCombos(provs, add)
+	c.validateAliases(provs, combos, add)
+	c.validateClientKeys(provs, add)
+	if len(errs) == 0 {
+		t, err := c.Topology()
+		if err != nil {
+			add(err)
+		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
+			// A combo naming an unknown target is an error; so is the
+			// emergency fallback's (docs/api.md#operator-actions), which would otherwise be
+			// skipped silently when it is needed.
+			if eng, err := model.NewEngine(t, model.DefaultSettings(), nil); err == nil {
+				if problem := fallbackTargetProblem(eng, fs.EmergencyFallback.Target); problem != "" {
+					add(c.errAt("resilience.emergencyFallback.target", "%s", problem))
+				}
+			}
+		}
+	}
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := ConfigErrors(errs[i]), ConfigErrors(errs[j])
+		return len(a) > 0 && len(b) > 0 && a[0].Line < b[0].Line
+	})
+	return errs
+}
+
+// validateProviders checks the providers and their connections; it returns
+// them by id (the first of a duplicated id).
+func (c *Config) validateProviders(add func(error)) map[string]*ProviderConfig {
 	provs := map[string]*ProviderConfig{}
 	for i := range c.Providers {
 		p := &c.Providers[i]
@@ -883,41 +912,53 @@ func (c *Config) validate() []error {
 		if len(p.Connections) == 0 {
 			add(c.errAt(f+".connections", "a provider needs at least one connection"))
 		}
-		conns := map[string]bool{}
-		for j := range p.Connections {
-			cn := &p.Connections[j]
-			cf := fmt.Sprintf("%s.connections[%d]", f, j)
-			if cn.ID == "" || strings.ContainsAny(cn.ID, "/ ") {
-				add(c.errAt(cf+".id", "must be non-empty without '/' or spaces, got %q", cn.ID))
-			} else if conns[cn.ID] {
-				add(c.errAt(cf+".id", "duplicate connection id %q in provider %q", cn.ID, p.ID))
-			}
-			conns[cn.ID] = true
-			if cn.MaxConcurrent < 0 {
-				add(c.errAt(cf+".maxConcurrent", "must not be negative"))
-			}
-			if cn.Weight < 0 {
-				add(c.errAt(cf+".weight", "must not be negative"))
-			}
-			for m, n := range cn.RateLimitOverrides.ModelConcurrency {
-				if n < 0 {
-					add(c.errAt(cf+".rateLimitOverrides.modelConcurrency."+m, "must not be negative"))
-				}
-			}
-			if cn.RateLimitOverrides.RPM < 0 {
-				add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
-			}
-			if problem := headerValueProblem(cn.APIKey); problem != "" {
-				add(c.errAt(cf+".apiKey", "%s", problem))
-			}
-			if cn.EgressIP != "" && net.ParseIP(cn.EgressIP) == nil {
-				add(c.errAt(cf+".egressIp", "want an IP address, got %q", cn.EgressIP))
-			}
-			if field, problem := cn.SpendWall.validate(); field != "" {
-				add(c.errAt(cf+".spendWall."+field, "%s", problem))
+		c.validateConnections(f, p, add)
+	}
+	return provs
+}
+
+// validateConnections checks provider p's connections; f names p in
+// errors.
+func (c *Config) validateConnections(f string, p *ProviderConfig, add func(error)) {
+	conns := map[string]bool{}
+	for j := range p.Connections {
+		cn := &p.Connections[j]
+		cf := fmt.Sprintf("%s.connections[%d]", f, j)
+		if cn.ID == "" || strings.ContainsAny(cn.ID, "/ ") {
+			add(c.errAt(cf+".id", "must be non-empty without '/' or spaces, got %q", cn.ID))
+		} else if conns[cn.ID] {
+			add(c.errAt(cf+".id", "duplicate connection id %q in provider %q", cn.ID, p.ID))
+		}
+		conns[cn.ID] = true
+		if cn.MaxConcurrent < 0 {
+			add(c.errAt(cf+".maxConcurrent", "must not be negative"))
+		}
+		if cn.Weight < 0 {
+			add(c.errAt(cf+".weight", "must not be negative"))
+		}
+		for m, n := range cn.RateLimitOverrides.ModelConcurrency {
+			if n < 0 {
+				add(c.errAt(cf+".rateLimitOverrides.modelConcurrency."+m, "must not be negative"))
 			}
 		}
+		if cn.RateLimitOverrides.RPM < 0 {
+			add(c.errAt(cf+".rateLimitOverrides.rpm", "must not be negative"))
+		}
+		if problem := headerValueProblem(cn.APIKey); problem != "" {
+			add(c.errAt(cf+".apiKey", "%s", problem))
+		}
+		if cn.EgressIP != "" && net.ParseIP(cn.EgressIP) == nil {
+			add(c.errAt(cf+".egressIp", "want an IP address, got %q", cn.EgressIP))
+		}
+		if field, problem := cn.SpendWall.validate(); field != "" {
+			add(c.errAt(cf+".spendWall."+field, "%s", problem))
+		}
 	}
+}
+
+// validateCombos checks the combos and that their targets name configured
+// providers and models; it returns the combo ids.
+func (c *Config) validateCombos(provs map[string]*ProviderConfig, add func(error)) map[string]bool {
 	combos := map[string]bool{}
 	for i := range c.Combos {
 		cb := &c.Combos[i]
@@ -962,8 +1003,14 @@ func (c *Config) validate() []error {
 			}
 		}
 	}
+	return combos
+}
+
+// validateAliases checks that no combo id or alias hides a provider route
+// and that every alias names a combo or a configured provider/model.
+func (c *Config) validateAliases(provs map[string]*ProviderConfig, combos map[string]bool, add func(error)) {
 	// shadows names the provider route a combo id or alias would hide:
-	// combos, then aliases, resolve before provider/model (SPEC §11.6).
+	// combos, then aliases, resolve before provider/model (docs/settings.md#defaults).
 	shadows := func(id string) string {
 		pid, m, ok := strings.Cut(id, "/")
 		if p := provs[pid]; ok && p != nil && m != "" && (len(p.Models) == 0 || slices.Contains(p.Models, m)) {
@@ -996,6 +1043,11 @@ func (c *Config) validate() []error {
 			add(c.errAt("aliases."+alias, "provider %q does not list model %q (it lists %v)", pid, m, p.Models))
 		}
 	}
+}
+
+// validateClientKeys checks the client keys: unique ids and keys, none the
+// managementKey, and allowedConnections that exist.
+func (c *Config) validateClientKeys(provs map[string]*ProviderConfig, add func(error)) {
 	keyIDs := map[string]bool{}
 	keyOwner := map[string]int{} // key → index of the first client key holding it
 	for i, k := range c.ClientKeys {
@@ -1031,26 +1083,6 @@ func (c *Config) validate() []error {
 			}
 		}
 	}
-	if len(errs) == 0 {
-		t, err := c.Topology()
-		if err != nil {
-			add(err)
-		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
-			// A combo naming an unknown target is an error; so is the
-			// emergency fallback's (SPEC §11.7), which would otherwise be
-			// skipped silently when it is needed.
-			if eng, err := model.NewEngine(t, model.DefaultSettings(), nil); err == nil {
-				if problem := fallbackTargetProblem(eng, fs.EmergencyFallback.Target); problem != "" {
-					add(c.errAt("resilience.emergencyFallback.target", "%s", problem))
-				}
-			}
-		}
-	}
-	sort.SliceStable(errs, func(i, j int) bool {
-		a, b := ConfigErrors(errs[i]), ConfigErrors(errs[j])
-		return len(a) > 0 && len(b) > 0 && a[0].Line < b[0].Line
-	})
-	return errs
 }
 
 func suggest(name string, known []string) string {
