@@ -634,3 +634,50 @@ providers:
 		t.Fatalf("a 1.5 s stream with 0.5 s read and body timeouts: %d %s", res.StatusCode, b)
 	}
 }
+
+// An upstream's final status that is neither an answer nor an error — a
+// redirect, 101 Switching Protocols, 304, a status of 600 and up — reaches
+// the client as 502 upstream_bad_status naming it (and a redirect's scheme
+// and host, never the rest of its Location), not relayed: a 101 would tell
+// the client its connection switched protocols, a 307 without its Location
+// leaves the client nothing to act on. The redirect is not followed.
+func TestUnrelayableUpstreamStatusIsA502(t *testing.T) {
+	answers := []string{
+		"HTTP/1.1 307 Temporary Redirect\r\nLocation: https://api.example.com/v1/chat/completions?key=sk-echoed\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.com/v1/chat/completions\r\nContent-Type: application/json\r\nContent-Length: 29\r\n\r\n{\"error\":{\"message\":\"moved\"}}",
+		"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\n{\"error\":{\"message\":\"x\"}}",
+		"HTTP/1.1 304 Not Modified\r\n\r\n",
+		rawAnswer(999, chatAnswerJSON("not an answer")),
+	}
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			a := answers[int(n.Add(1)-1)%len(answers)]
+			io.WriteString(c, a)
+			if strings.Contains(a, " 101 ") {
+				return // the upgraded "protocol" ends at once
+			}
+		}
+	})
+	g := rawGW(t, up, `
+resilience:
+  requestBudget: {maxAttempts: 1}
+  waitForCooldown: {enabled: false}
+`)
+	for i, want := range []string{"307 Temporary Redirect; the gateway does not follow redirects (it points to https://api.example.com",
+		"301 Moved Permanently; the gateway does not follow redirects", "101 Switching Protocols", "304 Not Modified", "999"} {
+		r := g.chat("p/m")
+		if r.code != http.StatusBadGateway || r.errCode() != "upstream_bad_status" || !strings.Contains(r.body, want) {
+			t.Fatalf("answer %d: %d %s, want 502 upstream_bad_status naming %q", i, r.code, r.body, want)
+		}
+		if strings.Contains(r.body, "sk-echoed") || strings.Contains(r.body, "chat/completions") {
+			t.Fatalf("answer %d shows the Location past its host: %s", i, r.body)
+		}
+	}
+	if got := n.Load(); got != int64(len(answers)) {
+		t.Fatalf("%d upstream calls, want %d (a redirect is not followed)", got, len(answers))
+	}
+}
