@@ -681,3 +681,54 @@ resilience:
 		t.Fatalf("%d upstream calls, want %d (a redirect is not followed)", got, len(answers))
 	}
 }
+
+// A stream event is bounded (maxStreamEvent), as an upstream head is: an
+// endless data line, endless lines without the blank line that ends an
+// event, or endless metadata events before any content end the attempt
+// with a typed answer — a 502 before commit, the stream's error event
+// after — and the heap grows by a bounded amount, not by what the
+// upstream sends.
+func TestStreamEventsAreBounded(t *testing.T) {
+	const sent = 128 << 20 // the upstream stops here; without a bound the heap grows past it
+	first := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\n"
+	role := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n"
+	for _, tc := range []struct {
+		name, prefix, repeat string
+		committed            bool
+	}{
+		{"endless line after content", first + "data: ", strings.Repeat("a", 64<<10), true},
+		{"endless line before any event", "data: ", strings.Repeat("a", 64<<10), false},
+		{"endless lines in one event", "", strings.Repeat("data: a\n", 8<<10), false},
+		{"endless metadata before content", "", strings.Repeat(role, 512), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := readRawRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+tc.prefix)
+				chunk := []byte(tc.repeat)
+				for n := 0; n < sent; n += len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			})
+			g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+			var r resp
+			grew := peakHeap(func() { r = g.stream("p/m") })
+			if tc.committed {
+				ev := sseEvents(r.body)
+				if r.code != 200 || len(ev) == 0 || !strings.Contains(ev[len(ev)-1], "stream event over") {
+					t.Fatalf("%d %q, want the stream's error event naming the bound", r.code, ev)
+				}
+			} else if r.code != 502 {
+				t.Fatalf("%d %s, want a typed 502", r.code, r.body)
+			}
+			if grew > 96<<20 {
+				t.Fatalf("the heap grew %d MiB reading one unbounded stream event", grew>>20)
+			}
+			t.Logf("%d; heap grew %d MiB", r.code, grew>>20)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -724,6 +725,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				}
 				return delivered // attempt flushes the end once the outcome is recorded and counted
 			}
+			if err == errEventTooLarge {
+				// Not a stream anyone can read: the model's output
+				// validation case, as a malformed event is.
+				q := model.Outcome{Kind: model.OutcomeQuality}
+				code, _ := model.StreamErrorCode(q)
+				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
+			}
 			if err == io.EOF && !sawEvent && !committed {
 				err = io.ErrUnexpectedEOF
 			}
@@ -793,6 +801,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			}
 		}
 		if !committed {
+			if len(held)+len(raw) > maxStreamEvent {
+				// Metadata without end before any content: bounded as
+				// one event is.
+				q := model.Outcome{Kind: model.OutcomeQuality}
+				code, _ := model.StreamErrorCode(q)
+				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent))
+			}
 			held = append(held, raw...)
 			if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(eager && len(data) > 0) {
 				continue
