@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -730,5 +731,53 @@ func TestStreamEventsAreBounded(t *testing.T) {
 			}
 			t.Logf("%d; heap grew %d MiB", r.code, grew>>20)
 		})
+	}
+}
+
+// An answer gzip-encoded although the gateway asked for no encoding (a CDN
+// in front of an upstream does this) reaches the client decoded: a JSON
+// answer, a stream and an error body alike, never the compressed bytes
+// under a Content-Encoding the client did not ask for. Another encoding the
+// gateway cannot decode fails the output validation (502), not relayed.
+func TestGzipAnswersReachTheClientDecoded(t *testing.T) {
+	gz := func(s string) string {
+		var b strings.Builder
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.String()
+	}
+	head := func(status int, ct, ce string, body string) string {
+		return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s", status, http.StatusText(status), ct, ce, len(body), body)
+	}
+	stream := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"zipped"}}]}` + "\n\ndata: [DONE]\n\n"
+	errBody := `{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limited"}}`
+	answers := []string{
+		head(200, "application/json", "gzip", gz(chatAnswerJSON("zipped"))),
+		head(200, "text/event-stream", "x-gzip", gz(stream)),
+		head(429, "application/json", "gzip", gz(errBody)),
+		head(200, "application/json", "br", chatAnswerJSON("zipped")), // not brotli: refused before it is read
+	}
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, answers[int(n.Add(1)-1)%len(answers)])
+		}
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	if r := g.chat("p/m"); r.code != 200 || !strings.Contains(r.body, `"zipped"`) || r.h.Get("Content-Encoding") != "" {
+		t.Fatalf("gzip JSON answer: %d %q %s, want it decoded", r.code, r.h.Get("Content-Encoding"), r.body)
+	}
+	if r := g.stream("p/m"); r.code != 200 || !strings.Contains(r.body, `"zipped"`) || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("gzip stream: %d %s, want it decoded", r.code, r.body)
+	}
+	if r := g.chat("p/m"); r.code != 429 || !strings.Contains(r.body, "slow down") {
+		t.Fatalf("gzip error body: %d %s, want the 429 with its message", r.code, r.body)
+	}
+	if r := g.chat("p/m"); r.code != 502 || strings.Contains(r.body, `"zipped"`) {
+		t.Fatalf("br answer: %d %s, want 502 (an encoding the gateway does not decode)", r.code, r.body)
 	}
 }

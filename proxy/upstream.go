@@ -379,6 +379,11 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
 			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 	}
+	if ce := headerValue(resp.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Encoded in a way the gateway did not ask for and does not decode
+		// (gzip is decoded, transport.go): not an answer it can validate.
+		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+	}
 	if prov.wire != nil { // error bodies above stay native; a success reads as OpenAI
 		prov.wire.wrap(resp, cand.Model)
 	}
