@@ -781,3 +781,42 @@ func TestGzipAnswersReachTheClientDecoded(t *testing.T) {
 		t.Fatalf("br answer: %d %s, want 502 (an encoding the gateway does not decode)", r.code, r.body)
 	}
 }
+
+// A management body that fails other than by its size gets the answer for
+// what happened — a broken chunked framing is a 400, a client gone before
+// its body ended a 499 — not "413 body exceeds": only a body past
+// maxManagementBody is a 413.
+func TestManagementBodyFailuresAreNamed(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
+	g := rawGW(t, up, testBase)
+	send := func(req string, halfClose bool) string {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, req)
+		if halfClose {
+			c.(*net.TCPConn).CloseWrite()
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Sprintf("%d %s", res.StatusCode, b)
+	}
+	head := "PATCH /api/resilience HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	if got := send(head+"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", false); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "chunk") {
+		t.Fatalf("broken chunked body: %s, want 400 naming the framing", got)
+	}
+	if got := send(head+"Content-Length: 100\r\n\r\n{\"a\":", true); !strings.HasPrefix(got, "499 ") {
+		t.Fatalf("client gone mid-body: %s, want 499", got)
+	}
+	big := strings.Repeat(" ", maxManagementBody) + "{}"
+	if got := send(head+"Transfer-Encoding: chunked\r\n\r\n"+fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big), false); !strings.HasPrefix(got, "413 ") {
+		t.Fatalf("chunked body past the limit: %s, want 413", got)
+	}
+}

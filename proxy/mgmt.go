@@ -206,19 +206,18 @@ func (g *Gateway) mgmt(h http.HandlerFunc) http.Handler {
 // readManagementBody reads a management body under maxManagementBody. A
 // declared length over it is refused before anything is read, so a client
 // that sent "Expect: 100-continue" gets its 413 instead of a 100 and then a
-// reset connection.
+// reset connection. A body that fails otherwise (a broken chunked framing,
+// a client gone, the server's read timeout) gets the answer readBody gives
+// it, not a 413.
 func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	tooLarge := func() ([]byte, bool) {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
-		return nil, false
-	}
-	if r.ContentLength > maxManagementBody {
-		w.Header().Set("Connection", "close") // the unread body stays on the connection
-		return tooLarge()
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
+	b, err := readBody(w, r, maxManagementBody, 0) // bounded in time by the server's ReadTimeout
 	if err != nil {
-		return tooLarge()
+		var e *errBadRequest
+		if !errors.As(err, &e) {
+			e = &errBadRequest{http.StatusBadRequest, "invalid_request", err.Error()}
+		}
+		writeError(w, e.status, e.code, e.msg)
+		return nil, false
 	}
 	return b, true
 }

@@ -79,7 +79,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			case errors.As(err, &mbe):
 				return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
 			case errors.As(err, &ne) && ne.Timeout():
-				return nil, &errBadRequest{http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body did not arrive within %s", timeout)}
+				msg := "the request body did not arrive in time"
+				if timeout > 0 {
+					msg = fmt.Sprintf("the request body did not arrive within %s", timeout)
+				}
+				return nil, &errBadRequest{http.StatusRequestTimeout, "request_timeout", msg}
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				// The client closed the connection before its body ended.
 				return nil, &errBadRequest{model.CodeClientClosed.HTTPStatus(), string(model.CodeClientClosed), "the client closed the connection before its request body ended"}
