@@ -820,3 +820,30 @@ func TestManagementBodyFailuresAreNamed(t *testing.T) {
 		t.Fatalf("chunked body past the limit: %s, want 413", got)
 	}
 }
+
+// An upstream answer's declared Content-Length reserves at most
+// firstAnswerBuffer before its body arrives, as a client body's does:
+// answers that declare 60 MiB and send one byte cost what arrived.
+// Counted in bytes allocated (TotalAlloc), not sampled.
+func TestDeclaredAnswersCostWhatArrives(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		// Then the connection closes: the answer is cut short.
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 60<<20)
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	const n = 10
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		if r := g.chat("p/m"); r.code != 502 {
+			t.Fatalf("answer %d: %d %s, want 502 (cut short)", i, r.code, r.body)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("%d answers declaring 60 MiB with 1 byte sent allocated %d MiB", n, got>>20)
+	}
+}

@@ -33,6 +33,10 @@ var (
 const maxErrorBody = 64 << 10
 const maxResponseBody = 64 << 20
 
+// firstAnswerBuffer bounds what a declared Content-Length reserves before
+// the body arrives.
+const firstAnswerBuffer = 64 << 10
+
 type resKind uint8
 
 const (
@@ -508,8 +512,11 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 			bufPool.Put(buf)
 		}
 	}()
-	if resp.ContentLength > 0 && resp.ContentLength < maxResponseBody {
-		buf.Grow(int(resp.ContentLength))
+	// Sized from the declared length only up to firstAnswerBuffer: past
+	// it the buffer grows with the bytes that arrive, so an answer that
+	// declares 60 MiB and sends one byte costs what arrived.
+	if resp.ContentLength > 0 {
+		buf.Grow(int(min(resp.ContentLength, firstAnswerBuffer)))
 	}
 	for {
 		if buf.Available() < 4<<10 {
