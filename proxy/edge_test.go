@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -845,5 +846,81 @@ func TestDeclaredAnswersCostWhatArrives(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
 		t.Fatalf("%d answers declaring 60 MiB with 1 byte sent allocated %d MiB", n, got>>20)
+	}
+}
+
+// A client that keeps its connection open and reads nothing does not hold
+// its slot past the attempt's cut: the upstream streams until the
+// gateway's write to the client blocks, the stall watchdog cuts the
+// attempt, and the blocked write fails clientWriteGrace later, ending the
+// request (the client's abort) and freeing the slot.
+func TestClientThatReadsNothingFreesItsSlot(t *testing.T) {
+	ev := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("z", 4000) + `"}}]}` + "\n\n"
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+		for range 16 << 10 { // 64 MiB at most: far past every buffer on the way
+			if _, err := io.WriteString(c, ev); err != nil {
+				return
+			}
+		}
+		io.Copy(io.Discard, c)
+	})
+	g := rawGW(t, up, `
+resilience:
+  requestBudget: {maxAttempts: 1}
+  waitForCooldown: {enabled: false}
+  upstreamTimeouts: {streamIdleMs: 300}
+`, func(g *Gateway) { g.clientWriteGrace = 300 * time.Millisecond })
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	eventually(t, "the stream to start", func() bool { return g.g.active.Load() == 1 })
+	// Read nothing; the connection stays open.
+	eventually(t, "the request of a client that reads nothing to end", func() bool { return g.g.active.Load() == 0 })
+}
+
+// A cut attempt's write deadline does not outlive the attempt: the first
+// attempt's stream stalls before any content and is cut; the retry streams
+// to the same client for longer than clientWriteGrace, and every event
+// reaches it.
+func TestCutAttemptLeavesTheNextOneUnbounded(t *testing.T) {
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+		if n.Add(1) == 1 {
+			io.Copy(io.Discard, c) // then silent: the watchdog cuts it
+			return
+		}
+		for i := range 8 {
+			time.Sleep(100 * time.Millisecond)
+			fmt.Fprintf(c, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
+		}
+		io.WriteString(c, "data: [DONE]\n\n")
+	})
+	g := rawGW(t, up, `
+resilience:
+  requestBudget: {maxAttempts: 2}
+  waitForCooldown: {enabled: false}
+  upstreamTimeouts: {streamIdleMs: 300, firstContentMs: 300}
+`, func(g *Gateway) { g.clientWriteGrace = 200 * time.Millisecond })
+	r := g.stream("p/m")
+	if r.code != 200 || !strings.Contains(r.body, "t7") || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("%d attempts %s: %s, want the retry's whole stream", r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+	}
+	if n.Load() != 2 {
+		t.Fatalf("%d upstream calls, want 2 (the stalled one, then the retry)", n.Load())
 	}
 }

@@ -205,3 +205,43 @@ func keyEquals(raw []byte, key string) bool {
 	var s string
 	return json.Unmarshal(raw, &s) == nil && s == key
 }
+
+// clientWrites bounds a write to a client that has stopped reading. Writes
+// to a client carry no deadline of their own (a stream runs as long as the
+// upstream sends), so a client that keeps its connection open and reads
+// nothing blocks the write for good, and with it the attempt's slot, long
+// after the watchdogs or the attempt's bound cut the upstream. When the
+// attempt's context ends, the client gets grace to take what is pending
+// (a stream's error event); a write still blocked then fails, the attempt
+// ends as the client's abort, and the slot is freed.
+type clientWrites struct {
+	rc   *http.ResponseController
+	stop func() bool
+	done chan struct{}
+}
+
+func watchClientWrites(ctx context.Context, w http.ResponseWriter, grace time.Duration) *clientWrites {
+	c := &clientWrites{rc: http.NewResponseController(w), done: make(chan struct{})}
+	c.stop = context.AfterFunc(ctx, func() {
+		_ = c.rc.SetWriteDeadline(time.Now().Add(grace))
+		close(c.done)
+	})
+	return c
+}
+
+// end runs once the attempt's writes are done, before its context is
+// cancelled as every attempt's is. When the deadline was set and the
+// client took what was written, it is cleared for the rest of the request
+// (a retry may stream for longer than the grace); when the client did not
+// (gone, or the flush fails), it stays. net/http clears it when the
+// request is over, and does not reuse a connection a write failed on.
+func (c *clientWrites) end(committed, gone bool) {
+	if c.stop() {
+		return // the context did not end during the attempt
+	}
+	<-c.done
+	if gone || (committed && c.rc.Flush() != nil) {
+		return
+	}
+	_ = c.rc.SetWriteDeadline(time.Time{})
+}

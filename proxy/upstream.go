@@ -305,13 +305,19 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 
 // execute makes one upstream call under the phase timers and, on success,
 // delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) execResult {
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) (res execResult) {
 	to := &rs.s.UpstreamTimeouts
 	// A parent of its own per attempt (not reused in reqState: a finished
 	// attempt's timer may still be unlinking its context from it).
 	cctx := &clockCtx{Context: rs.ctx}
 	actx, cancel := context.WithCancelCause(cctx)
 	defer cancel(nil)
+	// A cut attempt (watchdog, timeout, drain) does not wait on a client
+	// that reads nothing (request.go); runs before cancel(nil) above.
+	cw := watchClientWrites(actx, rs.w, rs.g.clientWriteGrace)
+	defer func() {
+		cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
+	}()
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
 	// the request's deadline), the same rule the simulator times by.
