@@ -924,3 +924,29 @@ resilience:
 		t.Fatalf("%d upstream calls, want 2 (the stalled one, then the retry)", n.Load())
 	}
 }
+
+// A new user's two config slips are config errors naming the field, not
+// a gateway that starts and then fails every request: a baseURL that
+// already ends in /chat/completions (the gateway appends it; every call
+// would go to .../chat/completions/chat/completions), also refused by PUT
+// /api/providers; and a maxBodyBytes past 1 GiB, which bounds nothing.
+func TestNewUserConfigSlipsAreNamed(t *testing.T) {
+	for _, tc := range []struct{ yaml, field, want string }{
+		{"providers:\n  - id: p\n    baseURL: https://api.example.com/v1/chat/completions/\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n",
+			"providers[0].baseURL", "without /chat/completions"},
+		{"server: {maxBodyBytes: 99999999999999}\nproviders:\n  - id: p\n    baseURL: http://x/v1\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n",
+			"server.maxBodyBytes", "at most 1073741824"},
+	} {
+		_, _, err := ParseConfig("test.yaml", []byte(tc.yaml), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v, want an error naming %s: %s", tc.field, err, tc.field, tc.want)
+		}
+	}
+	if _, _, err := ParseConfig("test.yaml", []byte("server: {maxBodyBytes: 1073741824}\nproviders:\n  - id: p\n    baseURL: http://x/v1/chat\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n"), nil); err != nil {
+		t.Fatalf("a 1 GiB limit and a base URL ending in /chat: %v, want accepted", err)
+	}
+	g := newGW(t, newFakeUp(t), mgmtConfig, "ADMIN=s3cret")
+	if r := admin(g, "PUT", "/api/providers/glm", `{"baseURL":"https://api.example.com/v1/chat/completions"}`); r.code != 400 || !strings.Contains(r.body, "without /chat/completions") {
+		t.Fatalf("PUT with a baseURL ending in /chat/completions: %d %s, want 400", r.code, r.body)
+	}
+}
