@@ -950,3 +950,33 @@ func TestNewUserConfigSlipsAreNamed(t *testing.T) {
 		t.Fatalf("PUT with a baseURL ending in /chat/completions: %d %s, want 400", r.code, r.body)
 	}
 }
+
+// The connection test (POST /api/providers/{id}/test) reads a gzip
+// answer decoded and names where a redirect points, as an attempt does:
+// "upstream answered 301" alone leaves a new user guessing at the baseURL.
+func TestConnectionTestNamesRedirectsAndReadsGzip(t *testing.T) {
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if n.Add(1) == 1 {
+				io.WriteString(c, "HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.com/v1/models\r\nContent-Length: 0\r\n\r\n")
+				continue
+			}
+			var b strings.Builder
+			zw := gzip.NewWriter(&b)
+			io.WriteString(zw, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+			zw.Close()
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", b.Len(), b.String())
+		}
+	})
+	g := rawGW(t, up, testBase)
+	if r := g.do("POST", "/api/providers/p/test", ""); r.code != 200 || !strings.Contains(r.body, "it points to https://api.example.com") {
+		t.Fatalf("redirected test: %d %s, want the redirect's target named", r.code, r.body)
+	}
+	if r := g.do("POST", "/api/providers/p/test", ""); r.code != 200 || !strings.Contains(r.body, `"ok":true`) {
+		t.Fatalf("gzip test: %d %s, want ok", r.code, r.body)
+	}
+}

@@ -1078,6 +1078,7 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 		return res
 	}
 	defer resp.Body.Close()
+	decodeGzip(resp) // as an attempt's answer is (transport.go)
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	res.Status = resp.StatusCode
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && json.Valid(b) {
@@ -1085,6 +1086,9 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 		return res
 	}
 	res.Error = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		res.Error = unrelayableStatus(resp.StatusCode, resp.Header) // where a redirect points
+	}
 	return res
 }
 
