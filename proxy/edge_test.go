@@ -980,3 +980,60 @@ func TestConnectionTestNamesRedirectsAndReadsGzip(t *testing.T) {
 		t.Fatalf("gzip test: %d %s, want ok", r.code, r.body)
 	}
 }
+
+// An upstream that echoes the Authorization it was sent in a header the
+// gateway passes on (the Content-Type, X-Request-Id as
+// X-Upstream-Request-Id) does not hand the connection's key to the
+// client: on a JSON answer, a stream and an error answer alike.
+func TestEchoedKeyInAnswerHeadsIsRedacted(t *testing.T) {
+	const key = "sk-upstream-secret-0123456789"
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			a := r.Header.Get("Authorization")
+			switch n.Add(1) {
+			case 1:
+				b := chatAnswerJSON("hi")
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json; x=%s\r\nX-Request-Id: id-%s\r\nContent-Length: %d\r\n\r\n%s", a, a, len(b), b)
+			case 2:
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: id-%s\r\n\r\n"+
+					"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", a)
+				return
+			default:
+				b := `{"error":{"message":"no","type":"invalid_request_error","code":"bad"}}`
+				fmt.Fprintf(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; x=%s\r\nContent-Length: %d\r\n\r\n%s", a, len(b), b)
+			}
+		}
+	})
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+up.baseURL()+`
+    models: [m]
+    connections: [{id: c, apiKey: `+key+`, disableCooling: true}]
+`+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gg, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gg.Close(context.Background()) })
+	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
+	for i, r := range []resp{g.chat("p/m"), g.stream("p/m"), g.chat("p/m")} {
+		var head strings.Builder
+		r.h.Write(&head)
+		if strings.Contains(head.String(), key) || strings.Contains(r.body, key) {
+			t.Fatalf("answer %d (%d) hands the upstream key to the client:\n%s\n%s", i, r.code, head.String(), r.body)
+		}
+		if i < 2 && (r.code != 200 || !strings.Contains(r.h.Get("X-Upstream-Request-Id"), "[redacted]")) {
+			t.Fatalf("answer %d: %d, X-Upstream-Request-Id %q, want it passed on redacted", i, r.code, r.h.Get("X-Upstream-Request-Id"))
+		}
+	}
+}

@@ -140,6 +140,23 @@ func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.
 	return resp, err
 }
 
+// scrubHeader replaces the connection's key wherever an answer's head
+// quotes it: the gateway passes some upstream header values on (the
+// Content-Type, X-Request-Id as X-Upstream-Request-Id), and an upstream may
+// echo the Authorization it was sent, as error bodies are redacted for.
+func scrubHeader(h http.Header, secret string) {
+	if secret == "" {
+		return
+	}
+	for _, vs := range h {
+		for i, v := range vs {
+			if strings.Contains(v, secret) {
+				vs[i] = strings.ReplaceAll(v, secret, "[redacted]")
+			}
+		}
+	}
+}
+
 // decodeGzip decodes an answer gzip-encoded although the gateway asked for
 // no encoding (no Accept-Encoding: the Transport's own decoding is off so
 // that a body passes through as it came). Such an answer from a CDN or a

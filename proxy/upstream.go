@@ -372,6 +372,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	// Nothing reads the request from the response: let it (its headers,
 	// URL and body reader) go while a stream is held.
 	resp.Request = nil
+	scrubHeader(resp.Header, conn.cfg.APIKey)
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// An error body is small and comes at once: it reads under the
