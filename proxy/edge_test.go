@@ -1027,6 +1027,9 @@ providers:
 	t.Cleanup(func() { gg.Close(context.Background()) })
 	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
 	for i, r := range []resp{g.chat("p/m"), g.stream("p/m"), g.chat("p/m")} {
+		if i == 1 && (r.code != 200 || !strings.Contains(r.body, "[DONE]")) {
+			t.Fatalf("stream: %d %s, want it whole", r.code, r.body)
+		}
 		var head strings.Builder
 		r.h.Write(&head)
 		if strings.Contains(head.String(), key) || strings.Contains(r.body, key) {
@@ -1035,5 +1038,38 @@ providers:
 		if i < 2 && (r.code != 200 || !strings.Contains(r.h.Get("X-Upstream-Request-Id"), "[redacted]")) {
 			t.Fatalf("answer %d: %d, X-Upstream-Request-Id %q, want it passed on redacted", i, r.code, r.h.Get("X-Upstream-Request-Id"))
 		}
+	}
+}
+
+// A placeholder key too short to be a secret ("st", "x": a local upstream
+// that checks none) is not searched for in an answer's head: it would be
+// found inside ordinary values, and "text/event-stream" with "st" replaced
+// is no longer a stream.
+func TestShortPlaceholderKeyLeavesHeadsAlone(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+
+			"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+up.baseURL()+`
+    models: [m]
+    connections: [{id: c, apiKey: st}]
+`+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gg, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gg.Close(context.Background()) })
+	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
+	if r := g.stream("p/m"); r.code != 200 || r.h.Get("Content-Type") != "text/event-stream" || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("%d %q %s, want the stream whole", r.code, r.h.Get("Content-Type"), r.body)
 	}
 }

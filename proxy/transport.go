@@ -144,8 +144,11 @@ func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.
 // quotes it: the gateway passes some upstream header values on (the
 // Content-Type, X-Request-Id as X-Upstream-Request-Id), and an upstream may
 // echo the Authorization it was sent, as error bodies are redacted for.
+// A key shorter than minScrubbedKey is left alone: a placeholder such as
+// "x" or "none" (a local upstream that checks no key) guards nothing, and
+// would be found inside ordinary values ("text/event-stream").
 func scrubHeader(h http.Header, secret string) {
-	if secret == "" {
+	if len(secret) < minScrubbedKey {
 		return
 	}
 	for _, vs := range h {
@@ -156,6 +159,8 @@ func scrubHeader(h http.Header, secret string) {
 		}
 	}
 }
+
+const minScrubbedKey = 8
 
 // decodeGzip decodes an answer gzip-encoded although the gateway asked for
 // no encoding (no Accept-Encoding: the Transport's own decoding is off so
