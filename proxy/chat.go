@@ -50,6 +50,7 @@ type reqState struct {
 	lease      *model.LeaseClaim
 	leaseOwner string
 
+	cw          clientWrites // bounds a write to a client that stopped reading (request.go)
 	committed   bool
 	counted     bool         // in the request metrics (count)
 	lastFail    *failure     // the last upstream failure (body for the client)

@@ -213,20 +213,23 @@ func keyEquals(raw []byte, key string) bool {
 // after the watchdogs or the attempt's bound cut the upstream. When the
 // attempt's context ends, the client gets grace to take what is pending
 // (a stream's error event); a write still blocked then fails, the attempt
-// ends as the client's abort, and the slot is freed.
+// ends as the client's abort, and the slot is freed. One per request,
+// armed per attempt (attempts run one after another).
 type clientWrites struct {
-	rc   *http.ResponseController
-	stop func() bool
-	done chan struct{}
+	w     http.ResponseWriter
+	grace time.Duration
+	stop  func() bool
+	done  chan struct{}
 }
 
-func watchClientWrites(ctx context.Context, w http.ResponseWriter, grace time.Duration) *clientWrites {
-	c := &clientWrites{rc: http.NewResponseController(w), done: make(chan struct{})}
-	c.stop = context.AfterFunc(ctx, func() {
-		_ = c.rc.SetWriteDeadline(time.Now().Add(grace))
-		close(c.done)
-	})
-	return c
+func (c *clientWrites) watch(ctx context.Context, w http.ResponseWriter, grace time.Duration) {
+	c.w, c.grace, c.done = w, grace, make(chan struct{})
+	c.stop = context.AfterFunc(ctx, c.fire)
+}
+
+func (c *clientWrites) fire() {
+	_ = http.NewResponseController(c.w).SetWriteDeadline(time.Now().Add(c.grace))
+	close(c.done)
 }
 
 // end runs once the attempt's writes are done, before its context is
@@ -240,8 +243,9 @@ func (c *clientWrites) end(committed, gone bool) {
 		return // the context did not end during the attempt
 	}
 	<-c.done
-	if gone || (committed && c.rc.Flush() != nil) {
+	rc := http.NewResponseController(c.w)
+	if gone || (committed && rc.Flush() != nil) {
 		return
 	}
-	_ = c.rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 }

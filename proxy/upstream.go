@@ -314,9 +314,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	defer cancel(nil)
 	// A cut attempt (watchdog, timeout, drain) does not wait on a client
 	// that reads nothing (request.go); runs before cancel(nil) above.
-	cw := watchClientWrites(actx, rs.w, rs.g.clientWriteGrace)
+	rs.cw.watch(actx, rs.w, rs.g.clientWriteGrace)
 	defer func() {
-		cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
+		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
 	}()
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
