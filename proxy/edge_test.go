@@ -363,13 +363,15 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 func TestSlowHeadIsClosedAtReadHeaderTimeout(t *testing.T) {
 	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
 	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadHeaderTimeout = 500 * time.Millisecond })
+	// Taken before the dial: the server's header deadline starts once it
+	// has accepted the connection, never before this.
+	start := time.Now()
 	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
-	start := time.Now()
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
