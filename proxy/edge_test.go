@@ -1075,3 +1075,22 @@ providers:
 		t.Fatalf("%d %q %s, want the stream whole", r.code, r.h.Get("Content-Type"), r.body)
 	}
 }
+
+// An upstream that streams to a request that asked for one JSON answer
+// (stream false or absent) is not relayed: an API client cannot read an
+// SSE body as its completion. The client gets a typed 502 (the output
+// validation case), never the event stream.
+func TestStreamToANonStreamRequestIsRefused(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+
+			"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	r := g.chat("p/m")
+	if r.code != 502 || r.errCode() != "quality_failure" || strings.Contains(r.body, "data:") || strings.HasPrefix(r.h.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("%d %q %s, want a JSON 502 quality_failure", r.code, r.h.Get("Content-Type"), r.body)
+	}
+}

@@ -399,6 +399,12 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		prov.wire.wrap(resp, cand.Model)
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
+		if !rs.req.Stream {
+			// A stream to a request that asked for one JSON answer: a
+			// client of the API cannot read it, so it is not relayed (the
+			// output validation case, retried elsewhere).
+			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+		}
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
 		return rs.pipeStream(actx, cancel, resp, conn.cfg.APIKey)
 	}
