@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ type reqState struct {
 	lease      *model.LeaseClaim
 	leaseOwner string
 
+	cw          clientWrites // bounds a write to a client that stopped reading (request.go)
 	committed   bool
 	counted     bool         // in the request metrics (count)
 	lastFail    *failure     // the last upstream failure (body for the client)
@@ -489,6 +491,20 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 		h.Set("Retry-After", strconv.FormatInt(max(1, (st.RetryAfterMs+999)/1000), 10))
 	}
 	f := rs.lastFail
+	if status < 400 || status > 599 {
+		// A final status a client cannot take as an error answer: a
+		// redirect (not followed: the request is not sent where an
+		// upstream points), 101 or another 1xx that ended the head, 600
+		// and up. Relayed, a 307 without its Location or a 101 would tell
+		// the client to follow nothing or to switch protocols.
+		var hdr http.Header
+		if f != nil {
+			hdr = f.header
+		}
+		writeJSON(rs.w, http.StatusBadGateway, errorBody{Error: apiError{Message: unrelayableStatus(status, hdr),
+			Type: typeForStatus(http.StatusBadGateway), Code: "upstream_bad_status", Provider: rs.provider}})
+		return http.StatusBadGateway
+	}
 	if f != nil && len(f.body) > 0 {
 		if body := clientErrorBody(f.body, status, rs.provider); body != nil {
 			ct := "application/json"
@@ -513,6 +529,25 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 	}
 	writeJSON(rs.w, status, errorBody{Error: apiError{Message: msg, Type: typeForStatus(status), Code: code, Provider: rs.provider}})
 	return status
+}
+
+// unrelayableStatus says what the upstream answered instead of an answer
+// or an error; for a redirect, where to (scheme and host only: the rest
+// may carry anything), the usual cause being a baseURL with the wrong
+// scheme or host.
+func unrelayableStatus(status int, h http.Header) string {
+	msg := fmt.Sprintf("the upstream answered %d", status)
+	if t := http.StatusText(status); t != "" {
+		msg += " " + t
+	}
+	if status < 300 || status > 399 {
+		return msg + ", which is neither an answer nor an error"
+	}
+	msg += "; the gateway does not follow redirects"
+	if u, err := url.Parse(headerValue(h, "Location")); err == nil && u.Host != "" && len(u.Host) <= 255 {
+		msg += fmt.Sprintf(" (it points to %s://%s: check the provider's baseURL)", u.Scheme, u.Host)
+	}
+	return msg
 }
 
 // explain logs what the model considered and why each excluded target or

@@ -832,6 +832,10 @@ func (c *Config) validate() []error {
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
+	} else if c.Server.MaxBodyBytes > maxMaxBodyBytes {
+		// Each request in flight may hold this much: a limit past any
+		// real request is none.
+		add(c.errAt("server.maxBodyBytes", "at most %d (1 GiB), got %d", int64(maxMaxBodyBytes), c.Server.MaxBodyBytes))
 	}
 	errs = append(errs, c.validateSurfaces()...)
 	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
@@ -1184,6 +1188,9 @@ func fallbackTargetProblem(eng *model.Engine, target string) string {
 	return ""
 }
 
+// maxMaxBodyBytes bounds server.maxBodyBytes.
+const maxMaxBodyBytes = 1 << 30
+
 // baseURLProblem says what is wrong with a provider's baseURL ("" when
 // nothing is): the gateway appends /chat/completions and /models to it, so
 // it must be an absolute http(s) URL with a host and without a query or
@@ -1198,6 +1205,8 @@ func baseURLProblem(s string) string {
 		return fmt.Sprintf("want an http:// or https:// URL with a host, got %q", redactURL(s))
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return fmt.Sprintf("must not have a query or a fragment (the gateway appends /chat/completions and /models to it), got %q", redactURL(s))
+	case strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/chat/completions"):
+		return fmt.Sprintf("want the API's base URL without /chat/completions (the gateway appends it), got %q", redactURL(s))
 	}
 	return ""
 }

@@ -82,6 +82,9 @@ type Gateway struct {
 	// bodyReadTimeout bounds the read of one request body (set before
 	// Serve; tests shorten it).
 	bodyReadTimeout time.Duration
+	// clientWriteGrace is what a client that stopped reading gets to take
+	// a cut attempt's last bytes (request.go; tests shorten it).
+	clientWriteGrace time.Duration
 
 	draining atomic.Bool
 	drainCh  chan struct{} // closed when Shutdown begins: cooldown waits that would outlast the drain end
@@ -234,6 +237,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.handler = g.routes()
 	g.base, g.cutAll = context.WithCancelCause(context.Background())
 	g.bodyReadTimeout = bodyReadTimeout
+	g.clientWriteGrace = clientWriteGrace
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -442,6 +446,10 @@ const (
 	// its head (408 past it): a body declared large and sent slowly holds
 	// a connection no longer than this.
 	bodyReadTimeout = 60 * time.Second
+	// clientWriteGrace is how long a client gets to take what is pending
+	// once an attempt was cut: a client that reads nothing holds its slot
+	// no longer than this past the cut.
+	clientWriteGrace = 5 * time.Second
 )
 
 // Serve serves the gateway on l until Shutdown; like http.Server.Serve it

@@ -213,19 +213,18 @@ func (g *Gateway) mgmt(h http.HandlerFunc) http.Handler {
 // readManagementBody reads a management body under maxManagementBody. A
 // declared length over it is refused before anything is read, so a client
 // that sent "Expect: 100-continue" gets its 413 instead of a 100 and then a
-// reset connection.
+// reset connection. A body that fails otherwise (a broken chunked framing,
+// a client gone, the server's read timeout) gets the answer readBody gives
+// it, not a 413.
 func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	tooLarge := func() ([]byte, bool) {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
-		return nil, false
-	}
-	if r.ContentLength > maxManagementBody {
-		w.Header().Set("Connection", "close") // the unread body stays on the connection
-		return tooLarge()
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
+	b, err := readBody(w, r, maxManagementBody, 0) // bounded in time by the server's ReadTimeout
 	if err != nil {
-		return tooLarge()
+		var e *errBadRequest
+		if !errors.As(err, &e) {
+			e = &errBadRequest{http.StatusBadRequest, "invalid_request", err.Error()}
+		}
+		writeError(w, e.status, e.code, e.msg)
+		return nil, false
 	}
 	return b, true
 }
@@ -1089,6 +1088,7 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 		return res
 	}
 	defer resp.Body.Close()
+	decodeGzip(resp) // as an attempt's answer is (transport.go)
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	res.Status = resp.StatusCode
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && json.Valid(b) {
@@ -1098,6 +1098,9 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 	res.Error = fmt.Sprintf("upstream answered %d", resp.StatusCode)
 	if resp.StatusCode == http.StatusNotFound {
 		res.Error += ": " + baseURLHint
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		res.Error = unrelayableStatus(resp.StatusCode, resp.Header) // where a redirect points
 	}
 	return res
 }

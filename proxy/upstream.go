@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,6 +32,10 @@ var (
 
 const maxErrorBody = 64 << 10
 const maxResponseBody = 64 << 20
+
+// firstAnswerBuffer bounds what a declared Content-Length reserves before
+// the body arrives.
+const firstAnswerBuffer = 64 << 10
 
 type resKind uint8
 
@@ -314,13 +319,19 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 
 // execute makes one upstream call under the phase timers and, on success,
 // delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) execResult {
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) (res execResult) {
 	to := &rs.s.UpstreamTimeouts
 	// A parent of its own per attempt (not reused in reqState: a finished
 	// attempt's timer may still be unlinking its context from it).
 	cctx := &clockCtx{Context: rs.ctx}
 	actx, cancel := context.WithCancelCause(cctx)
 	defer cancel(nil)
+	// A cut attempt (watchdog, timeout, drain) does not wait on a client
+	// that reads nothing (request.go); runs before cancel(nil) above.
+	rs.cw.watch(actx, rs.w, rs.g.clientWriteGrace)
+	defer func() {
+		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
+	}()
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
 	// the request's deadline), the same rule the simulator times by.
@@ -376,6 +387,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	// Nothing reads the request from the response: let it (its headers,
 	// URL and body reader) go while a stream is held.
 	resp.Request = nil
+	scrubHeader(resp.Header, conn.cfg.APIKey)
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// An error body is small and comes at once: it reads under the
@@ -393,10 +405,21 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
 			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 	}
+	if ce := headerValue(resp.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Encoded in a way the gateway did not ask for and does not decode
+		// (gzip is decoded, transport.go): not an answer it can validate.
+		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+	}
 	if wa := rs.wireFor(prov); wa != nil { // error bodies above stay native; a success reads as OpenAI
 		wa.wrap(resp, cand.Model)
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
+		if !rs.req.Stream {
+			// A stream to a request that asked for one JSON answer: a
+			// client of the API cannot read it, so it is not relayed (the
+			// output validation case, retried elsewhere).
+			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+		}
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
 		if cand.Resume {
 			return rs.pipeContinuation(actx, cancel, resp, cand) // proxy/resume.go
@@ -512,8 +535,11 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 			bufPool.Put(buf)
 		}
 	}()
-	if resp.ContentLength > 0 && resp.ContentLength < maxResponseBody {
-		buf.Grow(int(resp.ContentLength))
+	// Sized from the declared length only up to firstAnswerBuffer: past
+	// it the buffer grows with the bytes that arrive, so an answer that
+	// declares 60 MiB and sends one byte costs what arrived.
+	if resp.ContentLength > 0 {
+		buf.Grow(int(min(resp.ContentLength, firstAnswerBuffer)))
 	}
 	for {
 		if buf.Available() < 4<<10 {
@@ -740,6 +766,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				}
 				return delivered // attempt flushes the end once the outcome is recorded and counted
 			}
+			if err == errEventTooLarge {
+				// Not a stream anyone can read: the model's output
+				// validation case, as a malformed event is.
+				q := model.Outcome{Kind: model.OutcomeQuality}
+				code, _ := model.StreamErrorCode(q)
+				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
+			}
 			if err == io.EOF && !sawEvent && !committed {
 				err = io.ErrUnexpectedEOF
 			}
@@ -814,6 +847,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			}
 		}
 		if !committed {
+			if len(held)+len(raw) > maxStreamEvent {
+				// Metadata without end before any content: bounded as
+				// one event is.
+				q := model.Outcome{Kind: model.OutcomeQuality}
+				code, _ := model.StreamErrorCode(q)
+				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent))
+			}
 			held = append(held, raw...)
 			if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(eager && len(data) > 0) {
 				continue
