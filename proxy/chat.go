@@ -491,12 +491,7 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 		h.Set("Retry-After", strconv.FormatInt(max(1, (st.RetryAfterMs+999)/1000), 10))
 	}
 	f := rs.lastFail
-	if status < 400 || status > 599 {
-		// A final status a client cannot take as an error answer: a
-		// redirect (not followed: the request is not sent where an
-		// upstream points), 101 or another 1xx that ended the head, 600
-		// and up. Relayed, a 307 without its Location or a 101 would tell
-		// the client to follow nothing or to switch protocols.
+	if !model.Relayable(status) { // a redirect, a 1xx that ended the head, 600 and up
 		var hdr http.Header
 		if f != nil {
 			hdr = f.header
