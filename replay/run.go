@@ -735,14 +735,11 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 func readSSE(body io.Reader) (string, string, int, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	code, resumedBy, attempts := "", "", 0
+	code, by, attempts := "", "", 0
 	for sc.Scan() {
 		line := sc.Bytes()
-		if c, ok := bytes.CutPrefix(line, []byte(": "+proxy.ResumeComment+" ")); ok {
-			var p, conn string
-			if _, err := fmt.Sscanf(string(c), "provider=%s connection=%s attempts=%d", &p, &conn, &attempts); err == nil {
-				resumedBy = p + "/" + conn
-			}
+		if who, n, ok := resumedBy(line); ok {
+			by, attempts = who, n
 			continue
 		}
 		data, ok := bytes.CutPrefix(line, []byte("data:"))
@@ -758,7 +755,21 @@ func readSSE(body io.Reader) (string, string, int, error) {
 			}
 		}
 	}
-	return code, resumedBy, attempts, sc.Err()
+	return code, by, attempts, sc.Err()
+}
+
+// resumedBy reads the comment a resumed stream carries (proxy.ResumeComment):
+// who continued it, after how many attempts of the request.
+func resumedBy(line []byte) (by string, attempts int, ok bool) {
+	c, ok := bytes.CutPrefix(line, []byte(": "+proxy.ResumeComment+" "))
+	if !ok {
+		return "", 0, false
+	}
+	var p, conn string
+	if _, err := fmt.Sscanf(string(c), "provider=%s connection=%s attempts=%d", &p, &conn, &attempts); err != nil {
+		return "", 0, false
+	}
+	return p + "/" + conn, attempts, true
 }
 
 // errorCode reads the code of an OpenAI-shaped error body.
