@@ -47,25 +47,21 @@ type Gateway struct {
 	spare   []model.Change // the pump's second buffer (only the pump touches it)
 	kick    chan struct{}
 
-	store  StateStore
-	lower  []model.NamedLayer
-	setMu  sync.Mutex // serialises PATCH /api/resilience
-	saved  model.Layer
-	rt     atomic.Pointer[runtimeSettings]
-	combos map[string]*ComboConfig
+	store StateStore
+	lower []model.NamedLayer
+	setMu sync.Mutex // serialises PATCH /api/resilience
+	saved model.Layer
+	rt    atomic.Pointer[runtimeSettings]
 
 	provMu    sync.RWMutex
 	provs     map[string]*provRuntime
 	provOrder []string
 
-	// cfg, combos, clientKeys, mgmtKey and mgmtOpen hold the values at
-	// start; a config reload replaces them in the ops view, which is what
-	// requests read (g.view(), g.conf(): proxy/reload.go).
-	clientKeys []clientKey
-	ops        *opsState // reload, probes, operator metrics (proxy/ops.go)
-	leases     *leaseMgr // exclusive session leases (SPEC §2d; leases.go)
-	mgmtKey    [32]byte
-	mgmtOpen   bool
+	// cfg is the config at start; keys, combos and the management key
+	// live in the view a reload replaces, which is what requests read
+	// (g.view(), g.conf(): proxy/reload.go).
+	ops    *opsState // reload, probes, operator metrics (proxy/ops.go)
+	leases *leaseMgr // exclusive session leases (docs/leases.md)
 
 	gate      *gate
 	pace      *pacers
@@ -176,29 +172,16 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
-		store: opts.Store, lower: lower, saved: saved, combos: map[string]*ComboConfig{},
+		store: opts.Store, lower: lower, saved: saved,
 		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(opts.Now),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	g.logSavedOverrides() // proxy/ops_settings.go
 	g.ops = newOps(g, opts.Environ)
-	for i := range cfg.Combos {
-		g.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
-	}
 	for _, p := range cfg.Providers {
 		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
 		g.provOrder = append(g.provOrder, p.ID)
 	}
-	for _, k := range cfg.ClientKeys {
-		ck := clientKey{id: k.ID, digest: sha256.Sum256([]byte(k.Key))}
-		for _, a := range k.AllowedConnections {
-			ref, _ := model.ParseConnRef(a)
-			ck.allowed = append(ck.allowed, ref)
-		}
-		g.clientKeys = append(g.clientKeys, ck)
-	}
-	g.mgmtOpen = cfg.Server.ManagementKey == ""
-	g.mgmtKey = sha256.Sum256([]byte(cfg.Server.ManagementKey))
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, cfg.Providers)
 
 	st, err := opts.Store.Load(ctx)
