@@ -44,7 +44,7 @@ type reqState struct {
 	session string // hex SHA-256 of the session header; never the raw id
 	shared  bool   // quota-share combo: admission fails open
 
-	// lease is the fence claim of a managed request (SPEC §2d), nil for
+	// lease is the fence claim of a managed request (docs/leases.md), nil for
 	// others; leaseOwner its raw token, kept for the arbiter only (never
 	// logged).
 	lease      *model.LeaseClaim
@@ -319,7 +319,7 @@ func (rs *reqState) run() int {
 			if done, status := rs.attempt(&step.Attempt); done {
 				return status
 			}
-		case model.StepLimitReset: // SPEC §2b (proxy/spendwall.go)
+		case model.StepLimitReset: // docs/spendwall.md (proxy/spendwall.go)
 			if done, status := rs.limitReset(step); done {
 				return status
 			}
@@ -468,7 +468,7 @@ func (rs *reqState) clientGone() int {
 		// Not the client: the shutdown's drain ran out of time.
 		return rs.answerModelError(shuttingDown())
 	}
-	// The client is gone; 499 is for the logs and metrics (REFERENCE M11).
+	// The client is gone; 499 is for the logs and metrics (docs/selection.md#waiting-for-a-cooldown).
 	if !rs.committed {
 		rs.setHeaders(rs.w.Header())
 		writeError(rs.w, model.CodeClientClosed.HTTPStatus(), string(model.CodeClientClosed), "Request aborted")
@@ -546,7 +546,7 @@ func unrelayableStatus(status int, h http.Header) string {
 }
 
 // explain logs what the model considered and why each excluded target or
-// connection was left out (SPEC "does better" 21), at debug level.
+// connection was left out (docs/selection.md#explanations), at debug level.
 func (rs *reqState) explain(st *model.Step) {
 	var cands, excl strings.Builder
 	for i, c := range rs.sel.Candidates {

@@ -21,7 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is the gateway's config file (CONTRACTS §2).
+// Config is the gateway's config file (docs/config.md).
 type Config struct {
 	Server     ServerConfig      `yaml:"server"`
 	Store      StoreConfig       `yaml:"store"`
@@ -29,7 +29,7 @@ type Config struct {
 	Aliases    map[string]string `yaml:"aliases"`
 	Providers  []ProviderConfig  `yaml:"providers"`
 	Combos     []ComboConfig     `yaml:"combos"`
-	// Resilience is the "file" settings layer (SPEC §11.1), resolved with
+	// Resilience is the "file" settings layer (docs/settings.md#layers), resolved with
 	// model.Resolve together with the env and saved layers.
 	Resilience model.Layer `yaml:"resilience"`
 	// Demo serves providers whose baseURL is demo:// from an in-process
@@ -86,7 +86,7 @@ type ServerConfig struct {
 
 // DemoConfig is the `demo:` section.
 type DemoConfig struct {
-	// Faults is a fault-rule file (CONTRACTS §4 `upstream:` rules) for the
+	// Faults is a fault-rule file (docs/scenarios.md `upstream:` rules) for the
 	// in-process demo upstream, relative to the config file.
 	Faults string `yaml:"faults"`
 }
@@ -143,11 +143,11 @@ type ConnectionConfig struct {
 	DisableCooling      bool               `yaml:"disableCooling"`
 	RateLimitOverrides  RateLimitOverrides `yaml:"rateLimitOverrides"`
 	RateLimitProtection bool               `yaml:"rateLimitProtection"`
-	SpendWall           SpendWallConfig    `yaml:"spendWall"` // SPEC §2b (proxy/spendwall.go)
-	EgressIP            string             `yaml:"egressIp"`  // SPEC §7: set when requests leave through an egress proxy; else learned
+	SpendWall           SpendWallConfig    `yaml:"spendWall"` // docs/spendwall.md (proxy/spendwall.go)
+	EgressIP            string             `yaml:"egressIp"`  // docs/classification.md: set when requests leave through an egress proxy; else learned
 }
 
-// RateLimitOverrides are a connection's admission overrides (SPEC §4, §5).
+// RateLimitOverrides are a connection's admission overrides (docs/admission.md#concurrency-gates, docs/admission.md).
 type RateLimitOverrides struct {
 	ModelConcurrency   map[string]int `yaml:"modelConcurrency" json:"modelConcurrency,omitempty"`
 	MaxWaitMs          Millis         `yaml:"maxWaitMs" json:"maxWaitMs,omitempty"`
@@ -967,7 +967,7 @@ func (c *Config) validate() []error {
 		}
 	}
 	// shadows names the provider route a combo id or alias would hide:
-	// combos, then aliases, resolve before provider/model (SPEC §11.6).
+	// combos, then aliases, resolve before provider/model (docs/settings.md#defaults).
 	shadows := func(id string) string {
 		pid, m, ok := strings.Cut(id, "/")
 		if p := provs[pid]; ok && p != nil && m != "" && (len(p.Models) == 0 || slices.Contains(p.Models, m)) {
@@ -1041,7 +1041,7 @@ func (c *Config) validate() []error {
 			add(err)
 		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
 			// A combo naming an unknown target is an error; so is the
-			// emergency fallback's (SPEC §11.7), which would otherwise be
+			// emergency fallback's (docs/api.md#operator-actions), which would otherwise be
 			// skipped silently when it is needed.
 			if eng, err := model.NewEngine(t, model.DefaultSettings(), nil); err == nil {
 				if problem := fallbackTargetProblem(eng, fs.EmergencyFallback.Target); problem != "" {
@@ -1085,11 +1085,11 @@ func (c *Config) Topology() (model.Topology, error) {
 			ContextWindows: p.ContextWindows, Continuation: p.Continuation}
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
-				MaxConcurrent:       cn.MaxConcurrent, // SPEC §4: a full connection goes after free siblings
+				MaxConcurrent:       cn.MaxConcurrent, // docs/admission.md#concurrency-gates: a full connection goes after free siblings
 				ModelConcurrency:    cn.RateLimitOverrides.ModelConcurrency,
-				RateLimitProtection: cn.RateLimitProtection, // SPEC §5: who goes through the admission queue
-				EgressIP:            cn.EgressIP,            // SPEC §7
-				SpendWall:           cn.SpendWall.model()})  // SPEC §2b
+				RateLimitProtection: cn.RateLimitProtection, // docs/admission.md: who goes through the admission queue
+				EgressIP:            cn.EgressIP,            // docs/classification.md
+				SpendWall:           cn.SpendWall.model()})  // docs/spendwall.md
 		}
 		t.Providers = append(t.Providers, pc)
 	}
@@ -1121,7 +1121,7 @@ func orDefault(s, def string) string {
 }
 
 // SettingsLayers resolves the resilience settings from the config file's
-// layer, the BREAKWATER_* environment and the saved layer (SPEC §11.1).
+// layer, the BREAKWATER_* environment and the saved layer (docs/settings.md#layers).
 // Problems in the file layer name the file and line.
 func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
 	lower := []model.NamedLayer{{Name: "file", Tree: c.Resilience}}

@@ -107,7 +107,7 @@ type provRuntime struct {
 	modelsURL string
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
-	egress    bool        // egress-bucketed (SPEC §7): learn each attempt's egress IP
+	egress    bool        // egress-bucketed (docs/classification.md): learn each attempt's egress IP
 	pool      *upstreamPool
 }
 
@@ -212,7 +212,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g.unlock()
 
-	g.restoreEgress(ctx) // SPEC §7: last known egress IPs (proxy/egress.go)
+	g.restoreEgress(ctx) // docs/classification.md: last known egress IPs (proxy/egress.go)
 	g.leases = newLeaseMgr(ctx, g)
 	g.transport = newTransport(g)
 	g.client = &http.Client{Transport: g.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -45,7 +45,7 @@ func (g *Gateway) routes() http.Handler {
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
 	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)              // ids hold a slash: provider/model
-	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (SPEC §2d)
+	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (docs/leases.md)
 	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
@@ -474,7 +474,7 @@ type queueView struct {
 }
 
 // handleHealth shows every breaker and every connection's cooldown in one
-// place (SPEC §9); the reads refresh expired state.
+// place (docs/README.md#troubleshooting); the reads refresh expired state.
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	now := g.modelNow()
 	g.lock()
@@ -623,7 +623,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkFallbackTarget refuses a patch that sets an emergency fallback
-// target naming no route (SPEC §11.7): the engine would skip it silently
+// target naming no route (docs/api.md#operator-actions): the engine would skip it silently
 // exactly when every target is excluded. A patch that does not touch
 // emergencyFallback is not held to a target from a lower layer.
 func (g *Gateway) checkFallbackTarget(patch model.Layer, s model.Settings) error {
@@ -865,7 +865,7 @@ type connectionPatch struct {
 	MaxConcurrent      *int                `json:"maxConcurrent"`
 	RateLimitOverrides *RateLimitOverrides `json:"rateLimitOverrides"`
 	// RateLimitProtection is accepted so a GET can be sent back, and
-	// deliberately ignored: POST /api/rate-limits changes it (SPEC §5).
+	// deliberately ignored: POST /api/rate-limits changes it (docs/admission.md).
 	RateLimitProtection *bool `json:"rateLimitProtection"`
 	HasCredentials      *bool `json:"hasCredentials"`
 }
@@ -904,7 +904,7 @@ func (cs *connectionPatches) UnmarshalJSON(b []byte) error {
 
 // handlePutProvider updates a provider's base URL, caps and connection
 // credentials. New credentials clear the connection's terminal state
-// (SPEC §11.7); rateLimitProtection is never touched here.
+// (docs/api.md#operator-actions); rateLimitProtection is never touched here.
 func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	var body providerPatch
@@ -1043,7 +1043,7 @@ type testResult struct {
 }
 
 // handleTestProvider sends one cheap request (GET {base}/models) per
-// connection; a valid answer is reported to the model (SPEC §11.7).
+// connection; a valid answer is reported to the model (docs/api.md#operator-actions).
 func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	p := g.provider(id)
@@ -1105,7 +1105,7 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 	return res
 }
 
-// handleRateLimits sets a connection's rateLimitProtection (SPEC §5).
+// handleRateLimits sets a connection's rateLimitProtection (docs/admission.md).
 func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ConnectionID string `json:"connectionId"`
@@ -1128,7 +1128,7 @@ func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The choice lives in the connection's model state: persisted and shared
-	// with other replicas like a cooldown, so it survives a restart (SPEC §5).
+	// with other replicas like a cooldown, so it survives a restart (docs/admission.md).
 	g.lock()
 	err = g.eng.SetRateLimitProtection(g.modelNow(), ref, *body.Enabled)
 	prot, queued, _ := g.eng.RateLimitProtection(ref)
