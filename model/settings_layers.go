@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
 	"math"
 	"slices"
 	"strconv"
@@ -778,7 +779,7 @@ func joinSettingsPath(path, key string) string {
 
 func unknownSettingsKey(field, key string, n *settingsNode) *SettingsError {
 	names := n.fieldNames()
-	return &SettingsError{Field: field, Problem: ProblemUnknownKey, Suggestion: NearestName(key, names), Known: names}
+	return &SettingsError{Field: field, Problem: ProblemUnknownKey, Suggestion: suggest.Nearest(key, names), Known: names}
 }
 
 // ---------------------------------------------------------------------------
@@ -963,38 +964,6 @@ func walkSettingsLeaves(v any, n *settingsNode, path string, emptyMaps bool, fn 
 }
 
 // ---------------------------------------------------------------------------
-// Nearest names
-
-// NearestName returns the candidate closest to name (Levenshtein,
-// case-insensitive), or "" when none is close enough to be a likely typo.
-// It is the one "did you mean" rule of every input breakwater reads: settings
-// keys and variables, the model names of an unknown-model 404, the config
-// file, scenario, fault and chaos files. A name of three letters or more that
-// one candidate contains (or is contained in) counts as one edit away; a
-// shorter one would match nearly everything.
-func NearestName(name string, candidates []string) string {
-	best, bestD, bestEdits := "", -1, 0
-	ln := strings.ToLower(name)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		edits := EditDistance(ln, lc)
-		d := edits
-		if len(ln) >= 3 && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
-			d = min(d, 1)
-		}
-		// Ties go to the fewer real edits (maxWaitM is maxWaitMs before
-		// executionMaxWaitMs, which merely contains it), then byte order.
-		if bestD < 0 || d < bestD || (d == bestD && (edits < bestEdits || edits == bestEdits && c < best)) {
-			best, bestD, bestEdits = c, d, edits
-		}
-	}
-	if bestD < 0 || bestD > max(2, len([]rune(name))/3) {
-		return ""
-	}
-	return best
-}
-
-// ---------------------------------------------------------------------------
 // Environment
 
 // EnvVar documents one BREAKWATER_* settings variable.
@@ -1130,7 +1099,7 @@ func EnvLayer(environ []string) (Layer, error) {
 			next, err = SetPath(l, path, raw)
 		} else if SettingsEnvOwned(name) {
 			p = append(p, &SettingsError{Field: name, Problem: ProblemUnknownVariable,
-				Suggestion: NearestName(name, names), Source: "env"})
+				Suggestion: suggest.Nearest(name, names), Source: "env"})
 			continue
 		} else {
 			continue

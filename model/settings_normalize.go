@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
 	"math"
 	"slices"
 	"sort"
@@ -104,7 +105,7 @@ func (e *SettingsError) Error() string {
 
 // SettingsErrors returns every *SettingsError in err (joined or wrapped), in
 // order; nil when there is none.
-func SettingsErrors(err error) []*SettingsError { return ErrorsOf[*SettingsError](err) }
+func SettingsErrors(err error) []*SettingsError { return suggest.ErrorsOf[*SettingsError](err) }
 
 // settingProblems collects SettingsErrors in a deterministic order.
 type settingProblems []*SettingsError

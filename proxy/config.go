@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	didyoumean "github.com/breakwater-gw/breakwater/internal/suggest"
 	"io"
 	"net"
 	"net/url"
@@ -220,7 +221,7 @@ func (e *ConfigError) Error() string {
 }
 
 // ConfigErrors lists every *ConfigError in err.
-func ConfigErrors(err error) []*ConfigError { return model.ErrorsOf[*ConfigError](err) }
+func ConfigErrors(err error) []*ConfigError { return didyoumean.ErrorsOf[*ConfigError](err) }
 
 // LoadConfig reads and validates a config file. environ (os.Environ()) feeds
 // ${ENV} expansion; unset variables expand to "" and are reported in
@@ -622,7 +623,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				continue
 			}
 			if !ok {
-				if s := model.NearestName(key, names); s != "" {
+				if s := didyoumean.Nearest(key, names); s != "" {
 					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
 				} else {
 					d.fail(k, fp, "unknown key %q (known keys: %s)", key, strings.Join(names, ", "))
@@ -1054,7 +1055,7 @@ func (c *Config) validate() []error {
 }
 
 func suggest(name string, known []string) string {
-	if s := model.NearestName(name, known); s != "" {
+	if s := didyoumean.Nearest(name, known); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return fmt.Sprintf(" (known: %s)", strings.Join(known, ", "))

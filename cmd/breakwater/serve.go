@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
 	"log/slog"
 	"net"
 	"net/http"
@@ -197,7 +198,7 @@ func envTypoWarnings(environ []string, referenced func(string) bool) []string {
 				best, bestD = "", -1
 				break
 			}
-			if d := model.EditDistance(name, k); d < bestD {
+			if d := suggest.EditDistance(name, k); d < bestD {
 				best, bestD = k, d
 			}
 		}
