@@ -29,8 +29,17 @@ func modelImports() map[string]bool {
 		// pure helpers held to the same rule by TestPurityOfHelpers
 		"github.com/breakwater-gw/breakwater/internal/jsonscan":  true,
 		"github.com/breakwater-gw/breakwater/internal/jsonvalid": true,
+		"github.com/breakwater-gw/breakwater/internal/lenient":   true,
 		"github.com/breakwater-gw/breakwater/internal/suggest":   true,
 	}
+}
+
+// The settings codec (model/settings) is held to model's rule: it may
+// import what model imports, and model.
+func TestPuritySettingsCodec(t *testing.T) {
+	allowed := modelImports()
+	allowed["github.com/breakwater-gw/breakwater/model"] = true
+	checkPure(t, "settings", allowed)
 }
 
 // The packages model/ calls are held to the same rule, each with the
@@ -39,7 +48,9 @@ func TestPurityOfHelpers(t *testing.T) {
 	for dir, allowed := range map[string]map[string]bool{
 		"../internal/jsonscan":  {"math/bits": true, "unicode/utf16": true, "unicode/utf8": true},
 		"../internal/jsonvalid": {"encoding/binary": true, "math/bits": true},
-		"../internal/suggest":   {"strings": true},
+		"../internal/lenient": {"encoding/json": true, "errors": true, "fmt": true, "math": true,
+			"strconv": true, "strings": true, "time": true},
+		"../internal/suggest": {"strings": true},
 	} {
 		checkPure(t, dir, allowed)
 	}

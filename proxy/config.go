@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	didyoumean "github.com/breakwater-gw/breakwater/internal/suggest"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net"
 	"net/url"
@@ -31,8 +32,8 @@ type Config struct {
 	Providers  []ProviderConfig  `yaml:"providers"`
 	Combos     []ComboConfig     `yaml:"combos"`
 	// Resilience is the "file" settings layer (SPEC §11.1), resolved with
-	// model.Resolve together with the env and saved layers.
-	Resilience model.Layer `yaml:"resilience"`
+	// settings.Resolve together with the env and saved layers.
+	Resilience settings.Layer `yaml:"resilience"`
 	// Demo serves providers whose baseURL is demo:// from an in-process
 	// fault upstream (make run; see examples/demo.yaml).
 	Demo DemoConfig `yaml:"demo"`
@@ -357,7 +358,7 @@ func (c *Config) checkSettings(environ []string) []error {
 	}
 	lower, err := c.SettingsLayers(environ)
 	if err == nil {
-		_, _, err = model.Resolve(lower...)
+		_, _, err = settings.Resolve(lower...)
 	}
 	if err != nil {
 		errs = append(errs, c.settingsError(err))
@@ -519,7 +520,7 @@ func joinField(path, key string) string {
 }
 
 var (
-	layerType  = reflect.TypeOf(model.Layer(nil))
+	layerType  = reflect.TypeOf(settings.Layer(nil))
 	millisType = reflect.TypeOf(Millis(0))
 	targetType = reflect.TypeOf(ComboTarget{})
 )
@@ -570,7 +571,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want a mapping of resilience settings")
 			return
 		}
-		v.Set(reflect.ValueOf(model.Layer(m)))
+		v.Set(reflect.ValueOf(settings.Layer(m)))
 		return
 	case v.Type() == targetType && n.Kind == yaml.ScalarNode:
 		v.Set(reflect.ValueOf(ComboTarget{Target: d.expand(n, path, n.Value)}))
@@ -702,7 +703,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// tree converts a node into the generic form model.LayerOf accepts,
+// tree converts a node into the generic form settings.LayerOf accepts,
 // recording the line of every path for later messages.
 func (d *nodeDecoder) tree(n *yaml.Node, path string) any {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -1036,7 +1037,7 @@ func (c *Config) validate() []error {
 		t, err := c.Topology()
 		if err != nil {
 			add(err)
-		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
+		} else if fs, _, err := settings.Resolve(settings.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
 			// A combo naming an unknown target is an error; so is the
 			// emergency fallback's (SPEC §11.7), which would otherwise be
 			// skipped silently when it is needed.
@@ -1120,8 +1121,8 @@ func orDefault(s, def string) string {
 // SettingsLayers resolves the resilience settings from the config file's
 // layer, the BREAKWATER_* environment and the saved layer (SPEC §11.1).
 // Problems in the file layer name the file and line.
-func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
-	lower := []model.NamedLayer{{Name: "file", Tree: c.Resilience}}
+func (c *Config) SettingsLayers(environ []string) ([]settings.NamedLayer, error) {
+	lower := []settings.NamedLayer{{Name: "file", Tree: c.Resilience}}
 	if len(c.envRefs) > 0 {
 		// A variable the file expands (${BREAKWATER_STREAM_URL}) is not a
 		// mistyped setting: only the settings' own names stay.
@@ -1130,11 +1131,11 @@ func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
 			return c.envRefs[name] && !settingsVar(name)
 		})
 	}
-	envL, err := model.EnvLayer(environ)
+	envL, err := settings.EnvLayer(environ)
 	if err != nil {
 		return nil, err
 	}
-	return append(lower, model.NamedLayer{Name: "env", Tree: envL}), nil
+	return append(lower, settings.NamedLayer{Name: "env", Tree: envL}), nil
 }
 
 // settingsError rewrites the model's settings errors of the file layer into
@@ -1272,7 +1273,7 @@ func (c *Config) ReferencesEnv(name string) bool { return c != nil && c.envRefs[
 // the generic BREAKWATER_SETTINGS__ form).
 var settingsVar = func() func(string) bool {
 	names := map[string]bool{}
-	for _, v := range model.EnvVars() {
+	for _, v := range settings.EnvVars() {
 		names[v.Name] = true
 	}
 	return func(name string) bool { return names[name] || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") }
