@@ -28,11 +28,11 @@ import (
 //
 // Precedence, lowest to highest: built-in defaults < "file" < "env" <
 // "saved" (PATCH, persisted). Resolve deep-merges the layers in the order given
-// over DefaultSettings: objects merge key by key (RFC 7386), arrays and scalars
+// over model.DefaultSettings: objects merge key by key (RFC 7386), arrays and scalars
 // replace. Inside a layer passed to Resolve, null means "this layer does not
 // set the key" (the lower layers apply); MergePatch uses null to delete a
 // saved key. Per-connection overrides are applied later by the engine
-// (Settings.QueueBudgets). Keys are matched exactly (case-sensitive); an
+// (model.Settings.QueueBudgets). Keys are matched exactly (case-sensitive); an
 // unknown key is an error naming its path and the nearest known key.
 //
 // Scalars are accepted leniently so quoting in YAML, env or `-set` never
@@ -40,7 +40,7 @@ import (
 //   - *Ms fields: an integer (ms), a string holding one, or a Go duration
 //     string ("30s", "1m30s", "250ms") that is a whole number of milliseconds;
 //   - integers: a whole number or a string holding one (integers beyond int64
-//     saturate, then Normalize clamps);
+//     saturate, then model.Normalize clamps);
 //   - booleans: true/false, or the strings true/1/on and false/0/off (any case).
 //
 // Paths are dotted JSON keys ("providerBreaker.apikey.failureThreshold").
@@ -74,9 +74,9 @@ const (
 // ---------------------------------------------------------------------------
 // Resolve
 
-// Resolve merges the layers, lowest precedence first, over DefaultSettings,
+// Resolve merges the layers, lowest precedence first, over model.DefaultSettings,
 // decodes the result strictly and normalises it. Every layer is checked on its
-// own first, so an error names the layer (SettingsError.Source) as well as the
+// own first, so an error names the layer (model.SettingsError.Source) as well as the
 // key. Sources tells, for every leaf, which layer supplied it.
 func Resolve(layers ...NamedLayer) (model.Settings, Sources, error) {
 	tree := map[string]any(Full(model.DefaultSettings()))
@@ -151,7 +151,7 @@ func withSettingsSource(err error, source string) error {
 }
 
 // checkSettingsLayer decodes a canonical layer on its own: unknown keys and
-// wrong types are reported; values are not range-checked (Normalize clamps).
+// wrong types are reported; values are not range-checked (model.Normalize clamps).
 func checkSettingsLayer(l Layer) error {
 	var d settingsDecoder
 	d.check(map[string]any(l), settingsSchema, "", 0)
@@ -309,7 +309,7 @@ func ApplyPatch(lower []NamedLayer, saved, patch Layer) (Layer, model.Settings, 
 // and taken as a plain string otherwise, so "30s" works for *Ms fields. JSON
 // null removes the key from the layer. An unknown path is an error naming the
 // nearest known key; a value of the wrong type is an error too (ranges are
-// Normalize's business). l is not modified.
+// model.Normalize's business). l is not modified.
 func SetPath(l Layer, path string, value string) (Layer, error) {
 	segs, err := splitSettingsPath(path)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// ClampedValue is a number a settings layer asked for that Normalize moved
+// ClampedValue is a number a settings layer asked for that model.Normalize moved
 // into its range: the API answers with the value it applied, and says so.
 type ClampedValue struct {
 	Field     string      `json:"field"`
