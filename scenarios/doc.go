@@ -14,4 +14,3 @@
 // The package builds a sim.Scenario; running it is sim's job. It must never
 // interpret a status or decide anything a rule decides.
 package scenarios
-
