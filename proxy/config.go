@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	didyoumean "github.com/breakwater-gw/breakwater/internal/suggest"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net"
 	"net/url"
@@ -30,8 +32,8 @@ type Config struct {
 	Providers  []ProviderConfig  `yaml:"providers"`
 	Combos     []ComboConfig     `yaml:"combos"`
 	// Resilience is the "file" settings layer (docs/settings.md#layers), resolved with
-	// model.Resolve together with the env and saved layers.
-	Resilience model.Layer `yaml:"resilience"`
+	// settings.Resolve together with the env and saved layers.
+	Resilience settings.Layer `yaml:"resilience"`
 	// Demo serves providers whose baseURL is demo:// from an in-process
 	// fault upstream (make run; see examples/demo.yaml).
 	Demo DemoConfig `yaml:"demo"`
@@ -220,7 +222,7 @@ func (e *ConfigError) Error() string {
 }
 
 // ConfigErrors lists every *ConfigError in err.
-func ConfigErrors(err error) []*ConfigError { return model.ErrorsOf[*ConfigError](err) }
+func ConfigErrors(err error) []*ConfigError { return didyoumean.ErrorsOf[*ConfigError](err) }
 
 // LoadConfig reads and validates a config file. environ (os.Environ()) feeds
 // ${ENV} expansion; unset variables expand to "" and are reported in
@@ -356,7 +358,7 @@ func (c *Config) checkSettings(environ []string) []error {
 	}
 	lower, err := c.SettingsLayers(environ)
 	if err == nil {
-		_, _, err = model.Resolve(lower...)
+		_, _, err = settings.Resolve(lower...)
 	}
 	if err != nil {
 		errs = append(errs, c.settingsError(err))
@@ -518,7 +520,7 @@ func joinField(path, key string) string {
 }
 
 var (
-	layerType  = reflect.TypeOf(model.Layer(nil))
+	layerType  = reflect.TypeOf(settings.Layer(nil))
 	millisType = reflect.TypeOf(Millis(0))
 	targetType = reflect.TypeOf(ComboTarget{})
 )
@@ -569,7 +571,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want a mapping of resilience settings")
 			return
 		}
-		v.Set(reflect.ValueOf(model.Layer(m)))
+		v.Set(reflect.ValueOf(settings.Layer(m)))
 		return
 	case v.Type() == targetType && n.Kind == yaml.ScalarNode:
 		v.Set(reflect.ValueOf(ComboTarget{Target: d.expand(n, path, n.Value)}))
@@ -622,7 +624,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				continue
 			}
 			if !ok {
-				if s := model.NearestName(key, names); s != "" {
+				if s := didyoumean.Nearest(key, names); s != "" {
 					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
 				} else {
 					d.fail(k, fp, "unknown key %q (known keys: %s)", key, strings.Join(names, ", "))
@@ -701,7 +703,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// tree converts a node into the generic form model.LayerOf accepts,
+// tree converts a node into the generic form settings.LayerOf accepts,
 // recording the line of every path for later messages.
 func (d *nodeDecoder) tree(n *yaml.Node, path string) any {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -1039,7 +1041,7 @@ func (c *Config) validate() []error {
 		t, err := c.Topology()
 		if err != nil {
 			add(err)
-		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
+		} else if fs, _, err := settings.Resolve(settings.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
 			// A combo naming an unknown target is an error; so is the
 			// emergency fallback's (docs/api.md#operator-actions), which would otherwise be
 			// skipped silently when it is needed.
@@ -1058,7 +1060,7 @@ func (c *Config) validate() []error {
 }
 
 func suggest(name string, known []string) string {
-	if s := model.NearestName(name, known); s != "" {
+	if s := didyoumean.Nearest(name, known); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return fmt.Sprintf(" (known: %s)", strings.Join(known, ", "))
@@ -1123,8 +1125,8 @@ func orDefault(s, def string) string {
 // SettingsLayers resolves the resilience settings from the config file's
 // layer, the BREAKWATER_* environment and the saved layer (docs/settings.md#layers).
 // Problems in the file layer name the file and line.
-func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
-	lower := []model.NamedLayer{{Name: "file", Tree: c.Resilience}}
+func (c *Config) SettingsLayers(environ []string) ([]settings.NamedLayer, error) {
+	lower := []settings.NamedLayer{{Name: "file", Tree: c.Resilience}}
 	if len(c.envRefs) > 0 {
 		// A variable the file expands (${BREAKWATER_STREAM_URL}) is not a
 		// mistyped setting: only the settings' own names stay.
@@ -1133,11 +1135,11 @@ func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
 			return c.envRefs[name] && !settingsVar(name)
 		})
 	}
-	envL, err := model.EnvLayer(environ)
+	envL, err := settings.EnvLayer(environ)
 	if err != nil {
 		return nil, err
 	}
-	return append(lower, model.NamedLayer{Name: "env", Tree: envL}), nil
+	return append(lower, settings.NamedLayer{Name: "env", Tree: envL}), nil
 }
 
 // settingsError rewrites the model's settings errors of the file layer into
@@ -1280,7 +1282,7 @@ func (c *Config) ReferencesEnv(name string) bool { return c != nil && c.envRefs[
 // the generic BREAKWATER_SETTINGS__ form).
 var settingsVar = func() func(string) bool {
 	names := map[string]bool{}
-	for _, v := range model.EnvVars() {
+	for _, v := range settings.EnvVars() {
 		names[v.Name] = true
 	}
 	return func(name string) bool { return names[name] || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -48,9 +49,9 @@ type Gateway struct {
 	kick    chan struct{}
 
 	store StateStore
-	lower []model.NamedLayer
+	lower []settings.NamedLayer
 	setMu sync.Mutex // serialises PATCH /api/resilience
-	saved model.Layer
+	saved settings.Layer
 	rt    atomic.Pointer[runtimeSettings]
 
 	provMu    sync.RWMutex
@@ -97,7 +98,7 @@ type Gateway struct {
 
 type runtimeSettings struct {
 	s   model.Settings
-	src model.Sources
+	src settings.Sources
 }
 
 type provRuntime struct {
@@ -158,8 +159,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load saved settings: %w", err)
 	}
-	layers := append(append([]model.NamedLayer(nil), lower...), model.NamedLayer{Name: "saved", Tree: saved})
-	settings, src, err := model.Resolve(layers...)
+	layers := append(append([]settings.NamedLayer(nil), lower...), settings.NamedLayer{Name: "saved", Tree: saved})
+	settings, src, err := settings.Resolve(layers...)
 	if err != nil {
 		return nil, cfg.settingsError(err)
 	}

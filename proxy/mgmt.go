@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net/http"
 	"reflect"
@@ -557,7 +558,7 @@ func (g *Gateway) settingsView() map[string]any {
 	saved := g.saved
 	g.setMu.Unlock()
 	if saved == nil {
-		saved = model.Layer{}
+		saved = settings.Layer{}
 	}
 	return map[string]any{"settings": rt.s, "sources": rt.src, "saved": saved, "overrides": g.savedOverrides()}
 }
@@ -585,13 +586,13 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got null")
 		return
 	}
-	patch, err := model.ParseLayerJSON(b)
+	patch, err := settings.ParseLayerJSON(b)
 	if err != nil {
 		writeSettingsError(w, err)
 		return
 	}
 	g.setMu.Lock()
-	next, s, src, err := model.ApplyPatch(g.lower, g.saved, patch)
+	next, s, src, err := settings.ApplyPatch(g.lower, g.saved, patch)
 	if err == nil {
 		err = g.checkFallbackTarget(patch, s)
 	}
@@ -618,7 +619,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
 	g.logOperator("set", "", "", "", patch)
 	view := g.settingsView()
-	view["clamped"] = model.Clamped(patch, s) // numbers moved into their range, said rather than silent
+	view["clamped"] = settings.Clamped(patch, s) // numbers moved into their range, said rather than silent
 	writeJSON(w, http.StatusOK, view)
 }
 
@@ -626,7 +627,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 // target naming no route (docs/api.md#operator-actions): the engine would skip it silently
 // exactly when every target is excluded. A patch that does not touch
 // emergencyFallback is not held to a target from a lower layer.
-func (g *Gateway) checkFallbackTarget(patch model.Layer, s model.Settings) error {
+func (g *Gateway) checkFallbackTarget(patch settings.Layer, s model.Settings) error {
 	if _, ok := patch["emergencyFallback"]; !ok || s.EmergencyFallback.Target == "" {
 		return nil
 	}

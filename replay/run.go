@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -223,7 +224,7 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 		}
 	}
 	if o.ApplySettings {
-		if err := e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(sc.Settings.Layer()), nil); err != nil {
+		if err := e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(settings.Full(sc.Settings)), nil); err != nil {
 			return fmt.Errorf("applying the scenario's settings: %w", err)
 		}
 	} else {
@@ -233,7 +234,7 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 		if err := e.mgmt(ctx, http.MethodGet, "/api/resilience", nil, &v); err == nil {
 			got := model.DefaultSettings()
 			if json.Unmarshal(v.Settings, &got) == nil {
-				a, b := flatten(sc.Settings.Layer()), flatten(got.Layer())
+				a, b := flatten(settings.Full(sc.Settings)), flatten(settings.Full(got))
 				var diff []string
 				for _, k := range sortedKeys(a) {
 					if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
