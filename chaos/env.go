@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"log"
 	"log/slog"
@@ -544,7 +545,7 @@ func (t tolerantLoad) Load(ctx context.Context) (model.State, error) {
 
 // storedState returns what a gateway started now on the run's store would
 // restore: the store is flushed first.
-func (e *env) storedState(ctx context.Context) (model.State, model.Layer, error) {
+func (e *env) storedState(ctx context.Context) (model.State, settings.Layer, error) {
 	e.gwMu.Lock()
 	st := e.st
 	e.gwMu.Unlock()
@@ -569,15 +570,15 @@ func (e *env) storedState(ctx context.Context) (model.State, model.Layer, error)
 // must not write to the run's database.
 type fixedStore struct {
 	state model.State
-	saved model.Layer
+	saved settings.Layer
 }
 
-func (f fixedStore) Load(context.Context) (model.State, error)         { return f.state, nil }
-func (fixedStore) Apply([]model.Change)                                {}
-func (fixedStore) Flush(context.Context) error                         { return nil }
-func (fixedStore) Close(context.Context) error                         { return nil }
-func (f fixedStore) LoadSettings(context.Context) (model.Layer, error) { return f.saved, nil }
-func (fixedStore) SaveSettings(context.Context, model.Layer) error     { return nil }
+func (f fixedStore) Load(context.Context) (model.State, error)            { return f.state, nil }
+func (fixedStore) Apply([]model.Change)                                   {}
+func (fixedStore) Flush(context.Context) error                            { return nil }
+func (fixedStore) Close(context.Context) error                            { return nil }
+func (f fixedStore) LoadSettings(context.Context) (settings.Layer, error) { return f.saved, nil }
+func (fixedStore) SaveSettings(context.Context, settings.Layer) error     { return nil }
 
 // twin is a second in-process gateway restored from a state.
 type twin struct {
@@ -586,7 +587,7 @@ type twin struct {
 	done chan struct{}
 }
 
-func (e *env) startTwin(ctx context.Context, s model.State, saved model.Layer) (*twin, error) {
+func (e *env) startTwin(ctx context.Context, s model.State, saved settings.Layer) (*twin, error) {
 	cfg := *e.cfg
 	cfg.Server.Listen = "127.0.0.1:0"
 	gw, err := proxy.New(ctx, &cfg, proxy.Options{Logger: e.log, Store: fixedStore{s, saved}, Environ: e.opts.Environ, Seed: e.opts.Seed})

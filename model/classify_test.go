@@ -618,3 +618,13 @@ func TestBuiltinRulesAreReachable(t *testing.T) {
 		}
 	}
 }
+
+// Relayable: only a 4xx or 5xx final status reaches a client as an error
+// answer; redirects, 1xx and 600+ become the shell's 502.
+func TestRelayableOnlyErrorStatuses(t *testing.T) {
+	for status, want := range map[int]bool{101: false, 200: false, 301: false, 307: false, 399: false, 400: true, 429: true, 599: true, 600: false, 999: false} {
+		if got := Relayable(status); got != want {
+			t.Errorf("Relayable(%d) = %v, want %v", status, got, want)
+		}
+	}
+}

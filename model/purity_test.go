@@ -16,15 +16,51 @@ import (
 // does I/O, or draws from global randomness. The proxy and the simulator must
 // decide identically, which only holds if every input arrives as an argument.
 func TestPurity(t *testing.T) {
-	allowedImports := map[string]bool{
+	checkPure(t, ".", modelImports())
+}
+
+// modelImports are the packages model/ may import.
+func modelImports() map[string]bool {
+	return map[string]bool{
 		"bytes": true, "cmp": true, "encoding/json": true, "errors": true, "fmt": true,
 		"math": true, "math/bits": true, "math/rand/v2": true, "maps": true, "regexp": true,
 		"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
 		"unicode": true, "unicode/utf8": true, "unicode/utf16": true,
-		// a pure function (encoding/json.Valid, faster); its own imports
-		// are pinned by TestPurityOfJSONValid
+		// pure helpers held to the same rule by TestPurityOfHelpers
+		"github.com/breakwater-gw/breakwater/internal/jsonscan":  true,
 		"github.com/breakwater-gw/breakwater/internal/jsonvalid": true,
+		"github.com/breakwater-gw/breakwater/internal/lenient":   true,
+		"github.com/breakwater-gw/breakwater/internal/suggest":   true,
 	}
+}
+
+// The settings codec (model/settings) is held to model's rule: it may
+// import what model imports, and model.
+func TestPuritySettingsCodec(t *testing.T) {
+	allowed := modelImports()
+	allowed["github.com/breakwater-gw/breakwater/model"] = true
+	checkPure(t, "settings", allowed)
+}
+
+// The packages model/ calls are held to the same rule, each with the
+// imports it needs.
+func TestPurityOfHelpers(t *testing.T) {
+	for dir, allowed := range map[string]map[string]bool{
+		"../internal/jsonscan":  {"math/bits": true, "unicode/utf16": true, "unicode/utf8": true},
+		"../internal/jsonvalid": {"encoding/binary": true, "math/bits": true},
+		"../internal/lenient": {"encoding/json": true, "errors": true, "fmt": true, "math": true,
+			"strconv": true, "strings": true, "time": true},
+		"../internal/suggest": {"strings": true},
+	} {
+		checkPure(t, dir, allowed)
+	}
+}
+
+// checkPure fails t when a non-test Go file of dir imports a package outside
+// allowed, reads the wall clock, sleeps, starts goroutines, uses channels or
+// draws from global randomness.
+func checkPure(t *testing.T, dir string, allowedImports map[string]bool) {
+	t.Helper()
 	// time is allowed for its types, parsing and arithmetic only.
 	forbiddenSelectors := map[string]map[string]bool{
 		"time": {"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true, "AfterFunc": true,
@@ -33,7 +69,7 @@ func TestPurity(t *testing.T) {
 	// math/rand/v2 is allowed only to build an injected, seeded generator.
 	randAllowed := map[string]bool{"New": true, "NewPCG": true, "NewChaCha8": true, "Rand": true, "Source": true, "PCG": true, "ChaCha8": true}
 
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +92,7 @@ func TestPurity(t *testing.T) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			if !allowedImports[path] {
-				t.Errorf("%s imports %q: model/ must stay pure (no I/O, clock, sync or globals)", name, path)
+				t.Errorf("%s imports %q: it must stay pure (no I/O, clock, sync or globals)", name, path)
 			}
 			ln := path[strings.LastIndex(path, "/")+1:]
 			if path == "math/rand/v2" {
@@ -94,31 +130,6 @@ func TestPurity(t *testing.T) {
 		})
 	}
 	if checked == 0 {
-		t.Fatal("no model source files were checked")
-	}
-}
-
-// The validator model/ calls on every stream event is held to the same
-// rule: no I/O, clock, sync or randomness among its imports.
-func TestPurityOfJSONValid(t *testing.T) {
-	allowed := map[string]bool{"encoding/binary": true, "math/bits": true}
-	files, err := filepath.Glob("../internal/jsonvalid/*.go")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no jsonvalid sources: %v", err)
-	}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			if path, _ := strconv.Unquote(imp.Path.Value); !allowed[path] {
-				t.Errorf("%s imports %q: the validator model/ calls must stay pure", name, path)
-			}
-		}
+		t.Fatalf("no source files were checked in %s", dir)
 	}
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
 	"maps"
 	"slices"
 	"sort"
@@ -86,7 +87,7 @@ func (e *Engine) resolve(name string, aliases bool) (Route, error) {
 		}
 	}
 	sort.Strings(cands)
-	near := NearestName(name, cands)
+	near := suggest.Nearest(name, cands)
 	if len(cands) > 12 {
 		cands = append(cands[:12], "...")
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/lenient"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
 	"math"
 	"slices"
 	"sort"
@@ -54,9 +56,13 @@ func DefaultLockoutErrorCodes() []int { return []int{403, 404, 429, 502, 503, 50
 // the settings tree.
 const ProblemUnknownKey = "unknown key"
 
+// ProblemUnknownVariable is the Problem of a SettingsError for an unknown
+// BREAKWATER_* settings variable; Field holds the variable's name.
+const ProblemUnknownVariable = "unknown variable"
+
 // SettingsError is one problem with one settings value. Invalid settings are
-// never partially applied: Normalize, Resolve, MergePatch, SetPath and EnvLayer
-// return every problem they found, each as a *SettingsError joined with
+// never partially applied: Normalize and the settings codec (model/settings:
+// Resolve, MergePatch, SetPath, EnvLayer) return every problem they found, each as a *SettingsError joined with
 // errors.Join (errors.As finds the first; SettingsErrors lists them all).
 type SettingsError struct {
 	// Field is the dotted JSON path of the value, e.g.
@@ -104,7 +110,7 @@ func (e *SettingsError) Error() string {
 
 // SettingsErrors returns every *SettingsError in err (joined or wrapped), in
 // order; nil when there is none.
-func SettingsErrors(err error) []*SettingsError { return ErrorsOf[*SettingsError](err) }
+func SettingsErrors(err error) []*SettingsError { return suggest.ErrorsOf[*SettingsError](err) }
 
 // settingProblems collects SettingsErrors in a deterministic order.
 type settingProblems []*SettingsError
@@ -156,11 +162,11 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	} else {
 		v = json.Number(b)
 	}
-	ms, err := parseSettingMillis(v)
+	ms, err := lenient.Millis(v)
 	if err != nil {
 		return err
 	}
-	*m = ms
+	*m = Millis(ms)
 	return nil
 }
 
@@ -173,102 +179,6 @@ func (m Millis) Duration() time.Duration {
 		return time.Duration(math.MinInt64)
 	}
 	return time.Duration(m) * time.Millisecond
-}
-
-// parseSettingMillis parses a canonical tree value (json.Number or string) as
-// milliseconds.
-func parseSettingMillis(v any) (Millis, error) {
-	switch x := v.(type) {
-	case json.Number:
-		n, err := parseSettingWhole(string(x))
-		if err != nil {
-			return 0, fmt.Errorf("want milliseconds (an integer) or a Go duration such as \"30s\", got %s", x)
-		}
-		return Millis(n), nil
-	case string:
-		s := strings.TrimSpace(x)
-		if n, err := parseSettingWhole(s); err == nil && s != "" {
-			return Millis(n), nil
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, fmt.Errorf("want milliseconds (an integer) or a Go duration such as \"30s\", got %q", x)
-		}
-		if d%time.Millisecond != 0 {
-			return 0, fmt.Errorf("duration %q is not a whole number of milliseconds", x)
-		}
-		return Millis(d / time.Millisecond), nil
-	default:
-		return 0, fmt.Errorf("want milliseconds (an integer) or a Go duration such as \"30s\", got %s", describeSettingValue(v))
-	}
-}
-
-// parseSettingWhole parses a decimal number that must be a whole number; integers
-// beyond int64 saturate (Normalize clamps them anyway).
-func parseSettingWhole(s string) (int64, error) {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, nil
-	} else if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-		if strings.HasPrefix(s, "-") {
-			return math.MinInt64, nil
-		}
-		return math.MaxInt64, nil
-	}
-	if !settingLooksNumeric(s) {
-		return 0, errors.New("not a number")
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, err
-	}
-	if math.IsNaN(f) || f != math.Trunc(f) {
-		return 0, errors.New("not a whole number")
-	}
-	switch {
-	case f >= math.MaxInt64:
-		return math.MaxInt64, nil
-	case f <= math.MinInt64:
-		return math.MinInt64, nil
-	}
-	return int64(f), nil
-}
-
-// settingLooksNumeric reports whether s is a JSON-style number literal (no "Inf",
-// "NaN", hex or underscores, which strconv would accept).
-func settingLooksNumeric(s string) bool {
-	if s == "" {
-		return false
-	}
-	digits := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			digits = true
-		case c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
-		default:
-			return false
-		}
-	}
-	return digits
-}
-
-func describeSettingValue(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return strconv.FormatBool(x)
-	case string:
-		return strconv.Quote(x)
-	case json.Number:
-		return string(x)
-	case []any:
-		return "an array"
-	case map[string]any, Layer:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // ---------------------------------------------------------------------------
@@ -598,4 +508,69 @@ func (s *Settings) QueueBudgets(o ConnOverrides) (maxWaitMs, executionMaxWaitMs 
 		executionMaxWaitMs = int64(min(o.ExecutionMaxWaitMs, msDay24h))
 	}
 	return maxWaitMs, executionMaxWaitMs
+}
+
+// ---------------------------------------------------------------------------
+// JSON form
+
+// plainSettings has Settings' fields without its methods, for encoding/json.
+type plainSettings Settings
+
+// MarshalJSON writes the full settings tree (the form of settings.Full):
+// every key in sorted order, empty maps as {} and empty lists as [], never
+// null, which PATCH would read as "delete".
+func (s Settings) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(plainSettings(s.withEmpties()))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// withEmpties returns s with every nil map and list of the tree replaced by
+// an empty one, sharing nothing it changes with s.
+func (s Settings) withEmpties() Settings {
+	for _, b := range []*BreakerProfile{&s.ProviderBreaker.OAuth, &s.ProviderBreaker.APIKey, &s.ProviderBreaker.Local} {
+		b.CooldownByKind = nonNilMap(b.CooldownByKind)
+	}
+	s.ModelLockout.ErrorCodes = nonNilList(s.ModelLockout.ErrorCodes)
+	s.BannedSignals = nonNilList(s.BannedSignals)
+	rules := make(map[string][]ProviderErrorRule, len(s.ProviderErrorRules))
+	for k, v := range s.ProviderErrorRules {
+		rules[k] = nonNilList(v)
+	}
+	s.ProviderErrorRules = rules
+	restated := make(map[string][]RestatementRule, len(s.StatusRestatements))
+	for k, v := range s.StatusRestatements {
+		list := make([]RestatementRule, len(v))
+		for i, r := range v {
+			r.FromStatuses = nonNilList(r.FromStatuses)
+			r.TextMarkers = nonNilList(r.TextMarkers)
+			r.ExcludeMarkers = nonNilList(r.ExcludeMarkers)
+			list[i] = r
+		}
+		restated[k] = list
+	}
+	s.StatusRestatements = restated
+	return s
+}
+
+func nonNilMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return m
+}
+
+func nonNilList[V any](l []V) []V {
+	if l == nil {
+		return []V{}
+	}
+	return l
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -210,54 +209,6 @@ func TestUntilDailyReset(t *testing.T) {
 	for _, c := range cases {
 		if got := untilDailyReset(c.now, c.resetMin); got != c.want {
 			t.Errorf("untilDailyReset(%d, %d) = %d, want %d", c.now-t0, c.resetMin, got, c.want)
-		}
-	}
-}
-
-func TestEditDistance(t *testing.T) {
-	cases := []struct {
-		a, b string
-		want int
-	}{{"failureThreshold", "failureTreshold", 1}, {"", "abc", 3}, {"same", "same", 0}, {"kitten", "sitting", 3}}
-	for _, c := range cases {
-		if got := EditDistance(c.a, c.b); got != c.want {
-			t.Errorf("EditDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-	long := strings.Repeat("x", 100)
-	if EditDistance(long, long) != 0 || EditDistance(long, long+"y") != 101 {
-		t.Error("long names compare by equality only")
-	}
-}
-
-func TestErrorsOf(t *testing.T) {
-	a, b := &SettingsError{Field: "a"}, &SettingsError{Field: "b"}
-	err := fmt.Errorf("wrapped: %w", errors.Join(a, errors.New("other"), fmt.Errorf("x: %w", b)))
-	got := ErrorsOf[*SettingsError](err)
-	if len(got) != 2 || got[0] != a || got[1] != b {
-		t.Fatalf("got %v", got)
-	}
-	if ErrorsOf[*SettingsError](nil) != nil || ErrorsOf[*SettingsError](errors.New("plain")) != nil {
-		t.Fatal("no match must be nil")
-	}
-}
-
-// TestNearestName pins the one "did you mean" rule every input shares: a
-// near miss within max(2, len/3) edits, case-insensitive, ties to the first
-// name in byte order, containment as one edit only for names of three letters
-// or more (a one-letter typo must not "contain" half the candidates).
-func TestNearestName(t *testing.T) {
-	known := []string{"maxWaitMs", "maxQueueDepth", "executionMaxWaitMs", "gpt-4o", "gpt-4o-mini"}
-	for in, want := range map[string]string{
-		"maxWaitMS":  "maxWaitMs",     // case only
-		"maxWaitM":   "maxWaitMs",     // one edit
-		"QueueDepth": "maxQueueDepth", // contained
-		"gpt-4":      "gpt-4o",        // tie broken by order: gpt-4o < gpt-4o-mini
-		"m":          "",              // too short to be contained; too far otherwise
-		"zzzzzzzz":   "",
-	} {
-		if got := NearestName(in, known); got != want {
-			t.Errorf("NearestName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

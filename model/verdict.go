@@ -225,3 +225,10 @@ type Verdict struct {
 	// Message is a short, credential-free description for lastError.
 	Message string
 }
+
+// Relayable reports whether an upstream's final status can reach a client
+// as an error answer: only 4xx and 5xx can. A redirect (never followed: a
+// request is not sent where an upstream points), a 1xx that ended the head
+// or a status of 600 and up would, relayed, tell the client to follow
+// nothing or to switch protocols; the shells answer 502 instead.
+func Relayable(status int) bool { return status >= 400 && status <= 599 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/breakwater-gw/breakwater/internal/jsonscan"
 	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
 
@@ -54,9 +55,20 @@ func ParseStreamEvent(data []byte) StreamEvent {
 	return decodeStreamEvent(data)
 }
 
+// scanChatChunk is the allocation-free reading of the common
+// chat-completions chunk (internal/jsonscan), as a StreamEvent; ok is false
+// when only decodeStreamEvent can answer.
+func scanChatChunk(data []byte) (StreamEvent, bool) {
+	c, ok := jsonscan.ChatChunk(data)
+	if !ok {
+		return StreamEvent{}, false
+	}
+	return StreamEvent{UsefulBytes: c.UsefulBytes, Reasoning: c.Reasoning, ToolCall: c.ToolCall, FinishReason: c.FinishReason}, true
+}
+
 // decodeStreamEvent is ParseStreamEvent's full decoder: every event shape,
 // with encoding/json's rules. scanChatChunk answers the common
-// chat-completions chunk the same way without it (model/streamscan.go).
+// chat-completions chunk the same way without it.
 func decodeStreamEvent(data []byte) StreamEvent {
 	var ev struct {
 		Type    string `json:"type"`

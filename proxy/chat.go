@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +44,13 @@ type reqState struct {
 	session string // hex SHA-256 of the session header; never the raw id
 	shared  bool   // quota-share combo: admission fails open
 
-	// lease is the fence claim of a managed request (SPEC §2d), nil for
+	// lease is the fence claim of a managed request (docs/leases.md), nil for
 	// others; leaseOwner its raw token, kept for the arbiter only (never
 	// logged).
 	lease      *model.LeaseClaim
 	leaseOwner string
 
+	cw          clientWrites // bounds a write to a client that stopped reading (request.go)
 	committed   bool
 	counted     bool         // in the request metrics (count)
 	lastFail    *failure     // the last upstream failure (body for the client)
@@ -317,7 +319,7 @@ func (rs *reqState) run() int {
 			if done, status := rs.attempt(&step.Attempt); done {
 				return status
 			}
-		case model.StepLimitReset: // SPEC §2b (proxy/spendwall.go)
+		case model.StepLimitReset: // docs/spendwall.md (proxy/spendwall.go)
 			if done, status := rs.limitReset(step); done {
 				return status
 			}
@@ -466,7 +468,7 @@ func (rs *reqState) clientGone() int {
 		// Not the client: the shutdown's drain ran out of time.
 		return rs.answerModelError(shuttingDown())
 	}
-	// The client is gone; 499 is for the logs and metrics (REFERENCE M11).
+	// The client is gone; 499 is for the logs and metrics (docs/selection.md#waiting-for-a-cooldown).
 	if !rs.committed {
 		rs.setHeaders(rs.w.Header())
 		writeError(rs.w, model.CodeClientClosed.HTTPStatus(), string(model.CodeClientClosed), "Request aborted")
@@ -489,6 +491,15 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 		h.Set("Retry-After", strconv.FormatInt(max(1, (st.RetryAfterMs+999)/1000), 10))
 	}
 	f := rs.lastFail
+	if !model.Relayable(status) { // a redirect, a 1xx that ended the head, 600 and up
+		var hdr http.Header
+		if f != nil {
+			hdr = f.header
+		}
+		writeJSON(rs.w, http.StatusBadGateway, errorBody{Error: apiError{Message: unrelayableStatus(status, hdr),
+			Type: typeForStatus(http.StatusBadGateway), Code: "upstream_bad_status", Provider: rs.provider}})
+		return http.StatusBadGateway
+	}
 	if f != nil && len(f.body) > 0 {
 		if body := clientErrorBody(f.body, status, rs.provider); body != nil {
 			ct := "application/json"
@@ -515,8 +526,27 @@ func (rs *reqState) answerUpstream(st *model.Step) int {
 	return status
 }
 
+// unrelayableStatus says what the upstream answered instead of an answer
+// or an error; for a redirect, where to (scheme and host only: the rest
+// may carry anything), the usual cause being a baseURL with the wrong
+// scheme or host.
+func unrelayableStatus(status int, h http.Header) string {
+	msg := fmt.Sprintf("the upstream answered %d", status)
+	if t := http.StatusText(status); t != "" {
+		msg += " " + t
+	}
+	if status < 300 || status > 399 {
+		return msg + ", which is neither an answer nor an error"
+	}
+	msg += "; the gateway does not follow redirects"
+	if u, err := url.Parse(headerValue(h, "Location")); err == nil && u.Host != "" && len(u.Host) <= 255 {
+		msg += fmt.Sprintf(" (it points to %s://%s: check the provider's baseURL)", u.Scheme, u.Host)
+	}
+	return msg
+}
+
 // explain logs what the model considered and why each excluded target or
-// connection was left out (SPEC "does better" 21), at debug level.
+// connection was left out (docs/selection.md#explanations), at debug level.
 func (rs *reqState) explain(st *model.Step) {
 	var cands, excl strings.Builder
 	for i, c := range rs.sel.Candidates {

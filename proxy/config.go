@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	didyoumean "github.com/breakwater-gw/breakwater/internal/suggest"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net"
 	"net/url"
@@ -21,7 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is the gateway's config file (CONTRACTS §2).
+// Config is the gateway's config file (docs/config.md).
 type Config struct {
 	Server     ServerConfig      `yaml:"server"`
 	Store      StoreConfig       `yaml:"store"`
@@ -29,9 +31,9 @@ type Config struct {
 	Aliases    map[string]string `yaml:"aliases"`
 	Providers  []ProviderConfig  `yaml:"providers"`
 	Combos     []ComboConfig     `yaml:"combos"`
-	// Resilience is the "file" settings layer (SPEC §11.1), resolved with
-	// model.Resolve together with the env and saved layers.
-	Resilience model.Layer `yaml:"resilience"`
+	// Resilience is the "file" settings layer (docs/settings.md#layers), resolved with
+	// settings.Resolve together with the env and saved layers.
+	Resilience settings.Layer `yaml:"resilience"`
 	// Demo serves providers whose baseURL is demo:// from an in-process
 	// fault upstream (make run; see examples/demo.yaml).
 	Demo DemoConfig `yaml:"demo"`
@@ -86,7 +88,7 @@ type ServerConfig struct {
 
 // DemoConfig is the `demo:` section.
 type DemoConfig struct {
-	// Faults is a fault-rule file (CONTRACTS §4 `upstream:` rules) for the
+	// Faults is a fault-rule file (docs/scenarios.md `upstream:` rules) for the
 	// in-process demo upstream, relative to the config file.
 	Faults string `yaml:"faults"`
 }
@@ -143,11 +145,11 @@ type ConnectionConfig struct {
 	DisableCooling      bool               `yaml:"disableCooling"`
 	RateLimitOverrides  RateLimitOverrides `yaml:"rateLimitOverrides"`
 	RateLimitProtection bool               `yaml:"rateLimitProtection"`
-	SpendWall           SpendWallConfig    `yaml:"spendWall"` // SPEC §2b (proxy/spendwall.go)
-	EgressIP            string             `yaml:"egressIp"`  // SPEC §7: set when requests leave through an egress proxy; else learned
+	SpendWall           SpendWallConfig    `yaml:"spendWall"` // docs/spendwall.md (proxy/spendwall.go)
+	EgressIP            string             `yaml:"egressIp"`  // docs/classification.md: set when requests leave through an egress proxy; else learned
 }
 
-// RateLimitOverrides are a connection's admission overrides (SPEC §4, §5).
+// RateLimitOverrides are a connection's admission overrides (docs/admission.md#concurrency-gates, docs/admission.md).
 type RateLimitOverrides struct {
 	ModelConcurrency   map[string]int `yaml:"modelConcurrency" json:"modelConcurrency,omitempty"`
 	MaxWaitMs          Millis         `yaml:"maxWaitMs" json:"maxWaitMs,omitempty"`
@@ -220,7 +222,7 @@ func (e *ConfigError) Error() string {
 }
 
 // ConfigErrors lists every *ConfigError in err.
-func ConfigErrors(err error) []*ConfigError { return model.ErrorsOf[*ConfigError](err) }
+func ConfigErrors(err error) []*ConfigError { return didyoumean.ErrorsOf[*ConfigError](err) }
 
 // LoadConfig reads and validates a config file. environ (os.Environ()) feeds
 // ${ENV} expansion; unset variables expand to "" and are reported in
@@ -356,7 +358,7 @@ func (c *Config) checkSettings(environ []string) []error {
 	}
 	lower, err := c.SettingsLayers(environ)
 	if err == nil {
-		_, _, err = model.Resolve(lower...)
+		_, _, err = settings.Resolve(lower...)
 	}
 	if err != nil {
 		errs = append(errs, c.settingsError(err))
@@ -518,7 +520,7 @@ func joinField(path, key string) string {
 }
 
 var (
-	layerType  = reflect.TypeOf(model.Layer(nil))
+	layerType  = reflect.TypeOf(settings.Layer(nil))
 	millisType = reflect.TypeOf(Millis(0))
 	targetType = reflect.TypeOf(ComboTarget{})
 )
@@ -569,7 +571,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want a mapping of resilience settings")
 			return
 		}
-		v.Set(reflect.ValueOf(model.Layer(m)))
+		v.Set(reflect.ValueOf(settings.Layer(m)))
 		return
 	case v.Type() == targetType && n.Kind == yaml.ScalarNode:
 		v.Set(reflect.ValueOf(ComboTarget{Target: d.expand(n, path, n.Value)}))
@@ -622,7 +624,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				continue
 			}
 			if !ok {
-				if s := model.NearestName(key, names); s != "" {
+				if s := didyoumean.Nearest(key, names); s != "" {
 					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
 				} else {
 					d.fail(k, fp, "unknown key %q (known keys: %s)", key, strings.Join(names, ", "))
@@ -701,7 +703,7 @@ func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// tree converts a node into the generic form model.LayerOf accepts,
+// tree converts a node into the generic form settings.LayerOf accepts,
 // recording the line of every path for later messages.
 func (d *nodeDecoder) tree(n *yaml.Node, path string) any {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -832,6 +834,10 @@ func (c *Config) validate() []error {
 	}
 	if c.Server.MaxBodyBytes < 0 {
 		add(c.errAt("server.maxBodyBytes", "must not be negative"))
+	} else if c.Server.MaxBodyBytes > maxMaxBodyBytes {
+		// Each request in flight may hold this much: a limit past any
+		// real request is none.
+		add(c.errAt("server.maxBodyBytes", "at most %d (1 GiB), got %d", int64(maxMaxBodyBytes), c.Server.MaxBodyBytes))
 	}
 	errs = append(errs, c.validateSurfaces()...)
 	if u := c.Store.URL; u != "" && !store.IsPostgresURL(u) && u != "memory" {
@@ -847,7 +853,7 @@ func (c *Config) validate() []error {
 		t, err := c.Topology()
 		if err != nil {
 			add(err)
-		} else if fs, _, err := model.Resolve(model.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
+		} else if fs, _, err := settings.Resolve(settings.NamedLayer{Name: "file", Tree: c.Resilience}); err == nil && fs.EmergencyFallback.Target != "" {
 			// A combo naming an unknown target is an error; so is the
 			// emergency fallback's (docs/api.md#operator-actions), which would otherwise be
 			// skipped silently when it is needed.
@@ -1086,7 +1092,7 @@ func (c *Config) validateClientKeys(provs map[string]*ProviderConfig, add func(e
 }
 
 func suggest(name string, known []string) string {
-	if s := model.NearestName(name, known); s != "" {
+	if s := didyoumean.Nearest(name, known); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return fmt.Sprintf(" (known: %s)", strings.Join(known, ", "))
@@ -1113,11 +1119,11 @@ func (c *Config) Topology() (model.Topology, error) {
 			ContextWindows: p.ContextWindows, Continuation: p.Continuation}
 		for _, cn := range p.Connections {
 			pc.Connections = append(pc.Connections, model.ConnectionConfig{ID: cn.ID, Priority: cn.Priority, Weight: cn.Weight, DisableCooling: cn.DisableCooling,
-				MaxConcurrent:       cn.MaxConcurrent, // SPEC §4: a full connection goes after free siblings
+				MaxConcurrent:       cn.MaxConcurrent, // docs/admission.md#concurrency-gates: a full connection goes after free siblings
 				ModelConcurrency:    cn.RateLimitOverrides.ModelConcurrency,
-				RateLimitProtection: cn.RateLimitProtection, // SPEC §5: who goes through the admission queue
-				EgressIP:            cn.EgressIP,            // SPEC §7
-				SpendWall:           cn.SpendWall.model()})  // SPEC §2b
+				RateLimitProtection: cn.RateLimitProtection, // docs/admission.md: who goes through the admission queue
+				EgressIP:            cn.EgressIP,            // docs/classification.md
+				SpendWall:           cn.SpendWall.model()})  // docs/spendwall.md
 		}
 		t.Providers = append(t.Providers, pc)
 	}
@@ -1149,10 +1155,10 @@ func orDefault(s, def string) string {
 }
 
 // SettingsLayers resolves the resilience settings from the config file's
-// layer, the BREAKWATER_* environment and the saved layer (SPEC §11.1).
+// layer, the BREAKWATER_* environment and the saved layer (docs/settings.md#layers).
 // Problems in the file layer name the file and line.
-func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
-	lower := []model.NamedLayer{{Name: "file", Tree: c.Resilience}}
+func (c *Config) SettingsLayers(environ []string) ([]settings.NamedLayer, error) {
+	lower := []settings.NamedLayer{{Name: "file", Tree: c.Resilience}}
 	if len(c.envRefs) > 0 {
 		// A variable the file expands (${BREAKWATER_STREAM_URL}) is not a
 		// mistyped setting: only the settings' own names stay.
@@ -1161,11 +1167,11 @@ func (c *Config) SettingsLayers(environ []string) ([]model.NamedLayer, error) {
 			return c.envRefs[name] && !settingsVar(name)
 		})
 	}
-	envL, err := model.EnvLayer(environ)
+	envL, err := settings.EnvLayer(environ)
 	if err != nil {
 		return nil, err
 	}
-	return append(lower, model.NamedLayer{Name: "env", Tree: envL}), nil
+	return append(lower, settings.NamedLayer{Name: "env", Tree: envL}), nil
 }
 
 // settingsError rewrites the model's settings errors of the file layer into
@@ -1216,6 +1222,9 @@ func fallbackTargetProblem(eng *model.Engine, target string) string {
 	return ""
 }
 
+// maxMaxBodyBytes bounds server.maxBodyBytes.
+const maxMaxBodyBytes = 1 << 30
+
 // baseURLProblem says what is wrong with a provider's baseURL ("" when
 // nothing is): the gateway appends /chat/completions and /models to it, so
 // it must be an absolute http(s) URL with a host and without a query or
@@ -1230,6 +1239,8 @@ func baseURLProblem(s string) string {
 		return fmt.Sprintf("want an http:// or https:// URL with a host, got %q", redactURL(s))
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return fmt.Sprintf("must not have a query or a fragment (the gateway appends /chat/completions and /models to it), got %q", redactURL(s))
+	case strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/chat/completions"):
+		return fmt.Sprintf("want the API's base URL without /chat/completions (the gateway appends it), got %q", redactURL(s))
 	}
 	return ""
 }
@@ -1303,7 +1314,7 @@ func (c *Config) ReferencesEnv(name string) bool { return c != nil && c.envRefs[
 // the generic BREAKWATER_SETTINGS__ form).
 var settingsVar = func() func(string) bool {
 	names := map[string]bool{}
-	for _, v := range model.EnvVars() {
+	for _, v := range settings.EnvVars() {
 		names[v.Name] = true
 	}
 	return func(name string) bool { return names[name] || strings.HasPrefix(name, "BREAKWATER_SETTINGS__") }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -361,7 +363,9 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 func TestSlowHeadIsClosedAtReadHeaderTimeout(t *testing.T) {
 	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
 	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadHeaderTimeout = 500 * time.Millisecond })
-	start := time.Now() // before the dial: the server's timer starts at its accept
+	// Taken before the dial: the server's header deadline starts once it
+	// has accepted the connection, never before this.
+	start := time.Now()
 	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -632,5 +636,461 @@ providers:
 	res.Body.Close()
 	if !strings.Contains(string(b), "tok14") || !strings.Contains(string(b), "[DONE]") {
 		t.Fatalf("a 1.5 s stream with 0.5 s read and body timeouts: %d %s", res.StatusCode, b)
+	}
+}
+
+// An upstream's final status that is neither an answer nor an error — a
+// redirect, 101 Switching Protocols, 304, a status of 600 and up — reaches
+// the client as 502 upstream_bad_status naming it (and a redirect's scheme
+// and host, never the rest of its Location), not relayed: a 101 would tell
+// the client its connection switched protocols, a 307 without its Location
+// leaves the client nothing to act on. The redirect is not followed.
+func TestUnrelayableUpstreamStatusIsA502(t *testing.T) {
+	answers := []string{
+		"HTTP/1.1 307 Temporary Redirect\r\nLocation: https://api.example.com/v1/chat/completions?key=sk-echoed\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.com/v1/chat/completions\r\nContent-Type: application/json\r\nContent-Length: 29\r\n\r\n{\"error\":{\"message\":\"moved\"}}",
+		"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: evil\r\n\r\n{\"error\":{\"message\":\"x\"}}",
+		"HTTP/1.1 304 Not Modified\r\n\r\n",
+		rawAnswer(999, chatAnswerJSON("not an answer")),
+	}
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			a := answers[int(n.Add(1)-1)%len(answers)]
+			io.WriteString(c, a)
+			if strings.Contains(a, " 101 ") {
+				return // the upgraded "protocol" ends at once
+			}
+		}
+	})
+	g := rawGW(t, up, `
+resilience:
+  requestBudget: {maxAttempts: 1}
+  waitForCooldown: {enabled: false}
+`)
+	for i, want := range []string{"307 Temporary Redirect; the gateway does not follow redirects (it points to https://api.example.com",
+		"301 Moved Permanently; the gateway does not follow redirects", "101 Switching Protocols", "304 Not Modified", "999"} {
+		r := g.chat("p/m")
+		if r.code != http.StatusBadGateway || r.errCode() != "upstream_bad_status" || !strings.Contains(r.body, want) {
+			t.Fatalf("answer %d: %d %s, want 502 upstream_bad_status naming %q", i, r.code, r.body, want)
+		}
+		if strings.Contains(r.body, "sk-echoed") || strings.Contains(r.body, "chat/completions") {
+			t.Fatalf("answer %d shows the Location past its host: %s", i, r.body)
+		}
+	}
+	if got := n.Load(); got != int64(len(answers)) {
+		t.Fatalf("%d upstream calls, want %d (a redirect is not followed)", got, len(answers))
+	}
+}
+
+// A stream event is bounded (maxStreamEvent), as an upstream head is: an
+// endless data line, endless lines without the blank line that ends an
+// event, or endless metadata events before any content end the attempt
+// with a typed answer — a 502 before commit, the stream's error event
+// after — and the heap grows by a bounded amount, not by what the
+// upstream sends.
+func TestStreamEventsAreBounded(t *testing.T) {
+	const sent = 128 << 20 // the upstream stops here; without a bound the heap grows past it
+	first := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\n"
+	role := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n"
+	for _, tc := range []struct {
+		name, prefix, repeat string
+		committed            bool
+	}{
+		{"endless line after content", first + "data: ", strings.Repeat("a", 64<<10), true},
+		{"endless line before any event", "data: ", strings.Repeat("a", 64<<10), false},
+		{"endless lines in one event", "", strings.Repeat("data: a\n", 8<<10), false},
+		{"endless metadata before content", "", strings.Repeat(role, 512), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := readRawRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+tc.prefix)
+				chunk := []byte(tc.repeat)
+				for n := 0; n < sent; n += len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			})
+			g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+			var r resp
+			grew := peakHeap(func() { r = g.stream("p/m") })
+			if tc.committed {
+				ev := sseEvents(r.body)
+				if r.code != 200 || len(ev) == 0 || !strings.Contains(ev[len(ev)-1], "stream event over") {
+					t.Fatalf("%d %q, want the stream's error event naming the bound", r.code, ev)
+				}
+			} else if r.code != 502 {
+				t.Fatalf("%d %s, want a typed 502", r.code, r.body)
+			}
+			if grew > 96<<20 {
+				t.Fatalf("the heap grew %d MiB reading one unbounded stream event", grew>>20)
+			}
+			t.Logf("%d; heap grew %d MiB", r.code, grew>>20)
+		})
+	}
+}
+
+// An answer gzip-encoded although the gateway asked for no encoding (a CDN
+// in front of an upstream does this) reaches the client decoded: a JSON
+// answer, a stream and an error body alike, never the compressed bytes
+// under a Content-Encoding the client did not ask for. Another encoding the
+// gateway cannot decode fails the output validation (502), not relayed.
+func TestGzipAnswersReachTheClientDecoded(t *testing.T) {
+	gz := func(s string) string {
+		var b strings.Builder
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.String()
+	}
+	head := func(status int, ct, ce string, body string) string {
+		return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s", status, http.StatusText(status), ct, ce, len(body), body)
+	}
+	stream := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"zipped"}}]}` + "\n\ndata: [DONE]\n\n"
+	errBody := `{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limited"}}`
+	answers := []string{
+		head(200, "application/json", "gzip", gz(chatAnswerJSON("zipped"))),
+		head(200, "text/event-stream", "x-gzip", gz(stream)),
+		head(429, "application/json", "gzip", gz(errBody)),
+		head(200, "application/json", "br", chatAnswerJSON("zipped")), // not brotli: refused before it is read
+	}
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, answers[int(n.Add(1)-1)%len(answers)])
+		}
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	if r := g.chat("p/m"); r.code != 200 || !strings.Contains(r.body, `"zipped"`) || r.h.Get("Content-Encoding") != "" {
+		t.Fatalf("gzip JSON answer: %d %q %s, want it decoded", r.code, r.h.Get("Content-Encoding"), r.body)
+	}
+	if r := g.stream("p/m"); r.code != 200 || !strings.Contains(r.body, `"zipped"`) || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("gzip stream: %d %s, want it decoded", r.code, r.body)
+	}
+	if r := g.chat("p/m"); r.code != 429 || !strings.Contains(r.body, "slow down") {
+		t.Fatalf("gzip error body: %d %s, want the 429 with its message", r.code, r.body)
+	}
+	if r := g.chat("p/m"); r.code != 502 || strings.Contains(r.body, `"zipped"`) {
+		t.Fatalf("br answer: %d %s, want 502 (an encoding the gateway does not decode)", r.code, r.body)
+	}
+}
+
+// A management body that fails other than by its size gets the answer for
+// what happened — a broken chunked framing is a 400, a client gone before
+// its body ended a 499 — not "413 body exceeds": only a body past
+// maxManagementBody is a 413.
+func TestManagementBodyFailuresAreNamed(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
+	g := rawGW(t, up, testBase)
+	send := func(req string, halfClose bool) string {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, req)
+		if halfClose {
+			c.(*net.TCPConn).CloseWrite()
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Sprintf("%d %s", res.StatusCode, b)
+	}
+	head := "PATCH /api/resilience HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	if got := send(head+"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", false); !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "chunk") {
+		t.Fatalf("broken chunked body: %s, want 400 naming the framing", got)
+	}
+	if got := send(head+"Content-Length: 100\r\n\r\n{\"a\":", true); !strings.HasPrefix(got, "499 ") {
+		t.Fatalf("client gone mid-body: %s, want 499", got)
+	}
+	big := strings.Repeat(" ", maxManagementBody) + "{}"
+	if got := send(head+"Transfer-Encoding: chunked\r\n\r\n"+fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big), false); !strings.HasPrefix(got, "413 ") {
+		t.Fatalf("chunked body past the limit: %s, want 413", got)
+	}
+}
+
+// An upstream answer's declared Content-Length reserves at most
+// firstAnswerBuffer before its body arrives, as a client body's does:
+// answers that declare 60 MiB and send one byte cost what arrived.
+// Counted in bytes allocated (TotalAlloc), not sampled.
+func TestDeclaredAnswersCostWhatArrives(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		// Then the connection closes: the answer is cut short.
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 60<<20)
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	const n = 10
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		if r := g.chat("p/m"); r.code != 502 {
+			t.Fatalf("answer %d: %d %s, want 502 (cut short)", i, r.code, r.body)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("%d answers declaring 60 MiB with 1 byte sent allocated %d MiB", n, got>>20)
+	}
+}
+
+// A client that keeps its connection open and reads nothing does not hold
+// its slot past the attempt's cut: the upstream streams until the
+// gateway's write to the client blocks, the stall watchdog cuts the
+// attempt, and the blocked write fails clientWriteGrace later, ending the
+// request (the client's abort) and freeing the slot.
+func TestClientThatReadsNothingFreesItsSlot(t *testing.T) {
+	ev := "data: " + `{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("z", 4000) + `"}}]}` + "\n\n"
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+		for range 16 << 10 { // 64 MiB at most: far past every buffer on the way
+			if _, err := io.WriteString(c, ev); err != nil {
+				return
+			}
+		}
+		io.Copy(io.Discard, c)
+	})
+	g := rawGW(t, up, `
+resilience:
+  requestBudget: {maxAttempts: 1}
+  waitForCooldown: {enabled: false}
+  upstreamTimeouts: {streamIdleMs: 300}
+`, func(g *Gateway) { g.clientWriteGrace = 300 * time.Millisecond })
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	eventually(t, "the stream to start", func() bool { return g.g.active.Load() == 1 })
+	// Read nothing; the connection stays open.
+	eventually(t, "the request of a client that reads nothing to end", func() bool { return g.g.active.Load() == 0 })
+}
+
+// A cut attempt's write deadline does not outlive the attempt: the first
+// attempt's stream stalls before any content and is cut; the retry streams
+// to the same client for longer than clientWriteGrace, and every event
+// reaches it.
+func TestCutAttemptLeavesTheNextOneUnbounded(t *testing.T) {
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+		if n.Add(1) == 1 {
+			io.Copy(io.Discard, c) // then silent: the watchdog cuts it
+			return
+		}
+		for i := range 8 {
+			time.Sleep(100 * time.Millisecond)
+			fmt.Fprintf(c, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
+		}
+		io.WriteString(c, "data: [DONE]\n\n")
+	})
+	g := rawGW(t, up, `
+resilience:
+  requestBudget: {maxAttempts: 2}
+  waitForCooldown: {enabled: false}
+  upstreamTimeouts: {streamIdleMs: 300, firstContentMs: 300}
+`, func(g *Gateway) { g.clientWriteGrace = 200 * time.Millisecond })
+	r := g.stream("p/m")
+	if r.code != 200 || !strings.Contains(r.body, "t7") || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("%d attempts %s: %s, want the retry's whole stream", r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+	}
+	if n.Load() != 2 {
+		t.Fatalf("%d upstream calls, want 2 (the stalled one, then the retry)", n.Load())
+	}
+}
+
+// A new user's two config slips are config errors naming the field, not
+// a gateway that starts and then fails every request: a baseURL that
+// already ends in /chat/completions (the gateway appends it; every call
+// would go to .../chat/completions/chat/completions), also refused by PUT
+// /api/providers; and a maxBodyBytes past 1 GiB, which bounds nothing.
+func TestNewUserConfigSlipsAreNamed(t *testing.T) {
+	for _, tc := range []struct{ yaml, field, want string }{
+		{"providers:\n  - id: p\n    baseURL: https://api.example.com/v1/chat/completions/\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n",
+			"providers[0].baseURL", "without /chat/completions"},
+		{"server: {maxBodyBytes: 99999999999999}\nproviders:\n  - id: p\n    baseURL: http://x/v1\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n",
+			"server.maxBodyBytes", "at most 1073741824"},
+	} {
+		_, _, err := ParseConfig("test.yaml", []byte(tc.yaml), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v, want an error naming %s: %s", tc.field, err, tc.field, tc.want)
+		}
+	}
+	if _, _, err := ParseConfig("test.yaml", []byte("server: {maxBodyBytes: 1073741824}\nproviders:\n  - id: p\n    baseURL: http://x/v1/chat\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n"), nil); err != nil {
+		t.Fatalf("a 1 GiB limit and a base URL ending in /chat: %v, want accepted", err)
+	}
+	g := newGW(t, newFakeUp(t), mgmtConfig, "ADMIN=s3cret")
+	if r := admin(g, "PUT", "/api/providers/glm", `{"baseURL":"https://api.example.com/v1/chat/completions"}`); r.code != 400 || !strings.Contains(r.body, "without /chat/completions") {
+		t.Fatalf("PUT with a baseURL ending in /chat/completions: %d %s, want 400", r.code, r.body)
+	}
+}
+
+// The connection test (POST /api/providers/{id}/test) reads a gzip
+// answer decoded and names where a redirect points, as an attempt does:
+// "upstream answered 301" alone leaves a new user guessing at the baseURL.
+func TestConnectionTestNamesRedirectsAndReadsGzip(t *testing.T) {
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if n.Add(1) == 1 {
+				io.WriteString(c, "HTTP/1.1 301 Moved Permanently\r\nLocation: https://api.example.com/v1/models\r\nContent-Length: 0\r\n\r\n")
+				continue
+			}
+			var b strings.Builder
+			zw := gzip.NewWriter(&b)
+			io.WriteString(zw, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+			zw.Close()
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", b.Len(), b.String())
+		}
+	})
+	g := rawGW(t, up, testBase)
+	if r := g.do("POST", "/api/providers/p/test", ""); r.code != 200 || !strings.Contains(r.body, "it points to https://api.example.com") {
+		t.Fatalf("redirected test: %d %s, want the redirect's target named", r.code, r.body)
+	}
+	if r := g.do("POST", "/api/providers/p/test", ""); r.code != 200 || !strings.Contains(r.body, `"ok":true`) {
+		t.Fatalf("gzip test: %d %s, want ok", r.code, r.body)
+	}
+}
+
+// An upstream that echoes the Authorization it was sent in a header the
+// gateway passes on (the Content-Type, X-Request-Id as
+// X-Upstream-Request-Id) does not hand the connection's key to the
+// client: on a JSON answer, a stream and an error answer alike.
+func TestEchoedKeyInAnswerHeadsIsRedacted(t *testing.T) {
+	const key = "sk-upstream-secret-0123456789"
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			a := r.Header.Get("Authorization")
+			switch n.Add(1) {
+			case 1:
+				b := chatAnswerJSON("hi")
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json; x=%s\r\nX-Request-Id: id-%s\r\nContent-Length: %d\r\n\r\n%s", a, a, len(b), b)
+			case 2:
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Request-Id: id-%s\r\n\r\n"+
+					"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", a)
+				return
+			default:
+				b := `{"error":{"message":"no","type":"invalid_request_error","code":"bad"}}`
+				fmt.Fprintf(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; x=%s\r\nContent-Length: %d\r\n\r\n%s", a, len(b), b)
+			}
+		}
+	})
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+up.baseURL()+`
+    models: [m]
+    connections: [{id: c, apiKey: `+key+`, disableCooling: true}]
+`+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gg, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gg.Close(context.Background()) })
+	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
+	for i, r := range []resp{g.chat("p/m"), g.stream("p/m"), g.chat("p/m")} {
+		if i == 1 && (r.code != 200 || !strings.Contains(r.body, "[DONE]")) {
+			t.Fatalf("stream: %d %s, want it whole", r.code, r.body)
+		}
+		var head strings.Builder
+		r.h.Write(&head)
+		if strings.Contains(head.String(), key) || strings.Contains(r.body, key) {
+			t.Fatalf("answer %d (%d) hands the upstream key to the client:\n%s\n%s", i, r.code, head.String(), r.body)
+		}
+		if i < 2 && (r.code != 200 || !strings.Contains(r.h.Get("X-Upstream-Request-Id"), "[redacted]")) {
+			t.Fatalf("answer %d: %d, X-Upstream-Request-Id %q, want it passed on redacted", i, r.code, r.h.Get("X-Upstream-Request-Id"))
+		}
+	}
+}
+
+// A placeholder key too short to be a secret ("st", "x": a local upstream
+// that checks none) is not searched for in an answer's head: it would be
+// found inside ordinary values, and "text/event-stream" with "st" replaced
+// is no longer a stream.
+func TestShortPlaceholderKeyLeavesHeadsAlone(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+
+			"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	cfg, _, err := ParseConfig("test.yaml", []byte(`
+providers:
+  - id: p
+    baseURL: `+up.baseURL()+`
+    models: [m]
+    connections: [{id: c, apiKey: st}]
+`+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gg, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gg.Close(context.Background()) })
+	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
+	if r := g.stream("p/m"); r.code != 200 || r.h.Get("Content-Type") != "text/event-stream" || !strings.Contains(r.body, "[DONE]") {
+		t.Fatalf("%d %q %s, want the stream whole", r.code, r.h.Get("Content-Type"), r.body)
+	}
+}
+
+// An upstream that streams to a request that asked for one JSON answer
+// (stream false or absent) is not relayed: an API client cannot read an
+// SSE body as its completion. The client gets a typed 502 (the output
+// validation case), never the event stream.
+func TestStreamToANonStreamRequestIsRefused(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+
+			"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	r := g.chat("p/m")
+	if r.code != 502 || r.errCode() != "quality_failure" || strings.Contains(r.body, "data:") || strings.HasPrefix(r.h.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("%d %q %s, want a JSON 502 quality_failure", r.code, r.h.Get("Content-Type"), r.body)
 	}
 }

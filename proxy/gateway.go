@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -47,25 +48,21 @@ type Gateway struct {
 	spare   []model.Change // the pump's second buffer (only the pump touches it)
 	kick    chan struct{}
 
-	store  StateStore
-	lower  []model.NamedLayer
-	setMu  sync.Mutex // serialises PATCH /api/resilience
-	saved  model.Layer
-	rt     atomic.Pointer[runtimeSettings]
-	combos map[string]*ComboConfig
+	store StateStore
+	lower []settings.NamedLayer
+	setMu sync.Mutex // serialises PATCH /api/resilience
+	saved settings.Layer
+	rt    atomic.Pointer[runtimeSettings]
 
 	provMu    sync.RWMutex
 	provs     map[string]*provRuntime
 	provOrder []string
 
-	// cfg, combos, clientKeys, mgmtKey and mgmtOpen hold the values at
-	// start; a config reload replaces them in the ops view, which is what
-	// requests read (g.view(), g.conf(): proxy/reload.go).
-	clientKeys []clientKey
-	ops        *opsState // reload, probes, operator metrics (proxy/ops.go)
-	leases     *leaseMgr // exclusive session leases (SPEC §2d; leases.go)
-	mgmtKey    [32]byte
-	mgmtOpen   bool
+	// cfg is the config at start; keys, combos and the management key
+	// live in the view a reload replaces, which is what requests read
+	// (g.view(), g.conf(): proxy/reload.go).
+	ops    *opsState // reload, probes, operator metrics (proxy/ops.go)
+	leases *leaseMgr // exclusive session leases (docs/leases.md)
 
 	gate      *gate
 	pace      *pacers
@@ -82,6 +79,9 @@ type Gateway struct {
 	// bodyReadTimeout bounds the read of one request body (set before
 	// Serve; tests shorten it).
 	bodyReadTimeout time.Duration
+	// clientWriteGrace is what a client that stopped reading gets to take
+	// a cut attempt's last bytes (request.go; tests shorten it).
+	clientWriteGrace time.Duration
 
 	draining atomic.Bool
 	drainCh  chan struct{} // closed when Shutdown begins: cooldown waits that would outlast the drain end
@@ -98,7 +98,7 @@ type Gateway struct {
 
 type runtimeSettings struct {
 	s   model.Settings
-	src model.Sources
+	src settings.Sources
 }
 
 type provRuntime struct {
@@ -108,7 +108,7 @@ type provRuntime struct {
 	modelsURL string
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
-	egress    bool        // egress-bucketed (SPEC §7): learn each attempt's egress IP
+	egress    bool        // egress-bucketed (docs/classification.md): learn each attempt's egress IP
 	pool      *upstreamPool
 }
 
@@ -159,8 +159,8 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load saved settings: %w", err)
 	}
-	layers := append(append([]model.NamedLayer(nil), lower...), model.NamedLayer{Name: "saved", Tree: saved})
-	settings, src, err := model.Resolve(layers...)
+	layers := append(append([]settings.NamedLayer(nil), lower...), settings.NamedLayer{Name: "saved", Tree: saved})
+	settings, src, err := settings.Resolve(layers...)
 	if err != nil {
 		return nil, cfg.settingsError(err)
 	}
@@ -173,29 +173,16 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
-		store: opts.Store, lower: lower, saved: saved, combos: map[string]*ComboConfig{},
+		store: opts.Store, lower: lower, saved: saved,
 		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(opts.Now),
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	g.logSavedOverrides() // proxy/ops_settings.go
 	g.ops = newOps(g, opts.Environ)
-	for i := range cfg.Combos {
-		g.combos[cfg.Combos[i].ID] = &cfg.Combos[i]
-	}
 	for _, p := range cfg.Providers {
 		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
 		g.provOrder = append(g.provOrder, p.ID)
 	}
-	for _, k := range cfg.ClientKeys {
-		ck := clientKey{id: k.ID, digest: sha256.Sum256([]byte(k.Key))}
-		for _, a := range k.AllowedConnections {
-			ref, _ := model.ParseConnRef(a)
-			ck.allowed = append(ck.allowed, ref)
-		}
-		g.clientKeys = append(g.clientKeys, ck)
-	}
-	g.mgmtOpen = cfg.Server.ManagementKey == ""
-	g.mgmtKey = sha256.Sum256([]byte(cfg.Server.ManagementKey))
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, cfg.Providers)
 
 	st, err := opts.Store.Load(ctx)
@@ -226,7 +213,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g.unlock()
 
-	g.restoreEgress(ctx) // SPEC §7: last known egress IPs (proxy/egress.go)
+	g.restoreEgress(ctx) // docs/classification.md: last known egress IPs (proxy/egress.go)
 	g.leases = newLeaseMgr(ctx, g)
 	g.transport = newTransport(g)
 	g.client = &http.Client{Transport: g.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -234,6 +221,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.handler = g.routes()
 	g.base, g.cutAll = context.WithCancelCause(context.Background())
 	g.bodyReadTimeout = bodyReadTimeout
+	g.clientWriteGrace = clientWriteGrace
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -442,6 +430,10 @@ const (
 	// its head (408 past it): a body declared large and sent slowly holds
 	// a connection no longer than this.
 	bodyReadTimeout = 60 * time.Second
+	// clientWriteGrace is how long a client gets to take what is pending
+	// once an attempt was cut: a client that reads nothing holds its slot
+	// no longer than this past the cut.
+	clientWriteGrace = 5 * time.Second
 )
 
 // Serve serves the gateway on l until Shutdown; like http.Server.Serve it

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net/http"
 	"reflect"
@@ -45,7 +46,7 @@ func (g *Gateway) routes() http.Handler {
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
 	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)              // ids hold a slash: provider/model
-	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (SPEC §2d)
+	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (docs/leases.md)
 	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
@@ -213,19 +214,18 @@ func (g *Gateway) mgmt(h http.HandlerFunc) http.Handler {
 // readManagementBody reads a management body under maxManagementBody. A
 // declared length over it is refused before anything is read, so a client
 // that sent "Expect: 100-continue" gets its 413 instead of a 100 and then a
-// reset connection.
+// reset connection. A body that fails otherwise (a broken chunked framing,
+// a client gone, the server's read timeout) gets the answer readBody gives
+// it, not a 413.
 func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	tooLarge := func() ([]byte, bool) {
-		writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("body exceeds %d bytes", maxManagementBody))
-		return nil, false
-	}
-	if r.ContentLength > maxManagementBody {
-		w.Header().Set("Connection", "close") // the unread body stays on the connection
-		return tooLarge()
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManagementBody))
+	b, err := readBody(w, r, maxManagementBody, 0) // bounded in time by the server's ReadTimeout
 	if err != nil {
-		return tooLarge()
+		var e *errBadRequest
+		if !errors.As(err, &e) {
+			e = &errBadRequest{http.StatusBadRequest, "invalid_request", err.Error()}
+		}
+		writeError(w, e.status, e.code, e.msg)
+		return nil, false
 	}
 	return b, true
 }
@@ -475,7 +475,7 @@ type queueView struct {
 }
 
 // handleHealth shows every breaker and every connection's cooldown in one
-// place (SPEC §9); the reads refresh expired state.
+// place (docs/README.md#troubleshooting); the reads refresh expired state.
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	now := g.modelNow()
 	g.lock()
@@ -558,7 +558,7 @@ func (g *Gateway) settingsView() map[string]any {
 	saved := g.saved
 	g.setMu.Unlock()
 	if saved == nil {
-		saved = model.Layer{}
+		saved = settings.Layer{}
 	}
 	return map[string]any{"settings": rt.s, "sources": rt.src, "saved": saved, "overrides": g.savedOverrides()}
 }
@@ -586,13 +586,13 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got null")
 		return
 	}
-	patch, err := model.ParseLayerJSON(b)
+	patch, err := settings.ParseLayerJSON(b)
 	if err != nil {
 		writeSettingsError(w, err)
 		return
 	}
 	g.setMu.Lock()
-	next, s, src, err := model.ApplyPatch(g.lower, g.saved, patch)
+	next, s, src, err := settings.ApplyPatch(g.lower, g.saved, patch)
 	if err == nil {
 		err = g.checkFallbackTarget(patch, s)
 	}
@@ -619,15 +619,15 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
 	g.logOperator("set", "", "", "", patch)
 	view := g.settingsView()
-	view["clamped"] = model.Clamped(patch, s) // numbers moved into their range, said rather than silent
+	view["clamped"] = settings.Clamped(patch, s) // numbers moved into their range, said rather than silent
 	writeJSON(w, http.StatusOK, view)
 }
 
 // checkFallbackTarget refuses a patch that sets an emergency fallback
-// target naming no route (SPEC §11.7): the engine would skip it silently
+// target naming no route (docs/api.md#operator-actions): the engine would skip it silently
 // exactly when every target is excluded. A patch that does not touch
 // emergencyFallback is not held to a target from a lower layer.
-func (g *Gateway) checkFallbackTarget(patch model.Layer, s model.Settings) error {
+func (g *Gateway) checkFallbackTarget(patch settings.Layer, s model.Settings) error {
 	if _, ok := patch["emergencyFallback"]; !ok || s.EmergencyFallback.Target == "" {
 		return nil
 	}
@@ -866,7 +866,7 @@ type connectionPatch struct {
 	MaxConcurrent      *int                `json:"maxConcurrent"`
 	RateLimitOverrides *RateLimitOverrides `json:"rateLimitOverrides"`
 	// RateLimitProtection is accepted so a GET can be sent back, and
-	// deliberately ignored: POST /api/rate-limits changes it (SPEC §5).
+	// deliberately ignored: POST /api/rate-limits changes it (docs/admission.md).
 	RateLimitProtection *bool `json:"rateLimitProtection"`
 	HasCredentials      *bool `json:"hasCredentials"`
 }
@@ -905,7 +905,7 @@ func (cs *connectionPatches) UnmarshalJSON(b []byte) error {
 
 // handlePutProvider updates a provider's base URL, caps and connection
 // credentials. New credentials clear the connection's terminal state
-// (SPEC §11.7); rateLimitProtection is never touched here.
+// (docs/api.md#operator-actions); rateLimitProtection is never touched here.
 func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	var body providerPatch
@@ -1044,7 +1044,7 @@ type testResult struct {
 }
 
 // handleTestProvider sends one cheap request (GET {base}/models) per
-// connection; a valid answer is reported to the model (SPEC §11.7).
+// connection; a valid answer is reported to the model (docs/api.md#operator-actions).
 func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
 	id := mux.Vars(r)["id"]
 	p := g.provider(id)
@@ -1089,6 +1089,7 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 		return res
 	}
 	defer resp.Body.Close()
+	decodeGzip(resp) // as an attempt's answer is (transport.go)
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	res.Status = resp.StatusCode
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && json.Valid(b) {
@@ -1099,10 +1100,13 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 	if resp.StatusCode == http.StatusNotFound {
 		res.Error += ": " + baseURLHint
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		res.Error = unrelayableStatus(resp.StatusCode, resp.Header) // where a redirect points
+	}
 	return res
 }
 
-// handleRateLimits sets a connection's rateLimitProtection (SPEC §5).
+// handleRateLimits sets a connection's rateLimitProtection (docs/admission.md).
 func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ConnectionID string `json:"connectionId"`
@@ -1125,7 +1129,7 @@ func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The choice lives in the connection's model state: persisted and shared
-	// with other replicas like a cooldown, so it survives a restart (SPEC §5).
+	// with other replicas like a cooldown, so it survives a restart (docs/admission.md).
 	g.lock()
 	err = g.eng.SetRateLimitProtection(g.modelNow(), ref, *body.Enabled)
 	prot, queued, _ := g.eng.RateLimitProtection(ref)

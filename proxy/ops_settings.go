@@ -2,20 +2,19 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"net/http"
 	"strings"
-
-	"github.com/breakwater-gw/breakwater/model"
 )
 
 // savedOverrides lists the settings whose saved value (PATCH
 // /api/resilience, kept in the store) beats the config file or the
 // environment.
-func (g *Gateway) savedOverrides() []model.Override {
+func (g *Gateway) savedOverrides() []settings.Override {
 	g.setMu.Lock()
 	lower, saved := g.lower, g.saved
 	g.setMu.Unlock()
-	return model.Overrides(lower, saved)
+	return settings.Overrides(lower, saved)
 }
 
 // logSavedOverrides warns, one line per setting, when a saved value beats

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/breakwater-gw/breakwater/model"
 
 	"github.com/breakwater-gw/breakwater/store"
 )
@@ -196,7 +195,7 @@ func newLoggedGW(t *testing.T, y string, st StateStore, env ...string) (*Gateway
 // Start-up logs each saved setting that beats the file.
 func TestStartupLogsSavedOverrides(t *testing.T) {
 	st := newMemStore()
-	st.SaveSettings(context.Background(), model.Layer{"sessionAffinityTtlMs": json.Number("5000")})
+	st.SaveSettings(context.Background(), settings.Layer{"sessionAffinityTtlMs": json.Number("5000")})
 	y := "providers:\n  - {id: p, baseURL: 'http://127.0.0.1:1/v1', connections: [{id: c}]}\nresilience:\n  sessionAffinityTtlMs: 60000\n"
 	_, logs := newLoggedGW(t, y, st)
 	if !strings.Contains(logs.String(), "a saved setting overrides the file value") || !strings.Contains(logs.String(), "field=sessionAffinityTtlMs fileValue=60000 savedValue=5000") {

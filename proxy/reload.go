@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"net/http"
 	"reflect"
 	"slices"
@@ -168,8 +169,8 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 	}
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
-	layers := append(append([]model.NamedLayer(nil), lower...), model.NamedLayer{Name: "saved", Tree: g.saved})
-	settings, src, err := model.Resolve(layers...)
+	layers := append(append([]settings.NamedLayer(nil), lower...), settings.NamedLayer{Name: "saved", Tree: g.saved})
+	settings, src, err := settings.Resolve(layers...)
 	if err != nil {
 		return fail(next.settingsError(err))
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"strings"
 	"time"
 
@@ -51,8 +52,8 @@ func (g *Gateway) applyRemote() {
 	}
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
-	layers := append(append([]model.NamedLayer(nil), g.lower...), model.NamedLayer{Name: "saved", Tree: res.Settings})
-	s, src, err := model.Resolve(layers...)
+	layers := append(append([]settings.NamedLayer(nil), g.lower...), settings.NamedLayer{Name: "saved", Tree: res.Settings})
+	s, src, err := settings.Resolve(layers...)
 	if err != nil {
 		g.log.Warn("another replica saved settings this one cannot use; keeping the current ones", "err", err)
 		return

@@ -79,7 +79,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 			case errors.As(err, &mbe):
 				return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}
 			case errors.As(err, &ne) && ne.Timeout():
-				return nil, &errBadRequest{http.StatusRequestTimeout, "request_timeout", fmt.Sprintf("the request body did not arrive within %s", timeout)}
+				msg := "the request body did not arrive in time"
+				if timeout > 0 {
+					msg = fmt.Sprintf("the request body did not arrive within %s", timeout)
+				}
+				return nil, &errBadRequest{http.StatusRequestTimeout, "request_timeout", msg}
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				// The client closed the connection before its body ended.
 				return nil, &errBadRequest{model.CodeClientClosed.HTTPStatus(), string(model.CodeClientClosed), "the client closed the connection before its request body ended"}
@@ -200,4 +204,48 @@ func keyEquals(raw []byte, key string) bool {
 	}
 	var s string
 	return json.Unmarshal(raw, &s) == nil && s == key
+}
+
+// clientWrites bounds a write to a client that has stopped reading. Writes
+// to a client carry no deadline of their own (a stream runs as long as the
+// upstream sends), so a client that keeps its connection open and reads
+// nothing blocks the write for good, and with it the attempt's slot, long
+// after the watchdogs or the attempt's bound cut the upstream. When the
+// attempt's context ends, the client gets grace to take what is pending
+// (a stream's error event); a write still blocked then fails, the attempt
+// ends as the client's abort, and the slot is freed. One per request,
+// armed per attempt (attempts run one after another).
+type clientWrites struct {
+	w     http.ResponseWriter
+	grace time.Duration
+	stop  func() bool
+	done  chan struct{}
+}
+
+func (c *clientWrites) watch(ctx context.Context, w http.ResponseWriter, grace time.Duration) {
+	c.w, c.grace, c.done = w, grace, make(chan struct{})
+	c.stop = context.AfterFunc(ctx, c.fire)
+}
+
+func (c *clientWrites) fire() {
+	_ = http.NewResponseController(c.w).SetWriteDeadline(time.Now().Add(c.grace))
+	close(c.done)
+}
+
+// end runs once the attempt's writes are done, before its context is
+// cancelled as every attempt's is. When the deadline was set and the
+// client took what was written, it is cleared for the rest of the request
+// (a retry may stream for longer than the grace); when the client did not
+// (gone, or the flush fails), it stays. net/http clears it when the
+// request is over, and does not reuse a connection a write failed on.
+func (c *clientWrites) end(committed, gone bool) {
+	if c.stop() {
+		return // the context did not end during the attempt
+	}
+	<-c.done
+	rc := http.NewResponseController(c.w)
+	if gone || (committed && rc.Flush() != nil) {
+		return
+	}
+	_ = rc.SetWriteDeadline(time.Time{})
 }

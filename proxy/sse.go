@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"sync"
 )
@@ -26,6 +27,14 @@ type sseReader struct {
 	err  error         // the small read's error, after pre
 	head [64]byte
 }
+
+// maxStreamEvent bounds one stream event (its raw bytes), and what a
+// stream holds before it commits: an ordinary chunk is a few hundred bytes,
+// a large tool call or inline image a few MiB.
+const maxStreamEvent = 16 << 20
+
+// errEventTooLarge is a stream event past maxStreamEvent.
+var errEventTooLarge = errors.New("the upstream sent a stream event over the size limit")
 
 // 4 KiB holds any ordinary event; a longer line is assembled by next, so
 // the buffer size bounds memory per stream, not event size.
@@ -96,15 +105,22 @@ func (s *sseReader) readSlice() ([]byte, error) {
 // blank line, and the concatenated data payload. A comment-only event has
 // no data. At the end of the body it returns io.EOF (with any partial event
 // dropped: an event is only complete at its blank line).
+//
+// An event longer than maxStreamEvent (one endless line, or endless lines
+// without the blank one) ends the read with errEventTooLarge: what an
+// upstream streams never grows the gateway's memory without bound.
 func (s *sseReader) next(raw, data []byte) ([]byte, []byte, error) {
 	raw, data = raw[:0], data[:0]
 	hasData := false
 	for {
 		line, err := s.readSlice()
 		if err == bufio.ErrBufferFull {
-			// a long line: keep reading it whole
+			// a long line: keep reading it whole, up to the bound
 			buf := append([]byte(nil), line...)
 			for err == bufio.ErrBufferFull {
+				if len(raw)+len(buf) > maxStreamEvent {
+					return raw[:0], data[:0], errEventTooLarge
+				}
 				line, err = s.readSlice()
 				buf = append(buf, line...)
 			}
@@ -112,6 +128,9 @@ func (s *sseReader) next(raw, data []byte) ([]byte, []byte, error) {
 		}
 		if err != nil {
 			return raw, data, err
+		}
+		if len(raw)+len(line) > maxStreamEvent {
+			return raw[:0], data[:0], errEventTooLarge
 		}
 		raw = append(raw, line...)
 		l := line

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/breakwater-gw/breakwater/model/settings"
 
 	"github.com/breakwater-gw/breakwater/model"
 )
@@ -22,7 +23,7 @@ type StateStore interface {
 	// Close flushes and releases the store.
 	Close(ctx context.Context) error
 	// LoadSettings returns the saved settings layer (PATCH /api/resilience).
-	LoadSettings(ctx context.Context) (model.Layer, error)
+	LoadSettings(ctx context.Context) (settings.Layer, error)
 	// SaveSettings persists the saved settings layer.
-	SaveSettings(ctx context.Context, saved model.Layer) error
+	SaveSettings(ctx context.Context, saved settings.Layer) error
 }

@@ -94,6 +94,8 @@ func (s *surfaceWriter) Write(p []byte) (int, error) {
 	return len(p), s.err
 }
 
+var resumeCommentPrefix = []byte(": " + ResumeComment + " ")
+
 // feed reads SSE lines: data lines make up an event, an empty line ends
 // it; event names, ids and comments of the chat stream mean nothing to
 // the client's format.
@@ -118,6 +120,10 @@ func (s *surfaceWriter) feed(p []byte) {
 			s.name = s.name[:0]
 		} else if n, ok := bytes.CutPrefix(line, []byte("event:")); ok {
 			s.name = append(s.name[:0], bytes.TrimSpace(n)...)
+		} else if bytes.HasPrefix(line, resumeCommentPrefix) {
+			// Who continued a resumed stream: a comment every SSE client
+			// skips, kept for the replay (and a curious operator).
+			s.out = append(append(s.out, line...), '\n', '\n')
 		} else if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			if len(s.data) > 0 {
 				s.data = append(s.data, '\n')

@@ -49,7 +49,7 @@ func (c *Config) validateSurfaces() []error {
 // passHeaders copies the allow-listed client headers onto an upstream
 // request.
 func (rs *reqState) passHeaders(h http.Header) {
-	for _, k := range rs.g.cfg.Server.PassHeaders {
+	for _, k := range rs.g.conf().Server.PassHeaders {
 		if v := rs.r.Header[k]; len(v) > 0 {
 			h[k] = v
 		}

@@ -29,7 +29,7 @@ func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, ck *client
 	}
 	var targets []string
 	if route.IsCombo() {
-		if c := g.combos[route.Combo]; c != nil {
+		if c := g.view().combos[route.Combo]; c != nil {
 			for _, t := range c.Targets {
 				targets = append(targets, t.Target)
 			}
@@ -64,7 +64,7 @@ func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, ck *client
 			return nil, "", false
 		}
 		(&anthropicWire{}).setAuth(req.Header, key)
-		for _, k := range g.cfg.Server.PassHeaders {
+		for _, k := range g.conf().Server.PassHeaders {
 			if v := r.Header[k]; len(v) > 0 {
 				req.Header[k] = v
 			}

@@ -106,7 +106,7 @@ func untranslatableResponses(body []byte, re *wire.RequestError) (*wire.RespTran
 
 // anyResponsesAPI reports whether some provider serves Responses natively.
 func (g *Gateway) anyResponsesAPI() bool {
-	for _, p := range g.cfg.Providers {
+	for _, p := range g.conf().Providers {
 		if p.ResponsesAPI {
 			return true
 		}

@@ -87,7 +87,7 @@ func (s *surfaceState) getResponse(id, key string, now time.Time) (*respRecord, 
 }
 
 func (g *Gateway) responsesRetention() time.Duration {
-	if d := g.cfg.Server.ResponsesRetentionMs.Duration(); d > 0 {
+	if d := g.conf().Server.ResponsesRetentionMs.Duration(); d > 0 {
 		return d
 	}
 	return defaultResponsesRetention

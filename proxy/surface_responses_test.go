@@ -147,10 +147,15 @@ func TestResponsesSDKFunctionCalls(t *testing.T) {
 	}
 }
 
-// A stream cut after content ends with the error event and
-// response.failed, never response.completed.
+// A stream cut after content that cannot be resumed ends with the error
+// event and response.failed, never response.completed. (With stream
+// resume on, the anthropic-type target continues the cut answer natively:
+// docs/resume.md; this test pins the error path, so resume is off.)
 func TestResponsesSDKStreamCut(t *testing.T) {
 	g, fs := newMsgGW(t)
+	if r := admin(g, "PATCH", "/api/resilience", `{"streamResume":{"enabled":false}}`); r.code != 200 {
+		t.Fatalf("PATCH: %d %s", r.code, r.body)
+	}
 	fs.SetRules([]faults.Rule{{Match: faults.Match{Provider: "an"}, Respond: &faults.Response{Fault: faults.Cut, Stream: faults.Stream{StallAfter: 3}}}}, false)
 	c := responsesClient(g, "team-key")
 	st := c.Responses.NewStreaming(context.Background(), respParams("an/claude", "hi"))

@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"compress/gzip"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,8 +133,78 @@ func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.
 		g := *reuseGuard
 		ctx = httptrace.WithClientTrace(ctx, &g)
 	}
-	return p.pool.transport(header).RoundTrip(req.WithContext(ctx))
+	resp, err := p.pool.transport(header).RoundTrip(req.WithContext(ctx))
+	if err == nil {
+		decodeGzip(resp)
+	}
+	return resp, err
 }
+
+// scrubHeader replaces the connection's key wherever an answer's head
+// quotes it: the gateway passes some upstream header values on (the
+// Content-Type, X-Request-Id as X-Upstream-Request-Id), and an upstream may
+// echo the Authorization it was sent, as error bodies are redacted for.
+// A key shorter than minScrubbedKey is left alone: a placeholder such as
+// "x" or "none" (a local upstream that checks no key) guards nothing, and
+// would be found inside ordinary values ("text/event-stream").
+func scrubHeader(h http.Header, secret string) {
+	if len(secret) < minScrubbedKey {
+		return
+	}
+	for _, vs := range h {
+		for i, v := range vs {
+			if strings.Contains(v, secret) {
+				vs[i] = strings.ReplaceAll(v, secret, "[redacted]")
+			}
+		}
+	}
+}
+
+const minScrubbedKey = 8
+
+// decodeGzip decodes an answer gzip-encoded although the gateway asked for
+// no encoding (no Accept-Encoding: the Transport's own decoding is off so
+// that a body passes through as it came). Such an answer from a CDN or a
+// misconfigured upstream reaches the client decoded, as the JSON or SSE
+// the gateway validates and relays; decoded bytes count against the same
+// bounds as any body (maxResponseBody, maxErrorBody, maxStreamEvent). Any
+// other encoding is left as is, and fails the output validation.
+func decodeGzip(resp *http.Response) {
+	ce := resp.Header["Content-Encoding"]
+	if len(ce) != 1 || !(strings.EqualFold(ce[0], "gzip") || strings.EqualFold(ce[0], "x-gzip")) {
+		return
+	}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Uncompressed = true
+	resp.Body = &gzipBody{src: resp.Body}
+}
+
+// gzipBody reads its source through gzip, opened on the first Read (the
+// gzip header is read under the attempt's clock like any body byte).
+type gzipBody struct {
+	src io.ReadCloser
+	zr  *gzip.Reader
+	err error
+}
+
+func (b *gzipBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.zr == nil {
+		if b.zr, b.err = gzip.NewReader(b.src); b.err != nil {
+			if b.err == io.EOF {
+				b.err = io.ErrUnexpectedEOF // gzip-encoded, and empty
+			}
+			return 0, b.err
+		}
+	}
+	return b.zr.Read(p)
+}
+
+func (b *gzipBody) Close() error { return b.src.Close() }
 
 // Reuse guard. The Transport puts an HTTP/1.1 connection back in its idle
 // pool as soon as an answer's body has been read, and only then looks at

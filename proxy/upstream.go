@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,8 +19,8 @@ import (
 	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Why an attempt's context was cancelled: the phase timers of SPEC §11.6,
-// the stream watchdogs of §6 and the execution bound of §5.
+// Why an attempt's context was cancelled: the phase timers of docs/settings.md#defaults,
+// the stream watchdogs of docs/streams.md and the execution bound of docs/admission.md.
 var (
 	errHeaderTimeout  = errors.New("response header timeout")
 	errAttemptTimeout = errors.New("attempt timeout")
@@ -31,6 +32,10 @@ var (
 
 const maxErrorBody = 64 << 10
 const maxResponseBody = 64 << 20
+
+// firstAnswerBuffer bounds what a declared Content-Length reserves before
+// the body arrives.
+const firstAnswerBuffer = 64 << 10
 
 type resKind uint8
 
@@ -54,7 +59,7 @@ type execResult struct {
 	errBody    []byte
 	header     http.Header
 	local      *model.Error // a local bound (execution) that ended it
-	egressIP   string       // the local address the attempt went out from (SPEC §7)
+	egressIP   string       // the local address the attempt went out from (docs/classification.md)
 }
 
 // attempt executes one attempt the flow began: pacing and admission, the
@@ -72,7 +77,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		}
 	}()
 	rs.provider, rs.conn = a.Provider, a.Connection
-	if done, status := rs.leaseFenceRefuses(a); done { // SPEC §2d: before every managed dispatch
+	if done, status := rs.leaseFenceRefuses(a); done { // docs/leases.md: before every managed dispatch
 		recorded = true
 		return done, status
 	}
@@ -121,7 +126,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	sent := g.now()
 	rs.headersAt = time.Time{}
 	if prov.egress {
-		// Learn the attempt's egress IP (SPEC §7, proxy/egress.go); only
+		// Learn the attempt's egress IP (docs/classification.md, proxy/egress.go); only
 		// egress-bucketed providers need it, the others skip the trace.
 		ctx0, probe := rs.ctx, &egressProbe{}
 		rs.ctx = probe.trace(ctx0)
@@ -164,7 +169,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 
 // leasedWhileQueued runs the lease checks again once admission is over:
 // it may have waited (a full connection's queue, pacing) while leases
-// changed. The fence runs right before the request goes out (SPEC §2d), and
+// changed. The fence runs right before the request goes out (docs/leases.md), and
 // a connection leased meanwhile by another owner is left for the next one
 // (recorded as a local refusal). stop: the attempt is over (recorded).
 // Out of line, so its locals are not under the upstream call (stack per
@@ -204,7 +209,7 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 	return false, 0
 }
 
-// admit takes the attempt's slot, then paces it (SPEC §4, §5, §4
+// admit takes the attempt's slot, then paces it (docs/admission.md#concurrency-gates, docs/admission.md, docs/admission.md#concurrency-gates
 // quota-share): the slot, the execution bound in ms (for
 // model.AttemptBound) and, when refused, why. The gate comes first so that
 // a pacing slot is booked only for an attempt that will dispatch when it
@@ -228,12 +233,12 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *m
 	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
 	qStart := time.Now()
 	var refusal *model.Error
-	failOpen, noConnCap := rs.quotaShareAdmission() // SPEC §4 quota-share
+	failOpen, noConnCap := rs.quotaShareAdmission() // docs/admission.md#concurrency-gates quota-share
 	sl, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
 	if aerr != nil {
 		refusal = aerr.err
 	}
-	if refusal == nil && a.Limited { // SPEC §5: the engine says this connection goes through the admission queue
+	if refusal == nil && a.Limited { // docs/admission.md: the engine says this connection goes through the admission queue
 		queueLeft -= time.Since(qStart)
 		if _, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
 			sl.release()
@@ -260,7 +265,7 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	g.lock()
 	if out.egressIP != "" {
 		// Before Record: a 429 on an egress-bucketed provider cools the
-		// siblings sharing this attempt's egress IP (SPEC §7).
+		// siblings sharing this attempt's egress IP (docs/classification.md).
 		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
 	if out.local != nil && out.local.Code == model.CodeShuttingDown {
@@ -314,13 +319,19 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 
 // execute makes one upstream call under the phase timers and, on success,
 // delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) execResult {
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) (res execResult) {
 	to := &rs.s.UpstreamTimeouts
 	// A parent of its own per attempt (not reused in reqState: a finished
 	// attempt's timer may still be unlinking its context from it).
 	cctx := &clockCtx{Context: rs.ctx}
 	actx, cancel := context.WithCancelCause(cctx)
 	defer cancel(nil)
+	// A cut attempt (watchdog, timeout, drain) does not wait on a client
+	// that reads nothing (request.go); runs before cancel(nil) above.
+	rs.cw.watch(actx, rs.w, rs.g.clientWriteGrace)
+	defer func() {
+		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
+	}()
 
 	// The whole attempt: the model's bound (attemptMs, the execution bound,
 	// the request's deadline), the same rule the simulator times by.
@@ -361,7 +372,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		h["Authorization"] = conn.authHdr
 	}
 	h["User-Agent"] = hdrUserAgent
-	setSpendWallHeader(h, cand) // SPEC §2b: the model put this attempt on the lane
+	setSpendWallHeader(h, cand) // docs/spendwall.md: the model put this attempt on the lane
 	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
 
 	t0 := time.Now()
@@ -376,6 +387,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	// Nothing reads the request from the response: let it (its headers,
 	// URL and body reader) go while a stream is held.
 	resp.Request = nil
+	scrubHeader(resp.Header, conn.cfg.APIKey)
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// An error body is small and comes at once: it reads under the
@@ -393,10 +405,21 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
 			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 	}
+	if ce := headerValue(resp.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Encoded in a way the gateway did not ask for and does not decode
+		// (gzip is decoded, transport.go): not an answer it can validate.
+		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+	}
 	if wa := rs.wireFor(prov); wa != nil { // error bodies above stay native; a success reads as OpenAI
 		wa.wrap(resp, cand.Model)
 	}
 	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
+		if !rs.req.Stream {
+			// A stream to a request that asked for one JSON answer: a
+			// client of the API cannot read it, so it is not relayed (the
+			// output validation case, retried elsewhere).
+			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+		}
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
 		if cand.Resume {
 			return rs.pipeContinuation(actx, cancel, resp, cand) // proxy/resume.go
@@ -439,7 +462,7 @@ func newBodyReader(b []byte) *bodyReader {
 func (*bodyReader) Close() error { return nil }
 
 // failure maps an error of the upstream call to the outcome the model
-// classifies (SPEC §11.3 "transport" rows), or to a local cause.
+// classifies (docs/classification.md#verdicts "transport" rows), or to a local cause.
 func (rs *reqState) failure(actx context.Context, err error, afterHeaders bool) execResult {
 	if rs.ctx.Err() != nil {
 		if context.Cause(rs.ctx) == errShutdown {
@@ -512,8 +535,11 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 			bufPool.Put(buf)
 		}
 	}()
-	if resp.ContentLength > 0 && resp.ContentLength < maxResponseBody {
-		buf.Grow(int(resp.ContentLength))
+	// Sized from the declared length only up to firstAnswerBuffer: past
+	// it the buffer grows with the bytes that arrive, so an answer that
+	// declares 60 MiB and sends one byte costs what arrived.
+	if resp.ContentLength > 0 {
+		buf.Grow(int(min(resp.ContentLength, firstAnswerBuffer)))
 	}
 	for {
 		if buf.Available() < 4<<10 {
@@ -563,7 +589,7 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 		delivered: true, committed: true, status: resp.StatusCode}
 }
 
-// streamWatch runs the model's stream watchdogs (SPEC §6) for one attempt:
+// streamWatch runs the model's stream watchdogs (docs/streams.md) for one attempt:
 // fed every event, and checked from a timer at Watchdog.Deadline so a silent
 // stream is caught by time. An abort cancels the attempt with its cause.
 type streamWatch struct {
@@ -740,6 +766,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				}
 				return delivered // attempt flushes the end once the outcome is recorded and counted
 			}
+			if err == errEventTooLarge {
+				// Not a stream anyone can read: the model's output
+				// validation case, as a malformed event is.
+				q := model.Outcome{Kind: model.OutcomeQuality}
+				code, _ := model.StreamErrorCode(q)
+				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
+			}
 			if err == io.EOF && !sawEvent && !committed {
 				err = io.ErrUnexpectedEOF
 			}
@@ -795,7 +828,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		if ev.Done {
 			if !sw.producedOutput() && !model.LegitimateEmpty(finish) {
 				// Nothing but metadata (or reasoning only): the model's
-				// output validation case (SPEC §3 synthetic 502).
+				// output validation case (docs/lockouts.md synthetic 502).
 				return fail(execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}},
 					string(model.CodeStreamEmpty), "the upstream stream ended without any content")
 			}
@@ -814,6 +847,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			}
 		}
 		if !committed {
+			if len(held)+len(raw) > maxStreamEvent {
+				// Metadata without end before any content: bounded as
+				// one event is.
+				q := model.Outcome{Kind: model.OutcomeQuality}
+				code, _ := model.StreamErrorCode(q)
+				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent))
+			}
 			held = append(held, raw...)
 			if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(eager && len(data) > 0) {
 				continue

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"log"
 	"log/slog"
@@ -85,7 +86,7 @@ func gatewayConfig(sc *sim.Scenario, upstreamAddr, mgmtKey string, lk *leaseKeys
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.ManagementKey = mgmtKey
 	cfg.Aliases = sc.Topology.Aliases
-	cfg.Resilience = sc.Settings.Layer()
+	cfg.Resilience = settings.Full(sc.Settings)
 	for _, p := range sc.Topology.Providers {
 		pc := proxy.ProviderConfig{ID: p.ID, Type: p.Type, Profile: p.Profile.String(), Models: p.Models,
 			Strategy: p.Strategy.String(), PerModelQuota: p.PerModelQuota, DailyResetUTC: p.DailyResetUTC,

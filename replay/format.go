@@ -73,9 +73,9 @@ func formatErrorCode(format string, b []byte) string {
 }
 
 // readFormatSSE reads a stream of a format to its end and returns the
-// error code of its error event ("" when none) and, for a chat stream the
+// error code of its error event ("" when none) and, for a stream the
 // gateway resumed, who continued it and after how many attempts.
-func readFormatSSE(format string, body io.Reader) (code, resumedBy string, attempts int, err error) {
+func readFormatSSE(format string, body io.Reader) (code, by string, attempts int, err error) {
 	if format == "" || format == sim.FormatChat {
 		return readSSE(body)
 	}
@@ -84,6 +84,10 @@ func readFormatSSE(format string, body io.Reader) (code, resumedBy string, attem
 	code, event := "", ""
 	for sc.Scan() {
 		line := sc.Bytes()
+		if who, n, ok := resumedBy(line); ok {
+			by, attempts = who, n
+			continue
+		}
 		if name, ok := bytes.CutPrefix(line, []byte("event:")); ok {
 			event = string(bytes.TrimSpace(name))
 			continue
@@ -107,5 +111,5 @@ func readFormatSSE(format string, body io.Reader) (code, resumedBy string, attem
 			code = "stream_error"
 		}
 	}
-	return code, "", 0, sc.Err()
+	return code, by, attempts, sc.Err()
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -223,7 +224,7 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 		}
 	}
 	if o.ApplySettings {
-		if err := e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(sc.Settings.Layer()), nil); err != nil {
+		if err := e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(settings.Full(sc.Settings)), nil); err != nil {
 			return fmt.Errorf("applying the scenario's settings: %w", err)
 		}
 	} else {
@@ -233,7 +234,7 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 		if err := e.mgmt(ctx, http.MethodGet, "/api/resilience", nil, &v); err == nil {
 			got := model.DefaultSettings()
 			if json.Unmarshal(v.Settings, &got) == nil {
-				a, b := flatten(sc.Settings.Layer()), flatten(got.Layer())
+				a, b := flatten(settings.Full(sc.Settings)), flatten(settings.Full(got))
 				var diff []string
 				for _, k := range sortedKeys(a) {
 					if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
@@ -735,14 +736,11 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 func readSSE(body io.Reader) (string, string, int, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	code, resumedBy, attempts := "", "", 0
+	code, by, attempts := "", "", 0
 	for sc.Scan() {
 		line := sc.Bytes()
-		if c, ok := bytes.CutPrefix(line, []byte(": "+proxy.ResumeComment+" ")); ok {
-			var p, conn string
-			if _, err := fmt.Sscanf(string(c), "provider=%s connection=%s attempts=%d", &p, &conn, &attempts); err == nil {
-				resumedBy = p + "/" + conn
-			}
+		if who, n, ok := resumedBy(line); ok {
+			by, attempts = who, n
 			continue
 		}
 		data, ok := bytes.CutPrefix(line, []byte("data:"))
@@ -758,7 +756,21 @@ func readSSE(body io.Reader) (string, string, int, error) {
 			}
 		}
 	}
-	return code, resumedBy, attempts, sc.Err()
+	return code, by, attempts, sc.Err()
+}
+
+// resumedBy reads the comment a resumed stream carries (proxy.ResumeComment):
+// who continued it, after how many attempts of the request.
+func resumedBy(line []byte) (by string, attempts int, ok bool) {
+	c, ok := bytes.CutPrefix(line, []byte(": "+proxy.ResumeComment+" "))
+	if !ok {
+		return "", 0, false
+	}
+	var p, conn string
+	if _, err := fmt.Sscanf(string(c), "provider=%s connection=%s attempts=%d", &p, &conn, &attempts); err != nil {
+		return "", 0, false
+	}
+	return p + "/" + conn, attempts, true
 }
 
 // errorCode reads the code of an OpenAI-shaped error body.

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"math"
 	"reflect"
 	"slices"
@@ -63,17 +64,17 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 		return nil, nil, err
 	}
 	out.Settings = set
-	out.Layers = []model.NamedLayer{{Name: fmt.Sprintf("scenario ÷%v", speed), Tree: set.Layer()}}
+	out.Layers = []settings.NamedLayer{{Name: fmt.Sprintf("scenario ÷%v", speed), Tree: settings.Full(set)}}
 	out.Actions = slices.Clone(sc.Actions)
-	var stack []model.NamedLayer
+	var stack []settings.NamedLayer
 	for i := range out.Actions {
 		a := &out.Actions[i]
 		a.At = d(a.At)
 		if a.Kind != sim.ActSet {
 			continue
 		}
-		stack = append(stack, model.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
-		full, _, err := model.Resolve(append(slices.Clone(sc.Layers), stack...)...)
+		stack = append(stack, settings.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
+		full, _, err := settings.Resolve(append(slices.Clone(sc.Layers), stack...)...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("action line %d: %w", a.Line, err)
 		}
@@ -81,7 +82,7 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		a.Settings = fs.Layer()
+		a.Settings = settings.Full(fs)
 	}
 	out.Rules = make([]faults.Rule, len(sc.Rules))
 	for i, r := range sc.Rules {
@@ -279,11 +280,11 @@ func (s *scaler) settings(in model.Settings) (model.Settings, error) {
 	out := in // walk replaces every map and slice it changes: in is not modified
 	v := reflect.ValueOf(&out).Elem()
 	s.walk(v, "")
-	resolved, _, err := model.Resolve(model.NamedLayer{Name: "replay", Tree: out.Layer()})
+	resolved, _, err := settings.Resolve(settings.NamedLayer{Name: "replay", Tree: settings.Full(out)})
 	if err != nil {
 		return out, fmt.Errorf("scaled settings: %w", err)
 	}
-	a, b := flatten(out.Layer()), flatten(resolved.Layer())
+	a, b := flatten(settings.Full(out)), flatten(settings.Full(resolved))
 	for _, k := range sortedKeys(a) {
 		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
 			s.warn("setting %s scaled to %v is clamped to %v by the normalisation", k, a[k], b[k])
@@ -347,7 +348,7 @@ func (s *scaler) ms(m model.Millis) model.Millis {
 }
 
 // flatten turns a settings tree into path → leaf value.
-func flatten(l model.Layer) map[string]any {
+func flatten(l settings.Layer) map[string]any {
 	out := map[string]any{}
 	var rec func(prefix string, v any)
 	rec = func(prefix string, v any) {
@@ -357,7 +358,7 @@ func flatten(l model.Layer) map[string]any {
 			}
 			return
 		}
-		if m, ok := v.(model.Layer); ok {
+		if m, ok := v.(settings.Layer); ok {
 			rec(prefix, map[string]any(m))
 			return
 		}

@@ -8,7 +8,7 @@
 // nearest known one, a bad duration with the syntax wanted, a rule naming an
 // unknown provider with the providers there are, and an expect that can
 // never be evaluated with why. Scenario `settings:` and `-set` flags go
-// through the model's settings layers (model.Resolve, model.SetPath), so one
+// through the settings codec (model/settings: Resolve, SetPath), so one
 // validation serves every source of settings.
 //
 // The package builds a sim.Scenario; running it is sim's job. It must never

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"os"
 	"slices"
 	"strconv"
@@ -127,21 +128,21 @@ type loader struct {
 // through the model's settings layers.
 func (l *loader) settings(n *yaml.Node, sets []string) {
 	tree := l.d.Value(n, "settings")
-	layer, err := model.LayerOf(tree)
+	layer, err := settings.LayerOf(tree)
 	if err != nil {
 		l.settingsErr(n, err, "settings")
 		return
 	}
-	l.sc.Layers = []model.NamedLayer{{Name: "scenario", Tree: layer}}
+	l.sc.Layers = []settings.NamedLayer{{Name: "scenario", Tree: layer}}
 	if len(sets) > 0 {
-		setLayer := model.Layer{}
+		setLayer := settings.Layer{}
 		for _, kv := range sets {
 			path, value, ok := strings.Cut(kv, "=")
 			if !ok || strings.TrimSpace(path) == "" {
 				l.d.Errf(nil, "-set "+kv, "want -set path=value, e.g. -set providerBreaker.apikey.failureThreshold=5")
 				continue
 			}
-			next, err := model.SetPath(setLayer, strings.TrimSpace(path), value)
+			next, err := settings.SetPath(setLayer, strings.TrimSpace(path), value)
 			if err != nil {
 				for _, se := range model.SettingsErrors(err) {
 					l.d.Errf(nil, "-set "+kv, "%s", se.Error())
@@ -154,12 +155,12 @@ func (l *loader) settings(n *yaml.Node, sets []string) {
 			setLayer = next
 			l.sc.Sets = append(l.sc.Sets, kv)
 		}
-		l.sc.Layers = append(l.sc.Layers, model.NamedLayer{Name: "set", Tree: setLayer})
+		l.sc.Layers = append(l.sc.Layers, settings.NamedLayer{Name: "set", Tree: setLayer})
 	}
 	if l.d.Failed() {
 		return
 	}
-	s, _, err := model.Resolve(l.sc.Layers...)
+	s, _, err := settings.Resolve(l.sc.Layers...)
 	if err != nil {
 		l.settingsErr(n, err, "settings")
 		return
@@ -543,7 +544,7 @@ func (l *loader) checkName(n *yaml.Node, field, kind, name string, known []strin
 }
 
 func (l *loader) actions(n *yaml.Node) {
-	var setLayers []model.NamedLayer
+	var setLayers []settings.NamedLayer
 	l.d.Seq(n, "actions", func(i int, v *yaml.Node) {
 		f := yamlnode.Index("actions", i)
 		a := sim.Action{Line: v.Line}
@@ -581,17 +582,17 @@ func (l *loader) actions(n *yaml.Node) {
 				a.All = l.d.Bool(v, ff)
 			case "settings":
 				settingsNode = v
-				layer, err := model.LayerOf(l.d.Value(v, ff))
+				layer, err := settings.LayerOf(l.d.Value(v, ff))
 				if err != nil {
 					l.settingsErr(v, err, ff)
 				}
 				a.Settings = layer
 			case "set":
 				settingsNode = v
-				layer := model.Layer{}
+				layer := settings.Layer{}
 				l.d.Map(v, ff, nil, func(path string, k, v *yaml.Node) {
 					val := l.d.String(v, yamlnode.Join(ff, path))
-					next, err := model.SetPath(layer, path, val)
+					next, err := settings.SetPath(layer, path, val)
 					if err != nil {
 						for _, se := range model.SettingsErrors(err) {
 							l.d.Errf(k, yamlnode.Join(ff, path), "%s", se.Error())
@@ -627,9 +628,9 @@ func (l *loader) actions(n *yaml.Node) {
 				l.d.Errf(v, f+".settings", "set needs settings: {...} or set: {path: value}")
 				return
 			}
-			setLayers = append(setLayers, model.NamedLayer{Name: "action", Tree: a.Settings})
+			setLayers = append(setLayers, settings.NamedLayer{Name: "action", Tree: a.Settings})
 			layers := append(slices.Clone(l.sc.Layers), setLayers...)
-			if _, _, err := model.Resolve(layers...); err != nil {
+			if _, _, err := settings.Resolve(layers...); err != nil {
 				l.settingsErr(settingsNode, err, f+".settings")
 			}
 		}

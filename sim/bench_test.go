@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // simpleScenario: one provider with two keys, n requests 1 ms apart, all
 // served.
 func simpleScenario(tb testing.TB, n int) *Scenario {
-	s, _, err := model.Resolve()
+	s, _, err := settings.Resolve()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func simpleScenario(tb testing.TB, n int) *Scenario {
 // faultyDay: 24 simulated hours of 50 req/s over two providers in a combo,
 // with a rate-limited key, a flapping provider and random 503s.
 func faultyDay(tb testing.TB, hours int) *Scenario {
-	s, _, err := model.Resolve()
+	s, _, err := settings.Resolve()
 	if err != nil {
 		tb.Fatal(err)
 	}

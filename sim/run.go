@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -194,7 +195,7 @@ type sim struct {
 	tr       *tracer
 	res      *Result
 	mirror   mirror
-	actLayer []model.NamedLayer
+	actLayer []settings.NamedLayer
 
 	// expects
 	reqExpect map[int32]*reqOutcome
@@ -918,10 +919,10 @@ func (s *sim) action(i int) {
 	case ActLeaseAcquire, ActLeaseRelease:
 		s.leaseAction(a)
 	case ActSet:
-		s.actLayer = append(s.actLayer, model.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
+		s.actLayer = append(s.actLayer, settings.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
 		layers := append(slices.Clone(s.sc.Layers), s.actLayer...)
 		var set model.Settings
-		set, _, err = model.Resolve(layers...)
+		set, _, err = settings.Resolve(layers...)
 		if err == nil {
 			s.eng.UpdateSettings(s.now, set)
 			s.set = s.eng.Settings()

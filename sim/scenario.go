@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
@@ -20,7 +21,7 @@ type Scenario struct {
 	Start time.Time
 	// Layers are the settings layers over the defaults ("scenario", then
 	// "set" for -set flags); Settings is what they resolve to.
-	Layers   []model.NamedLayer
+	Layers   []settings.NamedLayer
 	Settings model.Settings
 	// Sets are the -set flags applied, for the reproduce command.
 	Sets     []string
@@ -109,7 +110,7 @@ type Action struct {
 	Connections []model.ConnRef // clear-cooldowns, reset-connection, clear-lockout, connection-test
 	All         bool            // clear-cooldowns / clear-lockout of everything
 	Model       string          // clear-lockout
-	Settings    model.Layer     // set: a settings layer stacked over the others
+	Settings    settings.Layer  // set: a settings layer stacked over the others
 	Line        int
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"sync"
 	"time"
 
@@ -16,7 +17,7 @@ type Memory struct {
 	leases   *memLeases
 	log      logRing
 	mu       sync.Mutex
-	settings model.Layer
+	settings settings.Layer
 	updates  chan struct{}
 }
 
@@ -51,12 +52,12 @@ func (s *Memory) Apply(changes []model.Change) {
 func (s *Memory) Flush(context.Context) error { return nil }
 func (s *Memory) Close(context.Context) error { return nil }
 
-func (s *Memory) SaveSettings(_ context.Context, l model.Layer) error {
+func (s *Memory) SaveSettings(_ context.Context, l settings.Layer) error {
 	b, err := layerJSON(l)
 	if err != nil {
 		return err
 	}
-	c, err := model.ParseLayerJSON(b)
+	c, err := settings.ParseLayerJSON(b)
 	if err != nil {
 		return err
 	}
@@ -66,17 +67,17 @@ func (s *Memory) SaveSettings(_ context.Context, l model.Layer) error {
 	return nil
 }
 
-func (s *Memory) LoadSettings(context.Context) (model.Layer, error) {
+func (s *Memory) LoadSettings(context.Context) (settings.Layer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.settings == nil {
-		return model.Layer{}, nil
+		return settings.Layer{}, nil
 	}
 	b, err := layerJSON(s.settings)
 	if err != nil {
 		return nil, err
 	}
-	return model.ParseLayerJSON(b)
+	return settings.ParseLayerJSON(b)
 }
 
 func (s *Memory) Leases() Leases { return s.leases }

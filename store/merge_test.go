@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"reflect"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func TestMemoryStoreRoundTrip(t *testing.T) {
 	if got, want := durable(r, now), durable(e, now); !reflect.DeepEqual(got, want) {
 		t.Fatalf("memory restore:\n got %+v\nwant %+v", got, want)
 	}
-	l, _ := model.ParseLayerJSON([]byte(`{"modelLockout":{"enabled":true}}`))
+	l, _ := settings.ParseLayerJSON([]byte(`{"modelLockout":{"enabled":true}}`))
 	if err := m.SaveSettings(ctxT(t), l); err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"time"
 
 	"github.com/lib/pq"
-
-	"github.com/breakwater-gw/breakwater/model"
 )
 
 // The change feed between replicas: every flush appends one state_changes
@@ -99,7 +98,7 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 	}
 	defer rows.Close()
 	n, queued := 0, 0
-	var settings model.Layer
+	var layer settings.Layer
 	s.m.mu.Lock()
 	for rows.Next() {
 		var seq, version int64
@@ -122,12 +121,12 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 		}
 		k.kind = kd
 		if kd == kindSettings {
-			l, err := model.ParseLayerJSON(payload)
+			l, err := settings.ParseLayerJSON(payload)
 			if err != nil {
 				s.log.Warn("store: unreadable settings in the change feed skipped", "seq", seq, "err", err)
 				continue
 			}
-			settings = l
+			layer = l
 			continue
 		}
 		var v value
@@ -144,9 +143,9 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 	if err := rows.Err(); err != nil {
 		return n, err
 	}
-	if settings != nil {
+	if layer != nil {
 		s.setMu.Lock()
-		s.remoteS = settings
+		s.remoteS = layer
 		s.setMu.Unlock()
 		queued++
 	}
@@ -191,10 +190,10 @@ func (s *Postgres) resync(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	var settings model.Layer
+	var layer settings.Layer
 	var raw []byte
 	if err := tx.QueryRowContext(ctx, `SELECT value FROM key_value WHERE namespace = $1 AND key = $2`, settingsNamespace, settingsKey).Scan(&raw); err == nil {
-		settings, _ = model.ParseLayerJSON(raw)
+		layer, _ = settings.ParseLayerJSON(raw)
 	}
 	s.m.mu.Lock()
 	for _, r := range all {
@@ -207,9 +206,9 @@ func (s *Postgres) resync(ctx context.Context, tx *sql.Tx) error {
 	}
 	s.m.mu.Unlock()
 	s.feedSeq = seq
-	if settings != nil {
+	if layer != nil {
 		s.setMu.Lock()
-		s.remoteS = settings
+		s.remoteS = layer
 		s.setMu.Unlock()
 	}
 	s.log.Info("store: fell behind the change feed; reloaded every table", "rows", len(all))

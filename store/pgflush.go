@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -272,7 +273,7 @@ func (s *Postgres) pruneFeed(ctx context.Context) error {
 }
 
 // SaveSettings writes the saved settings layer and tells the other replicas.
-func (s *Postgres) SaveSettings(ctx context.Context, l model.Layer) error {
+func (s *Postgres) SaveSettings(ctx context.Context, l settings.Layer) error {
 	b, err := layerJSON(l)
 	if err != nil {
 		return err
@@ -308,16 +309,16 @@ func (s *Postgres) SaveSettings(ctx context.Context, l model.Layer) error {
 }
 
 // LoadSettings returns the saved settings layer (empty when none).
-func (s *Postgres) LoadSettings(ctx context.Context) (model.Layer, error) {
+func (s *Postgres) LoadSettings(ctx context.Context) (settings.Layer, error) {
 	var raw []byte
 	err := s.db.QueryRowContext(ctx, `SELECT value FROM key_value WHERE namespace = $1 AND key = $2`, settingsNamespace, settingsKey).Scan(&raw)
 	if err == sql.ErrNoRows {
-		return model.Layer{}, nil
+		return settings.Layer{}, nil
 	}
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	l, err := model.ParseLayerJSON(raw)
+	l, err := settings.ParseLayerJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store: key_value[%s/%s]: %w", settingsNamespace, settingsKey, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"log/slog"
 	"os"
 	"sync"
@@ -90,9 +91,9 @@ type Postgres struct {
 	// leaseUpdates: a lease changed somewhere (NOTIFY breakwater_leases).
 	leaseUpdates chan struct{}
 	feedMu       sync.Mutex
-	feedSeq      int64       // last change-feed seq read
-	setMu        sync.Mutex  // guards remoteSettings
-	remoteS      model.Layer // saved settings from another replica, not yet taken
+	feedSeq      int64          // last change-feed seq read
+	setMu        sync.Mutex     // guards remoteSettings
+	remoteS      settings.Layer // saved settings from another replica, not yet taken
 
 	up            atomic.Bool
 	written       atomic.Int64

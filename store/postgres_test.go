@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -94,12 +95,14 @@ func (m multi) Apply(c []model.Change) {
 func (m multi) Load(ctx context.Context) (model.State, error) { return m[0].Load(ctx) }
 func (m multi) Flush(ctx context.Context) error               { return m[0].Flush(ctx) }
 func (m multi) Close(ctx context.Context) error               { return m[0].Close(ctx) }
-func (m multi) SaveSettings(ctx context.Context, l model.Layer) error {
+func (m multi) SaveSettings(ctx context.Context, l settings.Layer) error {
 	return m[0].SaveSettings(ctx, l)
 }
-func (m multi) LoadSettings(ctx context.Context) (model.Layer, error) { return m[0].LoadSettings(ctx) }
-func (m multi) Leases() Leases                                        { return m[0].Leases() }
-func (m multi) LogAttempt(r LogRecord)                                { m[0].LogAttempt(r) }
+func (m multi) LoadSettings(ctx context.Context) (settings.Layer, error) {
+	return m[0].LoadSettings(ctx)
+}
+func (m multi) Leases() Leases         { return m[0].Leases() }
+func (m multi) LogAttempt(r LogRecord) { m[0].LogAttempt(r) }
 func (m multi) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord, error) {
 	return m[0].RecentAttempts(ctx, q)
 }
@@ -299,7 +302,7 @@ func TestPostgresSettingsSavedAndShared(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := model.ParseLayerJSON([]byte(`{"providerBreaker":{"apikey":{"failureThreshold":5}},"sessionAffinityTtlMs":"30s"}`))
+	l, err := settings.ParseLayerJSON([]byte(`{"providerBreaker":{"apikey":{"failureThreshold":5}},"sessionAffinityTtlMs":"30s"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +314,7 @@ func TestPostgresSettingsSavedAndShared(t *testing.T) {
 		t.Fatalf("load settings: %v %v, want %v", got, err, l)
 	}
 	e := newEngine(t)
-	var remote model.Layer
+	var remote settings.Layer
 	eventually(t, "settings reach replica b", func() bool {
 		r, err := b.ApplyRemote(e, t0)
 		if err != nil {

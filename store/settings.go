@@ -2,8 +2,7 @@ package store
 
 import (
 	"encoding/json"
-
-	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/model/settings"
 )
 
 // Saved settings live in key_value under this namespace and key.
@@ -14,11 +13,11 @@ const (
 
 // layerJSON encodes a settings layer, canonicalising it first so that what
 // is stored is exactly what ParseLayerJSON reads back.
-func layerJSON(l model.Layer) ([]byte, error) {
+func layerJSON(l settings.Layer) ([]byte, error) {
 	if l == nil {
-		l = model.Layer{}
+		l = settings.Layer{}
 	}
-	c, err := model.LayerOf(map[string]any(l))
+	c, err := settings.LayerOf(map[string]any(l))
 	if err != nil {
 		return nil, err
 	}

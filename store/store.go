@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"strings"
 	"time"
 
@@ -33,8 +34,8 @@ type Store interface {
 
 	// SaveSettings replaces the saved settings layer (PATCH /api/resilience)
 	// synchronously; LoadSettings returns it (empty when none was saved).
-	SaveSettings(ctx context.Context, l model.Layer) error
-	LoadSettings(ctx context.Context) (model.Layer, error)
+	SaveSettings(ctx context.Context, l settings.Layer) error
+	LoadSettings(ctx context.Context) (settings.Layer, error)
 
 	// Leases returns the exclusive session lease arbiter (docs/leases.md, docs/leases.md#the-database-arbitrates).
 	Leases() Leases
@@ -65,7 +66,7 @@ type RemoteResult struct {
 	Applied int
 	// Settings is the saved settings layer when another replica saved a new
 	// one; nil otherwise. The shell re-resolves its settings with it.
-	Settings model.Layer
+	Settings settings.Layer
 }
 
 // Health is a snapshot of the store's condition.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"log/slog"
 	"net"
 	"net/http"
@@ -173,7 +175,7 @@ func shutdownResult(err error) (cut bool, failed error) {
 }
 
 // serveEnvVars are the BREAKWATER_* variables serve reads besides the
-// resilience ones (model.EnvVars).
+// resilience ones (settings.EnvVars).
 var serveEnvVars = append(proxy.ServerEnvVars(), heapHeadroomEnv)
 
 // envTypoWarnings names BREAKWATER_* variables that serve does not read but
@@ -182,13 +184,13 @@ var serveEnvVars = append(proxy.ServerEnvVars(), heapHeadroomEnv)
 // BREAKWATER_ names are left alone: operators use them for ${ENV} expansion.
 func envTypoWarnings(environ []string, referenced func(string) bool) []string {
 	known := append([]string(nil), serveEnvVars...)
-	for _, v := range model.EnvVars() {
+	for _, v := range settings.EnvVars() {
 		known = append(known, v.Name)
 	}
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "BREAKWATER_") || model.SettingsEnvOwned(name) || referenced(name) {
+		if !strings.HasPrefix(name, "BREAKWATER_") || settings.EnvOwned(name) || referenced(name) {
 			continue // the settings layer judges its own names (an error, not a warning); the file uses the ones it expands
 		}
 		best, bestD := "", 4 // at most 3 edits away
@@ -197,7 +199,7 @@ func envTypoWarnings(environ []string, referenced func(string) bool) []string {
 				best, bestD = "", -1
 				break
 			}
-			if d := model.EditDistance(name, k); d < bestD {
+			if d := suggest.EditDistance(name, k); d < bestD {
 				best, bestD = k, d
 			}
 		}

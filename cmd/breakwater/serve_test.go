@@ -81,7 +81,7 @@ func TestServeWarnsAboutMistypedEnvOverrides(t *testing.T) {
 		"BREAKWATER_LISTEN=127.0.0.1:1",
 		"BREAKWATER_SETTINGS__requestQueue__maxWaitMs=5s",
 		"BREAKWATER_ADMIN_KEY=k",
-		// under a settings prefix: model.EnvLayer refuses it with the
+		// under a settings prefix: settings.EnvLayer refuses it with the
 		// nearest name, so no second report here
 		"BREAKWATER_RATE_LIMIT_MAX_WAITMS=5",
 		"HOME=/root",

@@ -5,25 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"unicode"
 )
-
-// citationExceptions are repository paths (a directory with a trailing
-// slash, or a file) not checked yet. proxy/ still cites the outside
-// requirement files; empty this list once its citations name docs pages
-// like the rest of the repository.
-var citationExceptions = []string{
-	"proxy/",
-	"cmd/breakwater/sysmon.go",
-}
-
-// pagesFromOtherBranches are docs pages cited here that another branch
-// adds (docs/performance.md holds the benchmark figures). Empty it once
-// they are merged.
-var pagesFromOtherBranches = []string{"performance.md"}
 
 // outsideCitation matches a citation of a file that is not in the
 // repository: the requirement, contract, design and reference notes the
@@ -63,15 +48,6 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-func excepted(rel string) bool {
-	for _, e := range citationExceptions {
-		if rel == e || (strings.HasSuffix(e, "/") && strings.HasPrefix(rel, e)) {
-			return true
-		}
-	}
-	return false
-}
-
 // checkedFile reports whether a file is source, docs or config text.
 func checkedFile(name string) bool {
 	switch filepath.Ext(name) {
@@ -92,12 +68,12 @@ func walkChecked(t *testing.T, root string, f func(rel string, n int, line strin
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || excepted(rel+"/")) {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !checkedFile(d.Name()) || excepted(rel) {
+		if !checkedFile(d.Name()) {
 			return nil
 		}
 		file, err := os.Open(path)
@@ -185,9 +161,6 @@ func TestDocsCitationsResolve(t *testing.T) {
 	sibling := regexp.MustCompile(`\]\(([a-z0-9_-]+\.md)(#[a-z0-9_-]+)?\)`)
 	check := func(rel string, n int, page, anchor string) {
 		anchors, ok := pages[page]
-		if !ok && slices.Contains(pagesFromOtherBranches, page) {
-			return
-		}
 		if !ok {
 			t.Errorf("%s:%d cites docs/%s, which does not exist", rel, n, page)
 			return

@@ -10,13 +10,13 @@ package yamlnode
 import (
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/breakwater-gw/breakwater/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -48,7 +48,7 @@ func (e *Error) Error() string {
 }
 
 // Errors lists every *Error in err.
-func Errors(err error) []*Error { return model.ErrorsOf[*Error](err) }
+func Errors(err error) []*Error { return suggest.ErrorsOf[*Error](err) }
 
 // maxErrors bounds how many problems one document reports.
 const maxErrors = 50
@@ -519,8 +519,8 @@ func FindKey(n *yaml.Node, path string) *yaml.Node {
 	return Find(n, path)
 }
 
-// Nearest is model.NearestName, the one "did you mean" rule, for the file
+// Nearest is suggest.Nearest, the one "did you mean" rule, for the file
 // decoders that reach it through this package.
 func Nearest(name string, candidates []string) string {
-	return model.NearestName(name, candidates)
+	return suggest.Nearest(name, candidates)
 }

@@ -1,11 +1,12 @@
-package model
+package settings
 
 import (
 	"encoding/json"
+	"github.com/breakwater-gw/breakwater/model"
 	"sort"
 )
 
-// ClampedValue is a number a settings layer asked for that Normalize moved
+// ClampedValue is a number a settings layer asked for that model.Normalize moved
 // into its range: the API answers with the value it applied, and says so.
 type ClampedValue struct {
 	Field     string      `json:"field"`
@@ -16,9 +17,9 @@ type ClampedValue struct {
 // Clamped lists the numeric leaves of l whose resolved value in s differs
 // from the number l asked for (sorted by field). Leaves that are not numbers
 // (durations written "30s", lists, strings) are not compared.
-func Clamped(l Layer, s Settings) []ClampedValue {
+func Clamped(l Layer, s model.Settings) []ClampedValue {
 	out := []ClampedValue{}
-	full := map[string]any(s.Layer())
+	full := map[string]any(Full(s))
 	var walk func(m map[string]any, applied map[string]any, path string)
 	walk = func(m map[string]any, applied map[string]any, path string) {
 		for k, v := range m {

@@ -1,8 +1,9 @@
-package model
+package settings
 
 import (
 	"encoding/json"
 	"errors"
+	"github.com/breakwater-gw/breakwater/model"
 	"math"
 	"reflect"
 	"strconv"
@@ -89,7 +90,7 @@ func drawSettingsTree(t *rapid.T, n *settingsNode, wild bool, label string, dept
 		scopes := []string{"model", "provider", "connection", "", "exact", "family"}
 		return rapid.SampledFrom(scopes).Draw(t, label)
 	case schemaReason:
-		return rapid.SampledFrom([]string(reasonNames)).Draw(t, label)
+		return rapid.SampledFrom(reasonNames()).Draw(t, label)
 	}
 	return nil
 }
@@ -142,13 +143,13 @@ func flattenErrors(err error) []error {
 // naming a field.
 func checkSettingsErrorsNamed(t interface{ Fatalf(string, ...any) }, err error) {
 	leaves := flattenErrors(err)
-	ses := SettingsErrors(err)
+	ses := model.SettingsErrors(err)
 	if len(leaves) == 0 || len(ses) != len(leaves) {
 		t.Fatalf("error %v: %d problems, %d of them *SettingsError", err, len(leaves), len(ses))
 	}
 	for _, se := range ses {
 		// An unknown key may itself be "" (named by the quotes in its message).
-		if (se.Field == "" && se.Problem != ProblemUnknownKey) || se.Problem == "" {
+		if (se.Field == "" && se.Problem != model.ProblemUnknownKey) || se.Problem == "" {
 			t.Fatalf("docs/settings.md#layers: problem %q names no field", se.Error())
 		}
 	}
@@ -158,20 +159,20 @@ func TestSettingsNormalizeIdempotentRapid(t *testing.T) {
 	// docs/settings.md#layers: Normalize(Normalize(x)) == Normalize(x) for any decodable settings.
 	rapid.Check(t, func(t *rapid.T) {
 		tree := drawSettingsTree(t, settingsSchema, false, "s", 0).(map[string]any)
-		raw, err := decodeSettingsTree(mergeSettingsTrees(map[string]any(DefaultSettings().Layer()), tree))
+		raw, err := decodeSettingsTree(mergeSettingsTrees(map[string]any(Full(model.DefaultSettings())), tree))
 		if err != nil {
 			t.Fatalf("a well-kinded tree failed to decode: %v", err)
 		}
-		before := cloneSettingsValue(map[string]any(raw.Layer()))
-		n, err := Normalize(raw)
-		if !reflect.DeepEqual(before, map[string]any(raw.Layer())) {
+		before := cloneSettingsValue(map[string]any(Full(raw)))
+		n, err := model.Normalize(raw)
+		if !reflect.DeepEqual(before, map[string]any(Full(raw))) {
 			t.Fatalf("Normalize modified its input")
 		}
 		if err != nil {
 			checkSettingsErrorsNamed(t, err)
 			return
 		}
-		again, err := Normalize(n)
+		again, err := model.Normalize(n)
 		if err != nil {
 			t.Fatalf("normalised settings rejected: %v", err)
 		}
@@ -196,8 +197,8 @@ func TestResolveRandomTreesRapid(t *testing.T) {
 	})
 }
 
-func checkResolvedFixedPoint(t interface{ Fatalf(string, ...any) }, s Settings, src Sources) {
-	n, err := Normalize(s)
+func checkResolvedFixedPoint(t interface{ Fatalf(string, ...any) }, s model.Settings, src Sources) {
+	n, err := model.Normalize(s)
 	if err != nil || !reflect.DeepEqual(n, s) {
 		t.Fatalf("resolved settings are not a fixed point of Normalize: %v", err)
 	}
@@ -311,7 +312,7 @@ func TestEnvLayerRapid(t *testing.T) {
 		}
 		l, err := EnvLayer(environ)
 		if err != nil {
-			if len(SettingsErrors(err)) != len(flattenErrors(err)) {
+			if len(model.SettingsErrors(err)) != len(flattenErrors(err)) {
 				t.Fatalf("non-settings error %v", err)
 			}
 			return
@@ -348,7 +349,7 @@ func FuzzResolve(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := ParseLayerJSON(data)
 		if err != nil {
-			var se *SettingsError
+			var se *model.SettingsError
 			if !errors.As(err, &se) {
 				t.Fatalf("ParseLayerJSON: %v is not a SettingsError", err)
 			}
@@ -384,7 +385,7 @@ func FuzzSetPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, path, value string) {
 		l, err := SetPath(Layer{}, path, value)
 		if err != nil {
-			if len(SettingsErrors(err)) == 0 {
+			if len(model.SettingsErrors(err)) == 0 {
 				t.Fatalf("SetPath: %v is not a SettingsError", err)
 			}
 			return
@@ -409,33 +410,13 @@ func FuzzEnvLayer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, env string) {
 		l, err := EnvLayer(strings.Split(env, "\n"))
 		if err != nil {
-			if len(SettingsErrors(err)) != len(flattenErrors(err)) {
+			if len(model.SettingsErrors(err)) != len(flattenErrors(err)) {
 				t.Fatalf("non-settings error %v", err)
 			}
 			return
 		}
 		if _, _, err := Resolve(NamedLayer{"env", l}); err != nil {
 			checkSettingsErrorsNamed(t, err)
-		}
-	})
-}
-
-func FuzzMillisJSON(f *testing.F) {
-	for _, s := range []string{`30000`, `"30s"`, `"1m30s"`, `-5`, `1.5e3`, `"1500us"`, `1e400`, `"9999999999h"`, `{}`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var m Millis
-		if err := json.Unmarshal(data, &m); err != nil {
-			return
-		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back Millis
-		if err := json.Unmarshal(b, &back); err != nil || back != m {
-			t.Fatalf("round trip %d → %s → %d (%v)", m, b, back, err)
 		}
 	})
 }
@@ -475,7 +456,7 @@ func TestSettingsRefuseNegativesAndZeroTimers(t *testing.T) {
 		if err == nil {
 			_, _, err = Resolve(NamedLayer{Name: "patch", Tree: l})
 		}
-		ses := SettingsErrors(err)
+		ses := model.SettingsErrors(err)
 		if len(ses) != 1 || ses[0].Field != c.field {
 			t.Errorf("%s: %v, want one error naming %s", c.doc, err, c.field)
 		}
@@ -502,9 +483,59 @@ func TestEnvZeroTimerNamesTheVariable(t *testing.T) {
 	for _, env := range []string{"BREAKWATER_RATE_LIMIT_MAX_WAIT_MS=0", "BREAKWATER_RATE_LIMIT_EXECUTION_MAX_WAIT_MS=0s"} {
 		_, err := EnvLayer([]string{env})
 		name, _, _ := strings.Cut(env, "=")
-		ses := SettingsErrors(err)
+		ses := model.SettingsErrors(err)
 		if len(ses) != 1 || ses[0].Source != "env "+name || !strings.Contains(ses[0].Problem, "at least 1 ms") {
 			t.Errorf("%s: %v, want one error from env %s", env, err, name)
 		}
 	}
+}
+
+// reasonNames lists the name of every model.Reason, in order.
+func reasonNames() []string {
+	var out []string
+	for v := range 256 {
+		name := model.Reason(v).String()
+		if strings.HasPrefix(name, "Reason(") {
+			break
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// TestSettingsJSONIsFull pins docs/settings.md#validation: the JSON of
+// model.Settings is exactly the full tree Full builds from the schema
+// (sorted keys, {} and [] for empty maps and lists, never null), for the
+// zero value, the defaults, and any decodable settings.
+func TestSettingsJSONIsFull(t *testing.T) {
+	check := func(t interface{ Fatalf(string, ...any) }, s model.Settings) {
+		got, err := json.Marshal(s)
+		if err != nil {
+			t.Fatalf("Marshal: %v", err)
+		}
+		want, err := json.Marshal(map[string]any(Full(s)))
+		if err != nil {
+			t.Fatalf("Marshal(Full): %v", err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("JSON of Settings differs from Full:\n got %s\nwant %s", got, want)
+		}
+		if strings.Contains(string(got), "null") {
+			t.Fatalf("JSON of Settings holds null: %s", got)
+		}
+	}
+	check(t, model.Settings{})
+	check(t, model.DefaultSettings())
+	check(t, model.Settings{
+		ProviderErrorRules: map[string][]model.ProviderErrorRule{"p": nil},
+		StatusRestatements: map[string][]model.RestatementRule{"p": {{ID: "r"}}, "q": nil},
+	})
+	rapid.Check(t, func(t *rapid.T) {
+		tree := drawSettingsTree(t, settingsSchema, false, "s", 0).(map[string]any)
+		raw, err := decodeSettingsTree(tree)
+		if err != nil {
+			t.Fatalf("a well-kinded tree failed to decode: %v", err)
+		}
+		check(t, raw)
+	})
 }

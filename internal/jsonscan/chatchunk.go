@@ -1,4 +1,4 @@
-package model
+package jsonscan
 
 import (
 	"math/bits"
@@ -6,18 +6,31 @@ import (
 	"unicode/utf8"
 )
 
-// scanChatChunk reads the common OpenAI chat-completions stream chunk
-// without encoding/json. Decoding every SSE event with json.Unmarshal was
-// the largest single cost of a streaming request in the gateway; this
-// scanner validates and
-// walks the event once, without allocating.
+// Chunk is what a chat-completions stream chunk says about progress: the
+// fields of model.StreamEvent the scanner reads.
+type Chunk struct {
+	// UsefulBytes counts the UTF-8 bytes of model text output.
+	UsefulBytes int
+	// Reasoning: a reasoning delta, even empty.
+	Reasoning bool
+	// ToolCall: a tool or function call delta.
+	ToolCall bool
+	// FinishReason is the last non-empty finish_reason ("" = none).
+	FinishReason string
+}
+
+// ChatChunk reads the common OpenAI chat-completions stream chunk without
+// encoding/json. Decoding every SSE event with json.Unmarshal is the
+// largest single cost of a streaming request in the gateway; this scanner
+// validates and walks the event once, without allocating.
 //
-// It answers only when it is sure to give what decodeStreamEvent gives:
-// ok is false for anything else (other event shapes, a top-level "type",
-// "delta", "content_block" or "error", a key with escapes, non-ASCII bytes
-// or another letter case than the one the decoder's struct names, duplicate
-// keys, a value of an unexpected type, deep nesting, invalid JSON), and the
-// caller then decodes. FuzzScanChatChunk holds it to that.
+// It answers only when it is sure to give what model's full decoder of
+// stream events gives: ok is false for anything else (other event shapes,
+// a top-level "type", "delta", "content_block" or "error", a key with
+// escapes, non-ASCII bytes or another letter case than the one the
+// decoder's struct names, duplicate keys, a value of an unexpected type,
+// deep nesting, invalid JSON), and the caller then decodes. model's
+// FuzzScanChatChunk holds it to that.
 //
 // It reads every event of every stream, so it is written for speed: direct
 // loops over the three object shapes it reads (chunk, choice, delta), the
@@ -26,16 +39,16 @@ import (
 // other keys skipped without recursion, and positions passed and returned
 // rather than kept in a struct. Every fast path answers as the general one
 // would.
-func scanChatChunk(data []byte) (StreamEvent, bool) {
-	var out StreamEvent
+func ChatChunk(data []byte) (Chunk, bool) {
+	var out Chunk
 	i := scanChunk(data, skipWS(data, 0), &out)
 	if i < 0 || skipWS(data, i) != len(data) {
-		return StreamEvent{}, false
+		return Chunk{}, false
 	}
 	return out, true
 }
 
-// The keys decodeStreamEvent's struct names, per object: the scanner reads
+// The keys the full decoder's struct names, per object: the scanner reads
 // or refuses them, and skips every other key as the decoder ignores it.
 var (
 	chunkFields  = []string{"choices", "type", "delta", "content_block", "error"}
@@ -67,7 +80,7 @@ const (
 
 // scanChunk reads the top-level object: only "choices" is read here, the
 // other names are the decoder's.
-func scanChunk(b []byte, i int, out *StreamEvent) int {
+func scanChunk(b []byte, i int, out *Chunk) int {
 	if i >= len(b) || b[i] != '{' {
 		return -1
 	}
@@ -139,7 +152,7 @@ func scanChunk(b []byte, i int, out *StreamEvent) int {
 
 // scanChoices reads the "choices" value: null or an array of choice
 // objects (a null choice decodes as an empty one).
-func scanChoices(b []byte, i int, out *StreamEvent) int {
+func scanChoices(b []byte, i int, out *Chunk) int {
 	if i >= len(b) {
 		return -1
 	}
@@ -172,7 +185,7 @@ func scanChoices(b []byte, i int, out *StreamEvent) int {
 }
 
 // scanChoice reads one choice object.
-func scanChoice(b []byte, i int, out *StreamEvent) int {
+func scanChoice(b []byte, i int, out *Chunk) int {
 	if i >= len(b) || b[i] != '{' {
 		return -1
 	}
@@ -235,7 +248,7 @@ func scanChoice(b []byte, i int, out *StreamEvent) int {
 }
 
 // scanDelta reads a choice's "delta" value: null or an object.
-func scanDelta(b []byte, i int, out *StreamEvent) int {
+func scanDelta(b []byte, i int, out *Chunk) int {
 	if i >= len(b) {
 		return -1
 	}
@@ -330,7 +343,7 @@ func scanText(b []byte, i int) (n, end int) {
 
 // scanReasoning reads "reasoning_content" or "reasoning": null or any
 // string.
-func scanReasoning(b []byte, i int, out *StreamEvent) int {
+func scanReasoning(b []byte, i int, out *Chunk) int {
 	if i >= len(b) {
 		return -1
 	}
@@ -348,7 +361,7 @@ func scanReasoning(b []byte, i int, out *StreamEvent) int {
 
 // scanFinish reads "finish_reason": null or a string without escapes or
 // bytes outside ASCII.
-func scanFinish(b []byte, i int, out *StreamEvent) int {
+func scanFinish(b []byte, i int, out *Chunk) int {
 	if i >= len(b) {
 		return -1
 	}

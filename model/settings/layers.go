@@ -1,9 +1,12 @@
-package model
+package settings
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/breakwater-gw/breakwater/internal/lenient"
+	"github.com/breakwater-gw/breakwater/internal/suggest"
+	"github.com/breakwater-gw/breakwater/model"
 	"math"
 	"slices"
 	"strconv"
@@ -25,11 +28,11 @@ import (
 //
 // Precedence, lowest to highest: built-in defaults < "file" < "env" <
 // "saved" (PATCH, persisted). Resolve deep-merges the layers in the order given
-// over DefaultSettings: objects merge key by key (RFC 7386), arrays and scalars
+// over model.DefaultSettings: objects merge key by key (RFC 7386), arrays and scalars
 // replace. Inside a layer passed to Resolve, null means "this layer does not
 // set the key" (the lower layers apply); MergePatch uses null to delete a
 // saved key. Per-connection overrides are applied later by the engine
-// (Settings.QueueBudgets). Keys are matched exactly (case-sensitive); an
+// (model.Settings.QueueBudgets). Keys are matched exactly (case-sensitive); an
 // unknown key is an error naming its path and the nearest known key.
 //
 // Scalars are accepted leniently so quoting in YAML, env or `-set` never
@@ -37,7 +40,7 @@ import (
 //   - *Ms fields: an integer (ms), a string holding one, or a Go duration
 //     string ("30s", "1m30s", "250ms") that is a whole number of milliseconds;
 //   - integers: a whole number or a string holding one (integers beyond int64
-//     saturate, then Normalize clamps);
+//     saturate, then model.Normalize clamps);
 //   - booleans: true/false, or the strings true/1/on and false/0/off (any case).
 //
 // Paths are dotted JSON keys ("providerBreaker.apikey.failureThreshold").
@@ -62,10 +65,6 @@ type Sources map[string]string
 // SourceDefault is the Sources value of a built-in default.
 const SourceDefault = "default"
 
-// ProblemUnknownVariable is the Problem of a SettingsError for an unknown
-// BREAKWATER_* settings variable; Field holds the variable's name.
-const ProblemUnknownVariable = "unknown variable"
-
 const (
 	maxSettingsTreeDepth  = 64
 	settingsEnvPrefix     = "BREAKWATER_"
@@ -75,12 +74,12 @@ const (
 // ---------------------------------------------------------------------------
 // Resolve
 
-// Resolve merges the layers, lowest precedence first, over DefaultSettings,
+// Resolve merges the layers, lowest precedence first, over model.DefaultSettings,
 // decodes the result strictly and normalises it. Every layer is checked on its
-// own first, so an error names the layer (SettingsError.Source) as well as the
+// own first, so an error names the layer (model.SettingsError.Source) as well as the
 // key. Sources tells, for every leaf, which layer supplied it.
-func Resolve(layers ...NamedLayer) (Settings, Sources, error) {
-	tree := map[string]any(DefaultSettings().Layer())
+func Resolve(layers ...NamedLayer) (model.Settings, Sources, error) {
+	tree := map[string]any(Full(model.DefaultSettings()))
 	set := map[string]string{}
 	var errs []error
 	for i, nl := range layers {
@@ -100,23 +99,23 @@ func Resolve(layers ...NamedLayer) (Settings, Sources, error) {
 		walkSettingsLeaves(map[string]any(l), settingsSchema, "", false, func(p string) { set[p] = name })
 	}
 	if len(errs) > 0 {
-		return Settings{}, nil, errors.Join(errs...)
+		return model.Settings{}, nil, errors.Join(errs...)
 	}
 	s, err := decodeSettingsTree(tree)
 	if err != nil {
-		return Settings{}, nil, err
+		return model.Settings{}, nil, err
 	}
-	n, err := Normalize(s)
+	n, err := model.Normalize(s)
 	if err != nil {
-		for _, se := range SettingsErrors(err) {
+		for _, se := range model.SettingsErrors(err) {
 			if se.Source == "" {
 				se.Source = lookupSettingsSource(set, se.Field)
 			}
 		}
-		return Settings{}, nil, err
+		return model.Settings{}, nil, err
 	}
 	src := Sources{}
-	walkSettingsLeaves(map[string]any(n.Layer()), settingsSchema, "", true, func(p string) {
+	walkSettingsLeaves(map[string]any(Full(n)), settingsSchema, "", true, func(p string) {
 		if name, ok := set[p]; ok {
 			src[p] = name
 		} else {
@@ -143,7 +142,7 @@ func lookupSettingsSource(set map[string]string, field string) string {
 }
 
 func withSettingsSource(err error, source string) error {
-	for _, se := range SettingsErrors(err) {
+	for _, se := range model.SettingsErrors(err) {
 		if se.Source == "" {
 			se.Source = source
 		}
@@ -152,7 +151,7 @@ func withSettingsSource(err error, source string) error {
 }
 
 // checkSettingsLayer decodes a canonical layer on its own: unknown keys and
-// wrong types are reported; values are not range-checked (Normalize clamps).
+// wrong types are reported; values are not range-checked (model.Normalize clamps).
 func checkSettingsLayer(l Layer) error {
 	var d settingsDecoder
 	d.check(map[string]any(l), settingsSchema, "", 0)
@@ -160,21 +159,21 @@ func checkSettingsLayer(l Layer) error {
 }
 
 // decodeSettingsTree decodes a full canonical tree into Settings, strictly.
-func decodeSettingsTree(tree map[string]any) (Settings, error) {
+func decodeSettingsTree(tree map[string]any) (model.Settings, error) {
 	var d settingsDecoder
 	checked := d.check(tree, settingsSchema, "", 0)
 	if err := d.p.err(); err != nil {
-		return Settings{}, err
+		return model.Settings{}, err
 	}
 	// checked now holds only known keys and values of the right JSON kind,
 	// so encoding/json cannot fail on it.
 	b, err := json.Marshal(checked)
 	if err != nil {
-		return Settings{}, &SettingsError{Problem: err.Error()}
+		return model.Settings{}, &model.SettingsError{Problem: err.Error()}
 	}
-	var s Settings
+	var s model.Settings
 	if err := json.Unmarshal(b, &s); err != nil {
-		return Settings{}, &SettingsError{Problem: err.Error()}
+		return model.Settings{}, &model.SettingsError{Problem: err.Error()}
 	}
 	return s, nil
 }
@@ -288,15 +287,15 @@ func pruneEmptySettingsObjects(m map[string]any) map[string]any {
 // then resolve lower (e.g. file and env layers) plus the new saved layer. It
 // returns the layer to persist and the settings to apply only when all of it
 // is valid; on error nothing should change.
-func ApplyPatch(lower []NamedLayer, saved, patch Layer) (Layer, Settings, Sources, error) {
+func ApplyPatch(lower []NamedLayer, saved, patch Layer) (Layer, model.Settings, Sources, error) {
 	next, err := MergePatch(saved, patch)
 	if err != nil {
-		return nil, Settings{}, nil, err
+		return nil, model.Settings{}, nil, err
 	}
 	layers := append(slices.Clone(lower), NamedLayer{Name: "saved", Tree: next})
 	s, src, err := Resolve(layers...)
 	if err != nil {
-		return nil, Settings{}, nil, err
+		return nil, model.Settings{}, nil, err
 	}
 	return next, s, src, nil
 }
@@ -310,7 +309,7 @@ func ApplyPatch(lower []NamedLayer, saved, patch Layer) (Layer, Settings, Source
 // and taken as a plain string otherwise, so "30s" works for *Ms fields. JSON
 // null removes the key from the layer. An unknown path is an error naming the
 // nearest known key; a value of the wrong type is an error too (ranges are
-// Normalize's business). l is not modified.
+// model.Normalize's business). l is not modified.
 func SetPath(l Layer, path string, value string) (Layer, error) {
 	segs, err := splitSettingsPath(path)
 	if err != nil {
@@ -365,7 +364,7 @@ func setSettingsIn(m map[string]any, segs []string, v any) map[string]any {
 // splitSettingsPath splits a dotted path along the settings schema.
 func splitSettingsPath(path string) ([]string, error) {
 	if path == "" {
-		return nil, &SettingsError{Problem: "empty settings path"}
+		return nil, &model.SettingsError{Problem: "empty settings path"}
 	}
 	n := settingsSchema
 	rest := path
@@ -378,7 +377,7 @@ func splitSettingsPath(path string) ([]string, error) {
 			var found bool
 			seg, rest, found = strings.Cut(rest, ".")
 			if found && rest == "" {
-				return nil, &SettingsError{Field: path, Problem: "path ends with a dot"}
+				return nil, &model.SettingsError{Field: path, Problem: "path ends with a dot"}
 			}
 			child := n.field(seg)
 			if child == nil {
@@ -392,11 +391,11 @@ func splitSettingsPath(path string) ([]string, error) {
 				seg, rest, _ = strings.Cut(rest, ".")
 			}
 			if seg == "" {
-				return nil, &SettingsError{Field: path, Problem: "empty key"}
+				return nil, &model.SettingsError{Field: path, Problem: "empty key"}
 			}
 			n = n.elem
 		default:
-			return nil, &SettingsError{Field: walked, Problem: fmt.Sprintf("is a value, not an object (cannot set %q below it)", rest)}
+			return nil, &model.SettingsError{Field: walked, Problem: fmt.Sprintf("is a value, not an object (cannot set %q below it)", rest)}
 		}
 		segs = append(segs, seg)
 		walked = joinSettingsPath(walked, seg)
@@ -423,17 +422,17 @@ func settingsPathNode(path string) *settingsNode {
 
 // Get returns the value at a dotted path of s in its canonical tree form
 // (json.Number, bool, string, []any or map[string]any).
-func Get(s Settings, path string) (any, error) {
+func Get(s model.Settings, path string) (any, error) {
 	segs, err := splitSettingsPath(path)
 	if err != nil {
 		return nil, err
 	}
-	var cur any = map[string]any(s.Layer())
+	var cur any = map[string]any(Full(s))
 	for _, seg := range segs {
 		m, _ := cur.(map[string]any)
 		v, ok := m[seg]
 		if !ok {
-			return nil, &SettingsError{Field: path, Problem: "not set"}
+			return nil, &model.SettingsError{Field: path, Problem: "not set"}
 		}
 		cur = v
 	}
@@ -444,13 +443,14 @@ func Get(s Settings, path string) (any, error) {
 // Settings → tree
 
 // plainSettings has Settings' fields without its methods, for encoding/json.
-type plainSettings Settings
+type plainSettings model.Settings
 
-// Layer returns s as a full settings tree: every key, empty maps as {} and
+// Full returns s as a full settings tree: every key, empty maps as {} and
 // empty lists as [] (never null), durations as integer milliseconds. It is
 // what GET /api/resilience shows, and resolving it as a layer gives s back
 // (docs/settings.md#validation: the API can always re-submit what it returns).
-func (s Settings) Layer() Layer {
+// model.Settings.MarshalJSON writes the same tree (TestSettingsJSONIsFull).
+func Full(s model.Settings) Layer {
 	b, err := json.Marshal(plainSettings(s))
 	if err != nil {
 		return Layer{}
@@ -496,12 +496,6 @@ func fillSettingsEmpties(v any, n *settingsNode) any {
 	return v
 }
 
-// MarshalJSON writes the full tree of Settings.Layer, so JSON output of
-// settings never holds null (which PATCH would read as "delete").
-func (s Settings) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]any(s.Layer()))
-}
-
 // ---------------------------------------------------------------------------
 // Canonical trees
 
@@ -514,13 +508,13 @@ func ParseLayerJSON(b []byte) (Layer, error) {
 	if !json.Valid(b) {
 		var v any
 		err := json.Unmarshal(b, &v)
-		return nil, &SettingsError{Problem: fmt.Sprintf("invalid JSON: %v", err)}
+		return nil, &model.SettingsError{Problem: fmt.Sprintf("invalid JSON: %v", err)}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, &SettingsError{Problem: fmt.Sprintf("invalid JSON: %v", err)}
+		return nil, &model.SettingsError{Problem: fmt.Sprintf("invalid JSON: %v", err)}
 	}
 	return LayerOf(v)
 }
@@ -538,12 +532,12 @@ func LayerOf(v any) (Layer, error) {
 	case map[string]any:
 		return Layer(m), nil
 	}
-	return nil, &SettingsError{Problem: fmt.Sprintf("settings must be an object, got %s", describeSettingValue(c))}
+	return nil, &model.SettingsError{Problem: fmt.Sprintf("settings must be an object, got %s", describeSettingValue(c))}
 }
 
 func canonSettingsValue(v any, path string, depth int) (any, error) {
 	if depth > maxSettingsTreeDepth {
-		return nil, &SettingsError{Field: path, Problem: "nested too deeply"}
+		return nil, &model.SettingsError{Field: path, Problem: "nested too deeply"}
 	}
 	num := func(s string) (any, error) { return json.Number(s), nil }
 	switch x := v.(type) {
@@ -552,7 +546,7 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 			// No setting has a use for one, and the Postgres store
 			// cannot keep it (jsonb refuses \u0000): bad input, not a
 			// failed save.
-			return nil, &SettingsError{Field: path, Problem: "must not contain a NUL character (\\u0000)"}
+			return nil, &model.SettingsError{Field: path, Problem: "must not contain a NUL character (\\u0000)"}
 		}
 		return x, nil
 	case nil, bool:
@@ -561,10 +555,10 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 		return x, nil
 	case time.Duration:
 		if x%time.Millisecond != 0 {
-			return nil, &SettingsError{Field: path, Problem: fmt.Sprintf("duration %v is not a whole number of milliseconds", x)}
+			return nil, &model.SettingsError{Field: path, Problem: fmt.Sprintf("duration %v is not a whole number of milliseconds", x)}
 		}
 		return num(strconv.FormatInt(int64(x/time.Millisecond), 10))
-	case Millis:
+	case model.Millis:
 		return num(strconv.FormatInt(int64(x), 10))
 	case int:
 		return num(strconv.Itoa(x))
@@ -593,7 +587,7 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 	case interface{ MarshalText() ([]byte, error) }:
 		b, err := x.MarshalText()
 		if err != nil {
-			return nil, &SettingsError{Field: path, Problem: err.Error()}
+			return nil, &model.SettingsError{Field: path, Problem: err.Error()}
 		}
 		return string(b), nil
 	case Layer:
@@ -605,7 +599,7 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 		for k, e := range x {
 			ks, ok := k.(string)
 			if !ok {
-				return nil, &SettingsError{Field: path, Problem: fmt.Sprintf("object keys must be strings, got %v", k)}
+				return nil, &model.SettingsError{Field: path, Problem: fmt.Sprintf("object keys must be strings, got %v", k)}
 			}
 			m[ks] = e
 		}
@@ -624,13 +618,13 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 	// Anything else (typed slices and maps, structs): through encoding/json.
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, &SettingsError{Field: path, Problem: fmt.Sprintf("unsupported value of type %T", v)}
+		return nil, &model.SettingsError{Field: path, Problem: fmt.Sprintf("unsupported value of type %T", v)}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
 	var out any
 	if err := dec.Decode(&out); err != nil {
-		return nil, &SettingsError{Field: path, Problem: fmt.Sprintf("unsupported value of type %T", v)}
+		return nil, &model.SettingsError{Field: path, Problem: fmt.Sprintf("unsupported value of type %T", v)}
 	}
 	return canonSettingsValue(out, path, depth+1)
 }
@@ -639,7 +633,7 @@ func canonSettingsObject(x map[string]any, path string, depth int) (any, error) 
 	out := make(map[string]any, len(x))
 	for _, k := range sortedSettingKeys(x) {
 		if strings.IndexByte(k, 0) >= 0 {
-			return nil, &SettingsError{Field: path, Problem: "a key must not contain a NUL character (\\u0000)"}
+			return nil, &model.SettingsError{Field: path, Problem: "a key must not contain a NUL character (\\u0000)"}
 		}
 		c, err := canonSettingsValue(x[k], joinSettingsPath(path, k), depth+1)
 		if err != nil {
@@ -652,7 +646,7 @@ func canonSettingsObject(x map[string]any, path string, depth int) (any, error) 
 
 func canonSettingsFloat(f float64, path string) (any, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, &SettingsError{Field: path, Problem: "not a finite number"}
+		return nil, &model.SettingsError{Field: path, Problem: "not a finite number"}
 	}
 	return json.Number(strconv.FormatFloat(f, 'f', -1, 64)), nil
 }
@@ -776,9 +770,9 @@ func joinSettingsPath(path, key string) string {
 	return path + "." + key
 }
 
-func unknownSettingsKey(field, key string, n *settingsNode) *SettingsError {
+func unknownSettingsKey(field, key string, n *settingsNode) *model.SettingsError {
 	names := n.fieldNames()
-	return &SettingsError{Field: field, Problem: ProblemUnknownKey, Suggestion: NearestName(key, names), Known: names}
+	return &model.SettingsError{Field: field, Problem: model.ProblemUnknownKey, Suggestion: suggest.Nearest(key, names), Known: names}
 }
 
 // ---------------------------------------------------------------------------
@@ -843,11 +837,11 @@ func (d *settingsDecoder) check(v any, n *settingsNode, path string, depth int) 
 		}
 		switch n.kind {
 		case schemaScope:
-			if _, err := ParseScope(s); err != nil {
+			if _, err := model.ParseScope(s); err != nil {
 				d.fail(path, "want model, provider or connection, got %q", s)
 			}
 		case schemaReason:
-			if _, err := ParseReason(s); err != nil {
+			if _, err := model.ParseReason(s); err != nil {
 				d.fail(path, "%s", err.Error())
 			}
 		}
@@ -928,7 +922,7 @@ func parseSettingInt(v any) (int64, error) {
 	default:
 		return 0, fmt.Errorf("want an integer, got %s", describeSettingValue(v))
 	}
-	n, err := parseSettingWhole(s)
+	n, err := lenient.Whole(s)
 	if err != nil {
 		return 0, fmt.Errorf("want an integer, got %s", describeSettingValue(v))
 	}
@@ -960,38 +954,6 @@ func walkSettingsLeaves(v any, n *settingsNode, path string, emptyMaps bool, fn 
 		}
 		walkSettingsLeaves(obj[k], child, joinSettingsPath(path, k), emptyMaps, fn)
 	}
-}
-
-// ---------------------------------------------------------------------------
-// Nearest names
-
-// NearestName returns the candidate closest to name (Levenshtein,
-// case-insensitive), or "" when none is close enough to be a likely typo.
-// It is the one "did you mean" rule of every input breakwater reads: settings
-// keys and variables, the model names of an unknown-model 404, the config
-// file, scenario, fault and chaos files. A name of three letters or more that
-// one candidate contains (or is contained in) counts as one edit away; a
-// shorter one would match nearly everything.
-func NearestName(name string, candidates []string) string {
-	best, bestD, bestEdits := "", -1, 0
-	ln := strings.ToLower(name)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		edits := EditDistance(ln, lc)
-		d := edits
-		if len(ln) >= 3 && (strings.Contains(lc, ln) || strings.Contains(ln, lc)) {
-			d = min(d, 1)
-		}
-		// Ties go to the fewer real edits (maxWaitM is maxWaitMs before
-		// executionMaxWaitMs, which merely contains it), then byte order.
-		if bestD < 0 || d < bestD || (d == bestD && (edits < bestEdits || edits == bestEdits && c < best)) {
-			best, bestD, bestEdits = c, d, edits
-		}
-	}
-	if bestD < 0 || bestD > max(2, len([]rune(name))/3) {
-		return ""
-	}
-	return best
 }
 
 // ---------------------------------------------------------------------------
@@ -1123,20 +1085,20 @@ func EnvLayer(environ []string) (Layer, error) {
 			if err == nil {
 				next = Layer(setSettingsIn(map[string]any(cloneSettingsValue(map[string]any(l)).(map[string]any)), strings.Split(path, "."), v))
 			} else {
-				err = &SettingsError{Field: path, Problem: err.Error()}
+				err = &model.SettingsError{Field: path, Problem: err.Error()}
 			}
 		} else if rest, ok := strings.CutPrefix(name, settingsEnvGenericPfx); ok {
 			path = strings.ReplaceAll(rest, "__", ".")
 			next, err = SetPath(l, path, raw)
-		} else if SettingsEnvOwned(name) {
-			p = append(p, &SettingsError{Field: name, Problem: ProblemUnknownVariable,
-				Suggestion: NearestName(name, names), Source: "env"})
+		} else if EnvOwned(name) {
+			p = append(p, &model.SettingsError{Field: name, Problem: model.ProblemUnknownVariable,
+				Suggestion: suggest.Nearest(name, names), Source: "env"})
 			continue
 		} else {
 			continue
 		}
 		if err != nil {
-			for _, se := range SettingsErrors(err) {
+			for _, se := range model.SettingsErrors(err) {
 				se.Source = source
 				p = append(p, se)
 			}
@@ -1144,7 +1106,7 @@ func EnvLayer(environ []string) (Layer, error) {
 		}
 		for _, other := range sortedSettingKeys(setBy) {
 			if settingsPathOverlaps(path, other) {
-				p = append(p, &SettingsError{Field: path, Source: source,
+				p = append(p, &model.SettingsError{Field: path, Source: source,
 					Problem: fmt.Sprintf("also set by %s (%s)", setBy[other], other)})
 			}
 		}
@@ -1157,10 +1119,10 @@ func EnvLayer(environ []string) (Layer, error) {
 	return l, nil
 }
 
-// SettingsEnvOwned reports whether name is under a variable prefix the
+// EnvOwned reports whether name is under a variable prefix the
 // settings own: an unknown variable there is a typo, not someone else's
 // (EnvLayer refuses it, naming the nearest known one).
-func SettingsEnvOwned(name string) bool {
+func EnvOwned(name string) bool {
 	for _, pfx := range []string{
 		"BREAKWATER_PROVIDER_BREAKER_", "BREAKWATER_PROVIDER_COOLDOWN_", "BREAKWATER_CONNECTION_COOLDOWN_",
 		"BREAKWATER_RATE_LIMIT_", "BREAKWATER_STREAM_", "BREAKWATER_MODEL_LOCKOUT_",
