@@ -710,14 +710,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	delivered := execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 
 	commit := func() bool {
-		h := w.Header()
-		rs.setHeaders(h)
-		h["Content-Type"] = hdrSSE
-		h["Cache-Control"] = hdrNoCache
-		h["X-Accel-Buffering"] = hdrNo
-		if id := firstValue(resp.Header, "X-Request-Id"); id != nil {
-			h["X-Upstream-Request-Id"] = id // as on a JSON answer
-		}
+		rs.setStreamHeaders(w.Header(), resp.Header)
 		committed, rs.committed = true, true
 		rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
 		w.WriteHeader(http.StatusOK)
@@ -769,9 +762,8 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if err == errEventTooLarge {
 				// Not a stream anyone can read: the model's output
 				// validation case, as a malformed event is.
-				q := model.Outcome{Kind: model.OutcomeQuality}
-				code, _ := model.StreamErrorCode(q)
-				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
+				res, code := qualityFailure()
+				return fail(res, code, fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
 			}
 			if err == io.EOF && !sawEvent && !committed {
 				err = io.ErrUnexpectedEOF
@@ -792,9 +784,8 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if rs.skipMalformed(data) {
 				continue
 			}
-			q := model.Outcome{Kind: model.OutcomeQuality}
-			code, _ := model.StreamErrorCode(q)
-			return fail(execResult{outcome: q}, string(code), "the upstream sent malformed stream events (their data is not JSON)")
+			res, code := qualityFailure()
+			return fail(res, code, "the upstream sent malformed stream events (their data is not JSON)")
 		}
 		rs.streamEvent(&ev, data) // proxy/resume.go
 		sw.observe(ev)
@@ -808,21 +799,7 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if !committed {
 				return execResult{outcome: o, errBody: append([]byte(nil), data...), header: http.Header{"Content-Type": {"application/json"}}}
 			}
-			// Redacted like every other copy of an upstream error a
-			// client or a log sees: it may quote the credential. A native
-			// error event (anthropic's {"type":"error",…}, gemini's
-			// {"error":{"code","status"}}) goes out in the OpenAI shape, as
-			// the same error before commit or in a JSON answer does; one
-			// already in that shape goes out as it came.
-			d := redact(data, secret)
-			if body := clientErrorBody(d, ev.ErrorStatus, rs.provider); body != nil && !bytes.Equal(body, d) {
-				writeSSEData(w, body)
-			} else {
-				w.Write(redact(raw, secret))
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
+			rs.relayErrorEvent(raw, data, ev.ErrorStatus, secret)
 			return execResult{outcome: o, committed: true, status: http.StatusOK}
 		}
 		if ev.Done {
@@ -850,9 +827,8 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 			if len(held)+len(raw) > maxStreamEvent {
 				// Metadata without end before any content: bounded as
 				// one event is.
-				q := model.Outcome{Kind: model.OutcomeQuality}
-				code, _ := model.StreamErrorCode(q)
-				return fail(execResult{outcome: q}, string(code), fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent))
+				res, code := qualityFailure()
+				return fail(res, code, fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent))
 			}
 			held = append(held, raw...)
 			if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(eager && len(data) > 0) {
@@ -882,6 +858,51 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 		if flusher != nil && rd.buffered() == 0 {
 			flusher.Flush()
 		}
+	}
+}
+
+// setStreamHeaders sets the head of a committed stream: the gateway's
+// headers, SSE framing without buffering, and the upstream's request id
+// as on a JSON answer.
+func (rs *reqState) setStreamHeaders(h, up http.Header) {
+	rs.setHeaders(h)
+	h["Content-Type"] = hdrSSE
+	h["Cache-Control"] = hdrNoCache
+	h["X-Accel-Buffering"] = hdrNo
+	if id := firstValue(up, "X-Request-Id"); id != nil {
+		h["X-Upstream-Request-Id"] = id // as on a JSON answer
+	}
+}
+
+// qualityFailure is a stream no one can read (an oversized or malformed
+// event): the output validation case (docs/streams.md#malformed-events),
+// with its stream error code.
+func qualityFailure() (execResult, string) {
+	q := model.Outcome{Kind: model.OutcomeQuality}
+	code, _ := model.StreamErrorCode(q)
+	return execResult{outcome: q}, string(code)
+}
+
+// relayErrorEvent passes an upstream's in-stream error event to a client
+// whose stream is committed. Redacted like every other copy of an upstream
+// error a client or a log sees: it may quote the credential. A native
+// error event (anthropic's {"type":"error",…}, gemini's
+// {"error":{"code","status"}}) goes out in the OpenAI shape, as the same
+// error before commit or in a JSON answer does; one already in that shape
+// goes out as it came. Out of line, so its locals are not under the
+// stream's loop (stack per held stream, docs/gateway.md "Measuring").
+//
+//go:noinline
+func (rs *reqState) relayErrorEvent(raw, data []byte, status int, secret string) {
+	w := rs.w
+	d := redact(data, secret)
+	if body := clientErrorBody(d, status, rs.provider); body != nil && !bytes.Equal(body, d) {
+		writeSSEData(w, body)
+	} else {
+		w.Write(redact(raw, secret))
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
 	}
 }
 
