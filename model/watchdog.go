@@ -70,26 +70,7 @@ func scanChatChunk(data []byte) (StreamEvent, bool) {
 // with encoding/json's rules. scanChatChunk answers the common
 // chat-completions chunk the same way without it.
 func decodeStreamEvent(data []byte) StreamEvent {
-	var ev struct {
-		Type    string `json:"type"`
-		Choices []struct {
-			Delta struct {
-				Content          *string         `json:"content"`
-				Text             *string         `json:"text"`
-				ReasoningContent *string         `json:"reasoning_content"`
-				Reasoning        *string         `json:"reasoning"`
-				ToolCalls        json.RawMessage `json:"tool_calls"`
-				FunctionCall     json.RawMessage `json:"function_call"`
-			} `json:"delta"`
-			Text         *string `json:"text"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Delta        json.RawMessage `json:"delta"`
-		ContentBlock struct {
-			Type string `json:"type"`
-		} `json:"content_block"`
-		Error json.RawMessage `json:"error"`
-	}
+	var ev wireStreamEvent
 	if json.Unmarshal(data, &ev) != nil {
 		// A valid document of unexpected types reads as nothing; only
 		// bytes that are not JSON are malformed.
@@ -100,7 +81,52 @@ func decodeStreamEvent(data []byte) StreamEvent {
 		out.Error = true
 		out.ErrorStatus, _ = StreamErrorStatus(data)
 	}
-	t := strings.ToLower(ev.Type)
+	out.readType(strings.ToLower(ev.Type), data)
+	cb := strings.ToLower(ev.ContentBlock.Type)
+	if strings.Contains(cb, "thinking") || strings.Contains(cb, "reasoning") {
+		out.Reasoning = true
+	} else if strings.Contains(cb, "tool_use") {
+		out.ToolCall = true
+	}
+	for i := range ev.Choices {
+		out.readChoice(&ev.Choices[i])
+	}
+	if len(ev.Delta) > 0 {
+		out.readDelta(ev.Delta)
+	}
+	return out
+}
+
+// wireStreamEvent is the union of the stream event shapes
+// decodeStreamEvent reads: chat-completions chunks, Responses events and
+// Messages events.
+type wireStreamEvent struct {
+	Type         string             `json:"type"`
+	Choices      []wireStreamChoice `json:"choices"`
+	Delta        json.RawMessage    `json:"delta"`
+	ContentBlock struct {
+		Type string `json:"type"`
+	} `json:"content_block"`
+	Error json.RawMessage `json:"error"`
+}
+
+// wireStreamChoice is one choice of a chat-completions chunk.
+type wireStreamChoice struct {
+	Delta struct {
+		Content          *string         `json:"content"`
+		Text             *string         `json:"text"`
+		ReasoningContent *string         `json:"reasoning_content"`
+		Reasoning        *string         `json:"reasoning"`
+		ToolCalls        json.RawMessage `json:"tool_calls"`
+		FunctionCall     json.RawMessage `json:"function_call"`
+	} `json:"delta"`
+	Text         *string `json:"text"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// readType reads what a Responses or Messages event's lower-cased type t
+// says: reasoning, a tool call, or the turn's end.
+func (out *StreamEvent) readType(t string, data []byte) {
 	switch {
 	case strings.Contains(t, "reasoning") || strings.Contains(t, "thinking"):
 		out.Reasoning = true
@@ -114,63 +140,63 @@ func decodeStreamEvent(data []byte) StreamEvent {
 	case t == "response.incomplete":
 		out.Done, out.FinishReason = true, "length"
 	}
-	cb := strings.ToLower(ev.ContentBlock.Type)
-	if strings.Contains(cb, "thinking") || strings.Contains(cb, "reasoning") {
+}
+
+// readChoice adds one chat-completions choice: its text, reasoning, tool
+// calls and finish reason.
+func (out *StreamEvent) readChoice(c *wireStreamChoice) {
+	d := &c.Delta
+	if d.Content != nil {
+		out.UsefulBytes += len(*d.Content)
+	}
+	if d.Text != nil {
+		out.UsefulBytes += len(*d.Text)
+	}
+	if c.Text != nil {
+		out.UsefulBytes += len(*c.Text)
+	}
+	if d.ReasoningContent != nil || d.Reasoning != nil {
 		out.Reasoning = true
-	} else if strings.Contains(cb, "tool_use") {
+	}
+	if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" || len(d.FunctionCall) > 0 && string(d.FunctionCall) != "null" {
 		out.ToolCall = true
 	}
-	for _, c := range ev.Choices {
-		d := &c.Delta
-		if d.Content != nil {
-			out.UsefulBytes += len(*d.Content)
-		}
-		if d.Text != nil {
-			out.UsefulBytes += len(*d.Text)
-		}
-		if c.Text != nil {
-			out.UsefulBytes += len(*c.Text)
-		}
-		if d.ReasoningContent != nil || d.Reasoning != nil {
-			out.Reasoning = true
-		}
-		if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" || len(d.FunctionCall) > 0 && string(d.FunctionCall) != "null" {
-			out.ToolCall = true
-		}
-		if c.FinishReason != nil && *c.FinishReason != "" {
-			out.FinishReason = *c.FinishReason
-		}
+	if c.FinishReason != nil && *c.FinishReason != "" {
+		out.FinishReason = *c.FinishReason
 	}
-	if len(ev.Delta) > 0 {
-		var s string
-		if json.Unmarshal(ev.Delta, &s) == nil { // Responses: "delta": "text"
-			if !out.Reasoning && !out.ToolCall {
-				out.UsefulBytes += len(s)
-			}
-		} else {
-			var d struct {
-				Type       string  `json:"type"`
-				Text       *string `json:"text"`
-				Thinking   *string `json:"thinking"`
-				StopReason string  `json:"stop_reason"`
-			}
-			if json.Unmarshal(ev.Delta, &d) == nil {
-				if d.StopReason != "" { // Messages message_delta: the turn's end, as a finish_reason
-					out.FinishReason = messagesFinish(d.StopReason)
-				}
-				dt := strings.ToLower(d.Type)
-				switch {
-				case d.Thinking != nil || strings.Contains(dt, "thinking"):
-					out.Reasoning = true
-				case strings.Contains(dt, "json") || strings.Contains(dt, "tool"):
-					out.ToolCall = true
-				case d.Text != nil:
-					out.UsefulBytes += len(*d.Text)
-				}
-			}
+}
+
+// readDelta adds a top-level delta: a Responses text delta (a string) or
+// a Messages content or message delta (an object).
+func (out *StreamEvent) readDelta(raw json.RawMessage) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil { // Responses: "delta": "text"
+		if !out.Reasoning && !out.ToolCall {
+			out.UsefulBytes += len(s)
 		}
+		return
 	}
-	return out
+	var d struct {
+		Type       string  `json:"type"`
+		Text       *string `json:"text"`
+		Thinking   *string `json:"thinking"`
+		StopReason string  `json:"stop_reason"`
+	}
+	if json.Unmarshal(raw, &d) != nil {
+		return
+	}
+	if d.StopReason != "" { // Messages message_delta: the turn's end, as a finish_reason
+		out.FinishReason = messagesFinish(d.StopReason)
+	}
+	dt := strings.ToLower(d.Type)
+	switch {
+	case d.Thinking != nil || strings.Contains(dt, "thinking"):
+		out.Reasoning = true
+	case strings.Contains(dt, "json") || strings.Contains(dt, "tool"):
+		out.ToolCall = true
+	case d.Text != nil:
+		out.UsefulBytes += len(*d.Text)
+	}
 }
 
 // messagesFinish is an Anthropic Messages stop_reason as the
