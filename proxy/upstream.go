@@ -699,166 +699,230 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	defer rd.release()
-	w := rs.w
-	flusher, _ := w.(http.Flusher)
-	var raw, data, held, finishHeld []byte
-	committed, sawEvent, terminal := false, false, false
-	finish := ""
-	eager := rs.g.conf().Server.StreamCommit == "first-event"
-	ok := model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header}
-	gone := execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
-	delivered := execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
-
-	commit := func() bool {
-		rs.setStreamHeaders(w.Header(), resp.Header)
-		committed, rs.committed = true, true
-		rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
-		w.WriteHeader(http.StatusOK)
-		_, err := w.Write(held)
-		held = nil
-		// The first event goes out now, not after the rest of what the
-		// upstream sent in the same read has been checked: time to first
-		// token is what a streaming client waits on. Later events are
-		// flushed once the read buffer is drained.
-		if err == nil && flusher != nil {
-			flusher.Flush()
-		}
-		return err == nil
-	}
-	fail := func(res execResult, code, msg string) execResult {
-		if !committed {
-			return res
-		}
-		res.committed, res.status = true, http.StatusOK
-		if rs.holdStreamError(code, msg) {
-			return res // proxy/resume.go: the flow may continue the stream elsewhere
-		}
-		// After commit: never replay, never a truncated success.
-		writeSSEError(w, code, msg)
-		if flusher != nil {
-			flusher.Flush()
-		}
-		res.committed, res.status = true, http.StatusOK
-		return res
-	}
+	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
+		eager: rs.g.conf().Server.StreamCommit == "first-event"}
+	p.flusher, _ = rs.w.(http.Flusher)
 	for {
 		var err error
-		raw, data, err = rd.next(raw, data)
+		p.raw, p.data, err = rd.next(p.raw, p.data)
 		if err != nil {
-			if err == io.EOF && (finish != "" || terminal) && (sw.producedOutput() || model.LegitimateEmpty(finish)) {
-				if !committed && !commit() {
-					return gone
-				}
-				if !terminal {
-					// The upstream finished (finish_reason) but never sent
-					// [DONE]: the client gets one, so a finished stream is
-					// never mistaken for a cut one.
-					if _, err := w.Write(doneEvent); err != nil {
-						return gone
-					}
-				}
-				return delivered // attempt flushes the end once the outcome is recorded and counted
-			}
-			if err == errEventTooLarge {
-				// Not a stream anyone can read: the model's output
-				// validation case, as a malformed event is.
-				res, code := qualityFailure()
-				return fail(res, code, fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
-			}
-			if err == io.EOF && !sawEvent && !committed {
-				err = io.ErrUnexpectedEOF
-			}
-			res := rs.failure(actx, err, true)
-			code, msg := streamFailureText(res)
-			return fail(res, code, msg)
+			return p.end(actx, err)
 		}
-		sawEvent = true
-		// One parse per event: progress for the watchdogs, the finish
-		// reason and an in-stream error all come from the model's reading.
-		ev := model.ParseStreamEvent(data)
-		if ev.Malformed {
-			// Never passed on as a chunk; skipped and counted while the
-			// model's bound allows (proxy/resume.go skipMalformed), else
-			// the output validation case (the synthetic 502): retried
-			// elsewhere before commit, the stream's error event after.
-			if rs.skipMalformed(data) {
-				continue
-			}
-			res, code := qualityFailure()
-			return fail(res, code, "the upstream sent malformed stream events (their data is not JSON)")
-		}
-		rs.streamEvent(&ev, data) // proxy/resume.go
-		sw.observe(ev)
-		rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
-		if ev.FinishReason != "" {
-			finish = ev.FinishReason
-		}
-		if ev.Error {
-			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: resp.Header,
-				Body: string(data[:min(len(data), model.MaxBodyPrefix)])}
-			if !committed {
-				return execResult{outcome: o, errBody: append([]byte(nil), data...), header: http.Header{"Content-Type": {"application/json"}}}
-			}
-			rs.relayErrorEvent(raw, data, ev.ErrorStatus, secret)
-			return execResult{outcome: o, committed: true, status: http.StatusOK}
-		}
-		if ev.Done {
-			if !sw.producedOutput() && !model.LegitimateEmpty(finish) {
-				// Nothing but metadata (or reasoning only): the model's
-				// output validation case (docs/lockouts.md synthetic 502).
-				return fail(execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}},
-					string(model.CodeStreamEmpty), "the upstream stream ended without any content")
-			}
-			if !bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
-				terminal = true // a terminal event (Responses / Messages): pass it on, the body ends next
-			} else {
-				if !committed {
-					held = append(held, raw...)
-					if !commit() {
-						return gone
-					}
-				} else if _, err := w.Write(raw); err != nil {
-					return gone
-				}
-				return delivered // attempt flushes the end once the outcome is recorded and counted
-			}
-		}
-		if !committed {
-			if len(held)+len(raw) > maxStreamEvent {
-				// Metadata without end before any content: bounded as
-				// one event is.
-				res, code := qualityFailure()
-				return fail(res, code, fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent))
-			}
-			held = append(held, raw...)
-			if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(eager && len(data) > 0) {
-				continue
-			}
-			if !commit() {
-				return gone
-			}
-		} else if ev.FinishReason != "" && !sw.producedOutput() && !model.LegitimateEmpty(ev.FinishReason) {
-			// A finish after reasoning only: if [DONE] follows, the
-			// stream ends with the empty-answer error instead, and the
-			// client must not have been told the turn ended normally
-			// first. Held until something else comes.
-			finishHeld = append(finishHeld[:0], raw...)
-			continue
-		} else {
-			if len(finishHeld) > 0 {
-				if _, err := w.Write(finishHeld); err != nil {
-					return gone
-				}
-				finishHeld = finishHeld[:0]
-			}
-			if _, err := w.Write(raw); err != nil {
-				return gone
-			}
-		}
-		if flusher != nil && rd.buffered() == 0 {
-			flusher.Flush()
+		if res, done := p.event(); done {
+			return res
 		}
 	}
+}
+
+// ssePipe is pipeStream's state: what the upstream sent last (raw, data),
+// what is held back before commit, and how far the stream got.
+type ssePipe struct {
+	rs      *reqState
+	w       http.ResponseWriter
+	flusher http.Flusher
+	resp    *http.Response
+	sw      *streamWatch
+	rd      *sseReader
+	secret  string
+
+	raw, data, held, finishHeld   []byte
+	committed, sawEvent, terminal bool
+	eager                         bool // server.streamCommit: first-event
+	finish                        string
+}
+
+// gone is the client going away mid-stream.
+func (p *ssePipe) gone() execResult {
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+}
+
+// delivered is the stream passed through to its end. attempt flushes the
+// end once the outcome is recorded and counted.
+func (p *ssePipe) delivered() execResult {
+	ok := model.Outcome{Kind: model.OutcomeResponse, Status: p.resp.StatusCode, Headers: p.resp.Header}
+	return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
+}
+
+// commit opens the client's stream with what was held back; false when
+// the client is gone.
+func (p *ssePipe) commit() bool {
+	rs, w := p.rs, p.w
+	rs.setStreamHeaders(w.Header(), p.resp.Header)
+	p.committed, rs.committed = true, true
+	rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(p.held)
+	p.held = nil
+	// The first event goes out now, not after the rest of what the
+	// upstream sent in the same read has been checked: time to first
+	// token is what a streaming client waits on. Later events are
+	// flushed once the read buffer is drained.
+	if err == nil && p.flusher != nil {
+		p.flusher.Flush()
+	}
+	return err == nil
+}
+
+// fail ends the attempt with res: before commit as it is (retried
+// elsewhere), after commit with the stream's SSE error event unless the
+// flow continues the stream elsewhere.
+func (p *ssePipe) fail(res execResult, code, msg string) execResult {
+	if !p.committed {
+		return res
+	}
+	res.committed, res.status = true, http.StatusOK
+	if p.rs.holdStreamError(code, msg) {
+		return res // proxy/resume.go: the flow may continue the stream elsewhere
+	}
+	// After commit: never replay, never a truncated success.
+	writeSSEError(p.w, code, msg)
+	if p.flusher != nil {
+		p.flusher.Flush()
+	}
+	res.committed, res.status = true, http.StatusOK
+	return res
+}
+
+// end is the attempt's result when reading the stream stopped with err.
+func (p *ssePipe) end(actx context.Context, err error) execResult {
+	if err == io.EOF && (p.finish != "" || p.terminal) && (p.sw.producedOutput() || model.LegitimateEmpty(p.finish)) {
+		if !p.committed && !p.commit() {
+			return p.gone()
+		}
+		if !p.terminal {
+			// The upstream finished (finish_reason) but never sent
+			// [DONE]: the client gets one, so a finished stream is
+			// never mistaken for a cut one.
+			if _, err := p.w.Write(doneEvent); err != nil {
+				return p.gone()
+			}
+		}
+		return p.delivered()
+	}
+	if err == errEventTooLarge {
+		// Not a stream anyone can read: the model's output
+		// validation case, as a malformed event is.
+		res, code := qualityFailure()
+		return p.fail(res, code, fmt.Sprintf("the upstream sent a stream event over %d bytes", maxStreamEvent))
+	}
+	if err == io.EOF && !p.sawEvent && !p.committed {
+		err = io.ErrUnexpectedEOF
+	}
+	res := p.rs.failure(actx, err, true)
+	code, msg := streamFailureText(res)
+	return p.fail(res, code, msg)
+}
+
+// event handles the event just read; done: the attempt is over with res.
+func (p *ssePipe) event() (res execResult, done bool) {
+	rs, data := p.rs, p.data
+	p.sawEvent = true
+	// One parse per event: progress for the watchdogs, the finish
+	// reason and an in-stream error all come from the model's reading.
+	ev := model.ParseStreamEvent(data)
+	if ev.Malformed {
+		// Never passed on as a chunk; skipped and counted while the
+		// model's bound allows (proxy/resume.go skipMalformed), else
+		// the output validation case (the synthetic 502): retried
+		// elsewhere before commit, the stream's error event after.
+		if rs.skipMalformed(data) {
+			return execResult{}, false
+		}
+		res, code := qualityFailure()
+		return p.fail(res, code, "the upstream sent malformed stream events (their data is not JSON)"), true
+	}
+	rs.streamEvent(&ev, data) // proxy/resume.go
+	p.sw.observe(ev)
+	rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
+	if ev.FinishReason != "" {
+		p.finish = ev.FinishReason
+	}
+	if ev.Error {
+		return p.errorEvent(&ev), true
+	}
+	if ev.Done {
+		if res, done := p.doneEvent(); done {
+			return res, true
+		}
+	}
+	return p.relay(&ev)
+}
+
+// errorEvent ends the attempt on the upstream's in-stream error event.
+func (p *ssePipe) errorEvent(ev *model.StreamEvent) execResult {
+	o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: p.resp.Header,
+		Body: string(p.data[:min(len(p.data), model.MaxBodyPrefix)])}
+	if !p.committed {
+		return execResult{outcome: o, errBody: append([]byte(nil), p.data...), header: http.Header{"Content-Type": {"application/json"}}}
+	}
+	p.rs.relayErrorEvent(p.raw, p.data, ev.ErrorStatus, p.secret)
+	return execResult{outcome: o, committed: true, status: http.StatusOK}
+}
+
+// doneEvent handles the stream's end ([DONE], or a Responses / Messages
+// terminal event, which is relayed and the body ends next).
+func (p *ssePipe) doneEvent() (res execResult, done bool) {
+	if !p.sw.producedOutput() && !model.LegitimateEmpty(p.finish) {
+		// Nothing but metadata (or reasoning only): the model's
+		// output validation case (docs/lockouts.md synthetic 502).
+		return p.fail(execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}},
+			string(model.CodeStreamEmpty), "the upstream stream ended without any content"), true
+	}
+	if !bytes.Equal(bytes.TrimSpace(p.data), []byte("[DONE]")) {
+		p.terminal = true // a terminal event (Responses / Messages): pass it on, the body ends next
+		return execResult{}, false
+	}
+	if !p.committed {
+		p.held = append(p.held, p.raw...)
+		if !p.commit() {
+			return p.gone(), true
+		}
+	} else if _, err := p.w.Write(p.raw); err != nil {
+		return p.gone(), true
+	}
+	return p.delivered(), true
+}
+
+// relay holds the event back before commit (the readiness gate) and
+// commits on the first content, reasoning or tool-call frame, or writes
+// it through after commit.
+func (p *ssePipe) relay(ev *model.StreamEvent) (res execResult, done bool) {
+	if !p.committed {
+		if len(p.held)+len(p.raw) > maxStreamEvent {
+			// Metadata without end before any content: bounded as
+			// one event is.
+			res, code := qualityFailure()
+			return p.fail(res, code, fmt.Sprintf("the upstream sent over %d bytes of stream events before any content", maxStreamEvent)), true
+		}
+		p.held = append(p.held, p.raw...)
+		if ev.UsefulBytes == 0 && !ev.Reasoning && !ev.ToolCall && !(p.eager && len(p.data) > 0) {
+			return execResult{}, false
+		}
+		if !p.commit() {
+			return p.gone(), true
+		}
+	} else if ev.FinishReason != "" && !p.sw.producedOutput() && !model.LegitimateEmpty(ev.FinishReason) {
+		// A finish after reasoning only: if [DONE] follows, the
+		// stream ends with the empty-answer error instead, and the
+		// client must not have been told the turn ended normally
+		// first. Held until something else comes.
+		p.finishHeld = append(p.finishHeld[:0], p.raw...)
+		return execResult{}, false
+	} else {
+		if len(p.finishHeld) > 0 {
+			if _, err := p.w.Write(p.finishHeld); err != nil {
+				return p.gone(), true
+			}
+			p.finishHeld = p.finishHeld[:0]
+		}
+		if _, err := p.w.Write(p.raw); err != nil {
+			return p.gone(), true
+		}
+	}
+	if p.flusher != nil && p.rd.buffered() == 0 {
+		p.flusher.Flush()
+	}
+	return execResult{}, false
 }
 
 // setStreamHeaders sets the head of a committed stream: the gateway's
