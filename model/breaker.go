@@ -85,8 +85,10 @@ func (o breakerOpts) openDuration(kind FailureKind, cycles int) int64 {
 // failure before it forgets them: the longest OPEN hold for the last kind.
 func (o breakerOpts) quietPeriod(kind FailureKind) int64 {
 	hold := int64(o.p.ResetTimeoutMs)
-	if d, ok := o.p.CooldownByKind[kind.String()]; ok && kind != KindNone && d >= 0 {
-		hold = int64(d)
+	if kind != KindNone && len(o.p.CooldownByKind) > 0 { // every selection refreshes every target's breaker: skip the lookup when there is no override
+		if d, ok := o.p.CooldownByKind[kind.String()]; ok && d >= 0 {
+			hold = int64(d)
+		}
 	}
 	return max(hold*int64(max(1, o.p.MaxBackoffMultiplier)), hold)
 }

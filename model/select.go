@@ -241,8 +241,18 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 		if r.provider < 0 || int(r.provider) >= len(e.provs) || e.provs[r.provider].id != r.Provider {
 			return
 		}
-		if sc, ok := e.openTarget(now, out, r.provider, -1, r.Model, 0, false); ok {
-			e.scanConns(now, req, out, &sc, out.conns, nil)
+		sc, ok := e.openTarget(now, out, r.provider, -1, r.Model, 0, false)
+		if !ok {
+			return
+		}
+		var stop *lazyScan
+		if !out.Full && (req.Session == "" || e.settings.SessionAffinityTTLMs <= 0) {
+			stop = &lazyScan{e: e, req: req}
+		}
+		if k := e.scanConns(now, req, out, &sc, out.conns, stop); k >= 0 {
+			out.scan = sc
+			out.rest = append(out.rest[:0], out.conns[k:]...)
+			out.partial, out.combo, out.next = len(out.rest) > 0, -1, 0
 		}
 		return
 	}
@@ -299,11 +309,14 @@ func (e *Engine) SelectRest(now Time, req *Request, out *Selection) {
 		return
 	}
 	out.partial = false
-	cs := &e.combos[out.combo]
 	if len(out.rest) > 0 {
 		e.scanConns(now, req, out, &out.scan, out.rest, nil)
 		out.rest = out.rest[:0]
 	}
+	if out.combo < 0 {
+		return // a single-model route: one target
+	}
+	cs := &e.combos[out.combo]
 	for _, ti := range out.targets[out.next:] {
 		t := &cs.cfg.Targets[ti]
 		if sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true); ok {
@@ -326,6 +339,9 @@ type lazyScan struct {
 // stopHere: the first candidate is found at target position pos; the scan
 // stops when no later target would change state beyond a breaker refresh.
 func (l *lazyScan) stopHere(targets []int32) bool {
+	if l.cs == nil {
+		return true // a single-model route: no later target
+	}
 	l.from = l.e.lastStirring(l.req, l.cs, targets, l.pos+1) + 1
 	return l.from == l.pos+1
 }
@@ -606,6 +622,9 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 func (c *connState) full(model string) bool {
 	if c.cfg.MaxConcurrent > 0 && c.inflight >= c.cfg.MaxConcurrent {
 		return true
+	}
+	if len(c.cfg.ModelConcurrency) == 0 {
+		return false // no per-model cap: skip the lookup, selection asks this of every connection
 	}
 	n := c.cfg.ModelConcurrency[model]
 	return n > 0 && c.byModel[model] >= n
