@@ -387,7 +387,7 @@ func (e *Engine) deferTargets(now Time, out *Selection, combo int32, from int) {
 	for _, ti := range out.targets[from:] {
 		e.refreshProvider(now, &e.provs[cs.tp[ti]])
 	}
-	out.partial, out.combo, out.next = true, combo, from
+	out.partial, out.combo, out.next = from < len(out.targets) || len(out.rest) > 0, combo, from
 }
 
 // connScan is what checking one target's connections needs.
