@@ -62,7 +62,7 @@ func benchEngine(b *testing.B) (*Engine, Time) {
 // providers × 50 connections × 5 models in state (c20: one target per
 // provider, cooling and locked connections included), as the request path
 // makes it: a lazy Select that stops at the first eligible connection
-// (docs/model.md#performance). Target ≤ 1 µs/op, 0 allocs/op.
+// (docs/model.md#lazy-selection). Target ≤ 1 µs/op, 0 allocs/op.
 func BenchmarkSelect(b *testing.B) { benchSelect(b, "c20", false) }
 
 // BenchmarkSelectAll: the same combo listed in full (every target's 50

@@ -85,7 +85,9 @@ func (o breakerOpts) openDuration(kind FailureKind, cycles int) int64 {
 // failure before it forgets them: the longest OPEN hold for the last kind.
 func (o breakerOpts) quietPeriod(kind FailureKind) int64 {
 	hold := int64(o.p.ResetTimeoutMs)
-	if kind != KindNone && len(o.p.CooldownByKind) > 0 { // every selection refreshes every target's breaker: skip the lookup when there is no override
+	// Every selection refreshes every later target's breaker
+	// (docs/model.md#lazy-selection): no lookup without an override.
+	if kind != KindNone && len(o.p.CooldownByKind) > 0 {
 		if d, ok := o.p.CooldownByKind[kind.String()]; ok && d >= 0 {
 			hold = int64(d)
 		}

@@ -138,7 +138,9 @@ func (f *Flow) Attempts() int { return f.attempts }
 func (f *Flow) Waits() int { return f.waits }
 
 // Next decides the next step at now. sel is the caller's reused selection
-// buffer; after Next it holds the last selection made (for tracing).
+// buffer; after Next it holds the last selection made, in full when the
+// caller set sel.Full (for tracing), else possibly a prefix
+// (docs/model.md#lazy-selection).
 func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 	if f.answered {
 		return f.answer
@@ -161,7 +163,7 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 		ci := f.firstFit(sel)
 		if sel.Partial() && (ci < 0 || len(f.tooLong) > 0) {
 			// The flow looks past the selection's first target (a lazy
-			// Select, docs/model.md#performance): list the rest.
+			// Select, docs/model.md#lazy-selection): list the rest.
 			e.SelectRest(now, &req, sel)
 			ci = f.firstFit(sel)
 		}

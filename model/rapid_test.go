@@ -159,7 +159,7 @@ func (r *runner) step(a action) string {
 		// candidate without listing the rest (a lazy Select stays partial).
 		first := r.firstOnly && a.Pick%2 == 0
 		if r.sel.Partial() && !first {
-			// docs/model.md#performance: a lazy selection is a prefix of
+			// docs/model.md#lazy-selection: a lazy selection is a prefix of
 			// the full one, and SelectRest completes it.
 			cands, excl := slices.Clone(r.sel.Candidates), slices.Clone(r.sel.Excluded)
 			e.SelectRest(r.now, &req, &r.sel)
@@ -348,7 +348,7 @@ func TestRapidLazyReadsEqualTicking(t *testing.T) {
 }
 
 func TestRapidLazySelectEqualsFull(t *testing.T) {
-	// docs/model.md#performance: a lazy Select (completed by SelectRest when
+	// docs/model.md#lazy-selection: a lazy Select (completed by SelectRest when
 	// the caller looks further) decides, draws and changes state exactly as
 	// a full listing: the same lines, change records and final state.
 	rapid.Check(t, func(t *rapid.T) {

@@ -160,9 +160,9 @@ type Excluded struct {
 // Selection is Select's answer. Its slices are reused between calls: the
 // caller owns one Selection per goroutine and passes it back in.
 //
-// Select is lazy on a combo (docs/selection.md#combos): it stops at the
-// first eligible connection of the first target that has one, when listing
-// the rest would change no state, and leaves the rest to SelectRest.
+// Select is lazy (docs/model.md#lazy-selection): it stops at the first
+// eligible connection of the first target that has one, when listing the
+// rest would change no state, and leaves the rest to SelectRest.
 // Candidates then holds a prefix of the full try order (its first entry is
 // the one a full listing puts first) and Excluded only what came before it;
 // Partial reports it. A caller that needs every candidate and exclusion (a
@@ -227,8 +227,8 @@ func (s *Selection) exclude(now Time, x Excluded) {
 // and for every excluded target or connection the layer that excluded it.
 // Reads refresh lazy state (an expired OPEN becomes HALF_OPEN here).
 //
-// On a combo it is lazy (see Selection): it may stop after the first
-// eligible connection. It stops only where the full listing would change no
+// It is lazy (see Selection, docs/model.md#lazy-selection): it may stop
+// after the first eligible connection. It stops only where the full listing would change no
 // more state than the breakers' lazy refresh, which it still applies to
 // every later target, in order: so the first candidate, every change record
 // and every draw of the random source are those of SelectAll, and
