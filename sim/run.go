@@ -454,6 +454,7 @@ func (s *sim) step(id int32) {
 	// afterwards means it did not (e.g. the deadline was already spent).
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
 	r.flow.Held = s.held // the leases held now (docs/leases.md; lease.go), as the proxy does before every step
+	s.sel.Full = true    // the trace lists every candidate and exclusion (a lazy Select would list a prefix)
 	st := r.flow.Next(s.now, s.eng, &s.sel)
 	s.drain()
 	if len(s.sel.Candidates) > 0 || len(s.sel.Excluded) > 0 {
