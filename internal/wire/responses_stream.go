@@ -42,9 +42,9 @@ type RespStream struct {
 type respStreamItem struct {
 	call      bool
 	reasoning bool
-	id   string
-	text []byte // message text or call arguments
-	tc   ChatToolCall
+	id        string
+	text      []byte // message text or call arguments
+	tc        ChatToolCall
 }
 
 // Done reports whether the stream ended; Failed whether with an error.
