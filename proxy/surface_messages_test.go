@@ -104,8 +104,10 @@ func TestMessagesSDKFailoverOn503(t *testing.T) {
 	if err := st.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if textOfMessage(&acc) != wantText || acc.StopReason != anthropic.StopReasonEndTurn {
-		t.Fatalf("streamed message: %q %q", textOfMessage(&acc), acc.StopReason)
+	// input_tokens: message_delta carries the whole count, which the
+	// SDK's accumulation keeps (internal/wire/messages_stream.go).
+	if textOfMessage(&acc) != wantText || acc.StopReason != anthropic.StopReasonEndTurn || acc.Usage.InputTokens == 0 || acc.Usage.OutputTokens == 0 {
+		t.Fatalf("streamed message: %q %q %+v", textOfMessage(&acc), acc.StopReason, acc.Usage)
 	}
 	for _, k := range []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"} {
 		if kinds[k] == 0 {
@@ -254,7 +256,7 @@ func TestMessagesSDKTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	if acc.StopReason != anthropic.StopReasonToolUse || len(acc.Content) != 2 || acc.Content[1].Type != "tool_use" ||
-		string(acc.Content[1].Input) != `{"city":"Paris"}` || acc.Usage.OutputTokens != 7 {
+		string(acc.Content[1].Input) != `{"city":"Paris"}` || acc.Usage.OutputTokens != 7 || acc.Usage.InputTokens == 0 {
 		t.Fatalf("streamed tool_use: %+v", acc)
 	}
 	msgs := up.last()["messages"].([]any)

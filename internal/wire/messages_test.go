@@ -164,3 +164,24 @@ func TestUnknownFields(t *testing.T) {
 		t.Fatalf("unknown: %v", got)
 	}
 }
+
+// An upstream that sends usage in the stream's first chunk has its
+// input_tokens in message_start; message_delta always carries the whole
+// count (what Anthropic's SDKs keep), also when usage comes last.
+func TestMsgStreamUsage(t *testing.T) {
+	s := &MsgStream{Model: "claude"}
+	out := s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant"}}],"usage":{"prompt_tokens":12,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":2}}}`))
+	out = s.Event(out, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	out = s.Event(out, []byte(`[DONE]`))
+	if !strings.Contains(string(out), `"usage":{"input_tokens":10,"output_tokens":0,"cache_read_input_tokens":2}}}`) {
+		t.Fatalf("message_start: %s", out)
+	}
+	s = &MsgStream{Model: "claude"}
+	out = s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	out = s.Event(out, []byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3}}`))
+	out = s.Event(out, []byte(`[DONE]`))
+	if !strings.Contains(string(out), `"usage":{"input_tokens":0,"output_tokens":0}}}`) ||
+		!strings.Contains(string(out), `"usage":{"input_tokens":12,"output_tokens":3,"cache_read_input_tokens":0}}`) {
+		t.Fatalf("usage at the end: %s", out)
+	}
+}
