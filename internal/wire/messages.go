@@ -126,8 +126,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 			return nil, err
 		}
 	}
-	b = append(b, `],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(r.maxTokens), 10)
+	b = append(b, ']')
 	if r.temperature != nil {
 		b = append(b, `,"temperature":`...)
 		b = append(b, r.temperature...)
@@ -200,6 +199,8 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 			}
 		}
 	}
+	b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
+	b = strconv.AppendInt(b, int64(r.maxTokens), 10)
 	t.Chat = append(b, '}')
 	return t, nil
 }

@@ -185,3 +185,30 @@ func TestMsgStreamUsage(t *testing.T) {
 		t.Fatalf("usage at the end: %s", out)
 	}
 }
+
+// Translated chat bodies end with max_tokens, so the rename for OpenAI's
+// API is a look at the body's end; other bodies pass unchanged.
+func TestUseMaxCompletionTokens(t *testing.T) {
+	tr, err := MessagesToChat([]byte(msgSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := UseMaxCompletionTokens(tr.Chat)
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil || m["max_completion_tokens"] != float64(100) || m["max_tokens"] != nil {
+		t.Fatalf("renamed: %v %s", err, out)
+	}
+	rt, err := ResponsesToChat([]byte(respSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := rt.Encode(nil)
+	if !bytes.HasSuffix(UseMaxCompletionTokens(b), []byte(`,"max_completion_tokens":50}`)) {
+		t.Fatalf("responses: %s", b)
+	}
+	for _, s := range []string{`{"model":"m","messages":[]}`, `{"max_tokens":5}`, `{"a":[],"max_tokens":}`, `}`, ``} {
+		if got := string(UseMaxCompletionTokens([]byte(s))); got != s {
+			t.Errorf("%q became %q", s, got)
+		}
+	}
+}

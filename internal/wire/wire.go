@@ -247,8 +247,8 @@ func (e ChatAPIError) CodeString() string {
 }
 
 // AppendChatRequest appends c encoded as encoding/json would encode it
-// (the same fields, order and omissions), without reflection for the
-// common shapes: string or []ChatPart content, a string or named
+// (the same fields and omissions; max_tokens last, for
+// UseMaxCompletionTokens), without reflection for the common shapes: string or []ChatPart content, a string or named
 // tool_choice. Other values take encoding/json.
 func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
 	b = append(b, `{"model":`...)
@@ -268,10 +268,6 @@ func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
 			}
 		}
 		b = append(b, ']')
-	}
-	if c.MaxTokens != nil {
-		b = append(b, `,"max_tokens":`...)
-		b = strconv.AppendInt(b, int64(*c.MaxTokens), 10)
 	}
 	var err error
 	if c.Temperature != nil {
@@ -366,7 +362,37 @@ func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
 		b = append(b, `,"reasoning_effort":`...)
 		b = appendJSONBytes(b, c.ReasoningEffort)
 	}
+	if c.MaxTokens != nil {
+		b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
+		b = strconv.AppendInt(b, int64(*c.MaxTokens), 10)
+	}
 	return append(b, '}'), nil
+}
+
+// UseMaxCompletionTokens renames a translated chat body's output budget
+// from max_tokens to max_completion_tokens, the name OpenAI's API takes
+// for every model (its reasoning models refuse max_tokens). The surfaces
+// write max_tokens as the body's last member, so this costs a look at
+// the body's end, not a parse; a body in another shape is returned as
+// it is.
+func UseMaxCompletionTokens(body []byte) []byte {
+	const key = `,"max_tokens":`
+	n := len(body)
+	if n < len(key)+2 || body[n-1] != '}' {
+		return body
+	}
+	i := n - 2
+	for i >= 0 && body[i] >= '0' && body[i] <= '9' {
+		i--
+	}
+	if i == n-2 || i+1 < len(key) || string(body[i+1-len(key):i+1]) != key {
+		return body
+	}
+	at := i + 1 - len(key)
+	out := make([]byte, 0, n+11)
+	out = append(out, body[:at]...)
+	out = append(out, `,"max_completion_tokens":`...)
+	return append(out, body[i+1:]...)
 }
 
 func appendFloat(b []byte, f float64) ([]byte, error) {
