@@ -147,10 +147,15 @@ func TestResponsesSDKFunctionCalls(t *testing.T) {
 	}
 }
 
-// A stream cut after content ends with the error event and
-// response.failed, never response.completed.
+// A stream cut after content that is not resumed ends with the error
+// event and response.failed, never response.completed. (The anthropic
+// target would continue a cut stream — docs/resume.md — so resume is off
+// here.)
 func TestResponsesSDKStreamCut(t *testing.T) {
 	g, fs := newMsgGW(t)
+	if r := admin(g, "PATCH", "/api/resilience", `{"streamResume":{"enabled":false}}`); r.code != 200 {
+		t.Fatalf("PATCH: %d %s", r.code, r.body)
+	}
 	fs.SetRules([]faults.Rule{{Match: faults.Match{Provider: "an"}, Respond: &faults.Response{Fault: faults.Cut, Stream: faults.Stream{StallAfter: 3}}}}, false)
 	c := responsesClient(g, "team-key")
 	st := c.Responses.NewStreaming(context.Background(), respParams("an/claude", "hi"))
