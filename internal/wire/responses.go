@@ -626,7 +626,17 @@ func itemID(prefix, respID string, i int) string {
 // answer's). status is completed, incomplete, in_progress or failed ("":
 // from o's finish reason).
 func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, errCode, errMsg string) []byte {
-	b := append([]byte(nil), `{"id":`...)
+	n := len(output) + len(errMsg) + 640
+	if m.Instructions != nil {
+		n += len(*m.Instructions)
+	}
+	if m.Req != nil {
+		n += len(m.Req.ToolChoice)
+		for i := range m.Req.Tools {
+			n += len(m.Req.Tools[i].Parameters) + len(m.Req.Tools[i].Description) + 96
+		}
+	}
+	b := append(make([]byte, 0, n), `{"id":`...)
 	b = appendJSONString(b, m.ID)
 	b = append(b, `,"object":"response","created_at":`...)
 	b = strconv.AppendInt(b, m.Created, 10)
@@ -721,6 +731,13 @@ func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, er
 // OutputItems appends an answer's output items: reasoning, the message,
 // then one function_call per call.
 func OutputItems(b []byte, id string, o *RespOutput, status string) []byte {
+	if b == nil {
+		size := len(o.Text) + len(o.Reasoning) + 256
+		for i := range o.Calls {
+			size += len(o.Calls[i].Function.Arguments) + len(o.Calls[i].Function.Name) + len(o.Calls[i].ID) + 160
+		}
+		b = make([]byte, 0, size)
+	}
 	n := 0
 	if o.Reasoning != "" {
 		b = appendReasoningItem(b, itemID("rs_", id, n), o.Reasoning)
