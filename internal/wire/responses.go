@@ -60,6 +60,10 @@ type RespTranslation struct {
 	size int // the request body's size, to size the chat body
 }
 
+// includeUsage is the stream_options every translated stream sends
+// (shared: never written).
+var includeUsage = &StreamOptions{IncludeUsage: true}
+
 // ResponsesToChat translates a Responses request: instructions → a
 // system message; input (a string, or message, function_call and
 // function_call_output items) → chat turns; function tools → chat tools;
@@ -84,7 +88,6 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 			break
 		}
 		var tok []byte
-		var n int
 		var present bool
 		switch string(k) {
 		case "model":
@@ -99,8 +102,10 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 				r.Instructions = &in
 			}
 		case "max_output_tokens":
+			var n int
 			if n, present, err = intVal(v, nil, "max_output_tokens"); present {
-				r.MaxOutputTokens = &n
+				r.MaxOutputTokens = new(int)
+				*r.MaxOutputTokens = n
 			}
 		case "temperature":
 			if tok, err = numTok(v, nil, "temperature"); tok != nil {
@@ -119,7 +124,8 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 		case "parallel_tool_calls":
 			var bv bool
 			if bv, present, err = boolVal(v, nil, "parallel_tool_calls"); present {
-				r.ParallelToolCalls = &bv
+				r.ParallelToolCalls = new(bool)
+				*r.ParallelToolCalls = bv
 			}
 		case "previous_response_id":
 			tok, err = strTok(v, nil, "previous_response_id")
@@ -127,7 +133,8 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 		case "store":
 			var bv bool
 			if bv, present, err = boolVal(v, nil, "store"); present {
-				r.Store = &bv
+				r.Store = new(bool)
+				*r.Store = bv
 			}
 		case "stream":
 			r.Stream, _, err = boolVal(v, nil, "stream")
@@ -187,7 +194,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	*c = ChatRequest{Model: r.Model, MaxTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP,
 		Stream: r.Stream, ParallelToolCalls: r.ParallelToolCalls, User: r.User}
 	if r.Stream {
-		c.StreamOptions = &StreamOptions{IncludeUsage: true}
+		c.StreamOptions = includeUsage
 	}
 	if r.Reasoning != nil {
 		c.ReasoningEffort = r.Reasoning.Effort

@@ -159,26 +159,6 @@ func namedChoice(name string) ChatNamedChoice {
 	return c
 }
 
-// ChatCompletion is a chat answer as the surfaces read it.
-type ChatCompletion struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Created int64  `json:"created"`
-	Choices []struct {
-		Message struct {
-			Content          *string `json:"content"`
-			ReasoningContent string  `json:"reasoning_content"`
-			Refusal          *string `json:"refusal"`
-			ToolCalls        []struct {
-				ID       string       `json:"id"`
-				Function ChatFunction `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *ChatUsage `json:"usage"`
-}
-
 // ChatUsage is a chat answer's token counts.
 type ChatUsage struct {
 	PromptTokens        int `json:"prompt_tokens"`
