@@ -49,8 +49,9 @@ func untranslatable(field, format string, a ...any) *RequestError {
 	return &RequestError{Field: field, Msg: fmt.Sprintf(format, a...), Untranslatable: true}
 }
 
-// appendJSONString appends s as a JSON string with encoding/json's
-// escaping; the common case (plain ASCII text) without encoding/json.
+// appendJSONString appends s as a JSON string: invalid UTF-8 as U+FFFD,
+// as encoding/json writes it (HTML characters are left as they are: no
+// client renders these bodies as HTML).
 func appendJSONString(dst []byte, s string) []byte { return appendJSONBytes(dst, s) }
 
 // isNull reports whether raw is absent or the JSON null.
