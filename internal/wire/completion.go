@@ -29,7 +29,7 @@ func readCompletion(chat []byte, c *completion) error {
 	c.calls = c.stack[:0]
 	var choices []byte
 	var err error
-	it := newIter(chat)
+	it := newIter(chat[skipWS(chat, 0):])
 	for {
 		k, v, ok := it.next()
 		if !ok {

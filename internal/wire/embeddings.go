@@ -113,7 +113,7 @@ func GeminiToEmbeddings(native []byte, model string, base64Out bool) ([]byte, er
 		return nil, reqErr("", "the answer is not a JSON object")
 	}
 	var embs []byte
-	it := newIter(native)
+	it := newIter(native[skipWS(native, 0):])
 	for {
 		k, v, ok := it.next()
 		if !ok {

@@ -49,7 +49,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 	}
 	var r msgReq
 	var err error
-	it := newIter(body)
+	it := newIter(body[skipWS(body, 0):])
 	for {
 		k, v, ok := it.next()
 		if !ok {

@@ -81,7 +81,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	r := t.Req
 	var input, tools, format []byte
 	var err error
-	it := newIter(body)
+	it := newIter(body[skipWS(body, 0):])
 	for {
 		k, v, ok := it.next()
 		if !ok {

@@ -61,3 +61,19 @@ func TestIter(t *testing.T) {
 		}
 	}
 }
+
+// Bodies with whitespace around the top-level object read as without.
+func TestLeadingWhitespace(t *testing.T) {
+	if tr, err := MessagesToChat([]byte("\n  {\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]} \n")); err != nil || tr.Model != "m" {
+		t.Fatalf("messages: %v", err)
+	}
+	if tr, err := ResponsesToChat([]byte(" \t{\"model\":\"m\",\"input\":\"x\"}\r\n")); err != nil || tr.Req.Model != "m" {
+		t.Fatalf("responses: %v", err)
+	}
+	if o, err := ChatToRespOutput([]byte("\n{\"id\":\"c\",\"choices\":[{\"message\":{\"content\":\"hi\"}}]}")); err != nil || o.Text != "hi" {
+		t.Fatalf("answer: %v", err)
+	}
+	if out, err := GeminiToEmbeddings([]byte(" {\"embeddings\":[{\"values\":[1]}]}"), "e", false); err != nil || !json.Valid(out) {
+		t.Fatalf("embeddings: %v", err)
+	}
+}
