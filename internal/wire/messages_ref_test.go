@@ -21,17 +21,17 @@ import (
 // cannot express in a chat request are listed in Dropped by
 // refMessagesToChat (the caller logs them at debug level).
 type refMsgRequest struct {
-	Model         string          `json:"model"`
-	MaxTokens     *int            `json:"max_tokens"`
-	System        json.RawMessage `json:"system"`
-	Messages      []refMsgMessage    `json:"messages"`
-	Stream        *bool           `json:"stream"`
-	StopSequences []string        `json:"stop_sequences"`
-	Temperature   *float64        `json:"temperature"`
-	TopP          *float64        `json:"top_p"`
-	TopK          *int            `json:"top_k"`
-	Tools         []refMsgTool       `json:"tools"`
-	ToolChoice    *refMsgToolChoice  `json:"tool_choice"`
+	Model         string            `json:"model"`
+	MaxTokens     *int              `json:"max_tokens"`
+	System        json.RawMessage   `json:"system"`
+	Messages      []refMsgMessage   `json:"messages"`
+	Stream        *bool             `json:"stream"`
+	StopSequences []string          `json:"stop_sequences"`
+	Temperature   *float64          `json:"temperature"`
+	TopP          *float64          `json:"top_p"`
+	TopK          *int              `json:"top_k"`
+	Tools         []refMsgTool      `json:"tools"`
+	ToolChoice    *refMsgToolChoice `json:"tool_choice"`
 	Metadata      *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
@@ -48,7 +48,7 @@ type refMsgMessage struct {
 type refMsgBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
-	Source    *refMsgSource      `json:"source"`
+	Source    *refMsgSource   `json:"source"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -371,7 +371,6 @@ func refToolResultText(raw json.RawMessage, field string) (string, error) {
 	}
 	return b.String(), nil
 }
-
 
 func FuzzMessagesMatchesReference(f *testing.F) {
 	f.Add([]byte(msgSample))
