@@ -31,7 +31,7 @@ func respNativeWire(r *http.Request) func(*provRuntime) wireAdapter {
 		if p.cfg.ResponsesAPI && !nr.noNative {
 			return &respNativeAdapter{base: base, nr: nr}
 		}
-		return &chatPathWire{inner: p.wire, base: base, nr: nr}
+		return &chatPathWire{inner: p.wire, base: base, nr: nr, maxCompletion: p.cfg.Type == "openai"}
 	}
 }
 
