@@ -466,6 +466,9 @@ func (s *sim) step(id int32) {
 			s.step(id)
 			return
 		}
+		if s.nativeResume(id, &st.Attempt) { // surface.go: a native target takes no prefill
+			return
+		}
 		s.admit(id, &st.Attempt) // admission.go: limiter and concurrency gate, then begin
 	case model.StepLimitReset:
 		s.limitReset(id, st.LastConnection) // spendwall.go
@@ -579,6 +582,11 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		tl.success = false
 	}
 	x.committed = r.stream && !tl.success && tl.firstByte >= 0 && s.now.Add(tl.firstByte) <= endAt
+	if x.committed && !a.Resume && nativeFormat(s.sc.Traffic[r.item].Format, s.providerType(a.Provider)) {
+		// A native stream's text is not kept: it is never resumed
+		// (surface.go), as the gateway marks it on its first event.
+		r.flow.ResumeBlocked = true
+	}
 	if a.Resume || x.committed {
 		endAt = s.resumeEnd(r, x, &tl, &rsm, endAt) // sim/resume.go
 	}
