@@ -70,6 +70,7 @@ func (c *respConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
 		}
 		return c.st.Error(dst, code, e.Message), true
 	}
+	c.st.Passed(data)
 	if len(name) == 0 {
 		var t struct {
 			Type string `json:"type"`

@@ -361,3 +361,27 @@ func (s *RespStream) Error(dst []byte, code, msg string) []byte {
 	dst = append(dst, obj...)
 	return append(dst, "}\n\n"...)
 }
+
+// Passed notes a native Responses event the gateway passed through as it
+// came (a responsesAPI upstream): the stream has started, and an error
+// event the gateway writes after a break continues the upstream's
+// sequence numbers under its response id, instead of opening a second
+// response.
+func (s *RespStream) Passed(data []byte) {
+	var ev struct {
+		Seq      *int `json:"sequence_number"`
+		Response *struct {
+			ID string `json:"id"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	s.started = true
+	if ev.Seq != nil && *ev.Seq >= s.seq {
+		s.seq = *ev.Seq + 1
+	}
+	if ev.Response != nil && ev.Response.ID != "" {
+		s.Meta.ID = ev.Response.ID
+	}
+}

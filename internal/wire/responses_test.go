@@ -159,3 +159,23 @@ func TestRespStreamReasoning(t *testing.T) {
 		t.Fatalf("reasoning item: %s", out)
 	}
 }
+
+// A native Responses stream that breaks: the gateway's error event and
+// response.failed continue the upstream's sequence numbers under its
+// response id; no second response.created opens another response.
+func TestNativeStreamErrorContinuesTheUpstreamsResponse(t *testing.T) {
+	var s RespStream
+	s.Meta.ID = "resp_gateway"
+	s.Passed([]byte(`{"type":"response.created","sequence_number":0,"response":{"id":"resp_up","status":"in_progress"}}`))
+	s.Passed([]byte(`{"type":"response.output_text.delta","sequence_number":1,"delta":"hel"}`))
+	out := string(s.Error(nil, "stream_interrupted", "the upstream stream broke"))
+	if strings.Contains(out, "response.created") || strings.Contains(out, "response.in_progress") {
+		t.Fatalf("a second response was opened:\n%s", out)
+	}
+	if !strings.Contains(out, `"sequence_number":2`) || !strings.Contains(out, `"sequence_number":3`) || strings.Contains(out, `"sequence_number":0`) {
+		t.Fatalf("sequence numbers do not continue the upstream's (0, 1):\n%s", out)
+	}
+	if !strings.Contains(out, `"id":"resp_up"`) || strings.Contains(out, "resp_gateway") {
+		t.Fatalf("response.failed does not name the upstream's response:\n%s", out)
+	}
+}
