@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -13,13 +15,17 @@ import (
 // max_output_tokens, generationConfig.maxOutputTokens: the answer is cut
 // to it, 4 tokens a chunk, and ends with the format's length reason),
 // tools (the answer is a call of the first tool, or the one tool_choice
-// names, with arguments {}; none when tool_choice is "none"), and a JSON
+// names, with the least arguments its JSON schema accepts: each required
+// property, strings "x", numbers their minimum or 0, booleans false,
+// arrays empty, enums their first value; none when tool_choice is
+// "none"), and a JSON
 // response format (response_format / text.format json_object or
 // json_schema, generationConfig.responseMimeType application/json: the
 // text is the JSON document {"text":"…"}).
 type shape struct {
 	maxTokens int
 	tool      string
+	args      string // the call's arguments, a JSON object
 	json      bool
 }
 
@@ -60,60 +66,147 @@ func withShape(r *http.Request, body []byte) *http.Request {
 		sh.json = sh.json || t == "json_object" || t == "json_schema"
 	}
 	sh.json = sh.json || b.GenerationConfig.ResponseMimeType == "application/json"
-	sh.tool = toolToCall(b.Tools, b.ToolChoice)
+	var schema json.RawMessage
+	sh.tool, schema = toolToCall(b.Tools, b.ToolChoice)
+	if sh.tool != "" {
+		sh.args = string(minimalArgs(schema, 0))
+	}
 	if sh == (shape{}) {
 		return r
 	}
 	return r.WithContext(context.WithValue(r.Context(), shapeKey{}, sh))
 }
 
-// toolToCall is the tool the answer calls: tool_choice's named one, else
-// the first declared (OpenAI chat, Responses, Anthropic and Gemini
-// shapes), "" when none or tool_choice is none.
-func toolToCall(tools, choice json.RawMessage) string {
+// toolToCall is the tool the answer calls and its parameters' schema:
+// tool_choice's named one, else the first declared (OpenAI chat,
+// Responses, Anthropic and Gemini shapes), "" when none or tool_choice is
+// none.
+func toolToCall(tools, choice json.RawMessage) (string, json.RawMessage) {
 	var c any
 	_ = json.Unmarshal(choice, &c)
+	named := ""
 	switch v := c.(type) {
 	case string:
 		if v == "none" {
-			return ""
+			return "", nil
 		}
 	case map[string]any:
 		if v["type"] == "none" {
-			return ""
+			return "", nil
 		}
 		if n, ok := v["name"].(string); ok && n != "" {
-			return n
-		}
-		if f, ok := v["function"].(map[string]any); ok {
+			named = n
+		} else if f, ok := v["function"].(map[string]any); ok {
 			if n, ok := f["name"].(string); ok && n != "" {
-				return n
+				named = n
 			}
 		}
 	}
+	type decl struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
 	var ts []struct {
-		Name     string `json:"name"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-		FunctionDeclarations []struct {
-			Name string `json:"name"`
-		} `json:"functionDeclarations"`
+		Name        string          `json:"name"`
+		Parameters  json.RawMessage `json:"parameters"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		Function    decl            `json:"function"`
+		Decls       []decl          `json:"functionDeclarations"`
 	}
 	if json.Unmarshal(tools, &ts) != nil {
-		return ""
+		return named, nil
 	}
+	var all []decl
 	for _, t := range ts {
 		switch {
 		case t.Function.Name != "":
-			return t.Function.Name
+			all = append(all, t.Function)
 		case t.Name != "":
-			return t.Name
-		case len(t.FunctionDeclarations) > 0:
-			return t.FunctionDeclarations[0].Name
+			p := t.Parameters
+			if len(p) == 0 {
+				p = t.InputSchema
+			}
+			all = append(all, decl{t.Name, p})
+		default:
+			all = append(all, t.Decls...)
 		}
 	}
-	return ""
+	for _, d := range all {
+		if named == "" || d.Name == named {
+			return d.Name, d.Parameters
+		}
+	}
+	return named, nil
+}
+
+// minimalArgs is the least value a JSON schema accepts: an object holds
+// its required properties only, each at its least value.
+func minimalArgs(schema json.RawMessage, depth int) []byte {
+	var s struct {
+		Type       any                        `json:"type"`
+		Enum       []json.RawMessage          `json:"enum"`
+		Const      json.RawMessage            `json:"const"`
+		Minimum    *float64                   `json:"minimum"`
+		MinItems   int                        `json:"minItems"`
+		Items      json.RawMessage            `json:"items"`
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if depth > 8 || json.Unmarshal(schema, &s) != nil {
+		if depth == 0 {
+			return []byte("{}")
+		}
+		return []byte("null")
+	}
+	if len(s.Const) > 0 {
+		return s.Const
+	}
+	if len(s.Enum) > 0 {
+		return s.Enum[0]
+	}
+	typ, _ := s.Type.(string)
+	if ts, ok := s.Type.([]any); ok && len(ts) > 0 {
+		typ, _ = ts[0].(string)
+	}
+	if typ == "" && (s.Properties != nil || depth == 0) {
+		typ = "object"
+	}
+	switch typ {
+	case "object":
+		b := []byte{'{'}
+		for i, name := range s.Required {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			k, _ := json.Marshal(name)
+			b = append(append(b, k...), ':')
+			b = append(b, minimalArgs(s.Properties[name], depth+1)...)
+		}
+		return append(b, '}')
+	case "string":
+		return []byte(`"x"`)
+	case "integer", "number":
+		if s.Minimum != nil {
+			v := *s.Minimum
+			if typ == "integer" {
+				v = math.Ceil(v)
+			}
+			return strconv.AppendFloat(nil, v, 'g', -1, 64)
+		}
+		return []byte("0")
+	case "boolean":
+		return []byte("false")
+	case "array":
+		b := []byte{'['}
+		for i := 0; i < s.MinItems && i < 8; i++ {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, minimalArgs(s.Items, depth+1)...)
+		}
+		return append(b, ']')
+	}
+	return []byte("null")
 }
 
 func shapeOf(r *http.Request) (shape, bool) {
@@ -185,21 +278,23 @@ func shaped(r *http.Request, wf wire, resp *Response) (wire, string) {
 
 // toolAnswer is a whole tool-call answer (JSON, or the stream's events)
 // in a wire's format.
-func toolAnswer(wf wire, model, tool string, stream bool) string {
-	args := "{}"
+func toolAnswer(wf wire, model, tool, args string, stream bool) string {
+	if args == "" {
+		args = "{}"
+	}
 	switch w := wf.(type) {
 	case anthropicWire:
 		if !stream {
-			return fmt.Sprintf(`{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[{"type":"tool_use","id":"toolu_fault","name":%q,"input":{}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":4}}`, model, tool)
+			return fmt.Sprintf(`{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[{"type":"tool_use","id":"toolu_fault","name":%q,"input":%s}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":4}}`, model, tool, args)
 		}
 		return sseEvent("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"usage":{"input_tokens":8,"output_tokens":1}}}`, model)) +
 			sseEvent("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_fault","name":%q,"input":{}}}`, tool)) +
-			sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}`) +
+			sseEvent("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":%q}}`, args)) +
 			sseEvent("content_block_stop", `{"type":"content_block_stop","index":0}`) +
 			sseEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":4}}`) +
 			sseEvent("message_stop", `{"type":"message_stop"}`)
 	case geminiWire:
-		body := fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":%q,"args":{}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":4,"totalTokenCount":12},"modelVersion":%q,"responseId":"fault"}`, tool, model)
+		body := fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":%q,"args":%s}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":4,"totalTokenCount":12},"modelVersion":%q,"responseId":"fault"}`, tool, args, model)
 		if !stream {
 			return body
 		}
@@ -236,5 +331,7 @@ func (s *Server) serveTool(w http.ResponseWriter, ctx context.Context, wf wire, 
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.WriteHeader(resp.StatusOrOK())
-	fmt.Fprint(w, toolAnswer(wf, model, tool, stream))
+	sh, _ := ctx.Value(shapeKey{}).(shape)
+	args := sh.args
+	fmt.Fprint(w, toolAnswer(wf, model, tool, args, stream))
 }

@@ -60,34 +60,50 @@ func benchEngine(b *testing.B) (*Engine, Time) {
 
 // BenchmarkSelect: selection for one request to a combo across 20
 // providers × 50 connections × 5 models in state (c20: one target per
-// provider, each walking its 50 connections, cooling and locked ones
-// included). Target ≤ 1 µs/op, 0 allocs/op.
-func BenchmarkSelect(b *testing.B) { benchSelect(b, "c20") }
+// provider, cooling and locked connections included), as the request path
+// makes it: a lazy Select that stops at the first eligible connection
+// (docs/model.md#lazy-selection). Target ≤ 1 µs/op, 0 allocs/op.
+func BenchmarkSelect(b *testing.B) { benchSelect(b, "c20", false) }
+
+// BenchmarkSelectAll: the same combo listed in full (every target's 50
+// connections: 1000 checks), as a fallback past the first target, the
+// unavailable answer, a trace or the route preview needs it.
+func BenchmarkSelectAll(b *testing.B) { benchSelect(b, "c20", true) }
 
 // BenchmarkSelectComboAllTargets: the same state, a combo of every
-// provider × model (100 targets, 5000 connection checks).
-func BenchmarkSelectComboAllTargets(b *testing.B) { benchSelect(b, "c100") }
+// provider × model (100 targets), lazy.
+func BenchmarkSelectComboAllTargets(b *testing.B) { benchSelect(b, "c100", false) }
+
+// BenchmarkSelectComboAllTargetsAll: that combo listed in full (5000
+// connection checks).
+func BenchmarkSelectComboAllTargetsAll(b *testing.B) { benchSelect(b, "c100", true) }
 
 // BenchmarkSelectOneProvider: a single-model route on one provider of the
 // same engine (50 connections).
-func BenchmarkSelectOneProvider(b *testing.B) { benchSelect(b, "p07/m1") }
+func BenchmarkSelectOneProvider(b *testing.B) { benchSelect(b, "p07/m1", false) }
 
-func benchSelect(b *testing.B, route string) {
+func benchSelect(b *testing.B, route string, full bool) {
 	e, now := benchEngine(b)
 	r, err := e.Resolve(route)
 	if err != nil {
 		b.Fatal(err)
 	}
 	req := Request{Route: r}
-	var sel Selection
-	e.Select(now, &req, &sel) // grow the buffers once
+	sel := Selection{Full: full}
+	e.SelectAll(now, &req, &sel) // grow the buffers once
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		e.Select(now, &req, &sel)
 	}
-	if len(sel.Candidates) == 0 || len(sel.Excluded) == 0 {
-		b.Fatalf("benchmark selection is degenerate: %d candidates, %d excluded", len(sel.Candidates), len(sel.Excluded))
+	b.StopTimer()
+	first := sel.Candidates[0]
+	// The state is what the benchmark says: the full listing spans every
+	// provider, with exclusions, and the lazy one starts where it does.
+	e.SelectAll(now, &req, &sel)
+	if len(sel.Candidates) == 0 || len(sel.Excluded) == 0 || sel.Candidates[0] != first {
+		b.Fatalf("benchmark selection is degenerate: %d candidates, %d excluded, first %v then %v",
+			len(sel.Candidates), len(sel.Excluded), first, sel.Candidates[0])
 	}
 	if providers := map[string]bool{}; r.Combo != "" {
 		for _, c := range sel.Candidates {

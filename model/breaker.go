@@ -85,8 +85,12 @@ func (o breakerOpts) openDuration(kind FailureKind, cycles int) int64 {
 // failure before it forgets them: the longest OPEN hold for the last kind.
 func (o breakerOpts) quietPeriod(kind FailureKind) int64 {
 	hold := int64(o.p.ResetTimeoutMs)
-	if d, ok := o.p.CooldownByKind[kind.String()]; ok && kind != KindNone && d >= 0 {
-		hold = int64(d)
+	// Every selection refreshes every later target's breaker
+	// (docs/model.md#lazy-selection): no lookup without an override.
+	if kind != KindNone && len(o.p.CooldownByKind) > 0 {
+		if d, ok := o.p.CooldownByKind[kind.String()]; ok && d >= 0 {
+			hold = int64(d)
+		}
 	}
 	return max(hold*int64(max(1, o.p.MaxBackoffMultiplier)), hold)
 }

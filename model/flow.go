@@ -139,7 +139,9 @@ func (f *Flow) Attempts() int { return f.attempts }
 func (f *Flow) Waits() int { return f.waits }
 
 // Next decides the next step at now. sel is the caller's reused selection
-// buffer; after Next it holds the last selection made (for tracing).
+// buffer; after Next it holds the last selection made, in full when the
+// caller set sel.Full (for tracing), else possibly a prefix
+// (docs/model.md#lazy-selection).
 func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 	if f.answered {
 		return f.answer
@@ -159,10 +161,13 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 		}
 		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
 		e.Select(now, &req, sel)
-		ci := slices.IndexFunc(sel.Candidates, func(c Candidate) bool {
-			return !slices.Contains(f.skipTargets, c.Target) && !slices.Contains(f.unfit, c.Target) &&
-				!slices.Contains(f.tooLong, c.Model)
-		})
+		ci := f.firstFit(sel)
+		if sel.Partial() && (ci < 0 || len(f.tooLong) > 0) {
+			// The flow looks past the selection's first target (a lazy
+			// Select, docs/model.md#lazy-selection): list the rest.
+			e.SelectRest(now, &req, sel)
+			ci = f.firstFit(sel)
+		}
 		if f.prefer.armed && (ci < 0 || sel.Candidates[ci].Target != f.prefer.target) {
 			if st, wait := f.preferFirst(now, e, sel); wait {
 				return st
@@ -192,6 +197,16 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 	}
 }
 
+// firstFit is the index of the first candidate the flow may try: not of a
+// skipped or unfit target, nor of a model that refused the request for its
+// length; -1 when none.
+func (f *Flow) firstFit(sel *Selection) int {
+	return slices.IndexFunc(sel.Candidates, func(c Candidate) bool {
+		return !slices.Contains(f.skipTargets, c.Target) && !slices.Contains(f.unfit, c.Target) &&
+			!slices.Contains(f.tooLong, c.Model)
+	})
+}
+
 // noCandidate: nothing left to try. Wait for a short transient cooldown when
 // the settings allow it (docs/selection.md#waiting-for-a-cooldown), fall back to the emergency target
 // (docs/api.md#operator-actions), else answer.
@@ -219,7 +234,7 @@ func (f *Flow) reselect(now Time, e *Engine, sel *Selection) {
 		// After a wait every connection is fair game again: judge the wait
 		// on the full picture.
 		req := Request{Route: f.Route, Allowed: f.Allowed, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
-		e.Select(now, &req, sel)
+		e.SelectAll(now, &req, sel)
 	}
 	if len(f.unfit) > 0 {
 		// A target that cannot express the request is no candidate: what

@@ -64,7 +64,7 @@ func selectAt(t tb, e *Engine, now Time, name string) *Selection {
 	t.Helper()
 	var s Selection
 	req := Request{Route: route(t, e, name)}
-	e.Select(now, &req, &s)
+	e.SelectAll(now, &req, &s)
 	return &s
 }
 

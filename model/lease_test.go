@@ -140,7 +140,7 @@ func TestSelectExcludesLeaseHeld(t *testing.T) {
 	hit(t, e, at(0), "p", "k2", "m1", withHeader(429, "retry-after", "20"))
 	var sel Selection
 	req := Request{Route: route(t, e, "p/m1"), Held: []ConnRef{{"p", "k1"}, {"p", "k2"}}}
-	e.Select(at(sec(1)), &req, &sel)
+	e.SelectAll(at(sec(1)), &req, &sel)
 	got := map[string]Exclusion{}
 	for _, x := range sel.Excluded {
 		got[x.Connection] = x.Reason

@@ -18,12 +18,12 @@ import (
 // is never its own move target. The shell asks the arbiter to move the
 // lease to each target in turn (a target leased meanwhile is skipped).
 func (e *Engine) LeaseMove(now Time, route Route, leased ConnRef, allowed, held []ConnRef, sel *Selection) bool {
-	e.Select(now, &Request{Route: route, Allowed: []ConnRef{leased}}, sel)
+	e.SelectAll(now, &Request{Route: route, Allowed: []ConnRef{leased}}, sel)
 	if len(sel.Candidates) > 0 || len(sel.Excluded) == 0 {
 		sel.Candidates = sel.Candidates[:0]
 		return false
 	}
-	e.Select(now, &Request{Route: route, Allowed: allowed, Held: held}, sel)
+	e.SelectAll(now, &Request{Route: route, Allowed: allowed, Held: held}, sel)
 	return true
 }
 
@@ -51,7 +51,7 @@ func (o *LeaseOffer) NoteExpiry(t Time) {
 // Nothing eligible at all is not a lease dispute: the normal routing error.
 // The shell asks the arbiter for each target in turn.
 func (e *Engine) LeaseAcquire(now Time, route Route, allowed, held []ConnRef, heldUntil []Time, sel *Selection) (LeaseOffer, *Error) {
-	e.Select(now, &Request{Route: route, Allowed: allowed, Held: held}, sel)
+	e.SelectAll(now, &Request{Route: route, Allowed: allowed, Held: held}, sel)
 	var o LeaseOffer
 	o.Eligible, o.Free = LeaseCapacity(sel)
 	if o.Eligible == 0 {

@@ -15,7 +15,7 @@ func (e *Engine) Preview(now Time, req *Request, out *Selection) {
 	r.Session = ""
 	e.peek = true
 	defer func() { e.peek = false }()
-	e.Select(now, &r, out)
+	e.SelectAll(now, &r, out)
 }
 
 // Strategy is the route's ordering strategy: the combo's, or the

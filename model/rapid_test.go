@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,6 +90,11 @@ type runner struct {
 	onBegin  func(Attempt)
 	onRecord func(Attempt, Verdict)
 	onReset  func(provider string)
+	// full: select with Selection.Full (SelectAll); otherwise a lazy
+	// Select completed by SelectRest before anything else runs.
+	full bool
+	// firstOnly: see step.
+	firstOnly bool
 }
 
 func newRunner(t tb, edit func(*Settings), seed uint64) *runner {
@@ -146,14 +152,34 @@ func (r *runner) step(a action) string {
 		return fmt.Sprintf("advance %d", a.Dt)
 	case 1:
 		req := Request{Route: r.routes[a.Route], Session: []string{"", "s1", "s2"}[a.Pick%3]}
-		e.Select(r.now, &req, &r.sel)
 		var b strings.Builder
-		fmt.Fprintf(&b, "select %s:", req.Route.Name)
-		for _, c := range r.sel.Candidates {
-			fmt.Fprintf(&b, " %s/%s", c.Provider, c.Connection)
+		r.sel.Full = r.full
+		e.Select(r.now, &req, &r.sel)
+		// firstOnly: every other request takes the request path's first
+		// candidate without listing the rest (a lazy Select stays partial).
+		first := r.firstOnly && a.Pick%2 == 0
+		if r.sel.Partial() && !first {
+			// docs/model.md#lazy-selection: a lazy selection is a prefix of
+			// the full one, and SelectRest completes it.
+			cands, excl := slices.Clone(r.sel.Candidates), slices.Clone(r.sel.Excluded)
+			e.SelectRest(r.now, &req, &r.sel)
+			if len(cands) == 0 || len(cands) > len(r.sel.Candidates) || !slices.Equal(cands, r.sel.Candidates[:len(cands)]) ||
+				len(excl) > len(r.sel.Excluded) || !slices.Equal(excl, r.sel.Excluded[:len(excl)]) {
+				fmt.Fprintf(&b, "lazy selection %v %v is no prefix of %v %v; ", cands, excl, r.sel.Candidates, r.sel.Excluded)
+			}
 		}
-		for _, x := range r.sel.Excluded {
-			fmt.Fprintf(&b, " -%s/%s:%v:%d", x.Provider, x.Connection, x.Reason, x.RemainingMs)
+		fmt.Fprintf(&b, "select %s:", req.Route.Name)
+		if first && len(r.sel.Candidates) > 0 {
+			c := r.sel.Candidates[0]
+			fmt.Fprintf(&b, " first %s/%s", c.Provider, c.Connection)
+			r.sel.Candidates = r.sel.Candidates[:1]
+		} else {
+			for _, c := range r.sel.Candidates {
+				fmt.Fprintf(&b, " %s/%s", c.Provider, c.Connection)
+			}
+			for _, x := range r.sel.Excluded {
+				fmt.Fprintf(&b, " -%s/%s:%v:%d", x.Provider, x.Connection, x.Reason, x.RemainingMs)
+			}
 		}
 		if len(r.sel.Candidates) > 0 {
 			c := r.sel.Candidates[a.Pick%len(r.sel.Candidates)]
@@ -317,6 +343,29 @@ func TestRapidLazyReadsEqualTicking(t *testing.T) {
 		}
 		if sl, st := lazy.e.Snapshot(lazy.now), ticked.e.Snapshot(ticked.now); !reflect.DeepEqual(sl, st) {
 			t.Fatalf("states differ:\n lazy:   %+v\n ticked: %+v", sl, st)
+		}
+	})
+}
+
+func TestRapidLazySelectEqualsFull(t *testing.T) {
+	// docs/model.md#lazy-selection: a lazy Select (completed by SelectRest when
+	// the caller looks further) decides, draws and changes state exactly as
+	// a full listing: the same lines, change records and final state.
+	rapid.Check(t, func(t *rapid.T) {
+		acts := rapid.SliceOfN(actionGen(), 50, 300).Draw(t, "actions")
+		lazy, full := newRunner(t, nil, 7), newRunner(t, nil, 7)
+		full.full = true
+		lazy.firstOnly, full.firstOnly = true, true
+		for i, x := range acts {
+			if ll, lf := lazy.step(x), full.step(x); ll != lf {
+				t.Fatalf("step %d differs:\n lazy: %s\n full: %s", i, ll, lf)
+			}
+			if cl, cf := lazy.e.Changes(), full.e.Changes(); !reflect.DeepEqual(cl, cf) {
+				t.Fatalf("step %d: change records differ:\n lazy: %+v\n full: %+v", i, cl, cf)
+			}
+		}
+		if sl, sf := lazy.e.Snapshot(lazy.now), full.e.Snapshot(full.now); !reflect.DeepEqual(sl, sf) {
+			t.Fatalf("states differ:\n lazy: %+v\n full: %+v", sl, sf)
 		}
 	})
 }

@@ -117,7 +117,7 @@ func (f *Flow) preferFirst(now Time, e *Engine, sel *Selection) (Step, bool) {
 	}
 	f.tried = slices.Delete(f.tried, i, i+1)
 	req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
-	e.Select(now, &req, sel)
+	e.SelectAll(now, &req, sel)
 	for _, c := range sel.Candidates {
 		if c.Provider == ref.Provider && c.Connection == ref.Connection && c.Target == f.prefer.target {
 			return Step{}, false // ready now

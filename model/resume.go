@@ -180,7 +180,7 @@ func (f *Flow) resumeNext(now Time, e *Engine, sel *Selection) Step {
 		return f.resumeFail()
 	}
 	req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.rs.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
-	e.Select(now, &req, sel)
+	e.SelectAll(now, &req, sel)
 	for _, c := range sel.Candidates {
 		ref := ConnRef{c.Provider, c.Connection}
 		if slices.Contains(f.rs.tried, ref) || slices.Contains(f.unfit, c.Target) {

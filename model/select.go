@@ -160,6 +160,16 @@ type Excluded struct {
 
 // Selection is Select's answer. Its slices are reused between calls: the
 // caller owns one Selection per goroutine and passes it back in.
+//
+// Select is lazy (docs/model.md#lazy-selection): it stops at the first
+// eligible connection of the first target that has one, when listing the
+// rest would change no state, and leaves the rest to SelectRest.
+// Candidates then holds a prefix of the full try order (its first entry is
+// the one a full listing puts first) and Excluded only what came before it;
+// Partial reports it. A caller that needs every candidate and exclusion (a
+// fallback beyond the first target, the typed unavailable answer, a wait, a
+// trace or an explanation) calls SelectAll, or SelectRest right after
+// Select, or sets Full.
 type Selection struct {
 	Candidates []Candidate
 	Excluded   []Excluded
@@ -168,14 +178,32 @@ type Selection struct {
 	// cooldowns and model lockouts that a wait may bridge (docs/selection.md#waiting-for-a-cooldown).
 	Earliest          Time
 	EarliestTransient Time
-	targets           []int32
-	conns             []int32
+	// Full makes every Select list every target's candidates and
+	// exclusions (a simulator trace, a debug explanation): Select is then
+	// SelectAll.
+	Full    bool
+	targets []int32
+	conns   []int32
+	// The deferred rest of a lazy combo selection (SelectRest): the rest
+	// of the stopped target's connections (scan) and the targets from
+	// position next on.
+	partial bool
+	combo   int32
+	next    int
+	scan    connScan
+	rest    []int32
 }
+
+// Partial reports whether the selection stopped early: Candidates and
+// Excluded hold a prefix, and SelectRest lists the rest.
+func (s *Selection) Partial() bool { return s.partial }
 
 func (s *Selection) reset() {
 	s.Candidates = s.Candidates[:0]
 	s.Excluded = s.Excluded[:0]
 	s.Earliest, s.EarliestTransient = 0, 0
+	s.partial = false
+	s.rest = s.rest[:0]
 }
 
 func (s *Selection) exclude(now Time, x Excluded) {
@@ -199,6 +227,14 @@ func (s *Selection) exclude(now Time, x Excluded) {
 // Select returns the eligible connections for a request in strategy order,
 // and for every excluded target or connection the layer that excluded it.
 // Reads refresh lazy state (an expired OPEN becomes HALF_OPEN here).
+//
+// It is lazy (see Selection, docs/model.md#lazy-selection): it may stop
+// after the first eligible connection. It stops only where the full listing would change no
+// more state than the breakers' lazy refresh, which it still applies to
+// every later target, in order: so the first candidate, every change record
+// and every draw of the random source are those of SelectAll, and
+// SelectRest, called before anything else changes the engine, completes
+// the lists exactly as SelectAll would have made them.
 func (e *Engine) Select(now Time, req *Request, out *Selection) {
 	out.reset()
 	r := &req.Route
@@ -206,7 +242,19 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 		if r.provider < 0 || int(r.provider) >= len(e.provs) || e.provs[r.provider].id != r.Provider {
 			return
 		}
-		e.selectTarget(now, req, out, r.provider, -1, r.Model, 0, false)
+		sc, ok := e.openTarget(now, out, r.provider, -1, r.Model, 0, false)
+		if !ok {
+			return
+		}
+		var stop *lazyScan
+		if !out.Full && (req.Session == "" || e.settings.SessionAffinityTTLMs <= 0) {
+			stop = &lazyScan{e: e, req: req}
+		}
+		if k := e.scanConns(now, req, out, &sc, out.conns, stop); k >= 0 {
+			out.scan = sc
+			out.rest = append(out.rest[:0], out.conns[k:]...)
+			out.partial, out.combo, out.next = len(out.rest) > 0, -1, 0
+		}
 		return
 	}
 	if r.combo < 0 || int(r.combo) >= len(e.combos) || e.combos[r.combo].cfg.ID != r.Combo {
@@ -214,42 +262,186 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 	}
 	cs := &e.combos[r.combo]
 	out.targets = e.orderTargets(now, cs, out.targets[:0])
-	for _, ti := range out.targets {
+	lazy := &lazyScan{e: e, req: req, cs: cs, from: -1}
+	if out.Full {
+		lazy = nil
+	}
+	for i, ti := range out.targets {
+		if lazy != nil && len(out.Candidates) > 0 {
+			if lazy.from < 0 {
+				lazy.from = e.lastStirring(req, cs, out.targets, i) + 1
+			}
+			if i >= lazy.from {
+				e.deferTargets(now, out, r.combo, i)
+				return
+			}
+		}
 		t := &cs.cfg.Targets[ti]
-		e.selectTarget(now, req, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true)
+		sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true)
+		if !ok {
+			continue
+		}
+		var stop *lazyScan
+		if lazy != nil && lazy.from < 0 && (req.Session == "" || e.settings.SessionAffinityTTLMs <= 0) {
+			// Without a session pin to apply, the target's first
+			// eligible connection is its first candidate.
+			lazy.pos = i
+			stop = lazy
+		}
+		if k := e.scanConns(now, req, out, &sc, out.conns, stop); k >= 0 {
+			out.scan = sc
+			out.rest = append(out.rest[:0], out.conns[k:]...)
+			e.deferTargets(now, out, r.combo, i+1)
+			return
+		}
 	}
 }
 
-func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned int32, model string, target int, combo bool) {
+// SelectAll is Select listing every target's candidates and exclusions.
+func (e *Engine) SelectAll(now Time, req *Request, out *Selection) {
+	e.Select(now, req, out)
+	e.SelectRest(now, req, out)
+}
+
+// SelectRest completes a partial selection: the same now and request as the
+// Select that made it, before anything else changes the engine.
+func (e *Engine) SelectRest(now Time, req *Request, out *Selection) {
+	if !out.partial {
+		return
+	}
+	out.partial = false
+	if len(out.rest) > 0 {
+		e.scanConns(now, req, out, &out.scan, out.rest, nil)
+		out.rest = out.rest[:0]
+	}
+	if out.combo < 0 {
+		return // a single-model route: one target
+	}
+	cs := &e.combos[out.combo]
+	for _, ti := range out.targets[out.next:] {
+		t := &cs.cfg.Targets[ti]
+		if sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true); ok {
+			e.scanConns(now, req, out, &sc, out.conns, nil)
+		}
+	}
+}
+
+// lazyScan is a lazy combo selection's view of the targets after the one
+// being scanned (position pos): whether it may stop at that target's
+// first candidate.
+type lazyScan struct {
+	e    *Engine
+	req  *Request
+	cs   *comboState
+	pos  int
+	from int // first target position left to SelectRest; -1 = not known yet
+}
+
+// stopHere: the first candidate is found at target position pos; the scan
+// stops when no later target would change state beyond a breaker refresh.
+func (l *lazyScan) stopHere(targets []int32) bool {
+	if l.cs == nil {
+		return true // a single-model route: no later target
+	}
+	l.from = l.e.lastStirring(l.req, l.cs, targets, l.pos+1) + 1
+	return l.from == l.pos+1
+}
+
+// lastStirring is the position of the last target from position from on
+// whose listing changes state beyond its breaker's lazy refresh, or
+// from-1: a round-robin cursor moves, a random order draws, a session pin
+// may drop (docs/selection.md#session-affinity). Such a target is listed
+// at once, so that state changes in the order of a full listing.
+func (e *Engine) lastStirring(req *Request, cs *comboState, targets []int32, from int) int {
+	last := from - 1
+	pins := req.Session != "" && e.settings.SessionAffinityTTLMs > 0 && len(e.pins) > 0
+	for i := from; i < len(targets); i++ {
+		ti := targets[i]
+		p := &e.provs[cs.tp[ti]]
+		if cs.tc[ti] < 0 && !e.peek {
+			switch p.cfg.Strategy {
+			case RoundRobin:
+				last = i
+				continue
+			case Random, Weighted, P2C:
+				if len(p.order) >= 2 {
+					last = i
+					continue
+				}
+			}
+		}
+		if pins {
+			if _, ok := e.pins[pinKey{req.Session, p.id}]; ok {
+				last = i
+			}
+		}
+	}
+	return last
+}
+
+// deferTargets leaves the targets from position from on to SelectRest. Their
+// breakers' lazy transitions apply now, in target order, as a full listing
+// applies them (the change records and their order stay those of
+// SelectAll); the rest of their listing reads state only.
+func (e *Engine) deferTargets(now Time, out *Selection, combo int32, from int) {
+	cs := &e.combos[combo]
+	for _, ti := range out.targets[from:] {
+		e.refreshProvider(now, &e.provs[cs.tp[ti]])
+	}
+	out.partial, out.combo, out.next = from < len(out.targets) || len(out.rest) > 0, combo, from
+}
+
+// connScan is what checking one target's connections needs.
+type connScan struct {
+	pi, pinned int32
+	model, fam string
+	target     int
+	probe      bool
+	first      int // index in Candidates of the target's first candidate
+	p          *provState
+}
+
+// openTarget applies the target-level layers (breaker, provider cooldown,
+// served models) and, when the target passes, orders its connections into
+// out.conns.
+func (e *Engine) openTarget(now Time, out *Selection, pi, pinned int32, model string, target int, combo bool) (connScan, bool) {
 	p := &e.provs[pi]
 	e.refreshProvider(now, p)
 	if !p.breaker.admits() {
 		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclCircuitOpen,
 			RemainingMs: p.breaker.retryAfter(now, e.opts(p))})
-		return
+		return connScan{}, false
 	}
 	if combo {
 		if ms := e.windowCooling(now, p); ms > 0 {
 			out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclProviderCooldown, RemainingMs: ms})
-			return
+			return connScan{}, false
 		}
 	}
 	if p.models != nil && !p.models[model] {
 		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclNoModel})
-		return
+		return connScan{}, false
 	}
-	fam := p.family(model)
-	probe := p.breaker.State == HalfOpen
-	first := len(out.Candidates)
-	defer e.applyAffinity(now, req, out, first, p)
+	sc := connScan{pi: pi, pinned: pinned, model: model, fam: p.family(model), target: target,
+		probe: p.breaker.State == HalfOpen, first: len(out.Candidates), p: p}
 	if pinned >= 0 {
 		out.conns = append(out.conns[:0], pinned)
 	} else {
 		out.conns = e.orderConns(now, p, model, out.conns[:0])
 	}
-	for _, ci := range out.conns {
+	return sc, true
+}
+
+// scanConns checks conns, a target's connections in order, appending each
+// to the candidates or the exclusions, then applies session affinity to
+// the target's candidates. With stop set, it returns at the first candidate
+// when the rest may wait (lazyScan.stopHere): the index in conns of the
+// first connection left unchecked. Otherwise it returns -1.
+func (e *Engine) scanConns(now Time, req *Request, out *Selection, sc *connScan, conns []int32, stop *lazyScan) int {
+	p := sc.p
+	for k, ci := range conns {
 		c := &p.conns[ci]
-		x := Excluded{Provider: p.id, Connection: c.id, Model: model, Target: target}
+		x := Excluded{Provider: p.id, Connection: c.id, Model: sc.model, Target: sc.target}
 		switch {
 		case !allowed(req.Allowed, p.id, c.id):
 			x.Reason = ExclNotAllowed
@@ -261,17 +453,17 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 			x.Reason, x.LockReason = ExclTerminal, terminalReason(c.retiredAs)
 		case c.st.RateLimitedUntil > now:
 			x.Reason, x.RemainingMs, x.LockReason = ExclConnectionCooldown, c.st.RateLimitedUntil.Sub(now), c.st.LastErrorType
-			if l := c.locks.blockingAt(now, fam, model, probe); l != nil && l.Until > c.st.RateLimitedUntil {
+			if l := c.locks.blockingAt(now, sc.fam, sc.model, sc.probe); l != nil && l.Until > c.st.RateLimitedUntil {
 				// The model stays locked after the cooldown ends: the
 				// longer of the two is when this connection serves the
 				// model again (Retry-After, waits), and what keeps it out.
 				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
 			}
 		default:
-			if l := c.locks.blockingAt(now, fam, model, probe); l != nil {
+			if l := c.locks.blockingAt(now, sc.fam, sc.model, sc.probe); l != nil {
 				// locked while now <= Until: it serves again 1 ms later
 				x.Reason, x.RemainingMs, x.LockReason = ExclModelLockout, l.Until.Sub(now)+1, l.Reason
-			} else if ms := e.pinnedWindow(now, pinned, c); ms > 0 {
+			} else if ms := e.pinnedWindow(now, sc.pinned, c); ms > 0 {
 				x.Reason, x.RemainingMs = ExclProviderCooldown, ms
 			} else if i := heldIndex(req.Held, p.id, c.id); i >= 0 {
 				x.Reason = ExclLeaseHeld
@@ -279,12 +471,20 @@ func (e *Engine) selectTarget(now Time, req *Request, out *Selection, pi, pinned
 					x.RemainingMs = req.HeldUntil[i].Sub(now)
 				}
 			} else {
-				out.Candidates = append(out.Candidates, Candidate{Provider: p.id, Connection: c.id, Model: model, Target: target, p: pi, c: ci})
+				out.Candidates = append(out.Candidates, Candidate{Provider: p.id, Connection: c.id, Model: sc.model, Target: sc.target, p: sc.pi, c: ci})
+				if stop != nil {
+					if stop.stopHere(out.targets) {
+						return k + 1
+					}
+					stop = nil
+				}
 				continue
 			}
 		}
 		out.exclude(now, x)
 	}
+	e.applyAffinity(now, req, out, sc.first, p)
+	return -1
 }
 
 func (e *Engine) pinnedWindow(now Time, pinned int32, c *connState) int64 {
@@ -423,6 +623,9 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 func (c *connState) full(model string) bool {
 	if c.cfg.MaxConcurrent > 0 && c.inflight >= c.cfg.MaxConcurrent {
 		return true
+	}
+	if len(c.cfg.ModelConcurrency) == 0 {
+		return false // no per-model cap: skip the lookup, selection asks this of every connection
 	}
 	n := c.cfg.ModelConcurrency[model]
 	return n > 0 && c.byModel[model] >= n

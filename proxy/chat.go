@@ -331,6 +331,9 @@ func (rs *reqState) run() int {
 // kept in reqState, not in run's frame under every later call).
 func (rs *reqState) nextStep() {
 	g := rs.g
+	// The debug explanation lists every candidate and exclusion; otherwise
+	// selection may stop at the first candidate (docs/model.md#lazy-selection).
+	rs.sel.Full = g.log.Enabled(rs.ctx, slog.LevelDebug)
 	g.lock()
 	rs.step = rs.flow.Next(g.modelNow(), g.eng, rs.sel)
 	g.unlock()

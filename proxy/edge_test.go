@@ -72,12 +72,18 @@ func (u *rawUp) baseURL() string { return "http://" + u.ln.Addr().String() + "/v
 // given, adjusts the gateway before it serves.
 func rawGW(t *testing.T, u *rawUp, extra string, tune ...func(*Gateway)) *gw {
 	t.Helper()
+	return rawGWConns(t, u, "[{id: c, apiKey: k, disableCooling: true}]", extra, tune...)
+}
+
+// rawGWConns is rawGW with the provider's connections given (YAML flow list).
+func rawGWConns(t *testing.T, u *rawUp, conns, extra string, tune ...func(*Gateway)) *gw {
+	t.Helper()
 	cfg, _, err := ParseConfig("test.yaml", []byte(`
 providers:
   - id: p
     baseURL: `+u.baseURL()+`
     models: [m]
-    connections: [{id: c, apiKey: k, disableCooling: true}]
+    connections: `+conns+`
 `+extra), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -892,9 +898,10 @@ resilience:
 }
 
 // A cut attempt's write deadline does not outlive the attempt: the first
-// attempt's stream stalls before any content and is cut; the retry streams
-// to the same client for longer than clientWriteGrace, and every event
-// reaches it.
+// attempt's stream stalls before any content and is cut; the retry (on the
+// sibling connection: a stalled one is never tried again in the request,
+// docs/catalogue.md) streams to the same client for longer than
+// clientWriteGrace, and every event reaches it.
 func TestCutAttemptLeavesTheNextOneUnbounded(t *testing.T) {
 	var n atomic.Int64
 	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
@@ -912,7 +919,7 @@ func TestCutAttemptLeavesTheNextOneUnbounded(t *testing.T) {
 		}
 		io.WriteString(c, "data: [DONE]\n\n")
 	})
-	g := rawGW(t, up, `
+	g := rawGWConns(t, up, "[{id: c, apiKey: k, disableCooling: true}, {id: c2, apiKey: k2, disableCooling: true}]", `
 resilience:
   requestBudget: {maxAttempts: 2}
   waitForCooldown: {enabled: false}

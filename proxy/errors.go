@@ -51,6 +51,19 @@ type errorBody struct {
 	Diagnostics *diagnostics `json:"diagnostics,omitempty"`
 }
 
+// openAIRefuse answers a request the gateway refuses before any attempt
+// on an OpenAI surface (Responses, embeddings), with the code OpenAI uses
+// for the status: a missing or wrong key is invalid_api_key, as on chat.
+func openAIRefuse(w http.ResponseWriter) func(status int, msg string) {
+	return func(status int, msg string) {
+		code := "invalid_request"
+		if status == http.StatusUnauthorized {
+			code = "invalid_api_key"
+		}
+		writeError(w, status, code, msg)
+	}
+}
+
 func typeForStatus(status int) string {
 	switch {
 	case status == 400 || status == 405 || status == 413 || status == 422:

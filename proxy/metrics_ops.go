@@ -231,12 +231,17 @@ var (
 	usageKey      = []byte(`"usage"`)
 	promptKey     = []byte(`"prompt_tokens"`)
 	completionKey = []byte(`"completion_tokens"`)
+	inputKey      = []byte(`"input_tokens"`)
+	outputKey     = []byte(`"output_tokens"`)
+	cacheReadKey  = []byte(`"cache_read_input_tokens"`)
+	cacheMakeKey  = []byte(`"cache_creation_input_tokens"`)
 )
 
-// noteUsage reads the token counts of an OpenAI-shaped body or stream
-// event that carries a usage object (native answers are already in that
-// shape here). Events without one cost one substring search; nothing is
-// allocated.
+// noteUsage reads the token counts of a body or stream event that carries
+// a usage object: OpenAI chat's (prompt_tokens, completion_tokens), or,
+// for an answer a native surface passes on as it came, Anthropic
+// Messages' and OpenAI Responses' (input_tokens, output_tokens).
+// Events without one cost one substring search; nothing is allocated.
 func (rs *reqState) noteUsage(b []byte) {
 	// The first "usage" with its quotes is the answer's own: inside a
 	// JSON string the quotes would be escaped.
@@ -247,11 +252,24 @@ func (rs *reqState) noteUsage(b []byte) {
 	u := b[i+len(usageKey):]
 	p, okP := jsonIntAfter(u, promptKey)
 	c, okC := jsonIntAfter(u, completionKey)
-	if !okP && !okC {
+	if okP || okC {
+		// A stream may repeat its usage (cumulative): the last one counts.
+		rs.promptTokens, rs.completionTokens = p, c
 		return
 	}
-	// A stream may repeat its usage (cumulative): the last one counts.
-	rs.promptTokens, rs.completionTokens = p, c
+	// Messages streams split their usage: message_start has the input,
+	// message_delta the (cumulative) output and sometimes the input
+	// again; a count an event leaves out keeps its earlier value.
+	if in, ok := jsonIntAfter(u, inputKey); ok {
+		// Anthropic's input_tokens leave out the cached prompt; a
+		// Responses usage has no such fields and counts it in.
+		cr, _ := jsonIntAfter(u, cacheReadKey)
+		cm, _ := jsonIntAfter(u, cacheMakeKey)
+		rs.promptTokens = in + cr + cm
+	}
+	if out, ok := jsonIntAfter(u, outputKey); ok {
+		rs.completionTokens = out
+	}
 }
 
 // jsonIntAfter finds "key": N in b (the first occurrence) and returns N.

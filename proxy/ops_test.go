@@ -168,12 +168,34 @@ func TestNoteUsage(t *testing.T) {
 		{`{"choices":[],"usage":null}`, 0, 0},
 		{`{"choices":[{"delta":{"content":"hi"}}]}`, 0, 0},
 		{`{"usage" : { "completion_tokens" : 7 , "prompt_tokens" : 8 }}`, 8, 7},
+		// A native Messages answer: input_tokens leave out the cached prompt.
+		{`{"type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":8,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":32}}`, 113, 32},
+		// A native Responses answer: input_tokens count the cached prompt in.
+		{`{"object":"response","usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":4},"output_tokens":9,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":21}}`, 12, 9},
+		{`{"type":"response.created","response":{"usage":null}}`, 0, 0},
 	} {
 		rs := &reqState{}
 		rs.noteUsage([]byte(c.body))
 		if rs.promptTokens != c.prompt || rs.completionTokens != c.cc {
 			t.Errorf("%s: got %d/%d, want %d/%d", c.body, rs.promptTokens, rs.completionTokens, c.prompt, c.cc)
 		}
+	}
+}
+
+// A native Messages stream splits its usage over two events: the input in
+// message_start, the cumulative output in message_delta; both are counted.
+func TestNoteUsageMessagesStream(t *testing.T) {
+	rs := &reqState{}
+	for _, ev := range []string{
+		`{"type":"message_start","message":{"id":"msg_1","content":[],"usage":{"input_tokens":8,"cache_read_input_tokens":2,"output_tokens":1}}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"usage\": {\"output_tokens\": 99}"}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":32}}`,
+		`{"type":"message_stop"}`,
+	} {
+		rs.noteUsage([]byte(ev))
+	}
+	if rs.promptTokens != 10 || rs.completionTokens != 32 {
+		t.Fatalf("got %d/%d, want 10/32", rs.promptTokens, rs.completionTokens)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,6 +43,11 @@ type resumeShell struct {
 	req     *chatRequest // the current resume attempt's prefilled request
 	reqKey  prefillKey
 	err     error // why the last prefill could not be built
+	// nr is the native state of a Messages or Responses request (nil
+	// for chat): an answer passed through natively is not a chat stream,
+	// so its text cannot be kept, and a native target cannot be sent a
+	// prefill (it gets the client's own body).
+	nr *nativeReq
 }
 
 type streamErr struct{ code, msg string }
@@ -86,7 +92,7 @@ func newStreamMetrics(reg *prometheus.Registry) *streamMetrics {
 // streaming request whose flow could resume keeps what it delivers.
 func (rs *reqState) resumeStart() {
 	if rs.req.Stream && rs.flow.CanResume(rs.g.eng) {
-		rs.rsm = &resumeShell{}
+		rs.rsm = &resumeShell{nr: nativeOf(rs.r)}
 		return
 	}
 	// Nothing is kept, so nothing could be prefilled: the flow never
@@ -106,6 +112,13 @@ func (rs *reqState) streamEvent(ev *model.StreamEvent, data []byte) {
 		return
 	}
 	if ev.ToolCall || ev.Reasoning {
+		rs.flow.ResumeBlocked = true
+		return
+	}
+	if k.nr != nil && k.nr.native {
+		// A native Messages or Responses stream: its events are not chat
+		// chunks, and a continuation would repeat the answer from its
+		// start under a second message_start (or response.created).
 		rs.flow.ResumeBlocked = true
 		return
 	}
@@ -188,6 +201,10 @@ func (rs *reqState) reqFor(a *model.Attempt) *chatRequest {
 	if !a.Resume || k == nil {
 		return &rs.req
 	}
+	if k.nr != nil && rs.nativeTarget(a) {
+		k.req, k.err = nil, errNativePrefill
+		return &rs.req
+	}
 	key := prefillKey{n: len(k.text), c: a.Continuation, p: a.Provider, conn: a.Connection, attempt: rs.flow.Attempts()}
 	if k.req != nil && k.reqKey == key {
 		return k.req
@@ -218,6 +235,22 @@ func (rs *reqState) prefillError(a *model.Attempt) *model.Error {
 	}
 	return &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model,
 		Message: "the request cannot be prefilled: " + msg}
+}
+
+var errNativePrefill = errors.New("the target is served natively (the client's own body), which carries no prefill")
+
+// nativeTarget reports whether attempt a would go to its provider as a
+// native pass-through of the client's body.
+func (rs *reqState) nativeTarget(a *model.Attempt) bool {
+	p := rs.g.provider(a.Provider)
+	if p == nil {
+		return false
+	}
+	switch rs.wireFor(p).(type) {
+	case *msgNativeWire, *respNativeAdapter:
+		return true
+	}
+	return false
 }
 
 // prefillKey names the resume attempt a prefilled request was built for.

@@ -105,7 +105,7 @@ func (e *embedWire) wrap(resp *http.Response, model string) {
 
 // handleEmbeddings serves POST /v1/embeddings.
 func (g *Gateway) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
-	refuse := func(status int, msg string) { writeError(w, status, "invalid_request", msg) }
+	refuse := openAIRefuse(w)
 	body, ok := g.surfaceBody(w, r, refuse)
 	if !ok {
 		return

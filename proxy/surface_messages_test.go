@@ -104,8 +104,10 @@ func TestMessagesSDKFailoverOn503(t *testing.T) {
 	if err := st.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if textOfMessage(&acc) != wantText || acc.StopReason != anthropic.StopReasonEndTurn {
-		t.Fatalf("streamed message: %q %q", textOfMessage(&acc), acc.StopReason)
+	// input_tokens: message_delta carries the whole count, which the
+	// SDK's accumulation keeps (internal/wire/messages_stream.go).
+	if textOfMessage(&acc) != wantText || acc.StopReason != anthropic.StopReasonEndTurn || acc.Usage.InputTokens == 0 || acc.Usage.OutputTokens == 0 {
+		t.Fatalf("streamed message: %q %q %+v", textOfMessage(&acc), acc.StopReason, acc.Usage)
 	}
 	for _, k := range []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"} {
 		if kinds[k] == 0 {
@@ -207,6 +209,7 @@ func newToolGW(t *testing.T) (*gw, *toolUpstream) {
 	return newGW(t, newFakeUp(t), `
 providers:
   - {id: p, baseURL: `+ts.URL+`/v1, models: [m], connections: [{id: a, apiKey: a}]}
+  - {id: l, type: local, baseURL: `+ts.URL+`/v1, models: [m], connections: [{id: b, apiKey: b}]}
 `+testBase), u
 }
 
@@ -234,7 +237,9 @@ func TestMessagesSDKTools(t *testing.T) {
 	}
 	sent := up.last()
 	tools, _ := sent["tools"].([]any)
-	if len(tools) != 1 || sent["tool_choice"] != "required" || sent["max_tokens"] != float64(256) {
+	// An openai-type provider gets the budget as max_completion_tokens
+	// (surface_native.go: chatPathWire).
+	if len(tools) != 1 || sent["tool_choice"] != "required" || sent["max_completion_tokens"] != float64(256) || sent["max_tokens"] != nil {
 		t.Fatalf("upstream request: %v", sent)
 	}
 	if msgs := sent["messages"].([]any); msgs[0].(map[string]any)["role"] != "system" {
@@ -254,7 +259,7 @@ func TestMessagesSDKTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	if acc.StopReason != anthropic.StopReasonToolUse || len(acc.Content) != 2 || acc.Content[1].Type != "tool_use" ||
-		string(acc.Content[1].Input) != `{"city":"Paris"}` || acc.Usage.OutputTokens != 7 {
+		string(acc.Content[1].Input) != `{"city":"Paris"}` || acc.Usage.OutputTokens != 7 || acc.Usage.InputTokens == 0 {
 		t.Fatalf("streamed tool_use: %+v", acc)
 	}
 	msgs := up.last()["messages"].([]any)
@@ -262,6 +267,16 @@ func TestMessagesSDKTools(t *testing.T) {
 	prev := msgs[len(msgs)-2].(map[string]any)
 	if last["role"] != "tool" || last["tool_call_id"] != "call_1" || last["content"] != "sunny" || prev["tool_calls"] == nil {
 		t.Fatalf("tool turn: %v", msgs)
+	}
+
+	// A generic OpenAI-compatible type (local) keeps max_tokens.
+	p = msgParams("l/m")
+	p.Tools = weatherTool()
+	if _, err := c.Messages.New(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if sent := up.last(); sent["max_tokens"] != float64(256) || sent["max_completion_tokens"] != nil {
+		t.Fatalf("local-type request: %v", sent)
 	}
 }
 

@@ -78,7 +78,7 @@ func nativeWire(r *http.Request) func(*provRuntime) wireAdapter {
 		if p.cfg.Type == "anthropic" {
 			return &msgNativeWire{base: base, nr: nr}
 		}
-		return &chatPathWire{inner: p.wire, base: base, nr: nr}
+		return &chatPathWire{inner: p.wire, base: base, nr: nr, maxCompletion: p.cfg.Type == "openai"}
 	}
 }
 
@@ -105,10 +105,18 @@ func (m *msgNativeWire) wrap(*http.Response, string)          { m.nr.native = tr
 
 // chatPathWire is a provider's ordinary chat attempt (its own adapter, or
 // the OpenAI-compatible chat URL) within a Messages request.
+//
+// The output budget of a translated request goes to an openai-type
+// provider as max_completion_tokens: OpenAI's API takes it for every
+// model, and its reasoning models (o-series, gpt-5) refuse max_tokens.
+// The other OpenAI-compatible types (local, glm, agentrouter, opencode:
+// vLLM, llama.cpp, Ollama and hosted servers that predate the new name)
+// get max_tokens, which every one of them reads.
 type chatPathWire struct {
-	inner wireAdapter
-	base  string
-	nr    *nativeReq
+	inner         wireAdapter
+	base          string
+	nr            *nativeReq
+	maxCompletion bool // send max_completion_tokens (openai type)
 }
 
 func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
@@ -118,7 +126,11 @@ func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, [
 	if c.inner != nil {
 		return c.inner.encode(req, upstreamModel)
 	}
-	return c.base + "/chat/completions", req.bodyFor(upstreamModel), nil
+	body := req.bodyFor(upstreamModel)
+	if c.maxCompletion {
+		body = wire.UseMaxCompletionTokens(body)
+	}
+	return c.base + "/chat/completions", body, nil
 }
 
 func (c *chatPathWire) setAuth(h http.Header, apiKey string) {

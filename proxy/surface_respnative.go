@@ -31,7 +31,7 @@ func respNativeWire(r *http.Request) func(*provRuntime) wireAdapter {
 		if p.cfg.ResponsesAPI && !nr.noNative {
 			return &respNativeAdapter{base: base, nr: nr}
 		}
-		return &chatPathWire{inner: p.wire, base: base, nr: nr}
+		return &chatPathWire{inner: p.wire, base: base, nr: nr, maxCompletion: p.cfg.Type == "openai"}
 	}
 }
 
@@ -70,6 +70,7 @@ func (c *respConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
 		}
 		return c.st.Error(dst, code, e.Message), true
 	}
+	c.st.Passed(data)
 	if len(name) == 0 {
 		var t struct {
 			Type string `json:"type"`

@@ -129,7 +129,7 @@ func (c *respConv) answer(status int, body []byte) (int, []byte) {
 func (c *respConv) event(dst, data []byte) []byte { return c.st.Event(dst, data) }
 
 func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
-	refuse := func(status int, msg string) { writeError(w, status, "invalid_request", msg) }
+	refuse := openAIRefuse(w)
 	body, ck, ok := g.surfaceBodyKey(w, r, refuse)
 	if !ok {
 		return

@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -195,5 +197,55 @@ func TestResponsesBackgroundAndBadInput(t *testing.T) {
 		if r.code != 400 || !strings.Contains(r.body, field) || r.h.Get("X-Breakwater-Attempts") != "0" {
 			t.Errorf("%s: %d %s", body, r.code, r.body)
 		}
+	}
+}
+
+// Reasoning deltas of a translated stream reach a Responses client as a
+// reasoning item streamed as its summary (docs/surfaces.md), which
+// openai-go reads into the completed response's output.
+func TestResponsesSDKStreamsReasoning(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think "}}]}`,
+			`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"reasoning_content":"hard"}}]}`,
+			`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"42"}}]}`,
+			`{"id":"c1","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`,
+		} {
+			io.WriteString(w, "data: "+ev+"\n\n")
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	g := newGW(t, newFakeUp(t), `
+providers:
+  - {id: p, baseURL: `+up.URL+`/v1, models: [m], connections: [{id: a, apiKey: a}]}
+`+testBase)
+	c := responsesClient(g, "any")
+	st := c.Responses.NewStreaming(context.Background(), respParams("p/m", "hi"))
+	var types []string
+	var deltas strings.Builder
+	var done responses.Response
+	for st.Next() {
+		ev := st.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.reasoning_summary_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed":
+			done = ev.Response
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	seq := strings.Join(types, " ")
+	if deltas.String() != "think hard" || !strings.Contains(seq, "response.reasoning_summary_part.added response.reasoning_summary_text.delta") ||
+		!strings.Contains(seq, "response.reasoning_summary_text.done response.reasoning_summary_part.done response.output_item.done") {
+		t.Fatalf("reasoning events: %s (%q)", seq, deltas.String())
+	}
+	if len(done.Output) != 2 || done.Output[0].Type != "reasoning" || len(done.Output[0].Summary) != 1 ||
+		done.Output[0].Summary[0].Text != "think hard" || done.OutputText() != "42" {
+		t.Fatalf("completed response: %+v", done.Output)
 	}
 }

@@ -454,6 +454,7 @@ func (s *sim) step(id int32) {
 	// afterwards means it did not (e.g. the deadline was already spent).
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
 	r.flow.Held = s.held // the leases held now (docs/leases.md; lease.go), as the proxy does before every step
+	s.sel.Full = true    // the trace lists every candidate and exclusion (a lazy Select would list a prefix)
 	st := r.flow.Next(s.now, s.eng, &s.sel)
 	s.drain()
 	if len(s.sel.Candidates) > 0 || len(s.sel.Excluded) > 0 {
@@ -463,6 +464,9 @@ func (s *sim) step(id int32) {
 	case model.StepAttempt:
 		if s.passedOver(id, &st.Attempt) { // surface.go: the client's format
 			s.step(id)
+			return
+		}
+		if s.nativeResume(id, &st.Attempt) { // surface.go: a native target takes no prefill
 			return
 		}
 		s.admit(id, &st.Attempt) // admission.go: limiter and concurrency gate, then begin
@@ -578,6 +582,11 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		tl.success = false
 	}
 	x.committed = r.stream && !tl.success && tl.firstByte >= 0 && s.now.Add(tl.firstByte) <= endAt
+	if x.committed && !a.Resume && nativeFormat(s.sc.Traffic[r.item].Format, s.providerType(a.Provider)) {
+		// A native stream's text is not kept: it is never resumed
+		// (surface.go), as the gateway marks it on its first event.
+		r.flow.ResumeBlocked = true
+	}
 	if a.Resume || x.committed {
 		endAt = s.resumeEnd(r, x, &tl, &rsm, endAt) // sim/resume.go
 	}

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/breakwater-gw/breakwater/model"
+import (
+	"fmt"
+
+	"github.com/breakwater-gw/breakwater/model"
+)
 
 // Client formats (Traffic.Format): the API the client speaks. The gateway
 // translates every format to every provider type through OpenAI chat
@@ -23,6 +27,46 @@ var Formats = []string{FormatChat, FormatMessages, FormatResponses, FormatEmbedd
 // other formats through its chat adapter.
 func formatUnsupported(format, providerType string) bool {
 	return format == FormatEmbeddings && providerType == "anthropic"
+}
+
+// nativeFormat reports whether a provider type serves a client format
+// natively: the client's own body goes to the upstream and its events come
+// back as they are (an anthropic target of a Messages request). Such a
+// stream's text is not kept, so it is never resumed, and such a target
+// cannot continue a stream (docs/resume.md).
+func nativeFormat(format, providerType string) bool {
+	return format == FormatMessages && providerType == "anthropic"
+}
+
+// providerType is the configured type of provider p ("" when unset).
+func (s *sim) providerType(p string) string {
+	for i := range s.sc.Topology.Providers {
+		if pr := &s.sc.Topology.Providers[i]; pr.ID == p {
+			return pr.Type
+		}
+	}
+	return ""
+}
+
+// nativeResume refuses a resume attempt at a target that would be served
+// natively, before it is sent, as the gateway's prefill check does: a
+// local refusal, neutral for the connection; the flow moves on. It
+// reports whether it refused.
+func (s *sim) nativeResume(id int32, a *model.Attempt) bool {
+	r := &s.reqs[id]
+	if !a.Resume || !nativeFormat(s.sc.Traffic[r.item].Format, s.providerType(a.Provider)) {
+		return false
+	}
+	err := &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model,
+		Message: fmt.Sprintf("the request cannot be prefilled: %s is served natively", a.Provider)}
+	_, ans := r.flow.RecordLocal(s.now, s.eng, a, err)
+	s.drain()
+	if ans != nil {
+		s.answer(id, ans, abortNone)
+		return true
+	}
+	s.step(id)
+	return true
 }
 
 // passedOver records an attempt the request's format cannot be served by

@@ -1,10 +1,13 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 	"strconv"
 	"strings"
 )
@@ -104,46 +107,102 @@ func EmbeddingsToGemini(r *EmbedRequest, model string) ([]byte, error) {
 
 // GeminiToEmbeddings translates a batchEmbedContents answer into an
 // OpenAI embeddings list (base64: little-endian float32, as OpenAI
-// encodes it).
+// encodes it). Float values are copied as the upstream wrote them.
 func GeminiToEmbeddings(native []byte, model string, base64Out bool) ([]byte, error) {
-	var r struct {
-		Embeddings []struct {
-			Values []float64 `json:"values"`
-		} `json:"embeddings"`
+	if firstByte(native) != '{' || !jsonvalid.Valid(native) {
+		return nil, reqErr("", "the answer is not a JSON object")
 	}
-	if err := json.Unmarshal(native, &r); err != nil {
-		return nil, err
+	var embs []byte
+	it := newIter(native[skipWS(native, 0):])
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		if string(k) == "embeddings" {
+			var err error
+			if embs, err = arrTok(v, nil, "embeddings"); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if len(r.Embeddings) == 0 {
-		return nil, reqErr("embeddings", "the answer has no embedding")
-	}
-	b := append([]byte(nil), `{"object":"list","data":[`...)
-	for i, e := range r.Embeddings {
-		if i > 0 {
+	b := make([]byte, 0, len(native)+len(native)/3+128)
+	b = append(b, `{"object":"list","data":[`...)
+	var raw []byte
+	n := 0
+	ei := newIter(embs)
+	for embs != nil {
+		_, e, ok := ei.next()
+		if !ok {
+			break
+		}
+		var vals []byte
+		if firstByte(e) == '{' {
+			fi := newIter(e)
+			for {
+				k, v, ok := fi.next()
+				if !ok {
+					break
+				}
+				if string(k) == "values" {
+					var err error
+					if vals, err = arrTok(v, nil, "embeddings.values"); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		if n > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"object":"embedding","index":`...)
-		b = strconv.AppendInt(b, int64(i), 10)
+		b = strconv.AppendInt(b, int64(n), 10)
 		b = append(b, `,"embedding":`...)
-		if base64Out {
-			raw := make([]byte, 4*len(e.Values))
-			for j, v := range e.Values {
-				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(float32(v)))
-			}
-			b = appendJSONString(b, base64.StdEncoding.EncodeToString(raw))
-		} else {
-			b = append(b, '[')
-			for j, v := range e.Values {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendFloat(b, v, 'g', -1, 32)
-			}
-			b = append(b, ']')
+		n++
+		if !numbersOnly(vals) {
+			return nil, reqErr("embeddings.values", "must be an array of numbers")
 		}
+		if !base64Out {
+			b = append(b, vals...) // the numbers as the upstream wrote them
+			b = append(b, '}')
+			continue
+		}
+		raw = raw[:0]
+		for rest := vals[1 : len(vals)-1]; len(rest) > 0; {
+			tok := rest
+			if c := bytes.IndexByte(rest, ','); c >= 0 {
+				tok, rest = rest[:c], rest[c+1:]
+			} else {
+				rest = nil
+			}
+			f, _ := strconv.ParseFloat(string(bytes.TrimSpace(tok)), 64)
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(f)))
+		}
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, raw)
+		b = append(b, '"')
 		b = append(b, '}')
+	}
+	if n == 0 {
+		return nil, reqErr("embeddings", "the answer has no embedding")
 	}
 	b = append(b, `],"model":`...)
 	b = appendJSONString(b, model)
 	return append(b, `,"usage":{"prompt_tokens":0,"total_tokens":0}}`...), nil
+}
+
+// numbersOnly reports whether a validated value is an array of numbers
+// (nil, for absent values, is an empty one's stand-in and is not).
+func numbersOnly(v []byte) bool {
+	if len(v) < 2 || v[0] != '[' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		switch {
+		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E', c == ',', c == ' ', c == '\n', c == '\t', c == '\r':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -38,6 +38,14 @@ func TestEmbeddingsGemini(t *testing.T) {
 	if len(raw) != 8 || math.Float32frombits(binary.LittleEndian.Uint32(raw[4:])) != -1 {
 		t.Fatalf("base64 floats: %v", raw)
 	}
+	// Float output keeps the numbers as the upstream wrote them.
+	out, err = GeminiToEmbeddings([]byte(`{"embeddings":[{"values":[0.5, -1e-3]}]}`), "e", false)
+	if err != nil || !strings.Contains(string(out), `"embedding":[0.5, -1e-3]}`) || !json.Valid(out) {
+		t.Fatalf("float answer: %v %s", err, out)
+	}
+	if _, err := GeminiToEmbeddings([]byte(`{"embeddings":[{"values":["x"]}]}`), "e", false); err == nil {
+		t.Fatal("a non-number value must be refused")
+	}
 	for body, field := range map[string]string{`{"input":"x"}`: "model", `{"model":"m","input":5}`: "input",
 		`{"model":"m","input":"x","dimensions":0}`: "dimensions", `{"model":"m","input":"x","encoding_format":"hex"}`: "encoding_format"} {
 		if _, err := ParseEmbeddings([]byte(body)); err == nil || !strings.HasPrefix(err.Error(), field) {

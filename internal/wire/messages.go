@@ -9,76 +9,26 @@ import (
 
 // Anthropic Messages API (POST /v1/messages) ⇄ OpenAI chat completions.
 
-// MsgRequest is a Messages request as the gateway reads it. Fields it
-// cannot express in a chat request are listed in Dropped by
-// MessagesToChat (the caller logs them at debug level).
-type MsgRequest struct {
-	Model         string          `json:"model"`
-	MaxTokens     *int            `json:"max_tokens"`
-	System        json.RawMessage `json:"system"`
-	Messages      []MsgMessage    `json:"messages"`
-	Stream        *bool           `json:"stream"`
-	StopSequences []string        `json:"stop_sequences"`
-	Temperature   *float64        `json:"temperature"`
-	TopP          *float64        `json:"top_p"`
-	TopK          *int            `json:"top_k"`
-	Tools         []MsgTool       `json:"tools"`
-	ToolChoice    *MsgToolChoice  `json:"tool_choice"`
-	Metadata      *struct {
-		UserID string `json:"user_id"`
-	} `json:"metadata"`
-	Thinking json.RawMessage `json:"thinking"`
-}
-
-// MsgMessage is one turn; Content is a string or a list of blocks.
-type MsgMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// MsgBlock is a content block of a request.
-type MsgBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Source    *MsgSource      `json:"source"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-}
-
-// MsgSource is an image block's source.
-type MsgSource struct {
-	Type      string `json:"type"`
-	MediaType string `json:"media_type"`
-	Data      string `json:"data"`
-	URL       string `json:"url"`
-}
-
-// MsgTool is a tool declaration; only custom tools (no type, or "custom")
-// translate to chat function tools.
-type MsgTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-// MsgToolChoice is tool_choice.
-type MsgToolChoice struct {
-	Type                   string `json:"type"`
-	Name                   string `json:"name"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
-}
-
 // MsgTranslation is a translated Messages request.
 type MsgTranslation struct {
 	Chat    []byte   // the chat completion request body
 	Model   string   // the model the client asked for
 	Stream  bool     // the client asked for SSE
 	Dropped []string // fields no chat request carries (top_k, thinking, cache_control)
+}
+
+// msgReq is a Messages request's top-level fields, each a slice of the
+// body (nil when absent or null).
+type msgReq struct {
+	model, system, messages, stop, temperature, topP, tools, toolChoice, metadata []byte
+	maxTokens                                                                     int
+	hasMax, stream, topK, thinking                                                bool
+}
+
+// msgBlk is a content block's fields, slices of the body.
+type msgBlk struct {
+	typ, text, source, id, name, input, toolUseID, content []byte
+	isError                                                bool
 }
 
 // MessagesToChat translates a Messages request body into a chat completion
@@ -90,310 +40,666 @@ type MsgTranslation struct {
 // auto / any / tool / none → auto / required / the named function / none;
 // stop_sequences → stop; metadata.user_id → user. A stream asks for the
 // usage chunk, which message_delta reports.
+//
+// The body is validated once and walked once; the chat body is written
+// directly, with strings, numbers and schemas copied as they are.
 func MessagesToChat(body []byte) (*MsgTranslation, error) {
-	if firstByte(body) != '{' {
-		return nil, reqErr("", "the body must be a JSON object")
+	if err := checkBody(body); err != nil {
+		return nil, err
 	}
-	var r MsgRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, decodeErr(err)
-	}
-	if r.Model == "" {
-		return nil, reqErr("model", "is required")
-	}
-	if r.MaxTokens == nil {
-		return nil, reqErr("max_tokens", "is required")
-	}
-	if *r.MaxTokens < 1 {
-		return nil, reqErr("max_tokens", "must be at least 1")
-	}
-	if len(r.Messages) == 0 {
-		return nil, reqErr("messages", "at least one message is required")
-	}
-	t := &MsgTranslation{Model: r.Model, Stream: r.Stream != nil && *r.Stream}
-	out := ChatRequest{Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP,
-		Stop: r.StopSequences, Stream: t.Stream}
-	if t.Stream {
-		out.StreamOptions = &StreamOptions{IncludeUsage: true}
-	}
-	if r.TopK != nil {
-		t.Dropped = append(t.Dropped, "top_k")
-	}
-	if !isNull(r.Thinking) {
-		t.Dropped = append(t.Dropped, "thinking")
-	}
-	if r.Metadata != nil {
-		// OpenAI's user field takes at most 64 characters; a longer id
-		// (Claude Code's session ids are) is dropped rather than cut,
-		// which would merge distinct users.
-		if len(r.Metadata.UserID) <= 64 {
-			out.User = r.Metadata.UserID
-		} else {
-			t.Dropped = append(t.Dropped, "metadata.user_id")
+	var r msgReq
+	var err error
+	it := newIter(body[skipWS(body, 0):])
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
 		}
-	}
-	if !isNull(r.System) {
-		sys, cached, err := systemText(r.System)
+		switch string(k) {
+		case "model":
+			r.model, err = strTok(v, nil, "model")
+		case "max_tokens":
+			r.maxTokens, r.hasMax, err = intVal(v, nil, "max_tokens")
+		case "system":
+			r.system = v
+			if isNull(v) {
+				r.system = nil
+			}
+		case "messages":
+			r.messages, err = arrTok(v, nil, "messages")
+		case "stream":
+			r.stream, _, err = boolVal(v, nil, "stream")
+		case "stop_sequences":
+			r.stop, err = arrTok(v, nil, "stop_sequences")
+		case "temperature":
+			r.temperature, err = numTok(v, nil, "temperature")
+		case "top_p":
+			r.topP, err = numTok(v, nil, "top_p")
+		case "top_k":
+			_, r.topK, err = intVal(v, nil, "top_k")
+		case "tools":
+			r.tools, err = arrTok(v, nil, "tools")
+		case "tool_choice":
+			r.toolChoice, err = objTok(v, nil, "tool_choice")
+		case "metadata":
+			r.metadata, err = objTok(v, nil, "metadata")
+		case "thinking":
+			r.thinking = !isNull(v)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if cached {
-			t.Dropped = append(t.Dropped, "system.cache_control")
+	}
+	if len(r.model) <= 2 {
+		return nil, reqErr("model", "is required")
+	}
+	if !r.hasMax {
+		return nil, reqErr("max_tokens", "is required")
+	}
+	if r.maxTokens < 1 {
+		return nil, reqErr("max_tokens", "must be at least 1")
+	}
+	if len(r.messages) == 0 || firstByte(r.messages[1:]) == ']' {
+		return nil, reqErr("messages", "at least one message is required")
+	}
+	t := &MsgTranslation{Model: str(r.model), Stream: r.stream}
+	b := make([]byte, 0, len(body)+len(body)/4+64)
+	b = append(b, `{"model":`...)
+	b = appendTok(b, r.model)
+	b = append(b, `,"messages":[`...)
+	n := 0 // messages written
+	if r.system != nil {
+		if b, err = msgSystem(b, r.system, t); err != nil {
+			return nil, err
 		}
-		if sys != "" {
-			out.Messages = append(out.Messages, ChatMessage{Role: "system", Content: sys})
+		if b[len(b)-1] == '}' {
+			n++
 		}
 	}
-	for i := range r.Messages {
-		if err := msgTurn(&out, &r.Messages[i], i, t); err != nil {
+	mi := newIter(r.messages)
+	for i := 0; ; i++ {
+		_, m, ok := mi.next()
+		if !ok {
+			break
+		}
+		if b, n, err = msgTurn(b, n, m, i, t); err != nil {
 			return nil, err
 		}
 	}
-	for i, tl := range r.Tools {
-		f := "tools[" + strconv.Itoa(i) + "]"
-		if tl.Type != "" && tl.Type != "custom" {
-			return nil, untranslatable(f+".type", "server tool %q cannot be served through the gateway's translation; only custom tools (name, input_schema) are", tl.Type)
-		}
-		if tl.Name == "" {
-			return nil, reqErr(f+".name", "is required")
-		}
-		schema := tl.InputSchema
-		if isNull(schema) {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		} else if firstByte(schema) != '{' {
-			return nil, reqErr(f+".input_schema", "must be a JSON schema object")
-		}
-		out.Tools = append(out.Tools, ChatTool{Type: "function", Function: ChatToolSpec{Name: tl.Name, Description: tl.Description, Parameters: schema}})
+	b = append(b, ']')
+	if r.temperature != nil {
+		b = append(b, `,"temperature":`...)
+		b = append(b, r.temperature...)
 	}
-	if tc := r.ToolChoice; tc != nil {
-		switch tc.Type {
-		case "auto":
-			out.ToolChoice = "auto"
-		case "any":
-			out.ToolChoice = "required"
-		case "none":
-			out.ToolChoice = "none"
-		case "tool":
-			if tc.Name == "" {
-				return nil, reqErr("tool_choice.name", "is required when type is \"tool\"")
+	if r.topP != nil {
+		b = append(b, `,"top_p":`...)
+		b = append(b, r.topP...)
+	}
+	if r.stop != nil && firstByte(r.stop[1:]) != ']' {
+		b = append(b, `,"stop":[`...)
+		si := newIter(r.stop)
+		for j := 0; ; j++ {
+			_, v, ok := si.next()
+			if !ok {
+				break
 			}
-			out.ToolChoice = namedChoice(tc.Name)
-		default:
-			return nil, reqErr("tool_choice.type", "must be auto, any, tool or none (got %q)", tc.Type)
+			if firstByte(v) != '"' {
+				return nil, typeErr("stop_sequences["+strconv.Itoa(j)+"]", "a string", v)
+			}
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendTok(b, v)
 		}
-		if tc.DisableParallelToolUse && len(out.Tools) > 0 {
-			f := false
-			out.ParallelToolCalls = &f
-		}
-		if len(out.Tools) == 0 {
-			out.ToolChoice = nil
+		b = append(b, ']')
+	}
+	if r.stream {
+		b = append(b, `,"stream":true,"stream_options":{"include_usage":true}`...)
+	}
+	if r.topK {
+		t.Dropped = append(t.Dropped, "top_k")
+	}
+	if r.thinking {
+		t.Dropped = append(t.Dropped, "thinking")
+	}
+	ntools := 0
+	if r.tools != nil {
+		if b, ntools, err = msgTools(b, r.tools); err != nil {
+			return nil, err
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, reqErr("", "the request cannot be encoded: %v", err)
+	if r.toolChoice != nil {
+		if b, err = msgToolChoice(b, r.toolChoice, ntools); err != nil {
+			return nil, err
+		}
 	}
-	t.Chat = b
+	if r.metadata != nil {
+		mi := newIter(r.metadata)
+		for {
+			k, v, ok := mi.next()
+			if !ok {
+				break
+			}
+			if string(k) != "user_id" {
+				continue
+			}
+			tok, err := strTok(v, nil, "metadata.user_id")
+			if err != nil {
+				return nil, err
+			}
+			// OpenAI's user field takes at most 64 characters; a longer
+			// id (Claude Code's session ids are) is dropped rather than
+			// cut, which would merge distinct users.
+			switch u := str(tok); {
+			case len(u) > 64:
+				t.Dropped = append(t.Dropped, "metadata.user_id")
+			case u != "":
+				b = append(b, `,"user":`...)
+				b = appendTok(b, tok)
+			}
+		}
+	}
+	b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
+	b = strconv.AppendInt(b, int64(r.maxTokens), 10)
+	t.Chat = append(b, '}')
 	return t, nil
 }
 
-// decodeErr names the field of a JSON type error.
-func decodeErr(err error) *RequestError {
-	if te, ok := err.(*json.UnmarshalTypeError); ok {
-		return reqErr(te.Field, "must be %s (got %s)", jsonKind(te.Type.Kind().String()), te.Value)
-	}
-	return reqErr("", "the body is not valid JSON: %v", err)
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "string":
-		return "a string"
-	case "slice":
-		return "an array"
-	case "struct", "map":
-		return "an object"
-	case "bool":
-		return "a boolean"
-	case "ptr":
-		return "a value of another type"
-	}
-	return "a number"
-}
-
-// systemText reads system: a string or a list of text blocks.
-func systemText(raw json.RawMessage) (string, bool, error) {
-	if firstByte(raw) == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", false, reqErr("system", "must be a string or a list of text blocks")
-		}
-		return s, false, nil
-	}
-	var blocks []struct {
-		Type         string          `json:"type"`
-		Text         string          `json:"text"`
-		CacheControl json.RawMessage `json:"cache_control"`
-	}
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", false, reqErr("system", "must be a string or a list of text blocks")
-	}
-	var b strings.Builder
-	cached := false
-	for i, bl := range blocks {
-		if bl.Type != "text" {
-			return "", false, reqErr("system["+strconv.Itoa(i)+"].type", "must be \"text\"")
-		}
-		if i > 0 && b.Len() > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(bl.Text)
-		cached = cached || !isNull(bl.CacheControl)
-	}
-	return b.String(), cached, nil
-}
-
-// msgBlocks reads a turn's content: a string is one text block.
-func msgBlocks(raw json.RawMessage, field string) ([]MsgBlock, error) {
+// msgSystem writes system (a string or a list of text blocks) as a system
+// message; an empty system writes nothing.
+func msgSystem(b, raw []byte, t *MsgTranslation) ([]byte, error) {
 	switch firstByte(raw) {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, reqErr(field, "must be a string or a list of content blocks")
+		if len(raw) == 2 {
+			return b, nil
 		}
-		return []MsgBlock{{Type: "text", Text: s}}, nil
+		b = append(b, `{"role":"system","content":`...)
+		b = appendTok(b, raw)
+		return append(b, '}'), nil
 	case '[':
-		var bs []MsgBlock
-		if err := json.Unmarshal(raw, &bs); err != nil {
-			return nil, reqErr(field, "must be a string or a list of content blocks: %v", err)
+	default:
+		return nil, reqErr("system", "must be a string or a list of text blocks")
+	}
+	var text []byte
+	cached := false
+	bi := newIter(raw)
+	for i := 0; ; i++ {
+		_, bl, ok := bi.next()
+		if !ok {
+			break
 		}
-		return bs, nil
-	}
-	return nil, reqErr(field, "must be a string or a list of content blocks")
-}
-
-func msgTurn(out *ChatRequest, m *MsgMessage, i int, t *MsgTranslation) error {
-	field := "messages[" + strconv.Itoa(i) + "]"
-	blocks, err := msgBlocks(m.Content, field+".content")
-	if err != nil {
-		return err
-	}
-	if bytes.Contains(m.Content, []byte(`"cache_control"`)) {
-		t.Dropped = append(t.Dropped, field+".cache_control")
-	}
-	switch m.Role {
-	case "user":
-		var parts []ChatPart
-		for j, b := range blocks {
-			bf := field + ".content[" + strconv.Itoa(j) + "]"
-			switch b.Type {
+		if firstByte(bl) != '{' {
+			return nil, reqErr("system", "must be a string or a list of text blocks")
+		}
+		var typ, tx []byte
+		fi := newIter(bl)
+		for {
+			k, v, ok := fi.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "type":
+				typ = v
 			case "text":
-				parts = append(parts, ChatPart{Type: "text", Text: b.Text})
-			case "image":
-				p, err := imagePart(b.Source, bf+".source")
-				if err != nil {
-					return err
-				}
-				parts = append(parts, p)
-			case "tool_result":
-				if b.ToolUseID == "" {
-					return reqErr(bf+".tool_use_id", "is required")
-				}
-				text, err := toolResultText(b.Content, bf+".content")
-				if err != nil {
-					return err
-				}
-				if b.IsError {
-					text = "[tool error] " + text
-				}
-				out.Messages = append(out.Messages, ChatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: text})
-			default:
-				return untranslatable(bf+".type", "block type %q is not supported in a user turn (text, image and tool_result are)", b.Type)
+				tx = v
+			case "cache_control":
+				cached = cached || !isNull(v)
 			}
 		}
-		if len(parts) == 0 {
-			return nil // tool results only
+		if typ == nil || !tokIs(typ, "text") {
+			return nil, reqErr("system["+strconv.Itoa(i)+"].type", "must be \"text\"")
 		}
-		if len(parts) == 1 && parts[0].Type == "text" {
-			out.Messages = append(out.Messages, ChatMessage{Role: "user", Content: parts[0].Text})
-		} else {
-			out.Messages = append(out.Messages, ChatMessage{Role: "user", Content: parts})
+		if tx != nil && firstByte(tx) != '"' && !isNull(tx) {
+			return nil, typeErr("system["+strconv.Itoa(i)+"].text", "a string", tx)
 		}
-	case "assistant":
-		msg := ChatMessage{Role: "assistant"}
-		var text strings.Builder
-		for j, b := range blocks {
-			bf := field + ".content[" + strconv.Itoa(j) + "]"
-			switch b.Type {
+		if i > 0 && len(text) > 0 {
+			text = append(text, "\n\n"...)
+		}
+		text = unquote(text, tx)
+	}
+	if cached {
+		t.Dropped = append(t.Dropped, "system.cache_control")
+	}
+	if len(text) == 0 {
+		return b, nil
+	}
+	b = append(b, `{"role":"system","content":`...)
+	b = appendJSONBytes(b, text)
+	return append(b, '}'), nil
+}
+
+// msgBlocks reads a turn's content into blks: a string is one text block.
+func msgBlocks(blks []msgBlk, raw []byte, field fld) ([]msgBlk, error) {
+	switch firstByte(raw) {
+	case '"':
+		return append(blks, msgBlk{typ: []byte(`"text"`), text: raw}), nil
+	case '[':
+	default:
+		return nil, reqErr(field(), "must be a string or a list of content blocks")
+	}
+	bi := newIter(raw)
+	for j := 0; ; j++ {
+		_, bl, ok := bi.next()
+		if !ok {
+			break
+		}
+		bf := fld(func() string { return field() + "[" + strconv.Itoa(j) + "]" })
+		if firstByte(bl) != '{' {
+			return nil, reqErr(bf(), "must be a content block object")
+		}
+		var x msgBlk
+		fi := newIter(bl)
+		var err error
+		for {
+			k, v, ok := fi.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "type":
+				x.typ, err = strTok(v, bf, ".type")
 			case "text":
-				text.WriteString(b.Text)
-			case "tool_use":
-				if b.ID == "" || b.Name == "" {
-					return reqErr(bf, "a tool_use block needs an id and a name")
+				x.text, err = strTok(v, bf, ".text")
+			case "source":
+				x.source, err = objTok(v, bf, ".source")
+			case "id":
+				x.id, err = strTok(v, bf, ".id")
+			case "name":
+				x.name, err = strTok(v, bf, ".name")
+			case "input":
+				x.input = v
+			case "tool_use_id":
+				x.toolUseID, err = strTok(v, bf, ".tool_use_id")
+			case "content":
+				x.content = v
+			case "is_error":
+				x.isError, _, err = boolVal(v, bf, ".is_error")
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		blks = append(blks, x)
+	}
+	return blks, nil
+}
+
+// msgTurn writes one turn as chat messages; n counts the messages written.
+func msgTurn(b []byte, n int, m []byte, i int, t *MsgTranslation) ([]byte, int, error) {
+	field := fld(func() string { return "messages[" + strconv.Itoa(i) + "]" })
+	if firstByte(m) != '{' {
+		return nil, n, reqErr(field(), "must be an object")
+	}
+	var role, content []byte
+	var err error
+	fi := newIter(m)
+	for {
+		k, v, ok := fi.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "role":
+			role, err = strTok(v, field, ".role")
+		case "content":
+			content = v
+		}
+		if err != nil {
+			return nil, n, err
+		}
+	}
+	var stack [8]msgBlk
+	blocks, err := msgBlocks(stack[:0], content, func() string { return field() + ".content" })
+	if err != nil {
+		return nil, n, err
+	}
+	if bytes.Contains(content, []byte(`"cache_control"`)) {
+		t.Dropped = append(t.Dropped, field()+".cache_control")
+	}
+	sep := func() {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+	}
+	switch {
+	case tokIs(role, "user"):
+		// Tool results first, as chat requires; then the other content.
+		parts, text := 0, -1
+		for j := range blocks {
+			bl := &blocks[j]
+			bf := fld(func() string { return field() + ".content[" + strconv.Itoa(j) + "]" })
+			switch {
+			case tokIs(bl.typ, "text"):
+				parts++
+				text = j
+			case tokIs(bl.typ, "image"):
+				parts++
+			case tokIs(bl.typ, "tool_result"):
+				if len(bl.toolUseID) <= 2 {
+					return nil, n, reqErr(bf()+".tool_use_id", "is required")
 				}
-				args := "{}"
-				if !isNull(b.Input) {
-					if firstByte(b.Input) != '{' {
-						return reqErr(bf+".input", "must be an object")
-					}
-					args = string(bytes.TrimSpace(b.Input))
+				sep()
+				b = append(b, `{"role":"tool","content":`...)
+				if b, err = toolResultText(b, bl, func() string { return bf() + ".content" }); err != nil {
+					return nil, n, err
 				}
-				msg.ToolCalls = append(msg.ToolCalls, ChatToolCall{ID: b.ID, Type: "function", Function: ChatFunction{Name: b.Name, Arguments: args}})
-			case "thinking", "redacted_thinking":
+				b = append(b, `,"tool_call_id":`...)
+				b = appendTok(b, bl.toolUseID)
+				b = append(b, '}')
+			default:
+				return nil, n, untranslatable(bf()+".type", "block type %q is not supported in a user turn (text, image and tool_result are)", str(bl.typ))
+			}
+		}
+		if parts == 0 {
+			return b, n, nil // tool results only
+		}
+		sep()
+		b = append(b, `{"role":"user","content":`...)
+		if parts == 1 && text >= 0 {
+			b = appendTok(b, blocks[text].text)
+			return append(b, '}'), n, nil
+		}
+		b = append(b, '[')
+		w := 0
+		for j := range blocks {
+			bl := &blocks[j]
+			switch {
+			case tokIs(bl.typ, "text"):
+				if w > 0 {
+					b = append(b, ',')
+				}
+				w++
+				b = append(b, `{"type":"text","text":`...)
+				b = appendTok(b, bl.text)
+				b = append(b, '}')
+			case tokIs(bl.typ, "image"):
+				if w > 0 {
+					b = append(b, ',')
+				}
+				w++
+				if b, err = imagePart(b, bl.source, func() string { return field() + ".content[" + strconv.Itoa(j) + "].source" }); err != nil {
+					return nil, n, err
+				}
+			}
+		}
+		return append(b, "]}"...), n, nil
+	case tokIs(role, "assistant"):
+		texts, calls, last := 0, 0, -1
+		for j := range blocks {
+			bl := &blocks[j]
+			bf := fld(func() string { return field() + ".content[" + strconv.Itoa(j) + "]" })
+			switch {
+			case tokIs(bl.typ, "text"):
+				if len(bl.text) > 2 {
+					texts++
+					last = j
+				}
+			case tokIs(bl.typ, "tool_use"):
+				if len(bl.id) <= 2 || len(bl.name) <= 2 {
+					return nil, n, reqErr(bf(), "a tool_use block needs an id and a name")
+				}
+				if !isNull(bl.input) && firstByte(bl.input) != '{' {
+					return nil, n, reqErr(bf()+".input", "must be an object")
+				}
+				calls++
+			case tokIs(bl.typ, "thinking"), tokIs(bl.typ, "redacted_thinking"):
 				// Earlier reasoning: no chat request carries it back.
 			default:
-				return untranslatable(bf+".type", "block type %q is not supported in an assistant turn (text, tool_use and thinking are)", b.Type)
+				return nil, n, untranslatable(bf()+".type", "block type %q is not supported in an assistant turn (text, tool_use and thinking are)", str(bl.typ))
 			}
 		}
-		if text.Len() > 0 {
-			msg.Content = text.String()
+		if texts == 0 && calls == 0 {
+			return b, n, nil
 		}
-		if msg.Content == nil && len(msg.ToolCalls) == 0 {
-			return nil
+		sep()
+		b = append(b, `{"role":"assistant","content":`...)
+		switch {
+		case texts == 0:
+			b = append(b, "null"...)
+		case texts == 1:
+			b = appendTok(b, blocks[last].text)
+		default:
+			var all []byte
+			for j := range blocks {
+				if tokIs(blocks[j].typ, "text") {
+					all = unquote(all, blocks[j].text)
+				}
+			}
+			b = appendJSONBytes(b, all)
 		}
-		out.Messages = append(out.Messages, msg)
+		if calls > 0 {
+			b = append(b, `,"tool_calls":[`...)
+			w := 0
+			for j := range blocks {
+				bl := &blocks[j]
+				if !tokIs(bl.typ, "tool_use") {
+					continue
+				}
+				if w > 0 {
+					b = append(b, ',')
+				}
+				w++
+				b = append(b, `{"id":`...)
+				b = appendTok(b, bl.id)
+				b = append(b, `,"type":"function","function":{"name":`...)
+				b = appendTok(b, bl.name)
+				b = append(b, `,"arguments":`...)
+				if isNull(bl.input) {
+					b = append(b, `"{}"`...)
+				} else {
+					b = appendJSONBytes(b, bytes.TrimSpace(bl.input))
+				}
+				b = append(b, "}}"...)
+			}
+			b = append(b, ']')
+		}
+		return append(b, '}'), n, nil
+	}
+	return nil, n, reqErr(field()+".role", "must be \"user\" or \"assistant\" (got %q)", str(role))
+}
+
+// imagePart writes an image block's source as an image_url part.
+func imagePart(b, src []byte, field fld) ([]byte, error) {
+	if src == nil {
+		return nil, reqErr(field(), "is required")
+	}
+	var typ, mt, data, url []byte
+	var err error
+	si := newIter(src)
+	for {
+		k, v, ok := si.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "type":
+			typ, err = strTok(v, field, ".type")
+		case "media_type":
+			mt, err = strTok(v, field, ".media_type")
+		case "data":
+			data, err = strTok(v, field, ".data")
+		case "url":
+			url, err = strTok(v, field, ".url")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case tokIs(typ, "base64"):
+		if len(mt) <= 2 || len(data) <= 2 {
+			return nil, reqErr(field(), "a base64 source needs media_type and data")
+		}
+		b = append(b, `{"type":"image_url","image_url":{"url":"data:`...)
+		b = appendTokText(b, mt)
+		b = append(b, ";base64,"...)
+		b = appendTokText(b, data)
+		return append(b, `"}}`...), nil
+	case tokIs(typ, "url"):
+		u := str(url)
+		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+			return nil, reqErr(field()+".url", "must be an http(s) URL")
+		}
+		b = append(b, `{"type":"image_url","image_url":{"url":`...)
+		b = appendTok(b, url)
+		return append(b, "}}"...), nil
+	}
+	return nil, untranslatable(field()+".type", "must be base64 or url (got %q)", str(typ))
+}
+
+// toolResultText writes a tool_result's content (a string or text
+// blocks) as a JSON string; an error result is marked.
+func toolResultText(b []byte, bl *msgBlk, field fld) ([]byte, error) {
+	raw := bl.content
+	if !bl.isError && firstByte(raw) == '"' {
+		return appendTok(b, raw), nil
+	}
+	var text []byte
+	if bl.isError {
+		text = append(text, "[tool error] "...)
+	}
+	if !isNull(raw) {
+		var stack [4]msgBlk
+		bs, err := msgBlocks(stack[:0], raw, field)
+		if err != nil {
+			return nil, err
+		}
+		for j := range bs {
+			if !tokIs(bs[j].typ, "text") {
+				return nil, untranslatable(field()+"["+strconv.Itoa(j)+"].type", "a tool result through the gateway's translation takes text only (got %q)", str(bs[j].typ))
+			}
+			text = unquote(text, bs[j].text)
+		}
+	}
+	return appendJSONBytes(b, text), nil
+}
+
+// msgTools writes custom tools as chat function tools.
+func msgTools(b, raw []byte) ([]byte, int, error) {
+	ti := newIter(raw)
+	n := 0
+	for i := 0; ; i++ {
+		_, tl, ok := ti.next()
+		if !ok {
+			break
+		}
+		f := fld(func() string { return "tools[" + strconv.Itoa(i) + "]" })
+		if firstByte(tl) != '{' {
+			return nil, 0, reqErr(f(), "must be an object")
+		}
+		var typ, name, desc, schema []byte
+		var err error
+		fi := newIter(tl)
+		for {
+			k, v, ok := fi.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "type":
+				typ, err = strTok(v, f, ".type")
+			case "name":
+				name, err = strTok(v, f, ".name")
+			case "description":
+				desc, err = strTok(v, f, ".description")
+			case "input_schema":
+				schema = v
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		if len(typ) > 2 && !tokIs(typ, "custom") {
+			return nil, 0, untranslatable(f()+".type", "server tool %q cannot be served through the gateway's translation; only custom tools (name, input_schema) are", str(typ))
+		}
+		if len(name) <= 2 {
+			return nil, 0, reqErr(f()+".name", "is required")
+		}
+		if !isNull(schema) && firstByte(schema) != '{' {
+			return nil, 0, reqErr(f()+".input_schema", "must be a JSON schema object")
+		}
+		if n == 0 {
+			b = append(b, `,"tools":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"type":"function","function":{"name":`...)
+		b = appendTok(b, name)
+		if len(desc) > 2 {
+			b = append(b, `,"description":`...)
+			b = appendTok(b, desc)
+		}
+		b = append(b, `,"parameters":`...)
+		if isNull(schema) {
+			b = append(b, `{"type":"object","properties":{}}`...)
+		} else {
+			b = append(b, schema...)
+		}
+		b = append(b, "}}"...)
+	}
+	if n > 0 {
+		b = append(b, ']')
+	}
+	return b, n, nil
+}
+
+// msgToolChoice writes tool_choice (and parallel_tool_calls) when there
+// are tools to choose from.
+func msgToolChoice(b, raw []byte, ntools int) ([]byte, error) {
+	var typ, name []byte
+	noParallel := false
+	var err error
+	ci := newIter(raw)
+	for {
+		k, v, ok := ci.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "type":
+			typ, err = strTok(v, nil, "tool_choice.type")
+		case "name":
+			name, err = strTok(v, nil, "tool_choice.name")
+		case "disable_parallel_tool_use":
+			noParallel, _, err = boolVal(v, nil, "tool_choice.disable_parallel_tool_use")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	var choice string
+	switch {
+	case tokIs(typ, "auto"):
+		choice = `"auto"`
+	case tokIs(typ, "any"):
+		choice = `"required"`
+	case tokIs(typ, "none"):
+		choice = `"none"`
+	case tokIs(typ, "tool"):
+		if len(name) <= 2 {
+			return nil, reqErr("tool_choice.name", "is required when type is \"tool\"")
+		}
 	default:
-		return reqErr(field+".role", "must be \"user\" or \"assistant\" (got %q)", m.Role)
+		return nil, reqErr("tool_choice.type", "must be auto, any, tool or none (got %q)", str(typ))
 	}
-	return nil
-}
-
-func imagePart(s *MsgSource, field string) (ChatPart, error) {
-	if s == nil {
-		return ChatPart{}, reqErr(field, "is required")
+	if ntools == 0 {
+		return b, nil
 	}
-	switch s.Type {
-	case "base64":
-		if s.MediaType == "" || s.Data == "" {
-			return ChatPart{}, reqErr(field, "a base64 source needs media_type and data")
-		}
-		return ChatPart{Type: "image_url", ImageURL: &ChatImageURL{URL: "data:" + s.MediaType + ";base64," + s.Data}}, nil
-	case "url":
-		if !strings.HasPrefix(s.URL, "https://") && !strings.HasPrefix(s.URL, "http://") {
-			return ChatPart{}, reqErr(field+".url", "must be an http(s) URL")
-		}
-		return ChatPart{Type: "image_url", ImageURL: &ChatImageURL{URL: s.URL}}, nil
+	b = append(b, `,"tool_choice":`...)
+	if choice != "" {
+		b = append(b, choice...)
+	} else {
+		b = append(b, `{"type":"function","function":{"name":`...)
+		b = appendTok(b, name)
+		b = append(b, "}}"...)
 	}
-	return ChatPart{}, untranslatable(field+".type", "must be base64 or url (got %q)", s.Type)
-}
-
-// toolResultText reads a tool_result's content: a string or text blocks.
-func toolResultText(raw json.RawMessage, field string) (string, error) {
-	if isNull(raw) {
-		return "", nil
+	if noParallel {
+		b = append(b, `,"parallel_tool_calls":false`...)
 	}
-	bs, err := msgBlocks(raw, field)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for j, bl := range bs {
-		if bl.Type != "text" {
-			return "", untranslatable(field+"["+strconv.Itoa(j)+"].type", "a tool result through the gateway's translation takes text only (got %q)", bl.Type)
-		}
-		b.WriteString(bl.Text)
-	}
-	return b.String(), nil
+	return b, nil
 }
 
 // ---- answers ----
@@ -411,32 +717,11 @@ func StopReason(finish string) string {
 	return "end_turn"
 }
 
-type msgOutBlock struct {
-	Type      string          `json:"type"`
-	Text      *string         `json:"text,omitempty"`
-	Thinking  *string         `json:"thinking,omitempty"`
-	Signature *string         `json:"signature,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-}
-
 type msgUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	OutputTokens             int `json:"output_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-}
-
-type msgResponse struct {
-	ID           string        `json:"id"`
-	Type         string        `json:"type"`
-	Role         string        `json:"role"`
-	Model        string        `json:"model"`
-	Content      []msgOutBlock `json:"content"`
-	StopReason   string        `json:"stop_reason"`
-	StopSequence *string       `json:"stop_sequence"`
-	Usage        msgUsage      `json:"usage"`
 }
 
 // MessageID is a Messages id for a chat answer's id.
@@ -445,45 +730,6 @@ func MessageID(chatID string) string {
 		return chatID
 	}
 	return "msg_" + chatID
-}
-
-// ChatToMessages translates a chat.completion into a Messages answer.
-// model is the model the client asked for (the answer names it, as
-// Anthropic's does).
-func ChatToMessages(chat []byte, model string) ([]byte, error) {
-	var c ChatCompletion
-	if err := json.Unmarshal(chat, &c); err != nil {
-		return nil, err
-	}
-	if len(c.Choices) == 0 {
-		return nil, reqErr("choices", "the answer has no choice")
-	}
-	ch := &c.Choices[0]
-	out := msgResponse{ID: MessageID(c.ID), Type: "message", Role: "assistant", Model: model,
-		StopReason: StopReason(ch.FinishReason), Content: []msgOutBlock{}}
-	if r := ch.Message.ReasoningContent; r != "" {
-		out.Content = append(out.Content, msgOutBlock{Type: "thinking", Thinking: &r, Signature: new(string)})
-	}
-	if t := ch.Message.Content; t != nil && *t != "" {
-		out.Content = append(out.Content, msgOutBlock{Type: "text", Text: t})
-	} else if rf := ch.Message.Refusal; rf != nil && *rf != "" {
-		out.Content = append(out.Content, msgOutBlock{Type: "text", Text: rf})
-	}
-	for _, tc := range ch.Message.ToolCalls {
-		in := json.RawMessage(bytes.TrimSpace([]byte(tc.Function.Arguments)))
-		if len(in) == 0 || in[0] != '{' || !json.Valid(in) {
-			in = json.RawMessage(`{}`)
-		}
-		out.Content = append(out.Content, msgOutBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: in})
-	}
-	if u := c.Usage; u != nil {
-		out.Usage = msgUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-		if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
-			out.Usage.InputTokens -= d.CachedTokens
-			out.Usage.CacheReadInputTokens = d.CachedTokens
-		}
-	}
-	return json.Marshal(out)
 }
 
 // MsgErrorType is the Anthropic error type and status for a gateway or
@@ -559,8 +805,10 @@ func EstimateTokens(body []byte) (int, error) {
 	var r struct {
 		Model    string          `json:"model"`
 		System   json.RawMessage `json:"system"`
-		Messages []MsgMessage    `json:"messages"`
-		Tools    json.RawMessage `json:"tools"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools json.RawMessage `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return 0, decodeErr(err)
@@ -576,4 +824,28 @@ func EstimateTokens(body []byte) (int, error) {
 		n += len(m.Content) + 12
 	}
 	return (n + 3) / 4, nil
+}
+
+// decodeErr names the field of a JSON type error.
+func decodeErr(err error) *RequestError {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		return reqErr(te.Field, "must be %s (got %s)", jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	return reqErr("", "the body is not valid JSON: %v", err)
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	case "ptr":
+		return "a value of another type"
+	}
+	return "a number"
 }

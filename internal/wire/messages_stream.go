@@ -14,6 +14,16 @@ import (
 // and usage) and message_stop. An error event ({"error":…}, the gateway's
 // own after a break, or an upstream's) becomes an Anthropic error event.
 // Each chat event is translated as it comes: nothing is held back.
+//
+// Usage: message_start carries input_tokens when the chat stream's first
+// chunk has usage (an upstream that counts the prompt up front); OpenAI
+// chat streams send usage only in their last chunk (stream_options
+// include_usage), so there message_start says 0 — holding it back until
+// the count is known would buffer the whole answer. message_delta always
+// carries the whole count (input_tokens, output_tokens,
+// cache_read_input_tokens), and Anthropic's SDKs take input_tokens from
+// message_delta when it is there (the Go SDK's Message.Accumulate
+// overwrites it), so an accumulated message has the real numbers.
 type MsgStream struct {
 	Model string // the model the client asked for
 
@@ -43,7 +53,14 @@ func (s *MsgStream) start(dst []byte, id string) []byte {
 	dst = appendJSONString(dst, MessageID(id))
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = appendJSONString(dst, s.Model)
-	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
+	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(s.usage.InputTokens), 10)
+	dst = append(dst, `,"output_tokens":0`...)
+	if s.usage.CacheReadInputTokens > 0 {
+		dst = append(dst, `,"cache_read_input_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(s.usage.CacheReadInputTokens), 10)
+	}
+	dst = append(dst, "}}}\n\n"...)
 	return append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
 }
 
@@ -131,15 +148,17 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 		}
 		return s.Error(dst, 0, typ, msg)
 	}
-	if !s.started {
-		dst = s.start(dst, c.ID)
-	}
+	// Usage first: an upstream that counts the prompt up front (in the
+	// stream's first chunk) has it in message_start.
 	if u := c.Usage; u != nil {
 		s.usage.InputTokens, s.usage.OutputTokens = u.PromptTokens, u.CompletionTokens
 		if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
 			s.usage.InputTokens -= d.CachedTokens
 			s.usage.CacheReadInputTokens = d.CachedTokens
 		}
+	}
+	if !s.started {
+		dst = s.start(dst, c.ID)
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]

@@ -132,8 +132,9 @@ func FuzzMessagesToChat(f *testing.F) {
 			}
 			return
 		}
-		if !json.Valid(tr.Chat) {
-			t.Fatalf("invalid chat body: %s", tr.Chat)
+		var c ChatRequest
+		if err := json.Unmarshal(tr.Chat, &c); err != nil || c.Model != tr.Model || len(c.Messages) == 0 && !bytes.Contains(tr.Chat, []byte(`"messages":[]`)) {
+			t.Fatalf("chat body does not decode as a chat request (%v): %s", err, tr.Chat)
 		}
 	})
 }
@@ -162,5 +163,53 @@ func TestUnknownFields(t *testing.T) {
 	}
 	if got := UnknownResponsesFields([]byte(`{"model":"m","input":"x","truncation":"auto"}`)); strings.Join(got, ",") != "truncation" {
 		t.Fatalf("unknown: %v", got)
+	}
+}
+
+// An upstream that sends usage in the stream's first chunk has its
+// input_tokens in message_start; message_delta always carries the whole
+// count (what Anthropic's SDKs keep), also when usage comes last.
+func TestMsgStreamUsage(t *testing.T) {
+	s := &MsgStream{Model: "claude"}
+	out := s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant"}}],"usage":{"prompt_tokens":12,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":2}}}`))
+	out = s.Event(out, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	out = s.Event(out, []byte(`[DONE]`))
+	if !strings.Contains(string(out), `"usage":{"input_tokens":10,"output_tokens":0,"cache_read_input_tokens":2}}}`) {
+		t.Fatalf("message_start: %s", out)
+	}
+	s = &MsgStream{Model: "claude"}
+	out = s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	out = s.Event(out, []byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3}}`))
+	out = s.Event(out, []byte(`[DONE]`))
+	if !strings.Contains(string(out), `"usage":{"input_tokens":0,"output_tokens":0}}}`) ||
+		!strings.Contains(string(out), `"usage":{"input_tokens":12,"output_tokens":3,"cache_read_input_tokens":0}}`) {
+		t.Fatalf("usage at the end: %s", out)
+	}
+}
+
+// Translated chat bodies end with max_tokens, so the rename for OpenAI's
+// API is a look at the body's end; other bodies pass unchanged.
+func TestUseMaxCompletionTokens(t *testing.T) {
+	tr, err := MessagesToChat([]byte(msgSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := UseMaxCompletionTokens(tr.Chat)
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil || m["max_completion_tokens"] != float64(100) || m["max_tokens"] != nil {
+		t.Fatalf("renamed: %v %s", err, out)
+	}
+	rt, err := ResponsesToChat([]byte(respSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := rt.Encode(nil)
+	if !bytes.HasSuffix(UseMaxCompletionTokens(b), []byte(`,"max_completion_tokens":50}`)) {
+		t.Fatalf("responses: %s", b)
+	}
+	for _, s := range []string{`{"model":"m","messages":[]}`, `{"max_tokens":5}`, `{"a":[],"max_tokens":}`, `}`, ``} {
+		if got := string(UseMaxCompletionTokens([]byte(s))); got != s {
+			t.Errorf("%q became %q", s, got)
+		}
 	}
 }

@@ -48,24 +48,6 @@ type RespTool struct {
 	Strict      *bool           `json:"strict"`
 }
 
-type respItem struct {
-	Type      string          `json:"type"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Arguments string          `json:"arguments"`
-	Output    json.RawMessage `json:"output"`
-}
-
-type respPart struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	ImageURL string          `json:"image_url"`
-	Detail   string          `json:"detail"`
-	FileID   json.RawMessage `json:"file_id"`
-}
-
 // RespTranslation is a translated Responses request.
 type RespTranslation struct {
 	Req     *RespRequest
@@ -74,7 +56,13 @@ type RespTranslation struct {
 	Stream  bool
 	Store   bool
 	Dropped []string
+
+	size int // the request body's size, to size the chat body
 }
+
+// includeUsage is the stream_options every translated stream sends
+// (shared: never written).
+var includeUsage = &StreamOptions{IncludeUsage: true}
 
 // ResponsesToChat translates a Responses request: instructions → a
 // system message; input (a string, or message, function_call and
@@ -82,13 +70,118 @@ type RespTranslation struct {
 // max_output_tokens → max_tokens; text.format json_schema / json_object
 // → response_format; reasoning.effort → reasoning_effort. The caller
 // prepends the turns of previous_response_id (WithHistory) and encodes.
+//
+// The body is validated once and walked once (no reflection); schemas
+// and other pass-through values stay slices of the body.
 func ResponsesToChat(body []byte) (*RespTranslation, error) {
-	if firstByte(body) != '{' {
-		return nil, reqErr("", "the body must be a JSON object")
+	if err := checkBody(body); err != nil {
+		return nil, err
 	}
-	var r RespRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, decodeErr(err)
+	t := &RespTranslation{Req: &RespRequest{}, size: len(body)}
+	r := t.Req
+	var input, tools, format []byte
+	var err error
+	it := newIter(body[skipWS(body, 0):])
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		var tok []byte
+		var present bool
+		switch string(k) {
+		case "model":
+			tok, err = strTok(v, nil, "model")
+			r.Model = str(tok)
+		case "input":
+			input = v
+			r.Input = v
+		case "instructions":
+			if tok, err = strTok(v, nil, "instructions"); tok != nil {
+				in := str(tok)
+				r.Instructions = &in
+			}
+		case "max_output_tokens":
+			var n int
+			if n, present, err = intVal(v, nil, "max_output_tokens"); present {
+				r.MaxOutputTokens = new(int)
+				*r.MaxOutputTokens = n
+			}
+		case "temperature":
+			if tok, err = numTok(v, nil, "temperature"); tok != nil {
+				r.Temperature = new(float64)
+				*r.Temperature, _ = strconv.ParseFloat(string(tok), 64)
+			}
+		case "top_p":
+			if tok, err = numTok(v, nil, "top_p"); tok != nil {
+				r.TopP = new(float64)
+				*r.TopP, _ = strconv.ParseFloat(string(tok), 64)
+			}
+		case "tools":
+			tools, err = arrTok(v, nil, "tools")
+		case "tool_choice":
+			r.ToolChoice = v
+		case "parallel_tool_calls":
+			var bv bool
+			if bv, present, err = boolVal(v, nil, "parallel_tool_calls"); present {
+				r.ParallelToolCalls = new(bool)
+				*r.ParallelToolCalls = bv
+			}
+		case "previous_response_id":
+			tok, err = strTok(v, nil, "previous_response_id")
+			r.PreviousResponseID = str(tok)
+		case "store":
+			var bv bool
+			if bv, present, err = boolVal(v, nil, "store"); present {
+				r.Store = new(bool)
+				*r.Store = bv
+			}
+		case "stream":
+			r.Stream, _, err = boolVal(v, nil, "stream")
+		case "background":
+			r.Background, _, err = boolVal(v, nil, "background")
+		case "user":
+			tok, err = strTok(v, nil, "user")
+			r.User = str(tok)
+		case "metadata":
+			r.Metadata = v
+		case "text":
+			if tok, err = objTok(v, nil, "text"); tok != nil {
+				ti := newIter(tok)
+				for {
+					k, v, ok := ti.next()
+					if !ok {
+						break
+					}
+					if string(k) == "format" {
+						format, err = objTok(v, nil, "text.format")
+					}
+				}
+			}
+		case "reasoning":
+			if tok, err = objTok(v, nil, "reasoning"); tok != nil {
+				r.Reasoning = &struct {
+					Effort string `json:"effort"`
+				}{}
+				ri := newIter(tok)
+				for {
+					k, v, ok := ri.next()
+					if !ok {
+						break
+					}
+					if string(k) == "effort" {
+						var e []byte
+						if e, err = strTok(v, nil, "reasoning.effort"); err != nil {
+							return nil, err
+						}
+						r.Reasoning.Effort = str(e)
+					}
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if r.Model == "" {
 		return nil, reqErr("model", "is required")
@@ -96,57 +189,52 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
 		return nil, reqErr("max_output_tokens", "must be at least 1")
 	}
-	t := &RespTranslation{Req: &r, Stream: r.Stream, Store: r.Store == nil || *r.Store}
+	t.Stream, t.Store = r.Stream, r.Store == nil || *r.Store
 	c := &t.Chat
 	*c = ChatRequest{Model: r.Model, MaxTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP,
 		Stream: r.Stream, ParallelToolCalls: r.ParallelToolCalls, User: r.User}
 	if r.Stream {
-		c.StreamOptions = &StreamOptions{IncludeUsage: true}
+		c.StreamOptions = includeUsage
 	}
 	if r.Reasoning != nil {
 		c.ReasoningEffort = r.Reasoning.Effort
 	}
-	if r.Text != nil && r.Text.Format != nil {
-		f := r.Text.Format
-		switch f.Type {
-		case "", "text":
-		case "json_object":
-			c.ResponseFormat = json.RawMessage(`{"type":"json_object"}`)
-		case "json_schema":
-			if f.Name == "" || isNull(f.Schema) {
-				return nil, reqErr("text.format", "a json_schema format needs a name and a schema")
-			}
-			js, _ := json.Marshal(map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}})
-			c.ResponseFormat = js
-		default:
-			return nil, reqErr("text.format.type", "must be text, json_object or json_schema (got %q)", f.Type)
+	if format != nil {
+		if c.ResponseFormat, err = respFormat(r, format); err != nil {
+			return nil, err
 		}
 	}
-	var err error
-	if t.Input, err = respInput(r.Input); err != nil {
+	if t.Input, err = respInput(input); err != nil {
 		return nil, err
 	}
-	for i, tl := range r.Tools {
-		f := "tools[" + strconv.Itoa(i) + "]"
-		if tl.Type != "function" {
-			return nil, untranslatable(f+".type", "tool type %q cannot be served through the gateway's translation; only function tools are", tl.Type)
+	if tools != nil {
+		if err := respTools(r, c, tools); err != nil {
+			return nil, err
 		}
-		if tl.Name == "" {
-			return nil, reqErr(f+".name", "is required")
-		}
-		c.Tools = append(c.Tools, ChatTool{Type: "function", Function: ChatToolSpec{Name: tl.Name, Description: tl.Description, Parameters: tl.Parameters, Strict: tl.Strict}})
 	}
 	if !isNull(r.ToolChoice) {
-		var s string
-		var named struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+		tc := r.ToolChoice
+		var typ, name []byte
+		if firstByte(tc) == '{' {
+			ci := newIter(tc)
+			for {
+				k, v, ok := ci.next()
+				if !ok {
+					break
+				}
+				switch string(k) {
+				case "type":
+					typ = v
+				case "name":
+					name = v
+				}
+			}
 		}
 		switch {
-		case json.Unmarshal(r.ToolChoice, &s) == nil && (s == "auto" || s == "none" || s == "required"):
-			c.ToolChoice = s
-		case json.Unmarshal(r.ToolChoice, &named) == nil && named.Type == "function" && named.Name != "":
-			c.ToolChoice = namedChoice(named.Name)
+		case tokIs(tc, "auto") || tokIs(tc, "none") || tokIs(tc, "required"):
+			c.ToolChoice = string(tc[1 : len(tc)-1])
+		case tokIs(typ, "function") && firstByte(name) == '"' && len(name) > 2:
+			c.ToolChoice = namedChoice(str(name))
 		default:
 			return nil, reqErr("tool_choice", `must be "auto", "none", "required" or {"type":"function","name":…}`)
 		}
@@ -158,6 +246,131 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 		t.Dropped = append(t.Dropped, "metadata")
 	}
 	return t, nil
+}
+
+// respFormat reads text.format into a chat response_format.
+func respFormat(r *RespRequest, raw []byte) (json.RawMessage, error) {
+	var typ, name, schema, strict []byte
+	var err error
+	fi := newIter(raw)
+	for {
+		k, v, ok := fi.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "type":
+			typ, err = strTok(v, nil, "text.format.type")
+		case "name":
+			name, err = strTok(v, nil, "text.format.name")
+		case "schema":
+			schema = v
+		case "strict":
+			if _, _, err = boolVal(v, nil, "text.format.strict"); !isNull(v) {
+				strict = v
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	f := &struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	}{Type: str(typ), Name: str(name), Schema: schema}
+	if strict != nil {
+		st := strict[0] == 't'
+		f.Strict = &st
+	}
+	r.Text = &struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict *bool           `json:"strict"`
+		} `json:"format"`
+	}{Format: f}
+	switch f.Type {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`), nil
+	case "json_schema":
+		if f.Name == "" || isNull(schema) {
+			return nil, reqErr("text.format", "a json_schema format needs a name and a schema")
+		}
+		b := append([]byte(nil), `{"json_schema":{"name":`...)
+		b = appendTok(b, name)
+		b = append(b, `,"schema":`...)
+		b = append(b, schema...)
+		b = append(b, `,"strict":`...)
+		if strict != nil {
+			b = append(b, strict...)
+		} else {
+			b = append(b, "null"...)
+		}
+		return append(b, `},"type":"json_schema"}`...), nil
+	}
+	return nil, reqErr("text.format.type", "must be text, json_object or json_schema (got %q)", f.Type)
+}
+
+// respTools reads the tools: function tools only.
+func respTools(r *RespRequest, c *ChatRequest, raw []byte) error {
+	ti := newIter(raw)
+	for i := 0; ; i++ {
+		_, tl, ok := ti.next()
+		if !ok {
+			break
+		}
+		f := fld(func() string { return "tools[" + strconv.Itoa(i) + "]" })
+		if firstByte(tl) != '{' {
+			return reqErr(f(), "must be an object")
+		}
+		var x RespTool
+		var tok []byte
+		var err error
+		fi := newIter(tl)
+		for {
+			k, v, ok := fi.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "type":
+				tok, err = strTok(v, f, ".type")
+				x.Type = str(tok)
+			case "name":
+				tok, err = strTok(v, f, ".name")
+				x.Name = str(tok)
+			case "description":
+				tok, err = strTok(v, f, ".description")
+				x.Description = str(tok)
+			case "parameters":
+				if !isNull(v) {
+					x.Parameters = v
+				}
+			case "strict":
+				var st, present bool
+				if st, present, err = boolVal(v, f, ".strict"); present {
+					x.Strict = &st
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if x.Type != "function" {
+			return untranslatable(f()+".type", "tool type %q cannot be served through the gateway's translation; only function tools are", x.Type)
+		}
+		if x.Name == "" {
+			return reqErr(f()+".name", "is required")
+		}
+		r.Tools = append(r.Tools, x)
+		c.Tools = append(c.Tools, ChatTool{Type: "function", Function: ChatToolSpec{Name: x.Name, Description: x.Description, Parameters: x.Parameters, Strict: x.Strict}})
+	}
+	return nil
 }
 
 // Encode is the chat request body with history (the turns of
@@ -175,7 +388,14 @@ func (t *RespTranslation) Encode(history []ChatMessage) ([]byte, error) {
 		return nil, reqErr("input", "is required")
 	}
 	t.Chat.Messages = msgs
-	return json.Marshal(&t.Chat)
+	n := t.size + t.size/4 + 256
+	for i := range history {
+		if s, ok := history[i].Content.(string); ok {
+			n += len(s)
+		}
+		n += 64
+	}
+	return AppendChatRequest(make([]byte, 0, n), &t.Chat)
 }
 
 func respInput(raw json.RawMessage) ([]ChatMessage, error) {
@@ -185,20 +405,17 @@ func respInput(raw json.RawMessage) ([]ChatMessage, error) {
 			return nil, nil
 		}
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, reqErr("input", "must be a string or a list of items")
-		}
-		return []ChatMessage{{Role: "user", Content: s}}, nil
+		return []ChatMessage{{Role: "user", Content: str(raw)}}, nil
 	case '[':
-		var items []respItem
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, reqErr("input", "must be a string or a list of items: %v", err)
-		}
 		var out []ChatMessage
-		for i := range items {
+		ii := newIter(raw)
+		for i := 0; ; i++ {
+			_, v, ok := ii.next()
+			if !ok {
+				break
+			}
 			var err error
-			if out, err = respItemTurn(out, &items[i], "input["+strconv.Itoa(i)+"]"); err != nil {
+			if out, err = respItemTurn(out, v, i); err != nil {
 				return nil, err
 			}
 		}
@@ -207,104 +424,163 @@ func respInput(raw json.RawMessage) ([]ChatMessage, error) {
 	return nil, reqErr("input", "must be a string or a list of items")
 }
 
-func respItemTurn(out []ChatMessage, it *respItem, f string) ([]ChatMessage, error) {
-	typ := it.Type
-	if typ == "" && it.Role != "" {
-		typ = "message"
+func respItemTurn(out []ChatMessage, item []byte, i int) ([]ChatMessage, error) {
+	f := fld(func() string { return "input[" + strconv.Itoa(i) + "]" })
+	if firstByte(item) != '{' {
+		return nil, reqErr("input", "must be a string or a list of items: input[%d] is not an object", i)
 	}
-	switch typ {
-	case "message":
-		role := it.Role
-		switch role {
-		case "user", "assistant", "system":
-		case "developer":
-			role = "system"
-		default:
-			return nil, reqErr(f+".role", "must be user, assistant, system or developer (got %q)", it.Role)
+	var typ, role, content, callID, name, args, output []byte
+	var err error
+	fi := newIter(item)
+	for {
+		k, v, ok := fi.next()
+		if !ok {
+			break
 		}
-		content, err := respContent(it.Content, f+".content", role)
+		switch string(k) {
+		case "type":
+			typ, err = strTok(v, f, ".type")
+		case "role":
+			role, err = strTok(v, f, ".role")
+		case "content":
+			content = v
+		case "call_id":
+			callID, err = strTok(v, f, ".call_id")
+		case "name":
+			name, err = strTok(v, f, ".name")
+		case "arguments":
+			args, err = strTok(v, f, ".arguments")
+		case "output":
+			output = v
+		}
 		if err != nil {
 			return nil, err
 		}
-		return append(out, ChatMessage{Role: role, Content: content}), nil
-	case "function_call":
-		if it.CallID == "" || it.Name == "" {
-			return nil, reqErr(f, "a function_call item needs call_id and name")
+	}
+	ts := str(typ)
+	if ts == "" && len(role) > 2 {
+		ts = "message"
+	}
+	switch ts {
+	case "message":
+		rs := str(role)
+		switch rs {
+		case "user", "assistant", "system":
+		case "developer":
+			rs = "system"
+		default:
+			return nil, reqErr(f()+".role", "must be user, assistant, system or developer (got %q)", rs)
 		}
-		tc := ChatToolCall{ID: it.CallID, Type: "function", Function: ChatFunction{Name: it.Name, Arguments: it.Arguments}}
+		c, err := respContent(content, f, ".content", rs)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, ChatMessage{Role: rs, Content: c}), nil
+	case "function_call":
+		if len(callID) <= 2 || len(name) <= 2 {
+			return nil, reqErr(f(), "a function_call item needs call_id and name")
+		}
+		tc := ChatToolCall{ID: str(callID), Type: "function", Function: ChatFunction{Name: str(name), Arguments: str(args)}}
 		if n := len(out); n > 0 && out[n-1].Role == "assistant" {
 			out[n-1].ToolCalls = append(out[n-1].ToolCalls, tc)
 			return out, nil
 		}
 		return append(out, ChatMessage{Role: "assistant", ToolCalls: []ChatToolCall{tc}}), nil
 	case "function_call_output":
-		if it.CallID == "" {
-			return nil, reqErr(f+".call_id", "is required")
+		if len(callID) <= 2 {
+			return nil, reqErr(f()+".call_id", "is required")
 		}
-		text, err := respOutputText(it.Output, f+".output")
+		text, err := respOutputText(output, f)
 		if err != nil {
 			return nil, err
 		}
-		return append(out, ChatMessage{Role: "tool", ToolCallID: it.CallID, Content: text}), nil
+		return append(out, ChatMessage{Role: "tool", ToolCallID: str(callID), Content: text}), nil
 	case "reasoning":
 		return out, nil // earlier reasoning: no chat request carries it back
 	}
-	return nil, untranslatable(f+".type", "item type %q cannot be served through the gateway's translation (message, function_call, function_call_output and reasoning can)", it.Type)
+	return nil, untranslatable(f()+".type", "item type %q cannot be served through the gateway's translation (message, function_call, function_call_output and reasoning can)", ts)
 }
 
 // respContent reads a message's content: a string or input_text /
 // output_text / input_image parts.
-func respContent(raw json.RawMessage, f, role string) (any, error) {
-	if firstByte(raw) == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, reqErr(f, "must be a string or a list of content parts")
-		}
-		return s, nil
-	}
-	var parts []respPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, reqErr(f, "must be a string or a list of content parts")
+func respContent(raw []byte, p fld, sfx, role string) (any, error) {
+	switch firstByte(raw) {
+	case '"':
+		return str(raw), nil
+	case '[':
+	default:
+		return nil, reqErr(p.at(sfx), "must be a string or a list of content parts")
 	}
 	var out []ChatPart
-	var text strings.Builder
+	var text []byte
 	onlyText := true
-	for j, p := range parts {
-		switch p.Type {
+	pi := newIter(raw)
+	for j := 0; ; j++ {
+		_, part, ok := pi.next()
+		if !ok {
+			break
+		}
+		pp := fld(func() string { return p.at(sfx) + "[" + strconv.Itoa(j) + "]" })
+		if firstByte(part) != '{' {
+			return nil, reqErr(p.at(sfx), "must be a string or a list of content parts")
+		}
+		var typ, tx, img, detail []byte
+		fi := newIter(part)
+		for {
+			k, v, ok := fi.next()
+			if !ok {
+				break
+			}
+			var err error
+			switch string(k) {
+			case "type":
+				typ, err = strTok(v, pp, ".type")
+			case "text":
+				tx, err = strTok(v, pp, ".text")
+			case "image_url":
+				img, err = strTok(v, pp, ".image_url")
+			case "detail":
+				detail, err = strTok(v, pp, ".detail")
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		switch ts := str(typ); ts {
 		case "input_text", "output_text", "text":
-			out = append(out, ChatPart{Type: "text", Text: p.Text})
-			text.WriteString(p.Text)
+			s := str(tx)
+			out = append(out, ChatPart{Type: "text", Text: s})
+			text = append(text, s...)
 		case "input_image":
 			if role != "user" {
-				return nil, reqErr(f+"["+strconv.Itoa(j)+"]", "images are taken in user messages only")
+				return nil, reqErr(pp(), "images are taken in user messages only")
 			}
-			if p.ImageURL == "" {
-				return nil, untranslatable(f+"["+strconv.Itoa(j)+"].image_url", "is required (file ids cannot be translated)")
+			if len(img) <= 2 {
+				return nil, untranslatable(pp.at(".image_url"), "is required (file ids cannot be translated)")
 			}
-			out = append(out, ChatPart{Type: "image_url", ImageURL: &ChatImageURL{URL: p.ImageURL, Detail: p.Detail}})
+			out = append(out, ChatPart{Type: "image_url", ImageURL: &ChatImageURL{URL: str(img), Detail: str(detail)}})
 			onlyText = false
 		default:
-			return nil, untranslatable(f+"["+strconv.Itoa(j)+"].type", "content part type %q cannot be translated", p.Type)
+			return nil, untranslatable(pp.at(".type"), "content part type %q cannot be translated", ts)
 		}
 	}
 	if onlyText {
-		return text.String(), nil
+		if len(out) == 1 {
+			return out[0].Text, nil
+		}
+		return string(text), nil
 	}
 	return out, nil
 }
 
-func respOutputText(raw json.RawMessage, f string) (string, error) {
+func respOutputText(raw []byte, p fld) (string, error) {
 	if isNull(raw) {
 		return "", nil
 	}
 	if firstByte(raw) == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", reqErr(f, "must be a string or a list of text parts")
-		}
-		return s, nil
+		return str(raw), nil
 	}
-	c, err := respContent(raw, f, "tool")
+	c, err := respContent(raw, p, ".output", "tool")
 	if err != nil {
 		return "", err
 	}
@@ -357,7 +633,17 @@ func itemID(prefix, respID string, i int) string {
 // answer's). status is completed, incomplete, in_progress or failed ("":
 // from o's finish reason).
 func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, errCode, errMsg string) []byte {
-	b := append([]byte(nil), `{"id":`...)
+	n := len(output) + len(errMsg) + 640
+	if m.Instructions != nil {
+		n += len(*m.Instructions)
+	}
+	if m.Req != nil {
+		n += len(m.Req.ToolChoice)
+		for i := range m.Req.Tools {
+			n += len(m.Req.Tools[i].Parameters) + len(m.Req.Tools[i].Description) + 96
+		}
+	}
+	b := append(make([]byte, 0, n), `{"id":`...)
 	b = appendJSONString(b, m.ID)
 	b = append(b, `,"object":"response","created_at":`...)
 	b = strconv.AppendInt(b, m.Created, 10)
@@ -452,6 +738,13 @@ func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, er
 // OutputItems appends an answer's output items: reasoning, the message,
 // then one function_call per call.
 func OutputItems(b []byte, id string, o *RespOutput, status string) []byte {
+	if b == nil {
+		size := len(o.Text) + len(o.Reasoning) + 256
+		for i := range o.Calls {
+			size += len(o.Calls[i].Function.Arguments) + len(o.Calls[i].Function.Name) + len(o.Calls[i].ID) + 160
+		}
+		b = make([]byte, 0, size)
+	}
 	n := 0
 	if o.Reasoning != "" {
 		b = appendReasoningItem(b, itemID("rs_", id, n), o.Reasoning)
@@ -508,33 +801,6 @@ func appendCallItem(b []byte, id string, c ChatToolCall, status string) []byte {
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, status)
 	return append(b, '}')
-}
-
-// ChatToRespOutput reads a chat.completion's output.
-func ChatToRespOutput(chat []byte) (*RespOutput, error) {
-	var c ChatCompletion
-	if err := json.Unmarshal(chat, &c); err != nil {
-		return nil, err
-	}
-	if len(c.Choices) == 0 {
-		return nil, reqErr("choices", "the answer has no choice")
-	}
-	ch := &c.Choices[0]
-	o := &RespOutput{Finish: ch.FinishReason, Reasoning: ch.Message.ReasoningContent, UpstreamID: c.ID}
-	if ch.Message.Content != nil {
-		o.Text = *ch.Message.Content
-	}
-	for _, tc := range ch.Message.ToolCalls {
-		args := tc.Function.Arguments
-		if strings.TrimSpace(args) == "" {
-			args = "{}"
-		}
-		o.Calls = append(o.Calls, ChatToolCall{ID: tc.ID, Type: "function", Function: ChatFunction{Name: tc.Function.Name, Arguments: args}})
-	}
-	if c.Usage != nil {
-		o.Usage, o.HasUsage = *c.Usage, true
-	}
-	return o, nil
 }
 
 // ChatErrorToResponses rewrites an OpenAI-shaped chat error for the

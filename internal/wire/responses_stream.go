@@ -13,10 +13,15 @@ import (
 // response.content_part.done and response.output_item.done; for each
 // function call, response.output_item.added,
 // response.function_call_arguments.delta / .done and
-// response.output_item.done; at the chat stream's [DONE],
-// response.completed with the whole response. An error event (the
-// gateway's after a break, or an upstream's) becomes an error event and
-// response.failed. Reasoning deltas are not streamed (no reasoning item).
+// response.output_item.done; for reasoning deltas (reasoning_content or
+// reasoning in the chat chunks, as the Anthropic and Gemini adapters and
+// reasoning OpenAI-compatible servers send them), a reasoning item with
+// response.reasoning_summary_part.added,
+// response.reasoning_summary_text.delta / .done and
+// response.reasoning_summary_part.done, as the JSON answer carries it
+// (a summary); at the chat stream's [DONE], response.completed with the
+// whole response. An error event (the gateway's after a break, or an
+// upstream's) becomes an error event and response.failed.
 type RespStream struct {
 	Meta RespMeta
 
@@ -35,10 +40,11 @@ type RespStream struct {
 }
 
 type respStreamItem struct {
-	call bool
-	id   string
-	text []byte // message text or call arguments
-	tc   ChatToolCall
+	call      bool
+	reasoning bool
+	id        string
+	text      []byte // message text or call arguments
+	tc        ChatToolCall
 }
 
 // Done reports whether the stream ended; Failed whether with an error.
@@ -86,6 +92,14 @@ func (s *RespStream) renderItem(dst []byte, i int, status string) []byte {
 		}
 		return appendCallItem(dst, it.id, tc, status)
 	}
+	if it.reasoning {
+		if status == "in_progress" {
+			dst = append(dst, `{"type":"reasoning","id":`...)
+			dst = appendJSONString(dst, it.id)
+			return append(dst, `,"summary":[]}`...)
+		}
+		return appendReasoningItem(dst, it.id, string(it.text))
+	}
 	return appendMessageItem(dst, it.id, string(it.text), status)
 }
 
@@ -105,6 +119,17 @@ func (s *RespStream) closeItem(dst []byte) []byte {
 		dst = append(dst, `,"arguments":`...)
 		dst = appendJSONString(dst, string(it.text))
 		dst = append(dst, "}\n\n"...)
+	} else if it.reasoning {
+		dst = s.ev(dst, "response.reasoning_summary_text.done")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"summary_index":0,"text":`...)
+		dst = appendJSONString(dst, string(it.text))
+		dst = append(dst, "}\n\n"...)
+		dst = s.ev(dst, "response.reasoning_summary_part.done")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":`...)
+		dst = appendJSONString(dst, string(it.text))
+		dst = append(dst, "}}\n\n"...)
 	} else {
 		dst = s.ev(dst, "response.output_text.done")
 		dst = s.itemRef(dst, i)
@@ -129,8 +154,11 @@ func (s *RespStream) openItem(dst []byte, it respStreamItem) []byte {
 	dst = s.closeItem(dst)
 	i := len(s.items)
 	prefix := "msg_"
-	if it.call {
+	switch {
+	case it.call:
 		prefix = "fc_"
+	case it.reasoning:
+		prefix = "rs_"
 	}
 	it.id = itemID(prefix, s.Meta.ID, i)
 	s.items = append(s.items, it)
@@ -141,12 +169,22 @@ func (s *RespStream) openItem(dst []byte, it respStreamItem) []byte {
 	dst = append(dst, `,"item":`...)
 	dst = s.renderItem(dst, i, "in_progress")
 	dst = append(dst, "}\n\n"...)
-	if !it.call {
+	if it.reasoning {
+		dst = s.ev(dst, "response.reasoning_summary_part.added")
+		dst = s.itemRef(dst, i)
+		dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":""}}`+"\n\n"...)
+	} else if !it.call {
 		dst = s.ev(dst, "response.content_part.added")
 		dst = s.itemRef(dst, i)
 		dst = append(dst, `,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`+"\n\n"...)
 	}
 	return dst
+}
+
+// openIs reports whether the open item is of the kind given (a message
+// when both are false).
+func (s *RespStream) openIs(call, reasoning bool) bool {
+	return s.open >= 0 && s.items[s.open].call == call && s.items[s.open].reasoning == reasoning
 }
 
 // Event appends the Responses events for one chat SSE event's data.
@@ -162,7 +200,7 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 		if len(text) == 0 {
 			return dst
 		}
-		if s.open < 0 || s.items[s.open].call {
+		if !s.openIs(false, false) {
 			dst = s.openItem(dst, respStreamItem{})
 		}
 		it := &s.items[s.open]
@@ -197,8 +235,24 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 			continue
 		}
 		d := &ch.Delta
+		r := d.ReasoningContent
+		if r == nil {
+			r = d.Reasoning
+		}
+		if r != nil && *r != "" {
+			if !s.openIs(false, true) {
+				dst = s.openItem(dst, respStreamItem{reasoning: true})
+			}
+			it := &s.items[s.open]
+			it.text = append(it.text, *r...)
+			dst = s.ev(dst, "response.reasoning_summary_text.delta")
+			dst = s.itemRef(dst, s.open)
+			dst = append(dst, `,"summary_index":0,"delta":`...)
+			dst = appendJSONString(dst, *r)
+			dst = append(dst, "}\n\n"...)
+		}
 		if d.Content != nil && *d.Content != "" {
-			if s.open < 0 || s.items[s.open].call {
+			if !s.openIs(false, false) {
 				dst = s.openItem(dst, respStreamItem{})
 			}
 			it := &s.items[s.open]
@@ -240,6 +294,8 @@ func (s *RespStream) Output() *RespOutput {
 			tc := it.tc
 			tc.Function.Arguments = string(it.text)
 			o.Calls = append(o.Calls, tc)
+		} else if it.reasoning {
+			o.Reasoning += string(it.text)
 		} else {
 			o.Text += string(it.text)
 		}
@@ -304,4 +360,28 @@ func (s *RespStream) Error(dst []byte, code, msg string) []byte {
 	dst = append(dst, `,"response":`...)
 	dst = append(dst, obj...)
 	return append(dst, "}\n\n"...)
+}
+
+// Passed notes a native Responses event the gateway passed through as it
+// came (a responsesAPI upstream): the stream has started, and an error
+// event the gateway writes after a break continues the upstream's
+// sequence numbers under its response id, instead of opening a second
+// response.
+func (s *RespStream) Passed(data []byte) {
+	var ev struct {
+		Seq      *int `json:"sequence_number"`
+		Response *struct {
+			ID string `json:"id"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	s.started = true
+	if ev.Seq != nil && *ev.Seq >= s.seq {
+		s.seq = *ev.Seq + 1
+	}
+	if ev.Response != nil && ev.Response.ID != "" {
+		s.Meta.ID = ev.Response.ID
+	}
 }

@@ -98,8 +98,11 @@ func FuzzResponsesToChat(f *testing.F) {
 			}
 			return
 		}
-		if body, err := tr.Encode(nil); err == nil && !json.Valid(body) {
-			t.Fatalf("invalid chat body: %s", body)
+		if body, err := tr.Encode(nil); err == nil {
+			var c ChatRequest
+			if err := json.Unmarshal(body, &c); err != nil || c.Model != tr.Req.Model {
+				t.Fatalf("chat body does not decode as a chat request (%v): %s", err, body)
+			}
 		}
 	})
 }
@@ -119,4 +122,60 @@ func FuzzRespStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Reasoning deltas in the chat stream become a reasoning item streamed
+// as its summary, before the message, and the completed response holds
+// both, as the JSON answer does.
+func TestRespStreamReasoning(t *testing.T) {
+	s := &RespStream{Meta: RespMeta{ID: "resp_1", Model: "m"}}
+	var out []byte
+	for _, ev := range []string{
+		`{"choices":[{"index":0,"delta":{"reasoning_content":"let me "}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning":"think"}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"42"}}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		`[DONE]`,
+	} {
+		out = s.Event(out, []byte(ev))
+	}
+	var names []string
+	for _, ev := range strings.Split(strings.TrimSpace(string(out)), "\n\n") {
+		name, data, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\ndata: ")
+		if !json.Valid([]byte(data)) {
+			t.Fatalf("event %q", ev)
+		}
+		names = append(names, name)
+	}
+	want := "response.created response.in_progress response.output_item.added response.reasoning_summary_part.added " +
+		"response.reasoning_summary_text.delta response.reasoning_summary_text.delta response.reasoning_summary_text.done " +
+		"response.reasoning_summary_part.done response.output_item.done response.output_item.added response.content_part.added " +
+		"response.output_text.delta response.output_text.done response.content_part.done response.output_item.done response.completed"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(names, " "), want)
+	}
+	if !strings.Contains(string(out), `{"type":"reasoning","id":"rs_1_0","summary":[{"type":"summary_text","text":"let me think"}]}`) ||
+		s.Output().Reasoning != "let me think" || s.Output().Text != "42" {
+		t.Fatalf("reasoning item: %s", out)
+	}
+}
+
+// A native Responses stream that breaks: the gateway's error event and
+// response.failed continue the upstream's sequence numbers under its
+// response id; no second response.created opens another response.
+func TestNativeStreamErrorContinuesTheUpstreamsResponse(t *testing.T) {
+	var s RespStream
+	s.Meta.ID = "resp_gateway"
+	s.Passed([]byte(`{"type":"response.created","sequence_number":0,"response":{"id":"resp_up","status":"in_progress"}}`))
+	s.Passed([]byte(`{"type":"response.output_text.delta","sequence_number":1,"delta":"hel"}`))
+	out := string(s.Error(nil, "stream_interrupted", "the upstream stream broke"))
+	if strings.Contains(out, "response.created") || strings.Contains(out, "response.in_progress") {
+		t.Fatalf("a second response was opened:\n%s", out)
+	}
+	if !strings.Contains(out, `"sequence_number":2`) || !strings.Contains(out, `"sequence_number":3`) || strings.Contains(out, `"sequence_number":0`) {
+		t.Fatalf("sequence numbers do not continue the upstream's (0, 1):\n%s", out)
+	}
+	if !strings.Contains(out, `"id":"resp_up"`) || strings.Contains(out, "resp_gateway") {
+		t.Fatalf("response.failed does not name the upstream's response:\n%s", out)
+	}
 }

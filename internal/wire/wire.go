@@ -17,7 +17,8 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+	"math"
+	"strconv"
 )
 
 // RequestError is a client body a surface cannot read or translate: a
@@ -48,20 +49,10 @@ func untranslatable(field, format string, a ...any) *RequestError {
 	return &RequestError{Field: field, Msg: fmt.Sprintf(format, a...), Untranslatable: true}
 }
 
-// appendJSONString appends s as a JSON string with encoding/json's
-// escaping; the common case (plain ASCII text) without encoding/json.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
+// appendJSONString appends s as a JSON string: invalid UTF-8 as U+FFFD,
+// as encoding/json writes it (HTML characters are left as they are: no
+// client renders these bodies as HTML).
+func appendJSONString(dst []byte, s string) []byte { return appendJSONBytes(dst, s) }
 
 // isNull reports whether raw is absent or the JSON null.
 func isNull(raw json.RawMessage) bool {
@@ -169,26 +160,6 @@ func namedChoice(name string) ChatNamedChoice {
 	return c
 }
 
-// ChatCompletion is a chat answer as the surfaces read it.
-type ChatCompletion struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Created int64  `json:"created"`
-	Choices []struct {
-		Message struct {
-			Content          *string `json:"content"`
-			ReasoningContent string  `json:"reasoning_content"`
-			Refusal          *string `json:"refusal"`
-			ToolCalls        []struct {
-				ID       string       `json:"id"`
-				Function ChatFunction `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *ChatUsage `json:"usage"`
-}
-
 // ChatUsage is a chat answer's token counts.
 type ChatUsage struct {
 	PromptTokens        int `json:"prompt_tokens"`
@@ -254,4 +225,232 @@ func (e ChatAPIError) CodeString() string {
 		return fmt.Sprint(int64(c))
 	}
 	return ""
+}
+
+// AppendChatRequest appends c encoded as encoding/json would encode it
+// (the same fields and omissions; max_tokens last, for
+// UseMaxCompletionTokens), without reflection for the common shapes: string or []ChatPart content, a string or named
+// tool_choice. Other values take encoding/json.
+func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
+	b = append(b, `{"model":`...)
+	b = appendJSONBytes(b, c.Model)
+	b = append(b, `,"messages":`...)
+	if c.Messages == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range c.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendChatMessage(b, &c.Messages[i]); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	var err error
+	if c.Temperature != nil {
+		b = append(b, `,"temperature":`...)
+		if b, err = appendFloat(b, *c.Temperature); err != nil {
+			return nil, err
+		}
+	}
+	if c.TopP != nil {
+		b = append(b, `,"top_p":`...)
+		if b, err = appendFloat(b, *c.TopP); err != nil {
+			return nil, err
+		}
+	}
+	if len(c.Stop) > 0 {
+		b = append(b, `,"stop":[`...)
+		for i, s := range c.Stop {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONBytes(b, s)
+		}
+		b = append(b, ']')
+	}
+	if c.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if c.StreamOptions != nil {
+		b = append(b, `,"stream_options":{"include_usage":`...)
+		b = strconv.AppendBool(b, c.StreamOptions.IncludeUsage)
+		b = append(b, '}')
+	}
+	if len(c.Tools) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i := range c.Tools {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			f := &c.Tools[i].Function
+			b = append(b, `{"type":`...)
+			b = appendJSONBytes(b, c.Tools[i].Type)
+			b = append(b, `,"function":{"name":`...)
+			b = appendJSONBytes(b, f.Name)
+			if f.Description != "" {
+				b = append(b, `,"description":`...)
+				b = appendJSONBytes(b, f.Description)
+			}
+			if len(f.Parameters) > 0 {
+				b = append(b, `,"parameters":`...)
+				b = append(b, f.Parameters...)
+			}
+			if f.Strict != nil {
+				b = append(b, `,"strict":`...)
+				b = strconv.AppendBool(b, *f.Strict)
+			}
+			b = append(b, "}}"...)
+		}
+		b = append(b, ']')
+	}
+	switch tc := c.ToolChoice.(type) {
+	case nil:
+	case string:
+		b = append(b, `,"tool_choice":`...)
+		b = appendJSONBytes(b, tc)
+	case ChatNamedChoice:
+		b = append(b, `,"tool_choice":{"type":`...)
+		b = appendJSONBytes(b, tc.Type)
+		b = append(b, `,"function":{"name":`...)
+		b = appendJSONBytes(b, tc.Function.Name)
+		b = append(b, "}}"...)
+	default:
+		j, err := json.Marshal(tc)
+		if err != nil {
+			return nil, reqErr("tool_choice", "cannot be encoded: %v", err)
+		}
+		b = append(b, `,"tool_choice":`...)
+		b = append(b, j...)
+	}
+	if c.ParallelToolCalls != nil {
+		b = append(b, `,"parallel_tool_calls":`...)
+		b = strconv.AppendBool(b, *c.ParallelToolCalls)
+	}
+	if c.User != "" {
+		b = append(b, `,"user":`...)
+		b = appendJSONBytes(b, c.User)
+	}
+	if len(c.ResponseFormat) > 0 {
+		b = append(b, `,"response_format":`...)
+		b = append(b, c.ResponseFormat...)
+	}
+	if c.ReasoningEffort != "" {
+		b = append(b, `,"reasoning_effort":`...)
+		b = appendJSONBytes(b, c.ReasoningEffort)
+	}
+	if c.MaxTokens != nil {
+		b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
+		b = strconv.AppendInt(b, int64(*c.MaxTokens), 10)
+	}
+	return append(b, '}'), nil
+}
+
+// UseMaxCompletionTokens renames a translated chat body's output budget
+// from max_tokens to max_completion_tokens, the name OpenAI's API takes
+// for every model (its reasoning models refuse max_tokens). The surfaces
+// write max_tokens as the body's last member, so this costs a look at
+// the body's end, not a parse; a body in another shape is returned as
+// it is.
+func UseMaxCompletionTokens(body []byte) []byte {
+	const key = `,"max_tokens":`
+	n := len(body)
+	if n < len(key)+2 || body[n-1] != '}' {
+		return body
+	}
+	i := n - 2
+	for i >= 0 && body[i] >= '0' && body[i] <= '9' {
+		i--
+	}
+	if i == n-2 || i+1 < len(key) || string(body[i+1-len(key):i+1]) != key {
+		return body
+	}
+	at := i + 1 - len(key)
+	out := make([]byte, 0, n+11)
+	out = append(out, body[:at]...)
+	out = append(out, `,"max_completion_tokens":`...)
+	return append(out, body[i+1:]...)
+}
+
+func appendFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, reqErr("", "a number is out of range")
+	}
+	j, _ := json.Marshal(f) // encoding/json's float format
+	return append(b, j...), nil
+}
+
+func appendChatMessage(b []byte, m *ChatMessage) ([]byte, error) {
+	b = append(b, `{"role":`...)
+	b = appendJSONBytes(b, m.Role)
+	b = append(b, `,"content":`...)
+	switch c := m.Content.(type) {
+	case nil:
+		b = append(b, "null"...)
+	case string:
+		b = appendJSONBytes(b, c)
+	case []ChatPart:
+		if c == nil {
+			b = append(b, "null"...)
+			break
+		}
+		b = append(b, '[')
+		for i := range c {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			p := &c[i]
+			b = append(b, `{"type":`...)
+			b = appendJSONBytes(b, p.Type)
+			if p.Text != "" {
+				b = append(b, `,"text":`...)
+				b = appendJSONBytes(b, p.Text)
+			}
+			if p.ImageURL != nil {
+				b = append(b, `,"image_url":{"url":`...)
+				b = appendJSONBytes(b, p.ImageURL.URL)
+				if p.ImageURL.Detail != "" {
+					b = append(b, `,"detail":`...)
+					b = appendJSONBytes(b, p.ImageURL.Detail)
+				}
+				b = append(b, '}')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	default:
+		j, err := json.Marshal(c)
+		if err != nil {
+			return nil, reqErr("messages", "a message cannot be encoded: %v", err)
+		}
+		b = append(b, j...)
+	}
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i := range m.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			tc := &m.ToolCalls[i]
+			b = append(b, `{"id":`...)
+			b = appendJSONBytes(b, tc.ID)
+			b = append(b, `,"type":`...)
+			b = appendJSONBytes(b, tc.Type)
+			b = append(b, `,"function":{"name":`...)
+			b = appendJSONBytes(b, tc.Function.Name)
+			b = append(b, `,"arguments":`...)
+			b = appendJSONBytes(b, tc.Function.Arguments)
+			b = append(b, "}}"...)
+		}
+		b = append(b, ']')
+	}
+	if m.ToolCallID != "" {
+		b = append(b, `,"tool_call_id":`...)
+		b = appendJSONBytes(b, m.ToolCallID)
+	}
+	return append(b, '}'), nil
 }

@@ -1,0 +1,311 @@
+package wire
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
+)
+
+// completion is a chat.completion's first choice as the answer
+// translations read it: string values as their tokens (nil when absent
+// or null), slices of the answer.
+type completion struct {
+	id, content, reasoning, refusal, finish []byte
+	calls                                   []compCall
+	usage                                   ChatUsage
+	hasUsage                                bool
+	stack                                   [4]compCall
+}
+
+type compCall struct{ id, name, args []byte }
+
+// readCompletion walks a chat.completion once.
+func readCompletion(chat []byte, c *completion) error {
+	if firstByte(chat) != '{' || !jsonvalid.Valid(chat) {
+		return reqErr("", "the answer is not a JSON object")
+	}
+	c.calls = c.stack[:0]
+	var choices []byte
+	var err error
+	it := newIter(chat[skipWS(chat, 0):])
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "id":
+			c.id, err = strTok(v, nil, "id")
+		case "choices":
+			choices, err = arrTok(v, nil, "choices")
+		case "usage":
+			if firstByte(v) == '{' {
+				c.hasUsage = true
+				err = readUsage(v, &c.usage)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	ci := newIter(choices)
+	_, ch, ok := ci.next()
+	if choices == nil || !ok {
+		return reqErr("choices", "the answer has no choice")
+	}
+	if firstByte(ch) != '{' {
+		return reqErr("choices[0]", "must be an object")
+	}
+	var msg []byte
+	fi := newIter(ch)
+	for {
+		k, v, ok := fi.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "message":
+			msg, err = objTok(v, nil, "choices[0].message")
+		case "finish_reason":
+			c.finish, err = strTok(v, nil, "choices[0].finish_reason")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	mi := newIter(msg)
+	for msg != nil {
+		k, v, ok := mi.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "content":
+			c.content, err = strTok(v, nil, "message.content")
+		case "reasoning_content":
+			c.reasoning, err = strTok(v, nil, "message.reasoning_content")
+		case "reasoning":
+			// Some OpenAI-compatible servers name it reasoning; the
+			// reasoning_content of the same answer wins.
+			if firstByte(v) == '"' && c.reasoning == nil {
+				c.reasoning = v
+			}
+		case "refusal":
+			c.refusal, err = strTok(v, nil, "message.refusal")
+		case "tool_calls":
+			var calls []byte
+			if calls, err = arrTok(v, nil, "message.tool_calls"); calls != nil {
+				err = readCalls(calls, c)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readCalls(raw []byte, c *completion) error {
+	ti := newIter(raw)
+	for {
+		_, tc, ok := ti.next()
+		if !ok {
+			return nil
+		}
+		if firstByte(tc) != '{' {
+			return reqErr("message.tool_calls", "must hold objects")
+		}
+		var x compCall
+		var err error
+		fi := newIter(tc)
+		for {
+			k, v, ok := fi.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "id":
+				x.id, err = strTok(v, nil, "tool_calls.id")
+			case "function":
+				var f []byte
+				if f, err = objTok(v, nil, "tool_calls.function"); f != nil {
+					gi := newIter(f)
+					for err == nil {
+						k, v, ok := gi.next()
+						if !ok {
+							break
+						}
+						switch string(k) {
+						case "name":
+							x.name, err = strTok(v, nil, "tool_calls.function.name")
+						case "arguments":
+							x.args, err = strTok(v, nil, "tool_calls.function.arguments")
+						}
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		c.calls = append(c.calls, x)
+	}
+}
+
+func readUsage(raw []byte, u *ChatUsage) error {
+	var err error
+	ui := newIter(raw)
+	for {
+		k, v, ok := ui.next()
+		if !ok {
+			return nil
+		}
+		switch string(k) {
+		case "prompt_tokens":
+			u.PromptTokens, _, err = intVal(v, nil, "usage.prompt_tokens")
+		case "completion_tokens":
+			u.CompletionTokens, _, err = intVal(v, nil, "usage.completion_tokens")
+		case "total_tokens":
+			u.TotalTokens, _, err = intVal(v, nil, "usage.total_tokens")
+		case "prompt_tokens_details":
+			if firstByte(v) == '{' {
+				u.PromptTokensDetails = &struct {
+					CachedTokens int `json:"cached_tokens"`
+				}{}
+				di := newIter(v)
+				for err == nil {
+					k, v, ok := di.next()
+					if !ok {
+						break
+					}
+					if string(k) == "cached_tokens" {
+						u.PromptTokensDetails.CachedTokens, _, err = intVal(v, nil, "usage.prompt_tokens_details.cached_tokens")
+					}
+				}
+			}
+		case "completion_tokens_details":
+			if firstByte(v) == '{' {
+				u.CompletionTokensDetails = &struct {
+					ReasoningTokens int `json:"reasoning_tokens"`
+				}{}
+				di := newIter(v)
+				for err == nil {
+					k, v, ok := di.next()
+					if !ok {
+						break
+					}
+					if string(k) == "reasoning_tokens" {
+						u.CompletionTokensDetails.ReasoningTokens, _, err = intVal(v, nil, "usage.completion_tokens_details.reasoning_tokens")
+					}
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// ChatToMessages translates a chat.completion into a Messages answer.
+// model is the model the client asked for (the answer names it, as
+// Anthropic's does).
+func ChatToMessages(chat []byte, model string) ([]byte, error) {
+	var c completion
+	if err := readCompletion(chat, &c); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(chat)+256)
+	b = append(b, `{"id":"`...)
+	if !bytes.HasPrefix(c.id, []byte(`"msg_`)) {
+		b = append(b, "msg_"...)
+	}
+	b = appendTokText(b, c.id)
+	b = append(b, `","type":"message","role":"assistant","model":`...)
+	b = appendJSONBytes(b, model)
+	b = append(b, `,"content":[`...)
+	n := 0
+	sep := func() {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+	}
+	if len(c.reasoning) > 2 {
+		sep()
+		b = append(b, `{"type":"thinking","thinking":`...)
+		b = appendTok(b, c.reasoning)
+		b = append(b, `,"signature":""}`...)
+	}
+	if t := c.content; len(t) <= 2 {
+		t = c.refusal
+		if len(t) > 2 {
+			c.content = t
+		}
+	}
+	if len(c.content) > 2 {
+		sep()
+		b = append(b, `{"type":"text","text":`...)
+		b = appendTok(b, c.content)
+		b = append(b, '}')
+	}
+	var args []byte
+	for i := range c.calls {
+		tc := &c.calls[i]
+		sep()
+		b = append(b, `{"type":"tool_use"`...)
+		if len(tc.id) > 2 {
+			b = append(b, `,"id":`...)
+			b = appendTok(b, tc.id)
+		}
+		if len(tc.name) > 2 {
+			b = append(b, `,"name":`...)
+			b = appendTok(b, tc.name)
+		}
+		b = append(b, `,"input":`...)
+		args = unquote(args[:0], tc.args)
+		in := bytes.TrimSpace(args)
+		if len(in) == 0 || in[0] != '{' || !jsonvalid.Valid(in) {
+			in = []byte(`{}`)
+		}
+		b = append(b, in...)
+		b = append(b, '}')
+	}
+	b = append(b, `],"stop_reason":`...)
+	b = appendJSONBytes(b, StopReason(str(c.finish)))
+	in, cached := c.usage.PromptTokens, 0
+	if d := c.usage.PromptTokensDetails; d != nil && d.CachedTokens <= in {
+		in -= d.CachedTokens
+		cached = d.CachedTokens
+	}
+	b = append(b, `,"stop_sequence":null,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(in), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(c.usage.CompletionTokens), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
+	return append(b, `,"cache_creation_input_tokens":0}}`...), nil
+}
+
+// ChatToRespOutput reads a chat.completion's output.
+func ChatToRespOutput(chat []byte) (*RespOutput, error) {
+	var c completion
+	if err := readCompletion(chat, &c); err != nil {
+		return nil, err
+	}
+	o := &RespOutput{Finish: str(c.finish), Reasoning: str(c.reasoning), Text: str(c.content), UpstreamID: str(c.id)}
+	if len(c.calls) > 0 {
+		o.Calls = make([]ChatToolCall, len(c.calls))
+	}
+	for i := range c.calls {
+		tc := &c.calls[i]
+		args := str(tc.args)
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		o.Calls[i] = ChatToolCall{ID: str(tc.id), Type: "function", Function: ChatFunction{Name: str(tc.name), Arguments: args}}
+	}
+	o.Usage, o.HasUsage = c.usage, c.hasUsage
+	return o, nil
+}
