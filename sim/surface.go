@@ -59,7 +59,7 @@ func (s *sim) nativeResume(id int32, a *model.Attempt) bool {
 	}
 	err := &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model,
 		Message: fmt.Sprintf("the request cannot be prefilled: %s is served natively", a.Provider)}
-	_, ans := r.flow.RecordLocal(s.now, s.eng, a, err)
+	_, ans := r.flow.Record(s.now, s.eng, model.Report{Kind: model.ReportLocal, Attempt: a, Err: err})
 	s.drain()
 	if ans != nil {
 		s.answer(id, ans, abortNone)
