@@ -14,8 +14,8 @@ import "slices"
 //	    step := f.Next(now, eng, &sel)
 //	    switch step.Kind {
 //	    case StepAttempt: outcome := call upstream with step.Attempt
-//	                      f.Record(now, eng, model.Report{Attempt: &step.Attempt,
-//	                          Outcome: outcome, Committed: committed})
+//	                      f.Record(now, eng, &step.Attempt,
+//	                          model.Report{Outcome: outcome, Committed: committed})
 //	    case StepWait:    sleep step.WaitMs (a client abort ends the request: 499)
 //	    case StepAnswer:  answer the client; done
 //	    }
@@ -363,11 +363,13 @@ var reportKindNames = enumNames{"outcome", "local", "local_cut", "unsupported", 
 
 func (k ReportKind) String() string { return reportKindNames.name(uint8(k), "ReportKind") }
 
-// Report is what the shell tells the flow about one attempt it began
-// (Step.Attempt). Kind tags which of the other fields count.
+// Report is what the shell tells the flow about how one attempt it began
+// ended. Kind tags which of the other fields count. The attempt itself is
+// Record's own argument: escape analysis does not tell a struct's fields
+// apart, and Outcome and Err are kept by the flow, so an attempt pointer
+// beside them would move the caller's Step to the heap on every attempt.
 type Report struct {
 	Kind    ReportKind
-	Attempt *Attempt
 	Outcome Outcome // ReportOutcome
 	Err     *Error  // every kind but ReportOutcome
 	// Committed: some byte of the answer already reached the client; a
@@ -376,22 +378,23 @@ type Report struct {
 	Committed bool
 }
 
-// Record reports how an attempt ended (docs/selection.md). It returns the
-// verdict and, when the flow is over, the answer (otherwise nil: call Next).
-func (f *Flow) Record(now Time, e *Engine, r Report) (Verdict, *Step) {
+// Record reports how attempt a (a Step.Attempt of this flow) ended
+// (docs/selection.md). It returns the verdict and, when the flow is over,
+// the answer (otherwise nil: call Next).
+func (f *Flow) Record(now Time, e *Engine, a *Attempt, r Report) (Verdict, *Step) {
 	switch r.Kind {
 	case ReportLocal:
-		e.unuse(now, r.Attempt) // it never reached the upstream: not a use (least-used, p2c)
-		return f.recordLocal(now, e, r.Attempt, r.Err, false)
+		e.unuse(now, a) // it never reached the upstream: not a use (least-used, p2c)
+		return f.recordLocal(now, e, a, r.Err, false)
 	case ReportLocalCut:
-		return f.recordLocal(now, e, r.Attempt, r.Err, r.Committed)
+		return f.recordLocal(now, e, a, r.Err, r.Committed)
 	case ReportUnsupported:
-		f.recordUnsupported(now, e, r.Attempt, r.Err)
+		f.recordUnsupported(now, e, a, r.Err)
 		return Verdict{}, nil
 	case ReportCut:
-		return f.recordCut(now, e, r.Attempt, r.Err, r.Committed)
+		return f.recordCut(now, e, a, r.Err, r.Committed)
 	}
-	return f.recordOutcome(now, e, r.Attempt, r.Outcome, r.Committed)
+	return f.recordOutcome(now, e, a, r.Outcome, r.Committed)
 }
 
 // recordOutcome is ReportOutcome: the spend wall sees the outcome first

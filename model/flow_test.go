@@ -33,13 +33,13 @@ func driveFlow(t *testing.T, e *Engine, now Time, name string, unfit map[string]
 		case StepAttempt:
 			if unfit[st.Attempt.Provider] {
 				trail = append(trail, "unfit:"+st.Attempt.Provider)
-				f.Record(now, e, Report{Kind: ReportUnsupported, Attempt: &st.Attempt, Err: &Error{Code: CodeUnsupportedByProviderType, Provider: st.Attempt.Provider, Message: "cannot express"}})
+				f.Record(now, e, &st.Attempt, Report{Kind: ReportUnsupported, Err: &Error{Code: CodeUnsupportedByProviderType, Provider: st.Attempt.Provider, Message: "cannot express"}})
 				continue
 			}
 			trail = append(trail, st.Attempt.Provider+"/"+st.Attempt.Connection)
 			o, committed := respond(&st.Attempt, len(trail))
 			now = now.Add(10)
-			if _, ans := f.Record(now, e, Report{Attempt: &st.Attempt, Outcome: o, Committed: committed}); ans != nil {
+			if _, ans := f.Record(now, e, &st.Attempt, Report{Outcome: o, Committed: committed}); ans != nil {
 				return *ans, trail, now, f.Attempts()
 			}
 		}
@@ -241,14 +241,14 @@ func TestFlowDeadlineCutIsBudgetExhausted(t *testing.T) {
 	f := e.StartFlow(at(0), route(t, e, "a/m1"), "", nil)
 	var sel Selection
 	st := f.Next(at(0), e, &sel)
-	_, ans := f.Record(f.Deadline(), e, Report{Attempt: &st.Attempt, Outcome: Outcome{Kind: OutcomeClientAbort}})
+	_, ans := f.Record(f.Deadline(), e, &st.Attempt, Report{Outcome: Outcome{Kind: OutcomeClientAbort}})
 	if ans == nil || ans.Err == nil || ans.Err.Code != CodeBudgetExhausted || ans.Status != 503 {
 		t.Fatalf("%+v", ans)
 	}
 	// A real client abort before the deadline is a 499.
 	f.Reset(e, at(200), route(t, e, "a/m1"), "", nil)
 	st = f.Next(at(200), e, &sel)
-	_, ans = f.Record(at(210), e, Report{Attempt: &st.Attempt, Outcome: Outcome{Kind: OutcomeClientAbort}})
+	_, ans = f.Record(at(210), e, &st.Attempt, Report{Outcome: Outcome{Kind: OutcomeClientAbort}})
 	if ans == nil || ans.Status != 499 {
 		t.Fatalf("%+v", ans)
 	}
@@ -307,7 +307,7 @@ func TestFlowRecordCutAnswersItsError(t *testing.T) {
 		f := e.StartFlow(at(0), route(t, e, "a/m1"), "", nil)
 		var sel Selection
 		st := f.Next(at(0), e, &sel)
-		_, ans := f.Record(at(10), e, Report{Kind: ReportCut, Attempt: &st.Attempt, Err: cut, Committed: committed})
+		_, ans := f.Record(at(10), e, &st.Attempt, Report{Kind: ReportCut, Err: cut, Committed: committed})
 		want, res := 503, ResultRejected
 		if committed {
 			want, res = 200, ResultStreamError
@@ -348,7 +348,7 @@ func TestFlowRecordLocalIsNoUse(t *testing.T) {
 	if u := connOf(e, "a", "k1").Uses; u != 1 {
 		t.Fatalf("Begin counts a use: %d", u)
 	}
-	f.Record(at(1), e, Report{Kind: ReportLocal, Attempt: &st.Attempt, Err: &Error{Code: CodeSemaphoreTimeout}})
+	f.Record(at(1), e, &st.Attempt, Report{Kind: ReportLocal, Err: &Error{Code: CodeSemaphoreTimeout}})
 	if u := connOf(e, "a", "k1").Uses; u != 0 {
 		t.Fatalf("a refused attempt is no use: %d", u)
 	}

@@ -242,7 +242,7 @@ func TestFlowRecordLocalSpec5(t *testing.T) {
 	if st.Kind != StepAttempt {
 		t.Fatalf("want an attempt, got %v", st.Kind)
 	}
-	_, ans := f.Record(at(0), e, Report{Kind: ReportLocal, Attempt: &st.Attempt, Err: &Error{Code: CodeRateLimitQueueTimeout, RetryAfterMs: 4000}})
+	_, ans := f.Record(at(0), e, &st.Attempt, Report{Kind: ReportLocal, Err: &Error{Code: CodeRateLimitQueueTimeout, RetryAfterMs: 4000}})
 	if ans == nil {
 		st = f.Next(at(0), e, &sel)
 		ans = &st

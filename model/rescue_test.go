@@ -334,7 +334,7 @@ func TestRescueRulesProperty(t *testing.T) {
 				}
 				o := outs[rapid.IntRange(0, len(outs)-1).Draw(rt, "outcome")]
 				now = now.Add(rapid.Int64Range(1, 500).Draw(rt, "latency"))
-				v, ans := f.Record(now, e, Report{Attempt: &att, Outcome: o})
+				v, ans := f.Record(now, e, &att, Report{Outcome: o})
 				switch v.Next {
 				case NextRetry:
 					stalled = append(stalled, ref)
@@ -397,7 +397,7 @@ func BenchmarkFlowRescue(b *testing.B) {
 					if n == 0 {
 						o = bc.first
 					}
-					if _, ans := f.Record(now, e, Report{Attempt: &st.Attempt, Outcome: o}); ans != nil {
+					if _, ans := f.Record(now, e, &st.Attempt, Report{Outcome: o}); ans != nil {
 						break
 					}
 				}

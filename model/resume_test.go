@@ -144,7 +144,7 @@ func TestResumeBlockedByTheShell(t *testing.T) {
 	f.ResumeBlocked = true
 	var sel Selection
 	st := f.Next(at(0), e, &sel)
-	if _, ans := f.Record(at(10), e, Report{Attempt: &st.Attempt, Outcome: cut, Committed: true}); ans == nil || ans.Result != ResultStreamError {
+	if _, ans := f.Record(at(10), e, &st.Attempt, Report{Outcome: cut, Committed: true}); ans == nil || ans.Result != ResultStreamError {
 		t.Fatalf("%+v", ans)
 	}
 }
@@ -294,7 +294,7 @@ func TestResumePropertiesRapid(t *testing.T) {
 			}
 			committed = c
 			now = now.Add(10)
-			if _, ans := f.Record(now, e, Report{Attempt: &a, Outcome: o, Committed: c}); ans != nil {
+			if _, ans := f.Record(now, e, &a, Report{Outcome: o, Committed: c}); ans != nil {
 				if committed && !(ans.Result == ResultStreamError || ans.Result == ResultFallback || ans.Result == ResultServed || ans.Status == 499) {
 					rt.Fatalf("a committed stream answered %+v", ans)
 				}

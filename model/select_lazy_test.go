@@ -130,7 +130,7 @@ func TestFlowListsTheRestPastASkippedTarget(t *testing.T) {
 	if st.Kind != StepAttempt || st.Attempt.Provider != "a" {
 		t.Fatalf("first step %+v", st)
 	}
-	_, done := f.Record(at(sec(1)), e, Report{Attempt: &st.Attempt, Outcome: withBody(400, "maximum context length exceeded")})
+	_, done := f.Record(at(sec(1)), e, &st.Attempt, Report{Outcome: withBody(400, "maximum context length exceeded")})
 	if done != nil {
 		t.Fatalf("answered %+v", done)
 	}

@@ -21,7 +21,7 @@ func BenchmarkSpendWallLaneRequest(b *testing.B) {
 		if !st.Attempt.SlowLane {
 			b.Fatal("not on the lane")
 		}
-		f.Record(now, e, Report{Attempt: &st.Attempt, Outcome: ok})
+		f.Record(now, e, &st.Attempt, Report{Outcome: ok})
 		e.changes = e.changes[:0]
 	}
 }
@@ -41,9 +41,9 @@ func BenchmarkSpendWallInterceptAndRetry(b *testing.B) {
 		e.provs[0].conns[0].lane = LaneState{}
 		f.Reset(e, now, r, "", nil)
 		st := f.Next(now, e, &sel)
-		f.Record(now, e, Report{Attempt: &st.Attempt, Outcome: wallOut})
+		f.Record(now, e, &st.Attempt, Report{Outcome: wallOut})
 		st = f.Next(now, e, &sel)
-		f.Record(now, e, Report{Attempt: &st.Attempt, Outcome: ok})
+		f.Record(now, e, &st.Attempt, Report{Outcome: ok})
 		e.changes = e.changes[:0]
 	}
 }

@@ -73,7 +73,7 @@ func TestSpendWallRapidInvariants(t *testing.T) {
 					now = now.Add(rapid.Int64Range(1, 5000).Draw(rt, "latency"))
 					beforeConn := e.provs[0].conns[ci].st
 					beforeBreaker := e.provs[0].breaker.clone()
-					v, ans := f.Record(now, e, Report{Attempt: &a, Outcome: o})
+					v, ans := f.Record(now, e, &a, Report{Outcome: o})
 					if v.Reason == ReasonSpendWall {
 						c := e.provs[0].conns[ci].st
 						if c.RateLimitedUntil != beforeConn.RateLimitedUntil || c.BackoffLevel != beforeConn.BackoffLevel ||

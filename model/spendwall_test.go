@@ -76,7 +76,7 @@ func swDrive(t *testing.T, e *Engine, now Time, respond func(a *Attempt, n int) 
 			trail = append(trail, s)
 			o := respond(&st.Attempt, len(trail))
 			now = now.Add(10)
-			if _, ans := f.Record(now, e, Report{Attempt: &st.Attempt, Outcome: o}); ans != nil {
+			if _, ans := f.Record(now, e, &st.Attempt, Report{Outcome: o}); ans != nil {
 				return *ans, trail, now
 			}
 		}

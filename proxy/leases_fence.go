@@ -125,7 +125,7 @@ func (rs *reqState) leaseFenceRefuses(a *model.Attempt) (bool, int) {
 func (rs *reqState) abandonAttempt(a *model.Attempt) {
 	g := rs.g
 	g.lock()
-	rs.flow.Record(g.modelNow(), g.eng, model.Report{Attempt: a, Outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
+	rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
 	g.unlock()
 }
 

@@ -72,7 +72,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 	defer func() {
 		if !recorded { // a panic: free the permit, neutrally
 			g.lock()
-			rs.flow.Record(g.modelNow(), g.eng, model.Report{Attempt: a, Outcome: model.Outcome{Kind: model.OutcomeClientAbort}, Committed: rs.committed})
+			rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Outcome: model.Outcome{Kind: model.OutcomeClientAbort}, Committed: rs.committed})
 			g.unlock()
 		}
 	}()
@@ -202,7 +202,7 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 		return rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}})
 	}
 	g.lock()
-	rs.flow.Record(g.modelNow(), g.eng, model.Report{Kind: model.ReportUnsupported, Attempt: a, Err: merr})
+	rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportUnsupported, Err: merr})
 	g.unlock()
 	g.log.Debug("target passed over: its provider type cannot express the request",
 		"request_id", rs.logID, "provider", a.Provider, "model", a.Model, "error", merr.Message)
@@ -269,12 +269,12 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
 	if out.local != nil && out.local.Code == model.CodeShuttingDown {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, model.Report{Kind: model.ReportCut, Attempt: a, Err: out.local, Committed: out.committed})
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportCut, Err: out.local, Committed: out.committed})
 	} else if !out.dispatched && out.local != nil {
 		// The admission stage refused it: as the simulator records it.
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, model.Report{Kind: model.ReportLocal, Attempt: a, Err: out.local})
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportLocal, Err: out.local})
 	} else {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, model.Report{Attempt: a, Outcome: out.outcome, Committed: out.committed})
+		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Outcome: out.outcome, Committed: out.committed})
 	}
 	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
 		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)

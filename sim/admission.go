@@ -316,7 +316,7 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	s.release(id)
 	delete(s.adm.pending, id)
 	s.unchecked(q)
-	_, ans := r.flow.Record(s.now, s.eng, model.Report{Attempt: &q.a, Outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
+	_, ans := r.flow.Record(s.now, s.eng, &q.a, model.Report{Outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
 	s.drain()
 	// The attempt was begun on this connection, which the gateway names in
 	// its answer (and log) whether or not it was dispatched.
@@ -360,7 +360,7 @@ func (s *sim) refuse(id int32, q *queued, code model.Code, retryMs int64) {
 	err := &model.Error{Code: code, Provider: q.a.Provider, Model: q.a.Model, RetryAfterMs: retryMs,
 		Message: fmt.Sprintf("admission refused on %s/%s", q.a.Provider, q.a.Connection)}
 	s.traceQueue(id, q, string(code), retryMs)
-	_, ans := r.flow.Record(s.now, s.eng, model.Report{Kind: model.ReportLocal, Attempt: &q.a, Err: err})
+	_, ans := r.flow.Record(s.now, s.eng, &q.a, model.Report{Kind: model.ReportLocal, Err: err})
 	s.drain()
 	r.lastConn, r.hasLast = model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}, true
 	if ans != nil {

@@ -623,9 +623,9 @@ func (s *sim) attemptEnd(at int32) {
 	var v model.Verdict
 	var ans *model.Step
 	if x.execCut && x.abort == abortNone {
-		v, ans = r.flow.Record(s.now, s.eng, model.Report{Kind: model.ReportLocalCut, Attempt: &x.a, Err: model.ExecutionTimeout(), Committed: x.committed})
+		v, ans = r.flow.Record(s.now, s.eng, &x.a, model.Report{Kind: model.ReportLocalCut, Err: model.ExecutionTimeout(), Committed: x.committed})
 	} else {
-		v, ans = r.flow.Record(s.now, s.eng, model.Report{Attempt: &x.a, Outcome: x.out, Committed: x.committed})
+		v, ans = r.flow.Record(s.now, s.eng, &x.a, model.Report{Outcome: x.out, Committed: x.committed})
 	}
 	s.drain()
 	if !s.opts.NoInvariants {

@@ -59,7 +59,7 @@ func (s *sim) nativeResume(id int32, a *model.Attempt) bool {
 	}
 	err := &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider, Model: a.Model,
 		Message: fmt.Sprintf("the request cannot be prefilled: %s is served natively", a.Provider)}
-	_, ans := r.flow.Record(s.now, s.eng, model.Report{Kind: model.ReportLocal, Attempt: a, Err: err})
+	_, ans := r.flow.Record(s.now, s.eng, a, model.Report{Kind: model.ReportLocal, Err: err})
 	s.drain()
 	if ans != nil {
 		s.answer(id, ans, abortNone)
@@ -90,7 +90,7 @@ func (s *sim) passedOver(id int32, a *model.Attempt) bool {
 	// The gateway names the connection it chose (X-Breakwater-Connection)
 	// even when its type could not take the request: so does servedBy.
 	r.lastConn, r.hasLast = model.ConnRef{Provider: a.Provider, Connection: a.Connection}, true
-	r.flow.Record(s.now, s.eng, model.Report{Kind: model.ReportUnsupported, Attempt: a, Err: &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider,
+	r.flow.Record(s.now, s.eng, a, model.Report{Kind: model.ReportUnsupported, Err: &model.Error{Code: model.CodeUnsupportedByProviderType, Provider: a.Provider,
 		Message: "provider type " + typ + " cannot serve the " + format + " format"}})
 	s.drain()
 	return true
