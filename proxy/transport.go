@@ -140,6 +140,24 @@ func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.
 	return resp, err
 }
 
+// drainAfterDone reads what follows a stream's [DONE] (on HTTP/1.1 the
+// chunked body's last chunk, which usually arrives with it or right
+// after) so that the Transport sees the body end and keeps the connection
+// for the next request. A body closed before its end costs the
+// connection: the next request dials (and on https, handshakes) a new
+// one. Bounded in bytes and time: an upstream that sends more after
+// [DONE], or holds the body open, has its connection closed as before.
+func drainAfterDone(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	io.CopyN(io.Discard, body, maxDrain)
+	t.Stop()
+}
+
+const (
+	drainWait = 10 * time.Millisecond
+	maxDrain  = 4 << 10
+)
+
 // scrubHeader replaces the connection's key wherever an answer's head
 // quotes it: the gateway passes some upstream header values on (the
 // Content-Type, X-Request-Id as X-Upstream-Request-Id), and an upstream may

@@ -836,7 +836,8 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 				} else if _, err := w.Write(raw); err != nil {
 					return gone
 				}
-				return delivered // attempt flushes the end once the outcome is recorded and counted
+				drainAfterDone(resp.Body) // transport.go: keeps the connection for the next request
+				return delivered          // attempt flushes the end once the outcome is recorded and counted
 			}
 		}
 		if !committed {
