@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"compress/gzip"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -121,19 +122,24 @@ func idleConnsFor(p ProviderConfig, global int) int {
 	return n
 }
 
-// roundTrip sends one attempt's request on its provider's Transport.
-// Redirects are not followed: a 3xx is the upstream's answer.
-func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
-	ctx := req.Context()
+// withReuseGuard is an attempt's context for its upstream request: the
+// reuse guard below rides on it. Set before the request is built, so the
+// request is not copied again to carry it.
+func withReuseGuard(ctx context.Context) context.Context {
 	if httptrace.ContextClientTrace(ctx) == nil {
-		ctx = httptrace.WithClientTrace(ctx, reuseGuard)
-	} else {
-		// WithClientTrace composes the hooks already there into the trace
-		// it is given: the shared one must not be that trace.
-		g := *reuseGuard
-		ctx = httptrace.WithClientTrace(ctx, &g)
+		return httptrace.WithClientTrace(ctx, reuseGuard)
 	}
-	resp, err := p.pool.transport(header).RoundTrip(req.WithContext(ctx))
+	// WithClientTrace composes the hooks already there into the trace it
+	// is given: the shared one must not be that trace.
+	g := *reuseGuard
+	return httptrace.WithClientTrace(ctx, &g)
+}
+
+// roundTrip sends one attempt's request, built on a context from
+// withReuseGuard, on its provider's Transport. Redirects are not
+// followed: a 3xx is the upstream's answer.
+func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
+	resp, err := p.pool.transport(header).RoundTrip(req)
 	if err == nil {
 		decodeGzip(resp)
 	}

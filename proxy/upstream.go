@@ -349,12 +349,13 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 
 	var req *http.Request
 	var err error
+	rctx := withReuseGuard(actx)           // the reuse guard (transport.go)
 	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go), encoded by attempt
-		if req, err = newJSONRequest(actx, rs.wireURL, rs.wireBody); err == nil {
+		if req, err = newJSONRequest(rctx, rs.wireURL, rs.wireBody); err == nil {
 			wa.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(actx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
+		req = newPostRequest(rctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
 	}
 	if err != nil {
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
