@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -45,21 +47,112 @@ func BenchmarkGateway(b *testing.B) {
 				body = `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
 			}
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					res, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
-					if err != nil {
-						b.Fatal(err)
-					}
-					io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-					if res.StatusCode != 200 {
-						b.Fatalf("status %d", res.StatusCode)
-					}
-				}
-			})
+			runClients(b, client, addr, body)
 		})
 	}
+}
+
+// BenchmarkFloor is BenchmarkGateway's harness (client, upstream, loopback)
+// with a plain net/http proxy in the gateway's place, as examples/bareproxy
+// is one: the body read whole, a Transport round trip, the answer copied
+// through and flushed. BenchmarkGateway's cpu-ns/op minus this one's is
+// the gateway's own work per request.
+func BenchmarkFloor(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		name := "json"
+		if stream {
+			name = "sse"
+		}
+		b.Run(name, func(b *testing.B) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if strings.Contains(r.Header.Get("Accept"), "event-stream") {
+					sse(streamOpt{chunks: 10})(w, r, 1)
+					return
+				}
+				okJSON("hello there")(w, r, 1)
+			}))
+			defer up.Close()
+			tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
+			defer tr.CloseIdleConnections()
+			bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				in, err := io.ReadAll(r.Body)
+				if err != nil {
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
+				req, err := http.NewRequestWithContext(r.Context(), r.Method, up.URL+r.URL.RequestURI(), bytes.NewReader(in))
+				if err != nil {
+					w.WriteHeader(http.StatusBadGateway)
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				if stream {
+					req.Header.Set("Accept", "text/event-stream")
+				}
+				res, err := tr.RoundTrip(req)
+				if err != nil {
+					w.WriteHeader(http.StatusBadGateway)
+					return
+				}
+				defer res.Body.Close()
+				for k, v := range res.Header {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(res.StatusCode)
+				f := w.(http.Flusher)
+				buf := make([]byte, 4096)
+				for {
+					n, err := res.Body.Read(buf)
+					if n > 0 {
+						w.Write(buf[:n])
+						f.Flush()
+					}
+					if err != nil {
+						return
+					}
+				}
+			}))
+			defer bare.Close()
+			body := `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
+			if stream {
+				body = `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+			}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			runClients(b, client, strings.TrimPrefix(bare.URL, "http://"), body)
+		})
+	}
+}
+
+// runClients posts body to addr from GOMAXPROCS clients in parallel and
+// reports the process's CPU per request beside the wall time.
+func runClients(b *testing.B, client *http.Client, addr, body string) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				b.Fatalf("status %d", res.StatusCode)
+			}
+		}
+	})
+}
+
+// processCPU is the process's user+system CPU time in nanoseconds. On a
+// shared machine wall time per op moves with the neighbours' load; CPU per
+// op (client, gateway and upstream together, all in this process) much less.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

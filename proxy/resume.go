@@ -434,6 +434,7 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 			if _, err := w.Write(doneEvent); err != nil {
 				return gone
 			}
+			drainAfterDone(resp.Body) // transport.go: keeps the connection for the next request
 			return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 		}
 		if ev.FinishReason != "" {

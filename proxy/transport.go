@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"compress/gzip"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -121,24 +122,47 @@ func idleConnsFor(p ProviderConfig, global int) int {
 	return n
 }
 
-// roundTrip sends one attempt's request on its provider's Transport.
-// Redirects are not followed: a 3xx is the upstream's answer.
-func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
-	ctx := req.Context()
+// withReuseGuard is an attempt's context for its upstream request: the
+// reuse guard below rides on it. Set before the request is built, so the
+// request is not copied again to carry it.
+func withReuseGuard(ctx context.Context) context.Context {
 	if httptrace.ContextClientTrace(ctx) == nil {
-		ctx = httptrace.WithClientTrace(ctx, reuseGuard)
-	} else {
-		// WithClientTrace composes the hooks already there into the trace
-		// it is given: the shared one must not be that trace.
-		g := *reuseGuard
-		ctx = httptrace.WithClientTrace(ctx, &g)
+		return httptrace.WithClientTrace(ctx, reuseGuard)
 	}
-	resp, err := p.pool.transport(header).RoundTrip(req.WithContext(ctx))
+	// WithClientTrace composes the hooks already there into the trace it
+	// is given: the shared one must not be that trace.
+	g := *reuseGuard
+	return httptrace.WithClientTrace(ctx, &g)
+}
+
+// roundTrip sends one attempt's request, built on a context from
+// withReuseGuard, on its provider's Transport. Redirects are not
+// followed: a 3xx is the upstream's answer.
+func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
+	resp, err := p.pool.transport(header).RoundTrip(req)
 	if err == nil {
 		decodeGzip(resp)
 	}
 	return resp, err
 }
+
+// drainAfterDone reads what follows a stream's [DONE] (on HTTP/1.1 the
+// chunked body's last chunk, which usually arrives with it or right
+// after) so that the Transport sees the body end and keeps the connection
+// for the next request. A body closed before its end costs the
+// connection: the next request dials (and on https, handshakes) a new
+// one. Bounded in bytes and time: an upstream that sends more after
+// [DONE], or holds the body open, has its connection closed as before.
+func drainAfterDone(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	io.CopyN(io.Discard, body, maxDrain)
+	t.Stop()
+}
+
+const (
+	drainWait = 10 * time.Millisecond
+	maxDrain  = 4 << 10
+)
 
 // scrubHeader replaces the connection's key wherever an answer's head
 // quotes it: the gateway passes some upstream header values on (the

@@ -349,12 +349,13 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 
 	var req *http.Request
 	var err error
+	rctx := withReuseGuard(actx)           // the reuse guard (transport.go)
 	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go), encoded by attempt
-		if req, err = newJSONRequest(actx, rs.wireURL, rs.wireBody); err == nil {
+		if req, err = newJSONRequest(rctx, rs.wireURL, rs.wireBody); err == nil {
 			wa.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(actx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
+		req = newPostRequest(rctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
 	}
 	if err != nil {
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
@@ -445,21 +446,14 @@ func newPostRequest(ctx context.Context, tmpl *http.Request, body []byte) *http.
 		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 		return req
 	}
-	req.Body = newBodyReader(body)
-	req.GetBody = func() (io.ReadCloser, error) { return newBodyReader(body), nil }
+	// A bytes.Reader behind io.NopCloser, which the Transport recognises
+	// as in memory: it then writes head and body in one write. Any other
+	// reader type makes it flush the head first, one more syscall (and
+	// one more wake-up of the upstream) per attempt.
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	return req
 }
-
-// bodyReader is a request body over bytes: a bytes.Reader that closes.
-type bodyReader struct{ bytes.Reader }
-
-func newBodyReader(b []byte) *bodyReader {
-	r := new(bodyReader)
-	r.Reset(b)
-	return r
-}
-
-func (*bodyReader) Close() error { return nil }
 
 // failure maps an error of the upstream call to the outcome the model
 // classifies (docs/classification.md#verdicts "transport" rows), or to a local cause.
@@ -880,6 +874,7 @@ func (p *ssePipe) doneEvent() (res execResult, done bool) {
 	} else if _, err := p.w.Write(p.raw); err != nil {
 		return p.gone(), true
 	}
+	drainAfterDone(p.resp.Body) // transport.go: keeps the connection for the next request
 	return p.delivered(), true
 }
 
