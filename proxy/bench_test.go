@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,8 +130,13 @@ func BenchmarkFloor(b *testing.B) {
 func runClients(b *testing.B, client *http.Client, addr, body string) {
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
-	defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
+	cpu0, g0 := processCPU(), goroutinesCreated()
+	defer func() {
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+		// Each goroutine started is a wake-up to schedule; the difference
+		// to BenchmarkFloor is the gateway's own.
+		b.ReportMetric(float64(goroutinesCreated()-g0)/float64(b.N), "goroutines/op")
+	}()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			res, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -144,6 +150,16 @@ func runClients(b *testing.B, client *http.Client, addr, body string) {
 			}
 		}
 	})
+}
+
+// goroutinesCreated counts the goroutines the process has started.
+func goroutinesCreated() uint64 {
+	s := []rtmetrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // processCPU is the process's user+system CPU time in nanoseconds. On a
