@@ -29,12 +29,7 @@ func readCompletion(chat []byte, c *completion) error {
 	c.calls = c.stack[:0]
 	var choices []byte
 	var err error
-	it := newIter(chat[skipWS(chat, 0):])
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(chat[skipWS(chat, 0):]) {
 		switch string(k) {
 		case "id":
 			c.id, err = strTok(v, nil, "id")
@@ -59,12 +54,7 @@ func readCompletion(chat []byte, c *completion) error {
 		return reqErr("choices[0]", "must be an object")
 	}
 	var msg []byte
-	fi := newIter(ch)
-	for {
-		k, v, ok := fi.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(ch) {
 		switch string(k) {
 		case "message":
 			msg, err = objTok(v, nil, "choices[0].message")
@@ -119,12 +109,7 @@ func readCalls(raw []byte, c *completion) error {
 		}
 		var x compCall
 		var err error
-		fi := newIter(tc)
-		for {
-			k, v, ok := fi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(tc) {
 			switch string(k) {
 			case "id":
 				x.id, err = strTok(v, nil, "tool_calls.id")

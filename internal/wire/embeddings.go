@@ -113,12 +113,7 @@ func GeminiToEmbeddings(native []byte, model string, base64Out bool) ([]byte, er
 		return nil, reqErr("", "the answer is not a JSON object")
 	}
 	var embs []byte
-	it := newIter(native[skipWS(native, 0):])
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(native[skipWS(native, 0):]) {
 		if string(k) == "embeddings" {
 			var err error
 			if embs, err = arrTok(v, nil, "embeddings"); err != nil {
@@ -138,12 +133,7 @@ func GeminiToEmbeddings(native []byte, model string, base64Out bool) ([]byte, er
 		}
 		var vals []byte
 		if firstByte(e) == '{' {
-			fi := newIter(e)
-			for {
-				k, v, ok := fi.next()
-				if !ok {
-					break
-				}
+			for k, v := range members(e) {
 				if string(k) == "values" {
 					var err error
 					if vals, err = arrTok(v, nil, "embeddings.values"); err != nil {

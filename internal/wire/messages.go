@@ -49,12 +49,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 	}
 	var r msgReq
 	var err error
-	it := newIter(body[skipWS(body, 0):])
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(body[skipWS(body, 0):]) {
 		switch string(k) {
 		case "model":
 			r.model, err = strTok(v, nil, "model")
@@ -116,12 +111,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 			n++
 		}
 	}
-	mi := newIter(r.messages)
-	for i := 0; ; i++ {
-		_, m, ok := mi.next()
-		if !ok {
-			break
-		}
+	for i, m := range elements(r.messages) {
 		if b, n, err = msgTurn(b, n, m, i, t); err != nil {
 			return nil, err
 		}
@@ -137,12 +127,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 	}
 	if r.stop != nil && firstByte(r.stop[1:]) != ']' {
 		b = append(b, `,"stop":[`...)
-		si := newIter(r.stop)
-		for j := 0; ; j++ {
-			_, v, ok := si.next()
-			if !ok {
-				break
-			}
+		for j, v := range elements(r.stop) {
 			if firstByte(v) != '"' {
 				return nil, typeErr("stop_sequences["+strconv.Itoa(j)+"]", "a string", v)
 			}
@@ -174,12 +159,7 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 		}
 	}
 	if r.metadata != nil {
-		mi := newIter(r.metadata)
-		for {
-			k, v, ok := mi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(r.metadata) {
 			if string(k) != "user_id" {
 				continue
 			}
@@ -222,22 +202,12 @@ func msgSystem(b, raw []byte, t *MsgTranslation) ([]byte, error) {
 	}
 	var text []byte
 	cached := false
-	bi := newIter(raw)
-	for i := 0; ; i++ {
-		_, bl, ok := bi.next()
-		if !ok {
-			break
-		}
+	for i, bl := range elements(raw) {
 		if firstByte(bl) != '{' {
 			return nil, reqErr("system", "must be a string or a list of text blocks")
 		}
 		var typ, tx []byte
-		fi := newIter(bl)
-		for {
-			k, v, ok := fi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(bl) {
 			switch string(k) {
 			case "type":
 				typ = v
@@ -278,24 +248,14 @@ func msgBlocks(blks []msgBlk, raw []byte, field fld) ([]msgBlk, error) {
 	default:
 		return nil, reqErr(field(), "must be a string or a list of content blocks")
 	}
-	bi := newIter(raw)
-	for j := 0; ; j++ {
-		_, bl, ok := bi.next()
-		if !ok {
-			break
-		}
+	for j, bl := range elements(raw) {
 		bf := fld(func() string { return field() + "[" + strconv.Itoa(j) + "]" })
 		if firstByte(bl) != '{' {
 			return nil, reqErr(bf(), "must be a content block object")
 		}
 		var x msgBlk
-		fi := newIter(bl)
 		var err error
-		for {
-			k, v, ok := fi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(bl) {
 			switch string(k) {
 			case "type":
 				x.typ, err = strTok(v, bf, ".type")
@@ -333,12 +293,7 @@ func msgTurn(b []byte, n int, m []byte, i int, t *MsgTranslation) ([]byte, int, 
 	}
 	var role, content []byte
 	var err error
-	fi := newIter(m)
-	for {
-		k, v, ok := fi.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(m) {
 		switch string(k) {
 		case "role":
 			role, err = strTok(v, field, ".role")
@@ -507,12 +462,7 @@ func imagePart(b, src []byte, field fld) ([]byte, error) {
 	}
 	var typ, mt, data, url []byte
 	var err error
-	si := newIter(src)
-	for {
-		k, v, ok := si.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(src) {
 		switch string(k) {
 		case "type":
 			typ, err = strTok(v, field, ".type")
@@ -591,12 +541,7 @@ func msgTools(b, raw []byte) ([]byte, int, error) {
 		}
 		var typ, name, desc, schema []byte
 		var err error
-		fi := newIter(tl)
-		for {
-			k, v, ok := fi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(tl) {
 			switch string(k) {
 			case "type":
 				typ, err = strTok(v, f, ".type")
@@ -652,12 +597,7 @@ func msgToolChoice(b, raw []byte, ntools int) ([]byte, error) {
 	var typ, name []byte
 	noParallel := false
 	var err error
-	ci := newIter(raw)
-	for {
-		k, v, ok := ci.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(raw) {
 		switch string(k) {
 		case "type":
 			typ, err = strTok(v, nil, "tool_choice.type")

@@ -81,12 +81,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	r := t.Req
 	var input, tools, format []byte
 	var err error
-	it := newIter(body[skipWS(body, 0):])
-	for {
-		k, v, ok := it.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(body[skipWS(body, 0):]) {
 		var tok []byte
 		var present bool
 		switch string(k) {
@@ -147,12 +142,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 			r.Metadata = v
 		case "text":
 			if tok, err = objTok(v, nil, "text"); tok != nil {
-				ti := newIter(tok)
-				for {
-					k, v, ok := ti.next()
-					if !ok {
-						break
-					}
+				for k, v := range members(tok) {
 					if string(k) == "format" {
 						format, err = objTok(v, nil, "text.format")
 					}
@@ -163,12 +153,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 				r.Reasoning = &struct {
 					Effort string `json:"effort"`
 				}{}
-				ri := newIter(tok)
-				for {
-					k, v, ok := ri.next()
-					if !ok {
-						break
-					}
+				for k, v := range members(tok) {
 					if string(k) == "effort" {
 						var e []byte
 						if e, err = strTok(v, nil, "reasoning.effort"); err != nil {
@@ -216,12 +201,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 		tc := r.ToolChoice
 		var typ, name []byte
 		if firstByte(tc) == '{' {
-			ci := newIter(tc)
-			for {
-				k, v, ok := ci.next()
-				if !ok {
-					break
-				}
+			for k, v := range members(tc) {
 				switch string(k) {
 				case "type":
 					typ = v
@@ -252,12 +232,7 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 func respFormat(r *RespRequest, raw []byte) (json.RawMessage, error) {
 	var typ, name, schema, strict []byte
 	var err error
-	fi := newIter(raw)
-	for {
-		k, v, ok := fi.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(raw) {
 		switch string(k) {
 		case "type":
 			typ, err = strTok(v, nil, "text.format.type")
@@ -318,12 +293,7 @@ func respFormat(r *RespRequest, raw []byte) (json.RawMessage, error) {
 
 // respTools reads the tools: function tools only.
 func respTools(r *RespRequest, c *ChatRequest, raw []byte) error {
-	ti := newIter(raw)
-	for i := 0; ; i++ {
-		_, tl, ok := ti.next()
-		if !ok {
-			break
-		}
+	for i, tl := range elements(raw) {
 		f := fld(func() string { return "tools[" + strconv.Itoa(i) + "]" })
 		if firstByte(tl) != '{' {
 			return reqErr(f(), "must be an object")
@@ -331,12 +301,7 @@ func respTools(r *RespRequest, c *ChatRequest, raw []byte) error {
 		var x RespTool
 		var tok []byte
 		var err error
-		fi := newIter(tl)
-		for {
-			k, v, ok := fi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(tl) {
 			switch string(k) {
 			case "type":
 				tok, err = strTok(v, f, ".type")
@@ -408,12 +373,7 @@ func respInput(raw json.RawMessage) ([]ChatMessage, error) {
 		return []ChatMessage{{Role: "user", Content: str(raw)}}, nil
 	case '[':
 		var out []ChatMessage
-		ii := newIter(raw)
-		for i := 0; ; i++ {
-			_, v, ok := ii.next()
-			if !ok {
-				break
-			}
+		for i, v := range elements(raw) {
 			var err error
 			if out, err = respItemTurn(out, v, i); err != nil {
 				return nil, err
@@ -431,12 +391,7 @@ func respItemTurn(out []ChatMessage, item []byte, i int) ([]ChatMessage, error) 
 	}
 	var typ, role, content, callID, name, args, output []byte
 	var err error
-	fi := newIter(item)
-	for {
-		k, v, ok := fi.next()
-		if !ok {
-			break
-		}
+	for k, v := range members(item) {
 		switch string(k) {
 		case "type":
 			typ, err = strTok(v, f, ".type")
@@ -514,23 +469,13 @@ func respContent(raw []byte, p fld, sfx, role string) (any, error) {
 	var out []ChatPart
 	var text []byte
 	onlyText := true
-	pi := newIter(raw)
-	for j := 0; ; j++ {
-		_, part, ok := pi.next()
-		if !ok {
-			break
-		}
+	for j, part := range elements(raw) {
 		pp := fld(func() string { return p.at(sfx) + "[" + strconv.Itoa(j) + "]" })
 		if firstByte(part) != '{' {
 			return nil, reqErr(p.at(sfx), "must be a string or a list of content parts")
 		}
 		var typ, tx, img, detail []byte
-		fi := newIter(part)
-		for {
-			k, v, ok := fi.next()
-			if !ok {
-				break
-			}
+		for k, v := range members(part) {
 			var err error
 			switch string(k) {
 			case "type":

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"iter"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -100,17 +101,43 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// iter walks the members of an object or the elements of an array.
-type iter struct {
+// cursor walks the members of an object or the elements of an array.
+type cursor struct {
 	b []byte
 	i int
 }
 
-func newIter(v []byte) iter { return iter{b: v, i: 1} }
+func newIter(v []byte) cursor { return cursor{b: v, i: 1} }
+
+// members ranges over an object's members: key (its content, escapes as
+// written) and value.
+func members(obj []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(k, v []byte) bool) {
+		it := newIter(obj)
+		for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// elements ranges over an array's elements with their index.
+func elements(arr []byte) iter.Seq2[int, []byte] {
+	return func(yield func(i int, v []byte) bool) {
+		it := newIter(arr)
+		for i := 0; ; i++ {
+			_, v, ok := it.next()
+			if !ok || !yield(i, v) {
+				return
+			}
+		}
+	}
+}
 
 // next returns the next member's key (its content, escapes as written;
 // nil in an array) and value.
-func (it *iter) next() (key, val []byte, ok bool) {
+func (it *cursor) next() (key, val []byte, ok bool) {
 	b := it.b
 	i := skipWS(b, it.i)
 	if i < len(b) && b[i] == ',' {
