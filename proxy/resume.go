@@ -246,11 +246,8 @@ func (rs *reqState) nativeTarget(a *model.Attempt) bool {
 	if p == nil {
 		return false
 	}
-	switch rs.wireFor(p).(type) {
-	case *msgNativeWire, *respNativeAdapter:
-		return true
-	}
-	return false
+	_, native := rs.wireFor(p).(*passThroughWire)
+	return native
 }
 
 // prefillKey names the resume attempt a prefilled request was built for.

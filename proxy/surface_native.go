@@ -65,43 +65,55 @@ func nativeOf(r *http.Request) *nativeReq {
 	return nr
 }
 
-// nativeWire is a Messages request's per-provider adapters: native for
-// anthropic types, the provider's chat path otherwise, each saying which
-// way the attempt it delivers went.
+// nativeWire is a Messages request's per-provider adapters: the client's
+// body to anthropic types, the provider's chat path otherwise.
 func nativeWire(r *http.Request) func(*provRuntime) wireAdapter {
+	return passThroughAdapters(r, func(p *provRuntime, _ *nativeReq) bool { return p.cfg.Type == "anthropic" },
+		"/messages", "anthropic", (&anthropicWire{}).setAuth)
+}
+
+// passThroughAdapters is a surface request's per-provider adapters: the
+// client's own body to a provider that speaks its format (native), the
+// provider's chat path otherwise, each saying which way the attempt it
+// delivers went.
+func passThroughAdapters(r *http.Request, native func(*provRuntime, *nativeReq) bool, path, label string,
+	auth func(http.Header, string)) func(*provRuntime) wireAdapter {
 	nr := nativeOf(r)
 	if nr == nil {
 		return nil
 	}
 	return func(p *provRuntime) wireAdapter {
 		base := strings.TrimRight(p.cfg.BaseURL, "/")
-		if p.cfg.Type == "anthropic" {
-			return &msgNativeWire{base: base, nr: nr}
+		if native(p, nr) {
+			return &passThroughWire{base: base, path: path, label: label, auth: auth, nr: nr}
 		}
 		return &chatPathWire{inner: p.wire, base: base, nr: nr, maxCompletion: p.cfg.Type == "openai"}
 	}
 }
 
-// msgNativeWire sends the client's Messages body to an anthropic type.
-type msgNativeWire struct {
-	base string
-	nr   *nativeReq
+// passThroughWire sends the client's own body (model replaced) to a
+// provider that speaks the client's format.
+type passThroughWire struct {
+	base, path string
+	label      string // the provider type named when the body cannot be read
+	auth       func(http.Header, string)
+	nr         *nativeReq
 }
 
-func (m *msgNativeWire) encode(_ *chatRequest, upstreamModel string) (string, []byte, error) {
-	if m.nr.parsed == nil {
-		cr, err := parseChatRequest(m.nr.body)
+func (w *passThroughWire) encode(_ *chatRequest, upstreamModel string) (string, []byte, error) {
+	if w.nr.parsed == nil {
+		cr, err := parseChatRequest(w.nr.body)
 		if err != nil {
-			return "", nil, &wireError{"anthropic", err.Error()}
+			return "", nil, &wireError{w.label, err.Error()}
 		}
-		m.nr.parsed = &cr
+		w.nr.parsed = &cr
 	}
-	return m.base + "/messages", m.nr.parsed.bodyFor(upstreamModel), nil
+	return w.base + w.path, w.nr.parsed.bodyFor(upstreamModel), nil
 }
 
-func (m *msgNativeWire) setAuth(h http.Header, apiKey string) { (&anthropicWire{}).setAuth(h, apiKey) }
-func (m *msgNativeWire) modelsURL() string                    { return m.base + "/models" }
-func (m *msgNativeWire) wrap(*http.Response, string)          { m.nr.native = true }
+func (w *passThroughWire) setAuth(h http.Header, apiKey string) { w.auth(h, apiKey) }
+func (w *passThroughWire) modelsURL() string                    { return w.base + "/models" }
+func (w *passThroughWire) wrap(*http.Response, string)          { w.nr.native = true }
 
 // chatPathWire is a provider's ordinary chat attempt (its own adapter, or
 // the OpenAI-compatible chat URL) within a Messages request.

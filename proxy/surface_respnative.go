@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/breakwater-gw/breakwater/internal/wire"
 )
@@ -21,40 +20,14 @@ import (
 
 const responsesPath = "/v1/responses"
 
+// respNativeWire is a Responses request's per-provider adapters: the
+// client's body to responsesAPI providers (unless the request has to be
+// translated), the provider's chat path otherwise.
 func respNativeWire(r *http.Request) func(*provRuntime) wireAdapter {
-	nr := nativeOf(r)
-	if nr == nil {
-		return nil
-	}
-	return func(p *provRuntime) wireAdapter {
-		base := strings.TrimRight(p.cfg.BaseURL, "/")
-		if p.cfg.ResponsesAPI && !nr.noNative {
-			return &respNativeAdapter{base: base, nr: nr}
-		}
-		return &chatPathWire{inner: p.wire, base: base, nr: nr, maxCompletion: p.cfg.Type == "openai"}
-	}
+	return passThroughAdapters(r, func(p *provRuntime, nr *nativeReq) bool { return p.cfg.ResponsesAPI && !nr.noNative },
+		"/responses", "openai (responsesAPI)",
+		func(http.Header, string) {}) // the connection's Authorization, as for chat
 }
-
-// respNativeAdapter sends the client's Responses body to the upstream.
-type respNativeAdapter struct {
-	base string
-	nr   *nativeReq
-}
-
-func (a *respNativeAdapter) encode(_ *chatRequest, upstreamModel string) (string, []byte, error) {
-	if a.nr.parsed == nil {
-		cr, err := parseChatRequest(a.nr.body)
-		if err != nil {
-			return "", nil, &wireError{"openai (responsesAPI)", err.Error()}
-		}
-		a.nr.parsed = &cr
-	}
-	return a.base + "/responses", a.nr.parsed.bodyFor(upstreamModel), nil
-}
-
-func (a *respNativeAdapter) setAuth(http.Header, string) {} // the connection's Authorization, as for chat
-func (a *respNativeAdapter) modelsURL() string           { return a.base + "/models" }
-func (a *respNativeAdapter) wrap(*http.Response, string) { a.nr.native = true }
 
 // rawEvent passes a native Responses event through; an OpenAI-shaped
 // error event (the gateway's own after a break) becomes the Responses
