@@ -180,6 +180,12 @@ func (c *msgConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
 		}
 		return c.st.Error(dst, 0, typ, msg), true
 	}
+	return appendRawEvent(dst, name, data), true
+}
+
+// appendRawEvent writes a native event as it came: its event name (from
+// the SSE event line, else its data's "type") and its data.
+func appendRawEvent(dst, name, data []byte) []byte {
 	if len(name) == 0 {
 		var t struct {
 			Type string `json:"type"`
@@ -194,5 +200,5 @@ func (c *msgConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
 	}
 	dst = append(dst, "data: "...)
 	dst = append(dst, data...)
-	return append(dst, "\n\n"...), true
+	return append(dst, "\n\n"...)
 }

@@ -44,21 +44,7 @@ func (c *respConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
 		return c.st.Error(dst, code, e.Message), true
 	}
 	c.st.Passed(data)
-	if len(name) == 0 {
-		var t struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(data, &t)
-		name = []byte(t.Type)
-	}
-	if len(name) > 0 {
-		dst = append(dst, "event: "...)
-		dst = append(dst, name...)
-		dst = append(dst, '\n')
-	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, data...)
-	return append(dst, "\n\n"...), true
+	return appendRawEvent(dst, name, data), true
 }
 
 // untranslatableResponses is the placeholder chat request of a Responses
