@@ -528,9 +528,19 @@ func contains(list []ConnRef, p, c string) bool {
 	return false
 }
 
-// orderConns orders a provider's connections by its strategy.
+// orderConns orders a provider's connections by its strategy, then puts
+// the connections with a free slot first.
 func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) []int32 {
 	buf = append(buf, p.order...)
+	e.strategyOrder(now, p, buf)
+	freeFirst(p, model, buf)
+	return buf
+}
+
+// strategyOrder orders buf, the provider's connections, by its strategy.
+// A peek (selection without effects) draws no randomness and moves no
+// cursor.
+func (e *Engine) strategyOrder(now Time, p *provState, buf []int32) {
 	n := len(buf)
 	switch p.cfg.Strategy {
 	case RoundRobin:
@@ -552,69 +562,75 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 		}
 	case P2C:
 		if n >= 2 && !e.peek {
-			i := e.rng.IntN(n)
-			j := e.rng.IntN(n - 1)
-			if j >= i {
-				j++
-			}
-			a, b := buf[i], buf[j]
-			if p.conns[b].inflight < p.conns[a].inflight {
-				a, b = b, a
-			}
-			// a first, then b, the others keep their order
-			moveToFront(buf, b)
-			moveToFront(buf, a)
+			e.p2cOrder(p, buf)
 		}
 	case LeastUsed:
-		slices.SortStableFunc(buf, func(x, y int32) int {
-			cx, cy := &p.conns[x].st, &p.conns[y].st
-			switch {
-			case cx.Uses != cy.Uses:
-				if cx.Uses < cy.Uses {
-					return -1
-				}
-				return 1
-			case cx.LastUsedAt != cy.LastUsedAt:
-				if cx.LastUsedAt < cy.LastUsedAt {
-					return -1
-				}
-				return 1
-			}
-			return 0
-		})
+		leastUsedOrder(p, buf)
 	}
-	// docs/admission.md#concurrency-gates: a connection at its maxConcurrent cap holds requests in its
-	// queue. While a sibling has a free slot, that sibling goes first
-	// (stable: the strategy's order otherwise): a request waits on a full
-	// connection only when every connection is full, never while another
-	// idles (with fill-first, the second key sat unused while requests
-	// queued on the first for up to maxWaitMs).
+}
+
+// p2cOrder draws two distinct connections and puts the one with fewer
+// attempts in flight first, the other second; the others keep their order.
+func (e *Engine) p2cOrder(p *provState, buf []int32) {
+	n := len(buf)
+	i := e.rng.IntN(n)
+	j := e.rng.IntN(n - 1)
+	if j >= i {
+		j++
+	}
+	a, b := buf[i], buf[j]
+	if p.conns[b].inflight < p.conns[a].inflight {
+		a, b = b, a
+	}
+	moveToFront(buf, b)
+	moveToFront(buf, a)
+}
+
+// leastUsedOrder puts the connection with the fewest uses first, the
+// least recently used first among equals.
+func leastUsedOrder(p *provState, buf []int32) {
+	slices.SortStableFunc(buf, func(x, y int32) int {
+		cx, cy := &p.conns[x].st, &p.conns[y].st
+		if cx.Uses != cy.Uses {
+			return cmp.Compare(cx.Uses, cy.Uses)
+		}
+		return cmp.Compare(cx.LastUsedAt, cy.LastUsedAt)
+	})
+}
+
+// freeFirst: docs/admission.md#concurrency-gates: a connection at its
+// maxConcurrent cap holds requests in its queue. While a sibling has a free
+// slot, that sibling goes first (stable: the strategy's order otherwise): a
+// request waits on a full connection only when every connection is full,
+// never while another idles (with fill-first, the second key sat unused
+// while requests queued on the first for up to maxWaitMs).
+func freeFirst(p *provState, model string, buf []int32) {
 	full := 0
 	for _, ci := range buf {
 		if p.conns[ci].full(model) {
 			full++
 		}
 	}
-	if full > 0 {
-		// With every connection full, the one with the fewest attempts in
-		// flight or queued goes first: queued requests spread over the
-		// siblings' queues instead of all waiting on the strategy's first
-		// (fill-first queued every excess request on k1 while k2 drained).
-		slices.SortStableFunc(buf, func(x, y int32) int {
-			cx, cy := &p.conns[x], &p.conns[y]
-			fx, fy := cx.full(model), cy.full(model)
-			switch {
-			case fx != fy && fy:
-				return -1
-			case fx != fy:
-				return 1
-			case fx:
-				return cmp.Compare(cx.inflight, cy.inflight)
-			}
-			return 0
-		})
+	if full == 0 {
+		return
 	}
-	return buf
+	// With every connection full, the one with the fewest attempts in
+	// flight or queued goes first: queued requests spread over the
+	// siblings' queues instead of all waiting on the strategy's first
+	// (fill-first queued every excess request on k1 while k2 drained).
+	slices.SortStableFunc(buf, func(x, y int32) int {
+		cx, cy := &p.conns[x], &p.conns[y]
+		fx, fy := cx.full(model), cy.full(model)
+		switch {
+		case fx != fy && fy:
+			return -1
+		case fx != fy:
+			return 1
+		case fx:
+			return cmp.Compare(cx.inflight, cy.inflight)
+		}
+		return 0
+	})
 }
 
 // full: the connection's own concurrency cap, or its cap for model
