@@ -112,14 +112,17 @@ func (e *SettingsError) Error() string {
 // order; nil when there is none.
 func SettingsErrors(err error) []*SettingsError { return suggest.ErrorsOf[*SettingsError](err) }
 
-// settingProblems collects SettingsErrors in a deterministic order.
-type settingProblems []*SettingsError
+// SettingsProblems collects SettingsErrors; Err reports them sorted by
+// field, so Normalize and the settings layers report in one order.
+type SettingsProblems []*SettingsError
 
-func (p *settingProblems) add(field, format string, args ...any) {
+// Add records a problem with field.
+func (p *SettingsProblems) Add(field, format string, args ...any) {
 	*p = append(*p, &SettingsError{Field: field, Problem: fmt.Sprintf(format, args...)})
 }
 
-func (p settingProblems) err() error {
+// Err is nil without problems, the one problem, or every problem joined.
+func (p SettingsProblems) Err() error {
 	if len(p) == 0 {
 		return nil
 	}
@@ -190,7 +193,7 @@ func (m Millis) Duration() time.Duration {
 // result). Normalize never modifies s (maps and slices are copied) and is
 // idempotent: Normalize(Normalize(x)) == Normalize(x).
 func Normalize(s Settings) (Settings, error) {
-	var p settingProblems
+	var p SettingsProblems
 	out := s
 
 	pb := &out.ProviderBreaker
@@ -272,20 +275,20 @@ func Normalize(s Settings) (Settings, error) {
 
 	out.EmergencyFallback.Target = strings.TrimSpace(out.EmergencyFallback.Target)
 	if out.EmergencyFallback.Enabled && out.EmergencyFallback.Target == "" {
-		p.add("emergencyFallback.target", "required when emergencyFallback.enabled is true")
+		p.Add("emergencyFallback.target", "required when emergencyFallback.enabled is true")
 	}
 
 	out.ProviderErrorRules = normSettingsErrorRules(&p, out.ProviderErrorRules)
 	out.StatusRestatements = normSettingsRestatements(&p, out.StatusRestatements)
 	out.BannedSignals = normSettingsSignals(out.BannedSignals)
 
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return Settings{}, err
 	}
 	return out, nil
 }
 
-func normSettingsBreaker(p *settingProblems, path string, b *BreakerProfile) {
+func normSettingsBreaker(p *SettingsProblems, path string, b *BreakerProfile) {
 	b.FailureThreshold = clampSettingInt(b.FailureThreshold, 1, 1000)
 	limit := 1
 	if b.FailureThreshold > 1 {
@@ -304,7 +307,7 @@ func normSettingsBreaker(p *settingProblems, path string, b *BreakerProfile) {
 	m := make(map[string]Millis, len(b.CooldownByKind))
 	for _, k := range sortedSettingKeys(b.CooldownByKind) {
 		if _, err := ParseFailureKind(k); err != nil {
-			p.add(path+".cooldownByKind."+k, "unknown failure kind (want timeout, server_error or transport)")
+			p.Add(path+".cooldownByKind."+k, "unknown failure kind (want timeout, server_error or transport)")
 			continue
 		}
 		m[k] = clampSettingMs(b.CooldownByKind[k], 0, msDay24h)
@@ -336,7 +339,7 @@ func settingsRuleReasonAllowed(r Reason) bool {
 	return false
 }
 
-func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRule) map[string][]ProviderErrorRule {
+func normSettingsErrorRules(p *SettingsProblems, in map[string][]ProviderErrorRule) map[string][]ProviderErrorRule {
 	total := 0
 	var out map[string][]ProviderErrorRule
 	for _, prov := range sortedSettingKeys(in) {
@@ -346,7 +349,7 @@ func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRul
 		}
 		path := "providerErrorRules." + prov
 		if strings.TrimSpace(prov) == "" {
-			p.add(path, "provider id must not be empty")
+			p.Add(path, "provider id must not be empty")
 			continue
 		}
 		total += len(rules)
@@ -354,23 +357,23 @@ func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRul
 		for i, r := range rules {
 			rp := fmt.Sprintf("%s[%d]", path, i)
 			if r.Status < 100 || r.Status > 599 {
-				p.add(rp+".status", "want an HTTP status 100..599, got %d", r.Status)
+				p.Add(rp+".status", "want an HTTP status 100..599, got %d", r.Status)
 			}
 			r.Match = strings.ToLower(r.Match)
 			if strings.TrimSpace(r.Match) == "" {
-				p.add(rp+".match", "required (a case-insensitive substring of the error text)")
+				p.Add(rp+".match", "required (a case-insensitive substring of the error text)")
 			}
 			switch r.Scope {
 			case ScopeModel, ScopeProvider, ScopeConnection:
 			case ScopeNone:
-				p.add(rp+".scope", "required: model, provider or connection")
+				p.Add(rp+".scope", "required: model, provider or connection")
 			default:
-				p.add(rp+".scope", "want model, provider or connection, got %q", r.Scope.String())
+				p.Add(rp+".scope", "want model, provider or connection, got %q", r.Scope.String())
 			}
 			if r.Reason == ReasonNone {
 				r.Reason = ReasonQuotaExhausted
 			} else if !settingsRuleReasonAllowed(r.Reason) {
-				p.add(rp+".reason", "%q is not an outcome a rule can state", r.Reason.String())
+				p.Add(rp+".reason", "%q is not an outcome a rule can state", r.Reason.String())
 			}
 			r.CooldownMs = clampSettingMs(r.CooldownMs, 0, msWeek)
 			norm[i] = r
@@ -381,12 +384,12 @@ func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRul
 		out[prov] = norm
 	}
 	if total > MaxProviderErrorRules {
-		p.add("providerErrorRules", "at most %d rules in all, got %d", MaxProviderErrorRules, total)
+		p.Add("providerErrorRules", "at most %d rules in all, got %d", MaxProviderErrorRules, total)
 	}
 	return out
 }
 
-func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRule) map[string][]RestatementRule {
+func normSettingsRestatements(p *SettingsProblems, in map[string][]RestatementRule) map[string][]RestatementRule {
 	total := 0
 	var out map[string][]RestatementRule
 	for _, prov := range sortedSettingKeys(in) {
@@ -396,7 +399,7 @@ func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRul
 		}
 		path := "statusRestatements." + prov
 		if strings.TrimSpace(prov) == "" {
-			p.add(path, "provider id must not be empty")
+			p.Add(path, "provider id must not be empty")
 			continue
 		}
 		total += len(rules)
@@ -407,27 +410,27 @@ func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRul
 			r.ID = strings.TrimSpace(r.ID)
 			switch {
 			case r.ID == "":
-				p.add(rp+".id", "required")
+				p.Add(rp+".id", "required")
 			case ids[r.ID]:
-				p.add(rp+".id", "duplicate rule id %q", r.ID)
+				p.Add(rp+".id", "duplicate rule id %q", r.ID)
 			}
 			ids[r.ID] = true
 			for _, st := range r.FromStatuses {
 				if st < 100 || st > 599 {
-					p.add(rp+".fromStatuses", "want HTTP statuses 100..599, got %d", st)
+					p.Add(rp+".fromStatuses", "want HTTP statuses 100..599, got %d", st)
 					break
 				}
 			}
 			r.FromStatuses = normSettingsStatusSet(r.FromStatuses)
 			if len(r.FromStatuses) == 0 {
-				p.add(rp+".fromStatuses", "at least one status is required")
+				p.Add(rp+".fromStatuses", "at least one status is required")
 			}
 			if r.ToStatus < 100 || r.ToStatus > 599 {
-				p.add(rp+".toStatus", "want an HTTP status 100..599, got %d", r.ToStatus)
+				p.Add(rp+".toStatus", "want an HTTP status 100..599, got %d", r.ToStatus)
 			}
 			r.TextMarkers = normSettingsMarkers(r.TextMarkers)
 			if len(r.TextMarkers) == 0 {
-				p.add(rp+".textMarkers", "at least one non-empty marker is required")
+				p.Add(rp+".textMarkers", "at least one non-empty marker is required")
 			}
 			r.ExcludeMarkers = normSettingsMarkers(r.ExcludeMarkers)
 			r.DefaultRetryAfterMs = clampSettingMs(r.DefaultRetryAfterMs, 0, msDay24h)
@@ -439,7 +442,7 @@ func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRul
 		out[prov] = norm
 	}
 	if total > MaxStatusRestatements {
-		p.add("statusRestatements", "at most %d rules in all, got %d", MaxStatusRestatements, total)
+		p.Add("statusRestatements", "at most %d rules in all, got %d", MaxStatusRestatements, total)
 	}
 	return out
 }

@@ -155,14 +155,14 @@ func withSettingsSource(err error, source string) error {
 func checkSettingsLayer(l Layer) error {
 	var d settingsDecoder
 	d.check(map[string]any(l), settingsSchema, "", 0)
-	return d.p.err()
+	return d.p.Err()
 }
 
 // decodeSettingsTree decodes a full canonical tree into Settings, strictly.
 func decodeSettingsTree(tree map[string]any) (model.Settings, error) {
 	var d settingsDecoder
 	checked := d.check(tree, settingsSchema, "", 0)
-	if err := d.p.err(); err != nil {
+	if err := d.p.Err(); err != nil {
 		return model.Settings{}, err
 	}
 	// checked now holds only known keys and values of the right JSON kind,
@@ -780,7 +780,7 @@ func unknownSettingsKey(field, key string, n *settingsNode) *model.SettingsError
 
 type settingsDecoder struct{ p settingProblems }
 
-func (d *settingsDecoder) fail(path, format string, args ...any) { d.p.add(path, format, args...) }
+func (d *settingsDecoder) fail(path, format string, args ...any) { d.p.Add(path, format, args...) }
 
 // check validates the canonical tree value v against schema node n, recording
 // every problem with its path, and returns v in the exact JSON form
@@ -1113,7 +1113,7 @@ func EnvLayer(environ []string) (Layer, error) {
 		setBy[path] = name
 		l = next
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return l, nil
