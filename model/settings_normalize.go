@@ -195,83 +195,13 @@ func (m Millis) Duration() time.Duration {
 func Normalize(s Settings) (Settings, error) {
 	var p SettingsProblems
 	out := s
-
-	pb := &out.ProviderBreaker
-	for _, prof := range []struct {
-		name string
-		b    *BreakerProfile
-	}{{"oauth", &pb.OAuth}, {"apikey", &pb.APIKey}, {"local", &pb.Local}} {
-		normSettingsBreaker(&p, "providerBreaker."+prof.name, prof.b)
-	}
-	pb.Dedup.ConnectionMs = clampSettingMs(pb.Dedup.ConnectionMs, 0, ms10Min)
-	pb.Dedup.TransportMs = clampSettingMs(pb.Dedup.TransportMs, 0, ms10Min)
-
-	pc := &out.ProviderCooldown
-	for _, w := range []*WindowProfile{&pc.OAuth, &pc.APIKey, &pc.Local} {
-		w.ProviderFailureThreshold = clampSettingInt(w.ProviderFailureThreshold, 1, 1000)
-		w.ProviderFailureWindowMs = clampSettingMs(w.ProviderFailureWindowMs, 1000, msWeek)
-		w.ProviderCooldownMs = clampSettingMs(w.ProviderCooldownMs, 0, msDay24h)
-	}
-	pc.MinRetryCooldownMs = clampSettingMs(pc.MinRetryCooldownMs, 0, hour)
-	pc.MaxRetryCooldownMs = clampSettingMs(pc.MaxRetryCooldownMs, pc.MinRetryCooldownMs, msDay24h)
-
-	cc := &out.ConnectionCooldown
-	for _, c := range []*CooldownProfile{&cc.OAuth, &cc.APIKey, &cc.Local} {
-		c.BaseCooldownMs = clampSettingMs(c.BaseCooldownMs, 0, msDay24h)
-		c.MaxBackoffSteps = clampSettingInt(c.MaxBackoffSteps, 0, 32)
-	}
-	cc.MaxCooldownMs = clampSettingMs(cc.MaxCooldownMs, 1000, msWeek)
-	cc.MaxStatedResetMs = clampSettingMs(cc.MaxStatedResetMs, cc.MaxCooldownMs, ms8Days)
-	cc.BackoffDecayMs = clampSettingMs(cc.BackoffDecayMs, 0, msWeek)
-	cc.ConcurrencyCooldownMs = clampSettingMs(cc.ConcurrencyCooldownMs, 0, ms10Min)
-	cc.TransientMaxCooldownMs = clampSettingMs(cc.TransientMaxCooldownMs, 1000, cc.MaxCooldownMs)
-
-	ml := &out.ModelLockout
-	ml.ErrorCodes = normSettingsStatusSet(ml.ErrorCodes)
-	if len(ml.ErrorCodes) == 0 {
-		ml.ErrorCodes = DefaultLockoutErrorCodes()
-	}
-	// The reference clamps the base to [5000, 600000] in production and to
-	// [0, 600000] in tests; breakwater takes the wider range everywhere so
-	// that simulations can use short lockouts.
-	ml.BaseCooldownMs = clampSettingMs(ml.BaseCooldownMs, 0, ms10Min)
-	ml.MaxCooldownMs = max(clampSettingMs(ml.MaxCooldownMs, 5000, hour), ml.BaseCooldownMs)
-	ml.MaxBackoffSteps = clampSettingInt(ml.MaxBackoffSteps, 0, 20)
-	ml.EscalationWindowMs = clampSettingMs(ml.EscalationWindowMs, 0, msWeek)
-
-	rq := &out.RequestQueue
-	rq.MaxWaitMs = clampSettingMs(rq.MaxWaitMs, 1, msDay24h)
-	rq.ExecutionMaxWaitMs = clampSettingMs(rq.ExecutionMaxWaitMs, 1, msDay24h)
-	rq.MaxQueueDepth = clampSettingInt(rq.MaxQueueDepth, 0, 100_000)
-	rq.GlobalMaxConcurrent = clampSettingInt(rq.GlobalMaxConcurrent, 0, 100_000)
-
-	wc := &out.WaitForCooldown
-	wc.MaxRetryWaitSec = clampSettingInt(wc.MaxRetryWaitSec, 0, 300)
-	wc.MaxRetries = clampSettingInt(wc.MaxRetries, 0, 10)
-	wc.BudgetMs = clampSettingMs(wc.BudgetMs, Millis(wc.MaxRetryWaitSec)*second, 300*second)
-
-	cw := &out.ComboCooldownWait
-	cw.MaxWaitMs = clampSettingMs(cw.MaxWaitMs, 0, 300*second)
-	cw.MaxAttempts = clampSettingInt(cw.MaxAttempts, 0, 10)
-	cw.BudgetMs = clampSettingMs(cw.BudgetMs, cw.MaxWaitMs, 300*second)
-
-	out.PriorityWait.MaxWaitMs = clampSettingMs(out.PriorityWait.MaxWaitMs, 0, 60*second)
-
-	tw := &out.StreamRecovery.ThroughputWatchdog
-	tw.WarmupMs = clampSettingMs(tw.WarmupMs, 0, ms10Min)
-	tw.WindowMs = clampSettingMs(tw.WindowMs, 1000, ms10Min)
-	tw.MinUsefulBytesPerSecond = clampSettingInt(tw.MinUsefulBytesPerSecond, 1, 1_000_000)
-	tw.MinUsefulBytes = clampSettingInt(tw.MinUsefulBytes, 1, 1_000_000)
-	normStreamResume(&out.StreamRecovery.MalformedEvents, &out.StreamResume)
-
-	ut := &out.UpstreamTimeouts
-	for _, t := range []*Millis{&ut.ConnectMs, &ut.ResponseHeaderMs, &ut.FirstContentMs, &ut.StreamIdleMs, &ut.AttemptMs} {
-		*t = clampSettingMs(*t, 1, msDay24h)
-	}
-	out.RequestBudget.MaxAttempts = clampSettingInt(out.RequestBudget.MaxAttempts, 1, 100)
-	out.RequestBudget.DeadlineMs = clampSettingMs(out.RequestBudget.DeadlineMs, 1, msDay24h)
-
-	out.SessionAffinityTTLMs = clampSettingMs(out.SessionAffinityTTLMs, 0, ms30Days)
+	normProviderBreaker(&p, &out.ProviderBreaker)
+	normProviderCooldown(&out.ProviderCooldown)
+	normConnectionCooldown(&out.ConnectionCooldown)
+	normModelLockout(&out.ModelLockout)
+	normWaits(&out)
+	normStreamRecovery(&out)
+	normBudgets(&out)
 
 	out.EmergencyFallback.Target = strings.TrimSpace(out.EmergencyFallback.Target)
 	if out.EmergencyFallback.Enabled && out.EmergencyFallback.Target == "" {
@@ -286,6 +216,97 @@ func Normalize(s Settings) (Settings, error) {
 		return Settings{}, err
 	}
 	return out, nil
+}
+
+func normProviderBreaker(p *SettingsProblems, pb *ProviderBreakerSettings) {
+	for _, prof := range []struct {
+		name string
+		b    *BreakerProfile
+	}{{"oauth", &pb.OAuth}, {"apikey", &pb.APIKey}, {"local", &pb.Local}} {
+		normSettingsBreaker(p, "providerBreaker."+prof.name, prof.b)
+	}
+	pb.Dedup.ConnectionMs = clampSettingMs(pb.Dedup.ConnectionMs, 0, ms10Min)
+	pb.Dedup.TransportMs = clampSettingMs(pb.Dedup.TransportMs, 0, ms10Min)
+}
+
+func normProviderCooldown(pc *ProviderCooldownSettings) {
+	for _, w := range []*WindowProfile{&pc.OAuth, &pc.APIKey, &pc.Local} {
+		w.ProviderFailureThreshold = clampSettingInt(w.ProviderFailureThreshold, 1, 1000)
+		w.ProviderFailureWindowMs = clampSettingMs(w.ProviderFailureWindowMs, 1000, msWeek)
+		w.ProviderCooldownMs = clampSettingMs(w.ProviderCooldownMs, 0, msDay24h)
+	}
+	pc.MinRetryCooldownMs = clampSettingMs(pc.MinRetryCooldownMs, 0, hour)
+	pc.MaxRetryCooldownMs = clampSettingMs(pc.MaxRetryCooldownMs, pc.MinRetryCooldownMs, msDay24h)
+}
+
+func normConnectionCooldown(cc *ConnectionCooldownSettings) {
+	for _, c := range []*CooldownProfile{&cc.OAuth, &cc.APIKey, &cc.Local} {
+		c.BaseCooldownMs = clampSettingMs(c.BaseCooldownMs, 0, msDay24h)
+		c.MaxBackoffSteps = clampSettingInt(c.MaxBackoffSteps, 0, 32)
+	}
+	cc.MaxCooldownMs = clampSettingMs(cc.MaxCooldownMs, 1000, msWeek)
+	cc.MaxStatedResetMs = clampSettingMs(cc.MaxStatedResetMs, cc.MaxCooldownMs, ms8Days)
+	cc.BackoffDecayMs = clampSettingMs(cc.BackoffDecayMs, 0, msWeek)
+	cc.ConcurrencyCooldownMs = clampSettingMs(cc.ConcurrencyCooldownMs, 0, ms10Min)
+	cc.TransientMaxCooldownMs = clampSettingMs(cc.TransientMaxCooldownMs, 1000, cc.MaxCooldownMs)
+}
+
+func normModelLockout(ml *ModelLockoutSettings) {
+	ml.ErrorCodes = normSettingsStatusSet(ml.ErrorCodes)
+	if len(ml.ErrorCodes) == 0 {
+		ml.ErrorCodes = DefaultLockoutErrorCodes()
+	}
+	// The reference clamps the base to [5000, 600000] in production and to
+	// [0, 600000] in tests; breakwater takes the wider range everywhere so
+	// that simulations can use short lockouts.
+	ml.BaseCooldownMs = clampSettingMs(ml.BaseCooldownMs, 0, ms10Min)
+	ml.MaxCooldownMs = max(clampSettingMs(ml.MaxCooldownMs, 5000, hour), ml.BaseCooldownMs)
+	ml.MaxBackoffSteps = clampSettingInt(ml.MaxBackoffSteps, 0, 20)
+	ml.EscalationWindowMs = clampSettingMs(ml.EscalationWindowMs, 0, msWeek)
+}
+
+// normWaits clamps the request queue and the three waits: for a cooldown,
+// for a combo cooldown and for priority.
+func normWaits(s *Settings) {
+	rq := &s.RequestQueue
+	rq.MaxWaitMs = clampSettingMs(rq.MaxWaitMs, 1, msDay24h)
+	rq.ExecutionMaxWaitMs = clampSettingMs(rq.ExecutionMaxWaitMs, 1, msDay24h)
+	rq.MaxQueueDepth = clampSettingInt(rq.MaxQueueDepth, 0, 100_000)
+	rq.GlobalMaxConcurrent = clampSettingInt(rq.GlobalMaxConcurrent, 0, 100_000)
+
+	wc := &s.WaitForCooldown
+	wc.MaxRetryWaitSec = clampSettingInt(wc.MaxRetryWaitSec, 0, 300)
+	wc.MaxRetries = clampSettingInt(wc.MaxRetries, 0, 10)
+	wc.BudgetMs = clampSettingMs(wc.BudgetMs, Millis(wc.MaxRetryWaitSec)*second, 300*second)
+
+	cw := &s.ComboCooldownWait
+	cw.MaxWaitMs = clampSettingMs(cw.MaxWaitMs, 0, 300*second)
+	cw.MaxAttempts = clampSettingInt(cw.MaxAttempts, 0, 10)
+	cw.BudgetMs = clampSettingMs(cw.BudgetMs, cw.MaxWaitMs, 300*second)
+
+	s.PriorityWait.MaxWaitMs = clampSettingMs(s.PriorityWait.MaxWaitMs, 0, 60*second)
+}
+
+func normStreamRecovery(s *Settings) {
+	tw := &s.StreamRecovery.ThroughputWatchdog
+	tw.WarmupMs = clampSettingMs(tw.WarmupMs, 0, ms10Min)
+	tw.WindowMs = clampSettingMs(tw.WindowMs, 1000, ms10Min)
+	tw.MinUsefulBytesPerSecond = clampSettingInt(tw.MinUsefulBytesPerSecond, 1, 1_000_000)
+	tw.MinUsefulBytes = clampSettingInt(tw.MinUsefulBytes, 1, 1_000_000)
+	normStreamResume(&s.StreamRecovery.MalformedEvents, &s.StreamResume)
+}
+
+// normBudgets clamps the upstream timeouts, the request budget and the
+// session affinity TTL.
+func normBudgets(s *Settings) {
+	ut := &s.UpstreamTimeouts
+	for _, t := range []*Millis{&ut.ConnectMs, &ut.ResponseHeaderMs, &ut.FirstContentMs, &ut.StreamIdleMs, &ut.AttemptMs} {
+		*t = clampSettingMs(*t, 1, msDay24h)
+	}
+	s.RequestBudget.MaxAttempts = clampSettingInt(s.RequestBudget.MaxAttempts, 1, 100)
+	s.RequestBudget.DeadlineMs = clampSettingMs(s.RequestBudget.DeadlineMs, 1, msDay24h)
+
+	s.SessionAffinityTTLMs = clampSettingMs(s.SessionAffinityTTLMs, 0, ms30Days)
 }
 
 func normSettingsBreaker(p *SettingsProblems, path string, b *BreakerProfile) {
