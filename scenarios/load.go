@@ -806,87 +806,17 @@ func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
 
 func (l *loader) stateExpect(v *yaml.Node, f string, e *sim.Expect) {
 	checks, before := 0, l.d.Count()
-	l.d.Map(v, f, stateExpectKeys, func(key string, k, v *yaml.Node) {
-		ff := yamlnode.Join(f, key)
+	l.fields(v, f, stateExpectKeys, func(key, ff string, _, v *yaml.Node) {
 		switch key {
 		case "at":
 			e.At = l.d.Duration(v, ff)
-			return
 		case "breaker":
-			e.Breaker = map[string]model.BreakerState{}
-			l.d.Map(v, ff, nil, func(p string, k, v *yaml.Node) {
-				pf := yamlnode.Join(ff, p)
-				l.checkProvider(k, pf, p)
-				s := l.d.String(v, pf)
-				var st model.BreakerState
-				if err := st.UnmarshalText([]byte(s)); err != nil {
-					l.d.Errf(v, pf, "unknown breaker state %q (states: %s)", s, strings.Join(breakerNames, ", "))
-				}
-				e.Breaker[p] = st
-				checks++
-			})
+			checks += l.breakerExpects(v, ff, e)
 		case "connections":
-			e.Connections = map[string]sim.ConnExpect{}
-			l.d.Map(v, ff, nil, func(ref string, k, v *yaml.Node) {
-				cf := yamlnode.Join(ff, ref)
-				l.checkConn(k, cf, ref)
-				var ce sim.ConnExpect
-				l.d.Map(v, cf, connExpectKeys, func(key string, k, v *yaml.Node) {
-					kf := yamlnode.Join(cf, key)
-					switch key {
-					case "status":
-						ce.Status = l.d.String(v, kf)
-						if !slices.Contains(connStatusNames, ce.Status) {
-							l.d.Errf(v, kf, "unknown connection status %q (statuses: %s)", ce.Status, strings.Join(connStatusNames, ", "))
-						}
-					case "backoffLevel":
-						x := l.d.NonNegInt(v, kf)
-						ce.BackoffLevel = &x
-					case "cooldown":
-						ce.Cooldown, ce.HasCooldown = l.d.Duration(v, kf), true
-					case "lastError":
-						ce.LastError = l.d.String(v, kf)
-						if _, err := model.ParseReason(ce.LastError); err != nil {
-							l.d.Errf(v, kf, "%v", err)
-						}
-					case "uses":
-						x := l.d.NonNegInt(v, kf)
-						ce.Uses = &x
-					case "lane":
-						ce.Lane = l.d.String(v, kf)
-						if !slices.Contains(laneNames, ce.Lane) {
-							l.d.Errf(v, kf, "unknown lane state %q (states: %s)", ce.Lane, strings.Join(laneNames, ", "))
-						}
-					}
-					checks++
-				})
-				e.Connections[ref] = ce
-			})
+			checks += l.connExpects(v, ff, e)
 		case "lockouts":
-			l.d.Seq(v, ff, func(j int, v *yaml.Node) {
-				lf := yamlnode.Index(ff, j)
-				var le sim.LockoutExpect
-				l.d.Map(v, lf, lockoutKeys, func(key string, k, v *yaml.Node) {
-					kf := yamlnode.Join(lf, key)
-					switch key {
-					case "connection":
-						le.Connection = l.d.String(v, kf)
-						l.checkConn(v, kf, le.Connection)
-					case "model":
-						le.Model = l.d.String(v, kf)
-					case "reason":
-						le.Reason = l.d.String(v, kf)
-						if _, err := model.ParseReason(le.Reason); err != nil {
-							l.d.Errf(v, kf, "%v", err)
-						}
-					case "remaining":
-						le.Remaining, le.HasRemaining = l.d.Duration(v, kf), true
-					}
-				})
-				if le.Connection == "" || le.Model == "" {
-					l.d.Errf(v, lf, "a lockout expect needs connection and model")
-				}
-				e.Lockouts = append(e.Lockouts, le)
+			l.items(v, ff, func(_ int, lf string, v *yaml.Node) {
+				e.Lockouts = append(e.Lockouts, l.lockoutExpect(v, lf))
 				checks++
 			})
 		case "noLockouts":
@@ -899,58 +829,103 @@ func (l *loader) stateExpect(v *yaml.Node, f string, e *sim.Expect) {
 	}
 }
 
+// breakerExpects reads breaker: {provider: state}; it returns the number of
+// checks.
+func (l *loader) breakerExpects(v *yaml.Node, ff string, e *sim.Expect) int {
+	checks := 0
+	e.Breaker = map[string]model.BreakerState{}
+	l.fields(v, ff, nil, func(p, pf string, k, v *yaml.Node) {
+		l.checkProvider(k, pf, p)
+		s := l.d.String(v, pf)
+		var st model.BreakerState
+		if err := st.UnmarshalText([]byte(s)); err != nil {
+			l.d.Errf(v, pf, "unknown breaker state %q (states: %s)", s, strings.Join(breakerNames, ", "))
+		}
+		e.Breaker[p] = st
+		checks++
+	})
+	return checks
+}
+
+// connExpects reads connections: {provider/connection: {...}}; it returns
+// the number of checks.
+func (l *loader) connExpects(v *yaml.Node, ff string, e *sim.Expect) int {
+	checks := 0
+	e.Connections = map[string]sim.ConnExpect{}
+	l.fields(v, ff, nil, func(ref, cf string, k, v *yaml.Node) {
+		l.checkConn(k, cf, ref)
+		var ce sim.ConnExpect
+		l.fields(v, cf, connExpectKeys, func(key, kf string, _, v *yaml.Node) {
+			l.connExpectField(key, kf, v, &ce)
+			checks++
+		})
+		e.Connections[ref] = ce
+	})
+	return checks
+}
+
+func (l *loader) connExpectField(key, kf string, v *yaml.Node, ce *sim.ConnExpect) {
+	switch key {
+	case "status":
+		ce.Status = l.d.String(v, kf)
+		if !slices.Contains(connStatusNames, ce.Status) {
+			l.d.Errf(v, kf, "unknown connection status %q (statuses: %s)", ce.Status, strings.Join(connStatusNames, ", "))
+		}
+	case "backoffLevel":
+		x := l.d.NonNegInt(v, kf)
+		ce.BackoffLevel = &x
+	case "cooldown":
+		ce.Cooldown, ce.HasCooldown = l.d.Duration(v, kf), true
+	case "lastError":
+		ce.LastError = l.d.String(v, kf)
+		if _, err := model.ParseReason(ce.LastError); err != nil {
+			l.d.Errf(v, kf, "%v", err)
+		}
+	case "uses":
+		x := l.d.NonNegInt(v, kf)
+		ce.Uses = &x
+	case "lane":
+		ce.Lane = l.d.String(v, kf)
+		if !slices.Contains(laneNames, ce.Lane) {
+			l.d.Errf(v, kf, "unknown lane state %q (states: %s)", ce.Lane, strings.Join(laneNames, ", "))
+		}
+	}
+}
+
+func (l *loader) lockoutExpect(v *yaml.Node, lf string) sim.LockoutExpect {
+	var le sim.LockoutExpect
+	l.fields(v, lf, lockoutKeys, func(key, kf string, _, v *yaml.Node) {
+		switch key {
+		case "connection":
+			le.Connection = l.d.String(v, kf)
+			l.checkConn(v, kf, le.Connection)
+		case "model":
+			le.Model = l.d.String(v, kf)
+		case "reason":
+			le.Reason = l.d.String(v, kf)
+			if _, err := model.ParseReason(le.Reason); err != nil {
+				l.d.Errf(v, kf, "%v", err)
+			}
+		case "remaining":
+			le.Remaining, le.HasRemaining = l.d.Duration(v, kf), true
+		}
+	})
+	if le.Connection == "" || le.Model == "" {
+		l.d.Errf(v, lf, "a lockout expect needs connection and model")
+	}
+	return le
+}
+
 func (l *loader) windowExpect(v *yaml.Node, f string, e *sim.Expect) {
 	checks, before := 0, l.d.Count()
 	var winNode *yaml.Node
-	l.d.Map(v, f, windowExpectKeys, func(key string, k, v *yaml.Node) {
-		ff := yamlnode.Join(f, key)
-		switch key {
-		case "requests":
+	l.fields(v, f, windowExpectKeys, func(key, ff string, _, v *yaml.Node) {
+		if key == "requests" {
 			winNode = v
-			hasUntil := false
-			l.d.Map(v, ff, windowKeys, func(key string, k, v *yaml.Node) {
-				if key == "from" {
-					e.From = l.d.Duration(v, yamlnode.Join(ff, key))
-				} else {
-					e.Until, hasUntil = l.d.Duration(v, yamlnode.Join(ff, key)), true
-				}
-			})
-			if !hasUntil {
-				e.Until = yamlnode.MaxDuration
-			}
-			if e.Until <= e.From {
-				l.d.Errf(v, ff, "can never be evaluated: the window [%v, %v) is empty", e.From, e.Until)
-			}
+			l.window(v, ff, e)
 			return
-		case "status":
-			e.Statuses = map[int]int{}
-			l.d.Map(v, ff, nil, func(st string, k, v *yaml.Node) {
-				sf := yamlnode.Join(ff, st)
-				code, err := strconv.Atoi(st)
-				if err != nil || code < 100 || code > 599 {
-					l.d.Errf(k, sf, "want an HTTP status as the key, got %q", st)
-				}
-				e.Statuses[code] = l.d.NonNegInt(v, sf)
-			})
-		case "upstreamCalls":
-			x := l.d.NonNegInt(v, ff)
-			e.UpstreamCalls = &x
-		case "count":
-			x := l.d.NonNegInt(v, ff)
-			e.Requests = &x
-		case "servedBy":
-			e.Served = map[string]int{}
-			l.d.Map(v, ff, nil, func(ref string, k, v *yaml.Node) {
-				sf := yamlnode.Join(ff, ref)
-				l.checkConn(k, sf, ref)
-				e.Served[ref] = l.d.NonNegInt(v, sf)
-			})
-		case "results":
-			e.Results = map[string]int{}
-			l.d.Map(v, ff, resultNames, func(r string, k, v *yaml.Node) {
-				e.Results[r] = l.d.NonNegInt(v, yamlnode.Join(ff, r))
-			})
 		}
+		l.windowExpectField(key, ff, v, e)
 		checks++
 	})
 	if checks == 0 && l.d.Count() == before { // an unknown key already said what is wrong
@@ -970,6 +945,57 @@ func (l *loader) windowExpect(v *yaml.Node, f string, e *sim.Expect) {
 		if e.Requests != nil && *e.Requests != sent {
 			l.d.Errf(winNode, f+".count", "can never hold: the traffic sends %d request(s) in [%v, %v)", sent, e.From, e.Until)
 		}
+	}
+}
+
+// window reads requests: {from, until}, the window of sending times; until
+// defaults to the end of time.
+func (l *loader) window(v *yaml.Node, ff string, e *sim.Expect) {
+	hasUntil := false
+	l.fields(v, ff, windowKeys, func(key, kf string, _, v *yaml.Node) {
+		if key == "from" {
+			e.From = l.d.Duration(v, kf)
+		} else {
+			e.Until, hasUntil = l.d.Duration(v, kf), true
+		}
+	})
+	if !hasUntil {
+		e.Until = yamlnode.MaxDuration
+	}
+	if e.Until <= e.From {
+		l.d.Errf(v, ff, "can never be evaluated: the window [%v, %v) is empty", e.From, e.Until)
+	}
+}
+
+// windowExpectField decodes a window expect's check key at field ff.
+func (l *loader) windowExpectField(key, ff string, v *yaml.Node, e *sim.Expect) {
+	switch key {
+	case "status":
+		e.Statuses = map[int]int{}
+		l.fields(v, ff, nil, func(st, sf string, k, v *yaml.Node) {
+			code, err := strconv.Atoi(st)
+			if err != nil || code < 100 || code > 599 {
+				l.d.Errf(k, sf, "want an HTTP status as the key, got %q", st)
+			}
+			e.Statuses[code] = l.d.NonNegInt(v, sf)
+		})
+	case "upstreamCalls":
+		x := l.d.NonNegInt(v, ff)
+		e.UpstreamCalls = &x
+	case "count":
+		x := l.d.NonNegInt(v, ff)
+		e.Requests = &x
+	case "servedBy":
+		e.Served = map[string]int{}
+		l.fields(v, ff, nil, func(ref, sf string, k, v *yaml.Node) {
+			l.checkConn(k, sf, ref)
+			e.Served[ref] = l.d.NonNegInt(v, sf)
+		})
+	case "results":
+		e.Results = map[string]int{}
+		l.fields(v, ff, resultNames, func(r, rf string, _, v *yaml.Node) {
+			e.Results[r] = l.d.NonNegInt(v, rf)
+		})
 	}
 }
 
