@@ -361,11 +361,9 @@ func (l *loader) items(n *yaml.Node, field string, fn func(i int, path string, v
 }
 
 func (l *loader) combos(n *yaml.Node) {
-	l.d.Seq(n, "combos", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("combos", i)
+	l.items(n, "combos", func(i int, f string, v *yaml.Node) {
 		var c model.ComboConfig
-		l.d.Map(v, f, comboKeys, func(key string, k, v *yaml.Node) {
-			ff := yamlnode.Join(f, key)
+		l.fields(v, f, comboKeys, func(key, ff string, k, v *yaml.Node) {
 			switch key {
 			case "id":
 				c.ID = l.d.String(v, ff)
@@ -374,8 +372,7 @@ func (l *loader) combos(n *yaml.Node) {
 			case "mode":
 				c.Mode = l.comboMode(v, ff) // admission.go
 			case "targets":
-				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
-					tf := yamlnode.Index(ff, j)
+				l.items(v, ff, func(j int, tf string, v *yaml.Node) {
 					var t model.ComboTarget
 					parse := func(n *yaml.Node, field string) {
 						s := l.d.String(n, field)
@@ -388,8 +385,7 @@ func (l *loader) combos(n *yaml.Node) {
 					if v.Kind == yaml.ScalarNode {
 						parse(v, tf)
 					} else {
-						l.d.Map(v, tf, targetKeys, func(key string, k, v *yaml.Node) {
-							kf := yamlnode.Join(tf, key)
+						l.fields(v, tf, targetKeys, func(key, kf string, k, v *yaml.Node) {
 							switch key {
 							case "target":
 								parse(v, kf)
@@ -722,8 +718,7 @@ func hasKey(n *yaml.Node, key string) bool {
 }
 
 func (l *loader) expects(n *yaml.Node) {
-	l.d.Seq(n, "expect", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("expect", i)
+	l.items(n, "expect", func(i int, f string, v *yaml.Node) {
 		e := sim.Expect{Line: v.Line}
 		switch {
 		case hasKey(v, "request"):
@@ -753,8 +748,7 @@ func (l *loader) status(n *yaml.Node, field string) int {
 
 func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
 	checks, before := 0, l.d.Count()
-	l.d.Map(v, f, requestExpectKeys, func(key string, k, v *yaml.Node) {
-		ff := yamlnode.Join(f, key)
+	l.fields(v, f, requestExpectKeys, func(key, ff string, k, v *yaml.Node) {
 		switch key {
 		case "request":
 			e.Request = l.d.Int(v, ff)
