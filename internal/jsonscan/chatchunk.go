@@ -644,10 +644,30 @@ func skipNested(b []byte, i, depth int) int {
 	top, member := depth, false
 	for {
 		if member {
-			// An object member at i: its key, its colon, then its value.
-			if _, i = scanKey(b, i); i < 0 {
+			// An object member at i: its key (as scanKey reads it, inline
+			// here: nested values are mostly keys), its colon, then its
+			// value.
+			if i >= len(b) || b[i] != '"' {
 				return -1
 			}
+			e := i + 1
+			for e <= len(b)-8 {
+				if m := nonPlain(load64(b[e:])); m != 0 {
+					e += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				e += 8
+			}
+			for e < len(b) && b[e] >= 0x20 && b[e] != '"' && b[e] != '\\' && b[e] < utf8.RuneSelf {
+				e++ // the last bytes (after a stop, b[e] ends it)
+			}
+			if e >= len(b) || b[e] != '"' {
+				return -1
+			}
+			if i = skipWS(b, e+1); i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			i = skipWS(b, i+1)
 		}
 		if depth > maxScanDepth || i >= len(b) {
 			return -1
