@@ -290,24 +290,7 @@ func openStore(ctx context.Context, cfg *proxy.Config, log *slog.Logger) (proxy.
 	if err != nil {
 		return nil, err
 	}
-	return tolerantLoad{pg, log}, nil
-}
-
-// tolerantLoad keeps a partial load (rows the store skipped) instead of
-// refusing to start.
-type tolerantLoad struct {
-	*store.Postgres
-	log *slog.Logger
-}
-
-func (t tolerantLoad) Load(ctx context.Context) (model.State, error) {
-	s, err := t.Postgres.Load(ctx)
-	var le *store.LoadError
-	if errors.As(err, &le) {
-		t.log.Warn("some stored state was skipped", "err", err)
-		return s, nil
-	}
-	return s, err
+	return store.TolerantLoad{Postgres: pg, Log: log}, nil
 }
 
 // startDemo serves every provider whose baseURL is demo:// from one
