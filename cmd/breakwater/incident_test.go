@@ -171,13 +171,7 @@ func TestIncidentExportFromGateway(t *testing.T) {
 	to := time.Now().UTC().Add(time.Second)
 
 	// The operator's path: fetch JSONL from the running gateway.
-	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	resp, err := http.Get(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logBytes, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, logBytes := requestLogJSONL(t, srv.URL, from, to)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("GET /api/request-log: %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), logBytes)
 	}
@@ -207,18 +201,7 @@ func TestIncidentExportFromGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{}
-	for _, r := range recs {
-		want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
-	}
-	got := map[string][]string{}
-	s := bufio.NewScanner(&trace)
-	for s.Scan() {
-		var ev struct{ Ev, Conn, Outcome string }
-		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
-			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
-		}
-	}
+	want, got := loggedAnswers(recs), replayedAnswers(&trace)
 	for _, c := range []string{"glm/k1", "glm/k2", "openai/o1"} {
 		if !slices.Equal(want[c], got[c]) {
 			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
@@ -376,13 +359,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	chat(5) // k1 cooling: k2
 	to := time.Now().UTC().Add(time.Second)
 
-	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	resp, err := http.Get(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logBytes, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, logBytes := requestLogJSONL(t, srv.URL, from, to)
 	logPath := filepath.Join(dir, "incident.jsonl")
 	os.WriteFile(logPath, logBytes, 0o644)
 	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
@@ -412,20 +389,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{}
-	for _, r := range recs {
-		if r.ErrorType != store.OperatorAction {
-			want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
-		}
-	}
-	got := map[string][]string{}
-	s := bufio.NewScanner(&trace)
-	for s.Scan() {
-		var ev struct{ Ev, Conn, Outcome string }
-		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
-			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
-		}
-	}
+	want, got := loggedAnswers(recs), replayedAnswers(&trace)
 	if len(want["glm/k1"]) != 3 {
 		t.Errorf("the gateway's log has k1 answering %v, want three 503s", want["glm/k1"])
 	}
@@ -440,4 +404,45 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	if t.Failed() {
 		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
 	}
+}
+
+// requestLogJSONL fetches the request log of [from, to) as JSONL from the
+// gateway at base, as an operator would.
+func requestLogJSONL(t *testing.T, base string, from, to time.Time) (*http.Response, []byte) {
+	t.Helper()
+	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", base, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	resp, err := http.Get(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, logBytes
+}
+
+// loggedAnswers lists per connection the statuses the gateway's request
+// log recorded for its upstream attempts (operator actions are not
+// attempts).
+func loggedAnswers(recs []store.LogRecord) map[string][]string {
+	want := map[string][]string{}
+	for _, r := range recs {
+		if r.ErrorType != store.OperatorAction {
+			want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
+		}
+	}
+	return want
+}
+
+// replayedAnswers lists per connection the outcomes of the attempts in a
+// simulator trace.
+func replayedAnswers(trace *bytes.Buffer) map[string][]string {
+	got := map[string][]string{}
+	s := bufio.NewScanner(trace)
+	for s.Scan() {
+		var ev struct{ Ev, Conn, Outcome string }
+		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
+			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
+		}
+	}
+	return got
 }
