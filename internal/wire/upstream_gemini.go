@@ -134,23 +134,30 @@ func appendCallPart(parts []byte, name, args string) []byte {
 // GemStream translates one chat.completion.chunk stream into Gemini's
 // streamGenerateContent?alt=sse events: an event for each chunk with
 // text or reasoning; function calls, whose arguments chat streams in
-// pieces and Gemini sends whole, wait for the chunk with the finish
-// reason, whose event carries them with finishReason and usage. Gemini
-// streams have no terminator.
+// pieces and Gemini sends whole, wait for the last event, which carries
+// them with finishReason and usage. That event goes out once both the
+// finish reason and the usage are known (OpenAI streams may send the
+// usage in a chunk of its own after the finish), or at [DONE] or End.
+// Gemini streams have no terminator.
 type GemStream struct {
 	Model string // the model the client asked for
 	ID    string // the responseId
 
-	calls []ChatToolCall
-	usage *ChatUsage
-	chunk ChatChunk
+	calls  []ChatToolCall
+	usage  *ChatUsage
+	finish string
+	done   bool
+	chunk  ChatChunk
 }
 
 // Event appends the Gemini events for one chat SSE event's data.
 func (s *GemStream) Event(dst, data []byte) []byte {
 	data = bytes.TrimSpace(data)
-	if string(data) == "[DONE]" {
+	if s.done {
 		return dst
+	}
+	if string(data) == "[DONE]" {
+		return s.End(dst)
 	}
 	g := gemAnswer{model: s.Model, id: s.ID}
 	if text, ok := textDelta(data); ok {
@@ -176,21 +183,28 @@ func (s *GemStream) Event(dst, data []byte) []byte {
 			s.choice(&g, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Delta.Content)
 			s.addCalls(c, i)
 			if f := ch.FinishReason; f != nil && *f != "" {
-				g.finish = GeminiFinish(*f)
+				s.finish = GeminiFinish(*f)
 			}
 		}
 	}
-	if g.finish != "" {
-		for _, tc := range s.calls {
-			g.parts = appendCallPart(g.parts, tc.Function.Name, tc.Function.Arguments)
-		}
-		g.usage = s.usage
-		return AppendSSE(dst, "", g.append(nil, true))
+	if s.finish != "" && s.usage != nil {
+		return s.last(dst, g.parts)
 	}
 	if len(g.parts) == 0 {
 		return dst
 	}
 	return AppendSSE(dst, "", g.append(nil, false))
+}
+
+// last appends the stream's last event: parts, the calls, finishReason
+// and usage.
+func (s *GemStream) last(dst, parts []byte) []byte {
+	s.done = true
+	g := gemAnswer{model: s.Model, id: s.ID, parts: parts, finish: s.finish, usage: s.usage}
+	for _, tc := range s.calls {
+		g.parts = appendCallPart(g.parts, tc.Function.Name, tc.Function.Arguments)
+	}
+	return AppendSSE(dst, "", g.append(nil, true))
 }
 
 // choice adds a delta's reasoning and text parts.
@@ -224,5 +238,15 @@ func (s *GemStream) addCalls(c *ChatChunk, i int) {
 	}
 }
 
-// End appends nothing: a Gemini stream ends with its last event.
-func (s *GemStream) End(dst []byte) []byte { return dst }
+// End appends the last event when the stream finished without usage (or
+// without a finish reason: STOP); a Gemini stream has no terminator of
+// its own.
+func (s *GemStream) End(dst []byte) []byte {
+	if s.done {
+		return dst
+	}
+	if s.finish == "" {
+		s.finish = "STOP"
+	}
+	return s.last(dst, nil)
+}

@@ -144,3 +144,28 @@ func TestParseGeminiEmbedReadsWhatTheGatewayWrites(t *testing.T) {
 		}
 	}
 }
+
+// OpenAI streams may send the usage in a chunk of its own after the
+// finish: the last Gemini event waits for it, and End sends it (STOP, no
+// usage) when it never comes.
+func TestGemStreamLastEventWaitsForTheUsage(t *testing.T) {
+	s := &GemStream{Model: "gm", ID: "r1"}
+	out := s.Event(nil, []byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`))
+	if len(out) != 0 {
+		t.Fatalf("finish without usage sent %s", out)
+	}
+	out = s.Event(out, []byte(`{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}`))
+	out = s.End(s.Event(out, []byte(`[DONE]`)))
+	want := `data: {"candidates":[{"content":{"role":"model","parts":[{"text":""}]},"finishReason":"MAX_TOKENS","index":0}],` +
+		`"usageMetadata":{"promptTokenCount":2,"candidatesTokenCount":3,"totalTokenCount":5},"modelVersion":"gm","responseId":"r1"}` + "\n\n"
+	if string(out) != want {
+		t.Fatalf("got  %s\nwant %s", out, want)
+	}
+	s = &GemStream{Model: "gm", ID: "r1"}
+	out = s.End(s.Event(nil, []byte(`{"choices":[{"index":0,"delta":{"content":"a\"b"}}]}`)))
+	want = `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"a\"b"}]},"index":0}],"modelVersion":"gm","responseId":"r1"}` + "\n\n" +
+		`data: {"candidates":[{"content":{"role":"model","parts":[{"text":""}]},"finishReason":"STOP","index":0}],"modelVersion":"gm","responseId":"r1"}` + "\n\n"
+	if string(out) != want {
+		t.Fatalf("got  %s\nwant %s", out, want)
+	}
+}
