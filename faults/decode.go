@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/scenarios/yamlnode"
 	"go.yaml.in/yaml/v3"
@@ -221,23 +222,18 @@ func decodeResponseKey(d *yamlnode.Decoder, r *Response, key string, v *yaml.Nod
 	}
 }
 
-// decodeStreamKey decodes one key of a response's stream.
+// decodeStreamKey decodes one key of a response's stream: counts,
+// durations, or numbered.
 func decodeStreamKey(d *yamlnode.Decoder, s *Stream, key string, v *yaml.Node, f string) {
-	switch key {
-	case "chunks":
-		s.Chunks = d.NonNegInt(v, f)
-	case "interval":
-		s.Interval = d.Duration(v, f)
-	case "stallAfter":
-		s.StallAfter = d.NonNegInt(v, f)
-	case "stallFor":
-		s.StallFor = d.Duration(v, f)
-	case "bytesPerSecond":
-		s.BytesPerSecond = d.NonNegInt(v, f)
-	case "numbered":
+	counts := map[string]*int{"chunks": &s.Chunks, "stallAfter": &s.StallAfter,
+		"bytesPerSecond": &s.BytesPerSecond, "malformed": &s.Malformed}
+	durations := map[string]*time.Duration{"interval": &s.Interval, "stallFor": &s.StallFor}
+	if n, ok := counts[key]; ok {
+		*n = d.NonNegInt(v, f)
+	} else if t, ok := durations[key]; ok {
+		*t = d.Duration(v, f)
+	} else if key == "numbered" {
 		s.Numbered = d.Bool(v, f)
-	case "malformed":
-		s.Malformed = d.NonNegInt(v, f)
 	}
 }
 
