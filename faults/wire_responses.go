@@ -9,8 +9,8 @@ import (
 )
 
 // responsesWire is the OpenAI Responses format (POST …/v1/responses),
-// rendered by the gateway's Responses translation.
-// Its ids and error bodies are OpenAI's.
+// rendered by the gateway's Responses translation; its ids and error
+// bodies are OpenAI's.
 type responsesWire struct {
 	openaiWire
 	st *bw.RespStream
