@@ -66,7 +66,7 @@ type Gateway struct {
 
 	gate      *gate
 	pace      *pacers
-	met       *metrics
+	met       *gatewayMetrics
 	transport *http.Transport // management probes and spend-wall calls
 	client    *http.Client    // over transport, redirects not followed
 

@@ -76,7 +76,7 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
 	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
-	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
+	r.Handle("/metrics", g.mgmt(g.met.Handler().ServeHTTP)).Methods(http.MethodGet)
 	g.uiRoutes(r, m) // the dashboard and its read-only views (mgmt_ui.go)
 	return g.wrap(r)
 }
@@ -111,9 +111,9 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 				}
 			}
 			if s, code := surface(r.URL.Path), rec.code(); s == "client" && code == http.StatusOK {
-				g.met.httpOK.Inc()
+				g.met.HTTPOK.Inc()
 			} else {
-				g.met.http.WithLabelValues(s, statusLabel(code)).Inc()
+				g.met.HTTP.WithLabelValues(s, statusLabel(code)).Inc()
 			}
 		}()
 		if strings.Contains(r.URL.Path, "//") {

@@ -101,7 +101,7 @@ func (g *Gateway) reloadFailed(res ReloadResult, err error) ReloadResult {
 	} else if err != nil {
 		res.Errors = strings.Split(err.Error(), "\n")
 	}
-	g.ops.met.reloads.WithLabelValues("failure").Inc()
+	g.ops.met.Reloads.WithLabelValues("failure").Inc()
 	g.log.Error("config reload refused; still serving the previous config", "file", res.File, "errors", strings.Join(res.Errors, "; "))
 	return res
 }
@@ -226,8 +226,8 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, next.Providers)
 	g.gate.prune(next.Providers)
-	o.met.setLabels(next)
-	o.met.reloads.WithLabelValues("success").Inc()
+	o.met.SetLabels(opsLabels(next))
+	o.met.Reloads.WithLabelValues("success").Inc()
 	res.OK = true
 	for _, w := range res.Warnings {
 		g.log.Warn("config reload: " + w)
