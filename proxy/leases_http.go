@@ -142,111 +142,143 @@ func (g *Gateway) handleSessionLeases(w http.ResponseWriter, r *http.Request) {
 // carry the owner and generation instead of the body). Every problem is a
 // *model.LeaseError; nothing is changed before it returns.
 func decodeLeaseRequest(body []byte, h http.Header) (leaseCall, error) {
-	bad := func(format string, a ...any) (leaseCall, error) {
-		return leaseCall{}, &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: fmt.Sprintf(format, a...)}
-	}
-	b := bytes.TrimSpace(body)
-	if len(b) == 0 || b[0] != '{' {
-		return bad("the body must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var v leaseRequest
-	if err := dec.Decode(&v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("field %q has the wrong type", te.Field)
-		}
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return bad("unknown field %s; known: action, model, ttlMs, owner, generation, reason", f)
-		}
-		return bad("the body is not valid JSON")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return bad("the body must be one JSON object")
+	v, err := parseLeaseBody(body)
+	if err != nil {
+		return leaseCall{}, err
 	}
 	c := leaseCall{action: v.Action}
 	switch v.Action {
 	case "acquire", "renew", "release", "status":
 	case "":
-		return bad("field \"action\" is required: acquire, renew, release or status")
+		return leaseCall{}, leaseInvalid("field \"action\" is required: acquire, renew, release or status")
 	default:
-		return bad("unknown action; want acquire, renew, release or status")
+		return leaseCall{}, leaseInvalid("unknown action; want acquire, renew, release or status")
 	}
 	c.ttlMs = model.DefaultLeaseTTLMs
 	if len(v.TTLMs) > 0 && string(v.TTLMs) != "null" {
 		if c.action != "acquire" && c.action != "renew" {
-			return bad("ttlMs applies to acquire and renew only")
+			return leaseCall{}, leaseInvalid("ttlMs applies to acquire and renew only")
 		}
-		ms, err := parseTTLMs(v.TTLMs)
-		if err != nil {
+		if c.ttlMs, err = parseTTLMs(v.TTLMs); err != nil {
 			return leaseCall{}, err
 		}
-		c.ttlMs = ms
 	}
 	if c.action == "acquire" {
-		if v.Model == nil || strings.TrimSpace(*v.Model) == "" {
-			return bad("field \"model\" is required for acquire")
+		if err := v.acquire(&c, h); err != nil {
+			return leaseCall{}, err
 		}
-		if v.Owner != nil || len(v.Generation) > 0 || h.Get(hdrLeaseOwner) != "" || h.Get(hdrLeaseGeneration) != "" {
-			return bad("acquire mints a new owner: send no owner or generation")
-		}
-		if v.Reason != nil {
-			return bad("reason applies to release only")
-		}
-		c.model = strings.TrimSpace(*v.Model)
 		return c, nil
 	}
 	if v.Model != nil {
-		return bad("model applies to acquire only")
+		return leaseCall{}, leaseInvalid("model applies to acquire only")
 	}
-	// The owner and generation come from the body or the headers; both
-	// present must agree.
+	if c.owner, c.generation, err = v.holder(h); err != nil {
+		return leaseCall{}, err
+	}
+	if c.reason, err = v.releaseReason(c.action); err != nil {
+		return leaseCall{}, err
+	}
+	return c, nil
+}
+
+// leaseInvalid is a lease request refused as malformed.
+func leaseInvalid(format string, a ...any) error {
+	return &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: fmt.Sprintf(format, a...)}
+}
+
+// parseLeaseBody decodes a lease request body: one JSON object with known
+// fields only.
+func parseLeaseBody(body []byte) (leaseRequest, error) {
+	var v leaseRequest
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 || b[0] != '{' {
+		return v, leaseInvalid("the body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return v, leaseInvalid("field %q has the wrong type", te.Field)
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return v, leaseInvalid("unknown field %s; known: action, model, ttlMs, owner, generation, reason", f)
+		}
+		return v, leaseInvalid("the body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return v, leaseInvalid("the body must be one JSON object")
+	}
+	return v, nil
+}
+
+// acquire fills c from an acquire request: a model, and no owner,
+// generation or reason (acquire mints the owner).
+func (v *leaseRequest) acquire(c *leaseCall, h http.Header) error {
+	if v.Model == nil || strings.TrimSpace(*v.Model) == "" {
+		return leaseInvalid("field \"model\" is required for acquire")
+	}
+	if v.Owner != nil || len(v.Generation) > 0 || h.Get(hdrLeaseOwner) != "" || h.Get(hdrLeaseGeneration) != "" {
+		return leaseInvalid("acquire mints a new owner: send no owner or generation")
+	}
+	if v.Reason != nil {
+		return leaseInvalid("reason applies to release only")
+	}
+	c.model = strings.TrimSpace(*v.Model)
+	return nil
+}
+
+// holder returns the owner and generation of a renew, release or status
+// call. They come from the body or the headers; both present must agree.
+func (v *leaseRequest) holder(h http.Header) (string, int64, error) {
 	owner, hOwner := "", h.Get(hdrLeaseOwner)
 	if v.Owner != nil {
 		owner = *v.Owner
 		if hOwner != "" && hOwner != owner {
-			return bad("the owner in the body and in %s differ", hdrLeaseOwner)
+			return "", 0, leaseInvalid("the owner in the body and in %s differ", hdrLeaseOwner)
 		}
 	} else {
 		owner = hOwner
 	}
 	if err := model.ParseLeaseOwner(owner); err != nil {
-		return leaseCall{}, err
+		return "", 0, err
 	}
 	genText, hGen := "", h.Get(hdrLeaseGeneration)
 	if len(v.Generation) > 0 && string(v.Generation) != "null" {
 		raw := v.Generation
 		if raw[0] == '"' {
 			if err := json.Unmarshal(raw, &genText); err != nil {
-				return bad("field \"generation\" is not a valid string")
+				return "", 0, leaseInvalid("field \"generation\" is not a valid string")
 			}
 		} else {
 			genText = string(raw)
 		}
 		if hGen != "" && hGen != genText {
-			return bad("the generation in the body and in %s differ", hdrLeaseGeneration)
+			return "", 0, leaseInvalid("the generation in the body and in %s differ", hdrLeaseGeneration)
 		}
 	} else {
 		genText = hGen
 	}
 	gen, err := model.ParseLeaseGeneration(genText)
 	if err != nil {
-		return leaseCall{}, err
+		return "", 0, err
 	}
-	c.owner, c.generation = owner, gen
-	if v.Reason != nil {
-		if c.action != "release" {
-			return bad("reason applies to release only")
-		}
-		switch *v.Reason {
-		case store.EndOwnerExit, store.EndClientCancelled:
-			c.reason = *v.Reason
-		default:
-			return bad("reason must be %s or %s", store.EndOwnerExit, store.EndClientCancelled)
-		}
+	return owner, gen, nil
+}
+
+// releaseReason is the reason a release gives for ending ("" when none).
+func (v *leaseRequest) releaseReason(action string) (string, error) {
+	if v.Reason == nil {
+		return "", nil
 	}
-	return c, nil
+	if action != "release" {
+		return "", leaseInvalid("reason applies to release only")
+	}
+	switch *v.Reason {
+	case store.EndOwnerExit, store.EndClientCancelled:
+		return *v.Reason, nil
+	}
+	return "", leaseInvalid("reason must be %s or %s", store.EndOwnerExit, store.EndClientCancelled)
 }
 
 // parseTTLMs reads ttlMs: an integer of milliseconds or a Go duration

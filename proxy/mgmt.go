@@ -919,91 +919,99 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
 		return
 	}
-	bad := func(format string, args ...any) {
+	next, changed, problem := body.apply(id, cur.cfg)
+	if problem != "" {
 		g.provMu.Unlock()
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf(format, args...))
+		writeError(w, http.StatusBadRequest, "invalid_request", problem)
+		return
 	}
+	out := g.replaceProvider(cur, next, changed) // unlocks provMu
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apply returns provider id's config cur with the patch applied and the
+// connections whose key it changes, or why the patch is refused.
+func (body *providerPatch) apply(id string, cur ProviderConfig) (next ProviderConfig, changed map[string]bool, problem string) {
 	switch {
 	case body.ID != nil && *body.ID != id:
-		bad("id %q does not match the path (%q); provider ids are set in the config file", *body.ID, id)
-		return
-	case body.Type != nil && *body.Type != cur.cfg.Type:
-		bad("type cannot change at run time (it is %q)", cur.cfg.Type)
-		return
-	case body.Profile != nil && *body.Profile != cur.cfg.Profile:
-		bad("profile cannot change at run time (it is %q)", cur.cfg.Profile)
-		return
-	case body.Models != nil && strings.Join(body.Models, "\x00") != strings.Join(cur.cfg.Models, "\x00"):
-		bad("models cannot change at run time; edit the config file")
-		return
+		return next, nil, fmt.Sprintf("id %q does not match the path (%q); provider ids are set in the config file", *body.ID, id)
+	case body.Type != nil && *body.Type != cur.Type:
+		return next, nil, fmt.Sprintf("type cannot change at run time (it is %q)", cur.Type)
+	case body.Profile != nil && *body.Profile != cur.Profile:
+		return next, nil, fmt.Sprintf("profile cannot change at run time (it is %q)", cur.Profile)
+	case body.Models != nil && strings.Join(body.Models, "\x00") != strings.Join(cur.Models, "\x00"):
+		return next, nil, "models cannot change at run time; edit the config file"
 	case body.MaxConcurrent != nil && *body.MaxConcurrent < 0:
-		bad("maxConcurrent must not be negative")
-		return
+		return next, nil, "maxConcurrent must not be negative"
 	case body.BaseURL != nil && baseURLProblem(*body.BaseURL) != "":
-		bad("baseURL: %s", baseURLProblem(*body.BaseURL))
-		return
+		return next, nil, "baseURL: " + baseURLProblem(*body.BaseURL)
 	}
-	next := cur.cfg
-	next.Connections = append([]ConnectionConfig(nil), cur.cfg.Connections...)
+	next = cur
+	next.Connections = append([]ConnectionConfig(nil), cur.Connections...)
 	// GET shows the baseURL redacted; putting that answer back keeps the
 	// real one instead of storing the mask as the password.
-	if body.BaseURL != nil && *body.BaseURL != redactURL(cur.cfg.BaseURL) {
+	if body.BaseURL != nil && *body.BaseURL != redactURL(cur.BaseURL) {
 		next.BaseURL = *body.BaseURL
 	}
 	if body.MaxConcurrent != nil {
 		next.MaxConcurrent = *body.MaxConcurrent
 	}
-	changed := map[string]bool{}
+	changed = map[string]bool{}
 	seen := map[string]bool{}
 	for i, cp := range body.Connections {
-		j := -1
-		for k := range next.Connections {
-			if next.Connections[k].ID == cp.ID {
-				j = k
-			}
-		}
-		if j < 0 {
-			bad("connections[%d].id: provider %q has no connection %q (connections are added in the config file)", i, id, cp.ID)
-			return
-		}
-		if seen[cp.ID] {
-			bad("connections[%d].id: %q appears twice", i, cp.ID)
-			return
+		j := slices.IndexFunc(next.Connections, func(c ConnectionConfig) bool { return c.ID == cp.ID })
+		switch {
+		case j < 0:
+			return next, nil, fmt.Sprintf("connections[%d].id: provider %q has no connection %q (connections are added in the config file)", i, id, cp.ID)
+		case seen[cp.ID]:
+			return next, nil, fmt.Sprintf("connections[%d].id: %q appears twice", i, cp.ID)
 		}
 		seen[cp.ID] = true
-		c := &next.Connections[j]
-		if cp.MaxConcurrent != nil {
-			if *cp.MaxConcurrent < 0 {
-				bad("connections[%d].maxConcurrent must not be negative", i)
-				return
-			}
-			c.MaxConcurrent = *cp.MaxConcurrent
+		if problem := cp.apply(&next.Connections[j], i, changed); problem != "" {
+			return next, nil, problem
 		}
-		if cp.RateLimitOverrides != nil {
-			o := *cp.RateLimitOverrides
-			if o.RPM < 0 || o.MaxWaitMs < 0 || o.ExecutionMaxWaitMs < 0 || o.MinTimeMs < 0 {
-				bad("connections[%d].rateLimitOverrides: values must not be negative", i)
-				return
-			}
-			for m, n := range o.ModelConcurrency {
-				if n < 0 {
-					bad("connections[%d].rateLimitOverrides.modelConcurrency.%s must not be negative", i, m)
-					return
-				}
-			}
-			c.RateLimitOverrides = o
+	}
+	return next, changed, ""
+}
+
+// apply applies the patch of connections[i] to c, noting in changed a new
+// key; it returns why the patch is refused, or "".
+func (cp *connectionPatch) apply(c *ConnectionConfig, i int, changed map[string]bool) string {
+	if cp.MaxConcurrent != nil {
+		if *cp.MaxConcurrent < 0 {
+			return fmt.Sprintf("connections[%d].maxConcurrent must not be negative", i)
 		}
-		if cp.APIKey != nil {
-			if problem := headerValueProblem(*cp.APIKey); problem != "" {
-				bad("connections[%d].apiKey: %s", i, problem)
-				return
+		c.MaxConcurrent = *cp.MaxConcurrent
+	}
+	if cp.RateLimitOverrides != nil {
+		o := *cp.RateLimitOverrides
+		if o.RPM < 0 || o.MaxWaitMs < 0 || o.ExecutionMaxWaitMs < 0 || o.MinTimeMs < 0 {
+			return fmt.Sprintf("connections[%d].rateLimitOverrides: values must not be negative", i)
+		}
+		for m, n := range o.ModelConcurrency {
+			if n < 0 {
+				return fmt.Sprintf("connections[%d].rateLimitOverrides.modelConcurrency.%s must not be negative", i, m)
 			}
 		}
-		if cp.APIKey != nil && *cp.APIKey != c.APIKey {
+		c.RateLimitOverrides = o
+	}
+	if cp.APIKey != nil {
+		if problem := headerValueProblem(*cp.APIKey); problem != "" {
+			return fmt.Sprintf("connections[%d].apiKey: %s", i, problem)
+		}
+		if *cp.APIKey != c.APIKey {
 			c.APIKey = *cp.APIKey
 			changed[c.ID] = true
 		}
 	}
+	return ""
+}
+
+// replaceProvider puts next in place of cur (the caller holds provMu,
+// which it releases) and hands the new caps and keys to the admission
+// gate and the model: a connection with a new key starts over.
+func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed map[string]bool) providerOut {
+	id := next.ID
 	np := newProvRuntime(next, cur.pool)
 	g.provs[id] = np
 	var cfgs []ProviderConfig
@@ -1032,7 +1040,7 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 			g.logOperator("new-credentials", id, c, "", nil)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 type testResult struct {
