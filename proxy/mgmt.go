@@ -9,13 +9,13 @@ import (
 	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net/http"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/mgmt"
 	"github.com/breakwater-gw/breakwater/store"
 	"github.com/gorilla/mux"
 )
@@ -230,100 +230,19 @@ func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
-// decodeBody decodes a JSON management body strictly: unknown fields,
-// trailing data and wrong types are 400s naming the problem. An empty body
-// decodes to the zero value when allowEmpty.
+// decodeBody reads and decodes a JSON management body strictly
+// (mgmt.DecodeJSON), answering the 400 itself; an empty body decodes to
+// the zero value when allowEmpty.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
 	b, ok := readManagementBody(w, r)
 	if !ok {
 		return false
 	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		if allowEmpty {
-			return true
-		}
-		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON body is required")
-		return false
-	}
-	// Every management body is an object: `null` would decode to the zero
-	// value (POST /api/resilience/reset with `null` reset every breaker) and
-	// an array's type error would name a Go struct.
-	if kind := jsonValueKind(b); kind != "an object" && kind != "invalid JSON" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got "+kind)
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: "+jsonProblem(err))
-		return false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: trailing data after the JSON value")
+	if problem := mgmt.DecodeJSON(b, v, allowEmpty); problem != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", problem)
 		return false
 	}
 	return true
-}
-
-// jsonValueKind names the kind of the JSON value b starts with.
-func jsonValueKind(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return "nothing"
-	}
-	switch c := b[0]; {
-	case c == '{':
-		return "an object"
-	case c == '[':
-		return "an array"
-	case c == '"':
-		return "a string"
-	case c == 'n':
-		return "null"
-	case c == 't' || c == 'f':
-		return "a boolean"
-	case c == '-' || (c >= '0' && c <= '9'):
-		return "a number"
-	}
-	return "invalid JSON"
-}
-
-// jsonTypeName names a Go type the way the JSON body spells it, so a
-// message never shows a Go struct or a package name.
-func jsonTypeName(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(jsonTypeName(t.Elem()), "an "), "a ") + "s"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "a " + t.String()
-}
-
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Type == millisType {
-			return fmt.Sprintf("field %q must be a whole, non-negative number of milliseconds or a Go duration such as \"30s\", got %s", te.Field, te.Value)
-		}
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be %s, got %s", te.Field, jsonTypeName(te.Type), te.Value)
-		}
-		return fmt.Sprintf("want %s, got %s", jsonTypeName(te.Type), te.Value)
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 func notFound(w http.ResponseWriter, err error) bool {
@@ -582,7 +501,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	// A merge patch of null would change nothing and say 200; like every
 	// other management body it must be an object (the settings parser
 	// refuses arrays and scalars itself).
-	if jsonValueKind(b) == "null" {
+	if mgmt.JSONKind(b) == "null" {
 		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got null")
 		return
 	}
@@ -896,7 +815,7 @@ func (cs *connectionPatches) UnmarshalJSON(b []byte) error {
 		dec := json.NewDecoder(bytes.NewReader(r))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&out[i]); err != nil {
-			return fmt.Errorf("connections[%d]: %s", i, jsonProblem(err))
+			return fmt.Errorf("connections[%d]: %s", i, mgmt.JSONProblem(err))
 		}
 	}
 	*cs = out
