@@ -122,36 +122,24 @@ func (m *Ops) SetLabels(l *Labels) {
 }
 
 // ModelLabel is the model label of a request for md.
-func (m *Ops) ModelLabel(md string) string {
-	if md == "" {
-		return "none"
-	}
-	if m.labels.Load().Models[md] {
-		return md
-	}
-	return "other"
-}
+func (m *Ops) ModelLabel(md string) string { return bounded(md, m.labels.Load().Models) }
 
 // KeyLabel is the key label of a request by client key id ("" on an
 // open gateway, which has no clientKeys).
-func (m *Ops) KeyLabel(id string) string {
-	if id == "" {
-		return "none"
-	}
-	if m.labels.Load().Keys[id] {
-		return id
-	}
-	return "other"
-}
+func (m *Ops) KeyLabel(id string) string { return bounded(id, m.labels.Load().Keys) }
 
 // ProviderLabel keeps a provider label to configured providers ("none"
 // when the request was refused before any provider was known).
-func (m *Ops) ProviderLabel(p string) string {
-	if p == "" {
+func (m *Ops) ProviderLabel(p string) string { return bounded(p, m.labels.Load().Providers) }
+
+// bounded is v as a label value: "none" when empty, itself when the
+// config allows it, else "other".
+func bounded(v string, allowed map[string]bool) string {
+	if v == "" {
 		return "none"
 	}
-	if m.labels.Load().Providers[p] {
-		return p
+	if allowed[v] {
+		return v
 	}
 	return "other"
 }
