@@ -217,7 +217,7 @@ func (s *Selection) exclude(now Time, x Excluded) {
 	}
 	// Only a short connection cooldown or lockout is worth waiting for
 	// (docs/selection.md#waiting-for-a-cooldown); an open breaker or a cooling provider answers at once.
-	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() {
+	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.transient() {
 		if s.EarliestTransient == 0 || at < s.EarliestTransient {
 			s.EarliestTransient = at
 		}
