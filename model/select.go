@@ -217,7 +217,7 @@ func (s *Selection) exclude(now Time, x Excluded) {
 	}
 	// Only a short connection cooldown or lockout is worth waiting for
 	// (docs/selection.md#waiting-for-a-cooldown); an open breaker or a cooling provider answers at once.
-	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() {
+	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.transient() {
 		if s.EarliestTransient == 0 || at < s.EarliestTransient {
 			s.EarliestTransient = at
 		}
@@ -529,29 +529,14 @@ func contains(list []ConnRef, p, c string) bool {
 }
 
 // orderConns orders a provider's connections by its strategy, then puts
-// the connections with a free slot first.
+// the connections with a free slot first. A peek (selection without
+// effects) draws no randomness and moves no cursor.
 func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) []int32 {
 	buf = append(buf, p.order...)
-	e.strategyOrder(now, p, buf)
-	freeFirst(p, model, buf)
-	return buf
-}
-
-// strategyOrder orders buf, the provider's connections, by its strategy.
-// A peek (selection without effects) draws no randomness and moves no
-// cursor.
-func (e *Engine) strategyOrder(now Time, p *provState, buf []int32) {
 	n := len(buf)
 	switch p.cfg.Strategy {
 	case RoundRobin:
-		k := int(p.cursor % uint64(n))
-		slices.Reverse(buf[:k])
-		slices.Reverse(buf[k:])
-		slices.Reverse(buf)
-		if !e.peek {
-			p.cursor++
-			e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
-		}
+		e.roundRobinOrder(now, p, buf)
 	case Random:
 		if !e.peek {
 			e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
@@ -566,6 +551,29 @@ func (e *Engine) strategyOrder(now Time, p *provState, buf []int32) {
 		}
 	case LeastUsed:
 		leastUsedOrder(p, buf)
+	}
+	full := 0
+	for _, ci := range buf {
+		if p.conns[ci].full(model) {
+			full++
+		}
+	}
+	if full > 0 {
+		freeFirst(p, model, buf)
+	}
+	return buf
+}
+
+// roundRobinOrder starts the order at the provider's cursor and, unless
+// peeking, moves the cursor on.
+func (e *Engine) roundRobinOrder(now Time, p *provState, buf []int32) {
+	k := int(p.cursor % uint64(len(buf)))
+	slices.Reverse(buf[:k])
+	slices.Reverse(buf[k:])
+	slices.Reverse(buf)
+	if !e.peek {
+		p.cursor++
+		e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
 	}
 }
 
@@ -603,17 +611,9 @@ func leastUsedOrder(p *provState, buf []int32) {
 // slot, that sibling goes first (stable: the strategy's order otherwise): a
 // request waits on a full connection only when every connection is full,
 // never while another idles (with fill-first, the second key sat unused
-// while requests queued on the first for up to maxWaitMs).
+// while requests queued on the first for up to maxWaitMs). orderConns
+// calls it only when a connection is full.
 func freeFirst(p *provState, model string, buf []int32) {
-	full := 0
-	for _, ci := range buf {
-		if p.conns[ci].full(model) {
-			full++
-		}
-	}
-	if full == 0 {
-		return
-	}
 	// With every connection full, the one with the fewest attempts in
 	// flight or queued goes first: queued requests spread over the
 	// siblings' queues instead of all waiting on the strategy's first

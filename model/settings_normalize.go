@@ -45,9 +45,9 @@ const (
 	MaxStatusRestatements = 50
 )
 
-// DefaultLockoutErrorCodes is modelLockout.errorCodes when none is configured
+// defaultLockoutErrorCodes is modelLockout.errorCodes when none is configured
 // (docs/lockouts.md). Callers must not modify it.
-func DefaultLockoutErrorCodes() []int { return []int{403, 404, 429, 502, 503, 504} }
+func defaultLockoutErrorCodes() []int { return []int{403, 404, 429, 502, 503, 504} }
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -254,7 +254,7 @@ func normConnectionCooldown(cc *ConnectionCooldownSettings) {
 func normModelLockout(ml *ModelLockoutSettings) {
 	ml.ErrorCodes = normSettingsStatusSet(ml.ErrorCodes)
 	if len(ml.ErrorCodes) == 0 {
-		ml.ErrorCodes = DefaultLockoutErrorCodes()
+		ml.ErrorCodes = defaultLockoutErrorCodes()
 	}
 	// The reference clamps the base to [5000, 600000] in production and to
 	// [0, 600000] in tests; breakwater takes the wider range everywhere so
@@ -327,7 +327,7 @@ func normSettingsBreaker(p *SettingsProblems, path string, b *BreakerProfile) {
 	}
 	m := make(map[string]Millis, len(b.CooldownByKind))
 	for _, k := range sortedSettingKeys(b.CooldownByKind) {
-		if _, err := ParseFailureKind(k); err != nil {
+		if _, err := parseFailureKind(k); err != nil {
 			p.Add(path+".cooldownByKind."+k, "unknown failure kind (want timeout, server_error or transport)")
 			continue
 		}
