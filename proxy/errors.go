@@ -8,28 +8,14 @@ import (
 	"strings"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/apierr"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
 // apiError is the OpenAI-shaped error body {"error":{...}} (docs/api.md).
-type apiError struct {
-	Message    string `json:"message"`
-	Type       string `json:"type"`
-	Code       string `json:"code"`
-	Provider   string `json:"provider,omitempty"`
-	Model      string `json:"model,omitempty"`
-	RetryAfter int64  `json:"retry_after,omitempty"` // seconds
-	Field      string `json:"field,omitempty"`
-	// Problems lists every problem of a rejected settings patch or body.
-	Problems []problem `json:"problems,omitempty"`
-}
+type apiError = apierr.Error
 
-type problem struct {
-	Field      string `json:"field,omitempty"`
-	Problem    string `json:"problem"`
-	Suggestion string `json:"suggestion,omitempty"`
-	Source     string `json:"source,omitempty"`
-}
+type problem = apierr.Problem
 
 type excludedView struct {
 	Provider          string `json:"provider"`
@@ -64,38 +50,14 @@ func openAIRefuse(w http.ResponseWriter) func(status int, msg string) {
 	}
 }
 
-func typeForStatus(status int) string {
-	switch {
-	case status == 400 || status == 405 || status == 413 || status == 422:
-		return "invalid_request_error" // a 405 is a malformed request, as OpenAI types it
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 429:
-		return "rate_limit_error"
-	}
-	return "server_error"
-}
+func typeForStatus(status int) string { return apierr.TypeForStatus(status) }
 
 // writeJSON writes v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding the answer failed","type":"server_error","code":"internal_error"}}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { apierr.WriteJSON(w, status, v) }
 
 // writeError writes a plain typed error of the gateway itself.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, errorBody{Error: apiError{Message: msg, Type: typeForStatus(status), Code: code}})
+	apierr.Write(w, status, code, msg)
 }
 
 // writeModelError writes one of the model's typed answers (docs/errors.md), with
@@ -125,17 +87,7 @@ func writeModelError(w http.ResponseWriter, e *model.Error) int {
 }
 
 // writeSettingsError answers a bad settings patch with every problem.
-func writeSettingsError(w http.ResponseWriter, err error) {
-	ses := model.SettingsErrors(err)
-	body := errorBody{Error: apiError{Message: err.Error(), Type: "invalid_request_error", Code: "invalid_settings"}}
-	for _, se := range ses {
-		body.Error.Problems = append(body.Error.Problems, problem{Field: se.Field, Problem: se.Problem, Suggestion: se.Suggestion, Source: se.Source})
-	}
-	if len(ses) > 0 {
-		body.Error.Field = ses[0].Field
-	}
-	writeJSON(w, http.StatusBadRequest, body)
-}
+func writeSettingsError(w http.ResponseWriter, err error) { apierr.WriteSettings(w, err) }
 
 var secretPattern = regexp.MustCompile(`(?i)\b(sk|pk|rk|ak|key)[-_][A-Za-z0-9_\-\*\.]{6,}|\bBearer\s+[A-Za-z0-9_\-\.=]{8,}`)
 

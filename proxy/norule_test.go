@@ -13,9 +13,9 @@ import (
 // it does I/O, sleeps and arms timers, and every resilience rule is the
 // model's, so the simulator, which drives the same model, cannot tell a
 // different story. The checks look for the shapes a rule takes when it
-// creeps into the shell; the wire adapters (adapter*.go, errors.go: the
-// client's error envelope) may read statuses, as translating a wire format
-// is their job. Anything else that matches must be listed in
+// creeps into the shell; the wire adapters (adapter*.go; errors.go and
+// apierr/: the client's error envelope) may read statuses, as translating
+// a wire format is their job. Anything else that matches must be listed in
 // noRuleExceptions with its reason; an exception that no longer matches
 // fails too, so the list stays true. The packages under proxy/ (metrics,
 // the management API) are the shell too and are checked alike; their
@@ -38,7 +38,7 @@ func TestNoRuleInProxy(t *testing.T) {
 		{"gate", "keeps admission counters of its own: they are model.Gate's (docs/admission.md#concurrency-gates)",
 			regexp.MustCompile(`\.(InUse|queued)\s*(\+\+|--|[-+]=)`)},
 	}
-	wire := regexp.MustCompile(`^(adapter\w*|errors)\.go$`)
+	wire := regexp.MustCompile(`^(adapter\w*|errors|apierr/\w+)\.go$`)
 	used := make([]bool, len(noRuleExceptions))
 	files := proxySources(t)
 	if len(files) == 0 {
