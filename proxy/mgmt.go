@@ -10,13 +10,11 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy/mgmt"
-	"github.com/breakwater-gw/breakwater/store"
 	"github.com/gorilla/mux"
 )
 
@@ -60,15 +58,11 @@ func (g *Gateway) routes() http.Handler {
 	m := func(path string, h http.HandlerFunc, methods ...string) {
 		r.Handle(path, g.mgmt(h)).Methods(methods...)
 	}
-	m("/api/monitoring/health", g.handleHealth, http.MethodGet)
-	m("/api/resilience/reset", g.handleResetBreakers, http.MethodPost)
+	api := &mgmt.API{Core: g, ReadBody: readManagementBody}
+	api.ResilienceRoutes(m)
 	m("/api/resilience", g.handleGetSettings, http.MethodGet)
 	m("/api/resilience", g.handlePatchSettings, http.MethodPatch)
-	m("/api/resilience/cooldowns", g.handleGetCooldowns, http.MethodGet)
-	m("/api/resilience/cooldowns", g.handleClearCooldowns, http.MethodPost)
-	m("/api/resilience/model-cooldowns", g.handleGetLockouts, http.MethodGet)
-	m("/api/resilience/model-cooldowns", g.handleDeleteLockouts, http.MethodDelete)
-	m("/api/resilience/connections/{provider}/{connection}/reset", g.handleResetConnection, http.MethodPost)
+	api.CooldownRoutes(m)
 	m("/api/rate-limits", g.handleRateLimits, http.MethodPost)
 	m("/api/rate-limits", g.handleGetRateLimits, http.MethodGet) // proxy/ratelimit.go
 	m("/api/providers", g.handleListProviders, http.MethodGet)
@@ -231,27 +225,9 @@ func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 }
 
 // decodeBody reads and decodes a JSON management body strictly
-// (mgmt.DecodeJSON), answering the 400 itself; an empty body decodes to
-// the zero value when allowEmpty.
+// (mgmt.DecodeBody).
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
-	b, ok := readManagementBody(w, r)
-	if !ok {
-		return false
-	}
-	if problem := mgmt.DecodeJSON(b, v, allowEmpty); problem != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request", problem)
-		return false
-	}
-	return true
-}
-
-func notFound(w http.ResponseWriter, err error) bool {
-	var nf *model.NotFoundError
-	if errors.As(err, &nf) {
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
-		return true
-	}
-	return false
+	return mgmt.DecodeBody(readManagementBody, w, r, v, allowEmpty)
 }
 
 // ---------------------------------------------------------------------------
@@ -377,99 +353,7 @@ func (g *Gateway) handleModel(w http.ResponseWriter, r *http.Request) {
 }
 
 // ---------------------------------------------------------------------------
-// Health and the resilience state
-
-type providerHealth struct {
-	State              model.BreakerState `json:"state"`
-	FailureCount       int                `json:"failureCount"`
-	RetryAfterMs       int64              `json:"retryAfterMs"`
-	ProviderCooldownMs int64              `json:"providerCooldownMs,omitempty"`
-}
-
-type queueView struct {
-	Provider   string `json:"provider"`
-	Connection string `json:"connection"`
-	InFlight   int    `json:"inFlight"`
-	Queued     int    `json:"queued"`
-}
-
-// handleHealth shows every breaker and every connection's cooldown in one
-// place (docs/README.md#troubleshooting); the reads refresh expired state.
-func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
-	now := g.modelNow()
-	g.lock()
-	provs := g.eng.Providers(now)
-	conns := g.eng.Connections(now, "")
-	pins := len(g.eng.Pins(now))
-	g.unlock()
-	out := struct {
-		Status      string                    `json:"status"`
-		Time        time.Time                 `json:"time"`
-		Providers   map[string]providerHealth `json:"providers"`
-		Connections []model.ConnectionView    `json:"connections"`
-		Queues      []queueView               `json:"queues"`
-		SessionPins int                       `json:"sessionPins"`
-		Store       store.Health              `json:"store"`
-	}{Status: "ok", Time: now.Std(), Providers: map[string]providerHealth{}, Connections: conns, Queues: []queueView{}, SessionPins: pins,
-		Store: store.Health{Kind: "memory", Up: true}}
-	if sh, ok := g.store.(interface{ Health() store.Health }); ok {
-		// The state store's side (docs/store.md): a database outage is
-		// fail-open for traffic, so the gateway still answers, but the
-		// operator sees it here ("degraded") and in lastError.
-		out.Store = sh.Health()
-		if !out.Store.Up {
-			out.Status = "degraded"
-		}
-	}
-	if g.draining.Load() {
-		out.Status = "draining"
-	}
-	for _, p := range provs {
-		out.Providers[p.Provider] = providerHealth{p.State, p.FailureCount, p.RetryAfterMs, p.ProviderCooldownMs}
-	}
-	if out.Connections == nil {
-		out.Connections = []model.ConnectionView{}
-	}
-	g.gate.snapshot(func(p, c string, inUse, queued int) {
-		out.Queues = append(out.Queues, queueView{p, c, inUse, queued})
-	})
-	sort.Slice(out.Queues, func(i, j int) bool {
-		if out.Queues[i].Provider != out.Queues[j].Provider {
-			return out.Queues[i].Provider < out.Queues[j].Provider
-		}
-		return out.Queues[i].Connection < out.Queues[j].Connection
-	})
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (g *Gateway) handleResetBreakers(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Provider *string `json:"provider"`
-	}
-	if !decodeBody(w, r, &body, true) {
-		return
-	}
-	provider := ""
-	if body.Provider != nil {
-		// Every breaker is reset by leaving provider out; an empty one is
-		// a script's unset variable, not a request to reset them all.
-		if provider = strings.TrimSpace(*body.Provider); provider == "" {
-			writeError(w, http.StatusBadRequest, "invalid_request", `"provider" is empty: name a provider, or leave the field out to reset every breaker`)
-			return
-		}
-	}
-	g.lock()
-	n, err := g.eng.ResetBreakers(g.modelNow(), provider)
-	g.unlock()
-	if err != nil {
-		if !notFound(w, err) {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		}
-		return
-	}
-	g.logOperator("reset-breaker", provider, "", "", nil)
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "reset": n})
-}
+// Settings
 
 func (g *Gateway) settingsView() map[string]any {
 	rt := g.rt.Load()
@@ -557,159 +441,6 @@ func (g *Gateway) checkFallbackTarget(patch settings.Layer, s model.Settings) er
 		return nil
 	}
 	return &model.SettingsError{Field: "emergencyFallback.target", Problem: problem, Source: "patch"}
-}
-
-// providerParam reads the optional ?provider= filter of a list; an unknown
-// provider is answered 404 (ok false).
-func (g *Gateway) providerParam(w http.ResponseWriter, r *http.Request) (prov string, ok bool) {
-	prov = r.URL.Query().Get("provider")
-	if prov != "" && g.provider(prov) == nil {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
-		return "", false
-	}
-	return prov, true
-}
-
-func (g *Gateway) handleGetCooldowns(w http.ResponseWriter, r *http.Request) {
-	prov, ok := g.providerParam(w, r)
-	if !ok {
-		return
-	}
-	now := g.modelNow()
-	g.lock()
-	conns := g.eng.Connections(now, prov)
-	g.unlock()
-	if conns == nil {
-		conns = []model.ConnectionView{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"connections": conns})
-}
-
-func (g *Gateway) handleClearCooldowns(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		ConnectionIDs []string `json:"connectionIds"`
-		All           bool     `json:"all"`
-		Provider      string   `json:"provider"`
-	}
-	if !decodeBody(w, r, &body, false) {
-		return
-	}
-	if !body.All && len(body.ConnectionIDs) == 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", `want {"connectionIds":["provider/connection",...]} or {"all":true,"provider"?:...}`)
-		return
-	}
-	if body.All && len(body.ConnectionIDs) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "give either connectionIds or all, not both")
-		return
-	}
-	if !body.All && body.Provider != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "provider only goes with all:true")
-		return
-	}
-	var refs []model.ConnRef
-	for i, s := range body.ConnectionIDs {
-		ref, err := model.ParseConnRef(s)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connectionIds[%d]: %v", i, err))
-			return
-		}
-		if slices.Contains(refs, ref) { // counted twice in the answer otherwise
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connectionIds[%d]: %q appears twice", i, s))
-			return
-		}
-		refs = append(refs, ref)
-	}
-	g.lock()
-	res, err := g.eng.ClearCooldowns(g.modelNow(), refs, body.All, body.Provider)
-	g.unlock()
-	if err != nil {
-		if !notFound(w, err) {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		}
-		return
-	}
-	g.logOperator("clear-cooldowns", body.Provider, "", "", map[string]any{"connectionIds": body.ConnectionIDs, "all": body.All})
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleGetLockouts lists model lockouts; ?provider= narrows the list like
-// GET /api/resilience/cooldowns does (an unknown provider is a 404 there too).
-func (g *Gateway) handleGetLockouts(w http.ResponseWriter, r *http.Request) {
-	prov, ok := g.providerParam(w, r)
-	if !ok {
-		return
-	}
-	now := g.modelNow()
-	g.lock()
-	l := g.eng.Lockouts(now)
-	g.unlock()
-	if prov != "" {
-		l = slices.DeleteFunc(l, func(v model.LockoutView) bool { return v.Provider != prov })
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"lockouts": l})
-}
-
-func (g *Gateway) handleDeleteLockouts(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Provider   string `json:"provider"`
-		Connection string `json:"connection"`
-		Model      string `json:"model"`
-		All        bool   `json:"all"`
-	}
-	if !decodeBody(w, r, &body, false) {
-		return
-	}
-	if body.All {
-		if body.Provider != "" || body.Connection != "" || body.Model != "" {
-			writeError(w, http.StatusBadRequest, "invalid_request", "all:true takes no provider, connection or model")
-			return
-		}
-		g.lock()
-		n := g.eng.ClearAllLockouts(g.modelNow())
-		g.unlock()
-		g.logOperator("clear-lockout", "", "", "", map[string]any{"all": true})
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
-		return
-	}
-	var missing []string
-	for _, f := range []struct{ name, v string }{{"provider", body.Provider}, {"connection", body.Connection}, {"model", body.Model}} {
-		if f.v == "" {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(missing) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("missing %s (want {provider, connection, model} or {all:true})", strings.Join(missing, ", ")))
-		return
-	}
-	g.lock()
-	n, err := g.eng.ClearLockout(g.modelNow(), model.ConnRef{Provider: body.Provider, Connection: body.Connection}, body.Model)
-	g.unlock()
-	if err != nil {
-		if !notFound(w, err) {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		}
-		return
-	}
-	g.logOperator("clear-lockout", body.Provider, body.Connection, body.Model, nil)
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "removed": n})
-}
-
-func (g *Gateway) handleResetConnection(w http.ResponseWriter, r *http.Request) {
-	v := mux.Vars(r)
-	if !decodeBody(w, r, &struct{}{}, true) { // takes no body: anything in it is a mistake, not a reset
-		return
-	}
-	g.lock()
-	changed, err := g.eng.ResetConnection(g.modelNow(), model.ConnRef{Provider: v["provider"], Connection: v["connection"]})
-	g.unlock()
-	if err != nil {
-		if !notFound(w, err) {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		}
-		return
-	}
-	g.logOperator("reset-connection", v["provider"], v["connection"], "", nil)
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "changed": changed})
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+package mgmt
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/apierr"
+	"github.com/breakwater-gw/breakwater/store"
+)
+
+// Core is what the management handlers need from the gateway: reads of
+// the resilience state and the operator's actions on it. The gateway
+// holds the locking and calls the model; the rules stay in model. The
+// handlers here route, decode and check the input and encode the answer.
+type Core interface {
+	// Health is a snapshot of the state GET /api/monitoring/health shows.
+	Health() Health
+	// HasProvider reports whether the config names provider id.
+	HasProvider(id string) bool
+	// Connections lists the connections' cooldown state (of one provider
+	// when provider is not "").
+	Connections(provider string) []model.ConnectionView
+	// Lockouts lists every model lockout.
+	Lockouts() []model.LockoutView
+	ResetBreakers(provider string) (int, error)
+	ClearCooldowns(refs []model.ConnRef, all bool, provider string) (model.ClearResult, error)
+	ClearLockout(ref model.ConnRef, model string) (int, error)
+	ClearAllLockouts() int
+	ResetConnection(ref model.ConnRef) (bool, error)
+	// LogOperator records an operator action that changed state in the
+	// request log; params, when not nil, is kept as JSON.
+	LogOperator(action, provider, connection, model string, params any)
+}
+
+// Health is the gateway's state at one instant.
+type Health struct {
+	Time        time.Time
+	Draining    bool
+	Providers   []model.ProviderView
+	Connections []model.ConnectionView
+	Queues      []Queue
+	SessionPins int
+	Store       store.Health
+}
+
+// Queue is one connection's admission gate.
+type Queue struct {
+	Provider   string `json:"provider"`
+	Connection string `json:"connection"`
+	InFlight   int    `json:"inFlight"`
+	Queued     int    `json:"queued"`
+}
+
+// API serves the management endpoints over a Core.
+type API struct {
+	Core     Core
+	ReadBody BodyReader
+}
+
+// Route registers one management handler; the gateway's wraps it in the
+// management key check.
+type Route func(path string, h http.HandlerFunc, methods ...string)
+
+// BodyReader reads a management body under the gateway's size and time
+// bounds, answering a refused one itself (ok false).
+type BodyReader func(w http.ResponseWriter, r *http.Request) (b []byte, ok bool)
+
+// DecodeBody reads a JSON management body with read and decodes it
+// strictly (DecodeJSON), answering the 400 itself; an empty body decodes
+// to the zero value when allowEmpty.
+func DecodeBody(read BodyReader, w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
+	b, ok := read(w, r)
+	if !ok {
+		return false
+	}
+	if problem := DecodeJSON(b, v, allowEmpty); problem != "" {
+		apierr.Write(w, http.StatusBadRequest, "invalid_request", problem)
+		return false
+	}
+	return true
+}
+
+func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
+	return DecodeBody(a.ReadBody, w, r, v, allowEmpty)
+}
+
+// writeActionError answers an operator action the model refused: a 404
+// for what does not exist, a 400 otherwise.
+func writeActionError(w http.ResponseWriter, err error) {
+	var nf *model.NotFoundError
+	if errors.As(err, &nf) {
+		apierr.Write(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	apierr.Write(w, http.StatusBadRequest, "invalid_request", err.Error())
+}
+
+// providerParam reads the optional ?provider= filter of a list; an unknown
+// provider is answered 404 (ok false).
+func (a *API) providerParam(w http.ResponseWriter, r *http.Request) (prov string, ok bool) {
+	prov = r.URL.Query().Get("provider")
+	if prov != "" && !a.Core.HasProvider(prov) {
+		apierr.Write(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+		return "", false
+	}
+	return prov, true
+}
