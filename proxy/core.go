@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"context"
+	"time"
+
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"github.com/breakwater-gw/breakwater/proxy/mgmt"
 	"github.com/breakwater-gw/breakwater/store"
 )
@@ -89,4 +93,42 @@ func (g *Gateway) ResetConnection(ref model.ConnRef) (bool, error) {
 // LogOperator records an operator action in the request log (logOperator).
 func (g *Gateway) LogOperator(action, provider, connection, modelID string, params any) {
 	g.logOperator(action, provider, connection, modelID, params)
+}
+
+// Settings is the resilience settings as they apply and their layers.
+func (g *Gateway) Settings() mgmt.Settings {
+	rt := g.rt.Load()
+	g.setMu.Lock()
+	saved := g.saved
+	g.setMu.Unlock()
+	return mgmt.Settings{Settings: rt.s, Sources: rt.src, Saved: saved, Overrides: g.savedOverrides()}
+}
+
+// PatchSettings resolves patch over the saved layer with the file and env
+// layers and only then persists and applies it: the engine, the admission
+// gate and the settings every request reads.
+func (g *Gateway) PatchSettings(ctx context.Context, patch settings.Layer, text string) (model.Settings, error) {
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	next, s, src, err := settings.ApplyPatch(g.lower, g.saved, patch)
+	if err == nil {
+		err = g.checkFallbackTarget(patch, s)
+	}
+	if err != nil {
+		return s, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := g.store.SaveSettings(ctx, next); err != nil {
+		g.log.Error("saving settings failed", "err", err)
+		return s, mgmt.ErrSettingsNotSaved
+	}
+	g.saved = next
+	g.rt.Store(&runtimeSettings{s: s, src: src})
+	g.lock()
+	g.eng.UpdateSettings(g.modelNow(), s)
+	g.unlock()
+	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
+	g.log.Info("resilience settings changed", "patch", text)
+	return s, nil
 }

@@ -60,8 +60,7 @@ func (g *Gateway) routes() http.Handler {
 	}
 	api := &mgmt.API{Core: g, ReadBody: readManagementBody}
 	api.ResilienceRoutes(m)
-	m("/api/resilience", g.handleGetSettings, http.MethodGet)
-	m("/api/resilience", g.handlePatchSettings, http.MethodPatch)
+	api.SettingsRoutes(m)
 	api.CooldownRoutes(m)
 	m("/api/rate-limits", g.handleRateLimits, http.MethodPost)
 	m("/api/rate-limits", g.handleGetRateLimits, http.MethodGet) // proxy/ratelimit.go
@@ -354,77 +353,6 @@ func (g *Gateway) handleModel(w http.ResponseWriter, r *http.Request) {
 
 // ---------------------------------------------------------------------------
 // Settings
-
-func (g *Gateway) settingsView() map[string]any {
-	rt := g.rt.Load()
-	g.setMu.Lock()
-	saved := g.saved
-	g.setMu.Unlock()
-	if saved == nil {
-		saved = settings.Layer{}
-	}
-	return map[string]any{"settings": rt.s, "sources": rt.src, "saved": saved, "overrides": g.savedOverrides()}
-}
-
-func (g *Gateway) handleGetSettings(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, g.settingsView())
-}
-
-// handlePatchSettings applies a JSON merge patch to the saved layer (null
-// deletes a saved key so the file/env value applies again), resolves it with
-// the file and env layers and only then persists and applies it.
-func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
-	b, ok := readManagementBody(w, r)
-	if !ok {
-		return
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON merge patch is required")
-		return
-	}
-	// A merge patch of null would change nothing and say 200; like every
-	// other management body it must be an object (the settings parser
-	// refuses arrays and scalars itself).
-	if mgmt.JSONKind(b) == "null" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got null")
-		return
-	}
-	patch, err := settings.ParseLayerJSON(b)
-	if err != nil {
-		writeSettingsError(w, err)
-		return
-	}
-	g.setMu.Lock()
-	next, s, src, err := settings.ApplyPatch(g.lower, g.saved, patch)
-	if err == nil {
-		err = g.checkFallbackTarget(patch, s)
-	}
-	if err != nil {
-		g.setMu.Unlock()
-		writeSettingsError(w, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	if err := g.store.SaveSettings(ctx, next); err != nil {
-		g.setMu.Unlock()
-		g.log.Error("saving settings failed", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "saving the settings failed; nothing was changed")
-		return
-	}
-	g.saved = next
-	g.rt.Store(&runtimeSettings{s: s, src: src})
-	g.lock()
-	g.eng.UpdateSettings(g.modelNow(), s)
-	g.unlock()
-	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
-	g.setMu.Unlock()
-	g.log.Info("resilience settings changed", "patch", string(bytes.TrimSpace(b)))
-	g.logOperator("set", "", "", "", patch)
-	view := g.settingsView()
-	view["clamped"] = settings.Clamped(patch, s) // numbers moved into their range, said rather than silent
-	writeJSON(w, http.StatusOK, view)
-}
 
 // checkFallbackTarget refuses a patch that sets an emergency fallback
 // target naming no route (docs/api.md#operator-actions): the engine would skip it silently

@@ -1,12 +1,14 @@
 package mgmt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/model/settings"
 	"github.com/breakwater-gw/breakwater/proxy/apierr"
 	"github.com/breakwater-gw/breakwater/store"
 )
@@ -30,6 +32,14 @@ type Core interface {
 	ClearLockout(ref model.ConnRef, model string) (int, error)
 	ClearAllLockouts() int
 	ResetConnection(ref model.ConnRef) (bool, error)
+	// Settings is the resilience settings and their layers.
+	Settings() Settings
+	// PatchSettings resolves patch over the saved layer with the file
+	// and env layers, then saves and applies it (text, the patch as
+	// sent, goes to the log), answering the settings that now apply; a
+	// refused patch is a model.SettingsError, a failed save
+	// ErrSettingsNotSaved.
+	PatchSettings(ctx context.Context, patch settings.Layer, text string) (model.Settings, error)
 	// LogOperator records an operator action that changed state in the
 	// request log; params, when not nil, is kept as JSON.
 	LogOperator(action, provider, connection, model string, params any)
