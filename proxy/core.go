@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -131,4 +132,83 @@ func (g *Gateway) PatchSettings(ctx context.Context, patch settings.Layer, text 
 	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
 	g.log.Info("resilience settings changed", "patch", text)
 	return s, nil
+}
+
+// attemptReader is a store that can read the request log back (docs/store.md#request-log).
+type attemptReader interface {
+	RecentAttempts(ctx context.Context, q store.LogQuery) ([]store.LogRecord, error)
+}
+
+// Now is the gateway's clock.
+func (g *Gateway) Now() time.Time { return g.now() }
+
+// KeepsRequestLog reports whether the store can read the request log back.
+func (g *Gateway) KeepsRequestLog() bool {
+	_, ok := g.store.(attemptReader)
+	return ok
+}
+
+// RequestLog reads the request log records q matches, newest first; a
+// failed read is logged here.
+func (g *Gateway) RequestLog(ctx context.Context, q store.LogQuery) ([]store.LogRecord, error) {
+	rd, ok := g.store.(attemptReader)
+	if !ok {
+		return nil, errors.New("the store keeps no request log")
+	}
+	recs, err := rd.RecentAttempts(ctx, q)
+	if err != nil {
+		g.log.Warn("reading the request log failed", "err", err)
+	}
+	return recs, err
+}
+
+// RateLimits is every connection's admission-queue status
+// (docs/admission.md): the protection flag, whether the queue covers it,
+// its limits and current pause, and its concurrency gate's load.
+func (g *Gateway) RateLimits() []mgmt.RateLimit {
+	load := map[model.ConnRef][2]int{}
+	g.gate.snapshot(func(p, c string, inUse, queued int) {
+		load[model.ConnRef{Provider: p, Connection: c}] = [2]int{inUse, queued}
+	})
+	s := g.settings()
+	now := g.now().UnixMilli()
+	out := []mgmt.RateLimit{}
+	g.provMu.RLock()
+	for _, pid := range g.provOrder {
+		p := g.provs[pid]
+		for _, c := range p.cfg.Connections {
+			ref := model.ConnRef{Provider: pid, Connection: c.ID}
+			o := p.conns[c.ID].cfg.RateLimitOverrides
+			g.lock()
+			prot, queued, _ := g.eng.RateLimitProtection(ref)
+			g.unlock()
+			mw, _ := s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(o.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(o.ExecutionMaxWaitMs)})
+			row := mgmt.RateLimit{ConnectionID: ref.String(), Provider: pid, Name: c.ID, RateLimitProtection: prot, Enabled: queued,
+				RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs), MaxWaitMs: mw, Running: load[ref][0], Queued: load[ref][1]}
+			if until := g.pace.pausedUntil(ref, ""); until > now {
+				row.PausedMs = until - now
+			}
+			out = append(out, row)
+		}
+	}
+	g.provMu.RUnlock()
+	return out
+}
+
+// HasConnection reports whether the config names connection ref.
+func (g *Gateway) HasConnection(ref model.ConnRef) bool {
+	p := g.provider(ref.Provider)
+	return p != nil && p.conns[ref.Connection] != nil
+}
+
+// SetRateLimitProtection turns ref's rateLimitProtection on or off and
+// answers the flag and whether the admission queue covers ref now. The
+// choice lives in the connection's model state: persisted and shared with
+// other replicas like a cooldown, so it survives a restart (docs/admission.md).
+func (g *Gateway) SetRateLimitProtection(ref model.ConnRef, on bool) (protection, queued bool, err error) {
+	g.lock()
+	defer g.unlock()
+	err = g.eng.SetRateLimitProtection(g.modelNow(), ref, on)
+	protection, queued, _ = g.eng.RateLimitProtection(ref)
+	return protection, queued, err
 }

@@ -62,13 +62,12 @@ func (g *Gateway) routes() http.Handler {
 	api.ResilienceRoutes(m)
 	api.SettingsRoutes(m)
 	api.CooldownRoutes(m)
-	m("/api/rate-limits", g.handleRateLimits, http.MethodPost)
-	m("/api/rate-limits", g.handleGetRateLimits, http.MethodGet) // proxy/ratelimit.go
+	api.RateLimitRoutes(m)
 	m("/api/providers", g.handleListProviders, http.MethodGet)
 	m("/api/providers/{id}", g.handleGetProvider, http.MethodGet)
 	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
-	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
+	api.RequestLogRoutes(m)
 	r.Handle("/metrics", g.mgmt(g.met.Handler().ServeHTTP)).Methods(http.MethodGet)
 	g.uiRoutes(r, m) // the dashboard and its read-only views (mgmt_ui.go)
 	return g.wrap(r)
@@ -690,39 +689,4 @@ func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRun
 		res.Error = unrelayableStatus(resp.StatusCode, resp.Header) // where a redirect points
 	}
 	return res
-}
-
-// handleRateLimits sets a connection's rateLimitProtection (docs/admission.md).
-func (g *Gateway) handleRateLimits(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		ConnectionID string `json:"connectionId"`
-		Enabled      *bool  `json:"enabled"`
-	}
-	if !decodeBody(w, r, &body, false) {
-		return
-	}
-	if body.Enabled == nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", `want {"connectionId":"provider/connection","enabled":true|false}`)
-		return
-	}
-	ref, err := model.ParseConnRef(body.ConnectionID)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "connectionId: "+err.Error())
-		return
-	}
-	if p := g.provider(ref.Provider); p == nil || p.conns[ref.Connection] == nil {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("connection %q not found", body.ConnectionID))
-		return
-	}
-	// The choice lives in the connection's model state: persisted and shared
-	// with other replicas like a cooldown, so it survives a restart (docs/admission.md).
-	g.lock()
-	err = g.eng.SetRateLimitProtection(g.modelNow(), ref, *body.Enabled)
-	prot, queued, _ := g.eng.RateLimitProtection(ref)
-	g.unlock()
-	if err != nil {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("connection %q not found", body.ConnectionID))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"connectionId": ref.String(), "rateLimitProtection": prot, "enabled": queued})
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -135,59 +134,4 @@ func (g *Gateway) protection(provider string, c ConnectionConfig) bool {
 		return c.RateLimitProtection
 	}
 	return on
-}
-
-// rateLimitOut is one connection in GET /api/rate-limits.
-type rateLimitOut struct {
-	ConnectionID        string `json:"connectionId"`
-	Provider            string `json:"provider"`
-	Name                string `json:"name"`
-	RateLimitProtection bool   `json:"rateLimitProtection"`
-	// Enabled: the connection goes through the admission queue (the flag
-	// or the apikey safety net).
-	Enabled   bool  `json:"enabled"`
-	RPM       int   `json:"rpm,omitempty"`
-	MinTimeMs int64 `json:"minTimeMs,omitempty"`
-	MaxWaitMs int64 `json:"maxWaitMs"`
-	// PausedMs: how long the limiter still drains (body-declared retry or a
-	// learned zero-remaining window); model-scoped pauses are not listed.
-	PausedMs int64 `json:"pausedMs,omitempty"`
-	Running  int   `json:"running"`
-	Queued   int   `json:"queued"`
-}
-
-// handleGetRateLimits shows every connection's admission-queue status
-// (docs/admission.md): the protection flag, whether the queue covers it, its limits
-// and current pause, and its concurrency gate's load.
-func (g *Gateway) handleGetRateLimits(w http.ResponseWriter, r *http.Request) {
-	if !decodeBody(w, r, &struct{}{}, true) {
-		return
-	}
-	load := map[model.ConnRef][2]int{}
-	g.gate.snapshot(func(p, c string, inUse, queued int) {
-		load[model.ConnRef{Provider: p, Connection: c}] = [2]int{inUse, queued}
-	})
-	s := g.settings()
-	now := g.now().UnixMilli()
-	out := []rateLimitOut{}
-	g.provMu.RLock()
-	for _, pid := range g.provOrder {
-		p := g.provs[pid]
-		for _, c := range p.cfg.Connections {
-			ref := model.ConnRef{Provider: pid, Connection: c.ID}
-			o := p.conns[c.ID].cfg.RateLimitOverrides
-			g.lock()
-			prot, queued, _ := g.eng.RateLimitProtection(ref)
-			g.unlock()
-			mw, _ := s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(o.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(o.ExecutionMaxWaitMs)})
-			row := rateLimitOut{ConnectionID: ref.String(), Provider: pid, Name: c.ID, RateLimitProtection: prot, Enabled: queued,
-				RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs), MaxWaitMs: mw, Running: load[ref][0], Queued: load[ref][1]}
-			if until := g.pace.pausedUntil(ref, ""); until > now {
-				row.PausedMs = until - now
-			}
-			out = append(out, row)
-		}
-	}
-	g.provMu.RUnlock()
-	writeJSON(w, http.StatusOK, map[string]any{"connections": out})
 }

@@ -40,6 +40,19 @@ type Core interface {
 	// refused patch is a model.SettingsError, a failed save
 	// ErrSettingsNotSaved.
 	PatchSettings(ctx context.Context, patch settings.Layer, text string) (model.Settings, error)
+	// Now is the gateway's clock.
+	Now() time.Time
+	// KeepsRequestLog reports whether the store can read the request log
+	// back; RequestLog reads the records q matches, newest first.
+	KeepsRequestLog() bool
+	RequestLog(ctx context.Context, q store.LogQuery) ([]store.LogRecord, error)
+	// RateLimits is every connection's admission-queue status.
+	RateLimits() []RateLimit
+	// HasConnection reports whether the config names connection ref.
+	HasConnection(ref model.ConnRef) bool
+	// SetRateLimitProtection sets ref's rateLimitProtection and answers
+	// the flag and whether the admission queue covers ref now.
+	SetRateLimitProtection(ref model.ConnRef, on bool) (protection, queued bool, err error)
 	// LogOperator records an operator action that changed state in the
 	// request log; params, when not nil, is kept as JSON.
 	LogOperator(action, provider, connection, model string, params any)

@@ -1,19 +1,19 @@
-package proxy
+package mgmt
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 
-	"github.com/breakwater-gw/breakwater/proxy/mgmt"
+	"github.com/breakwater-gw/breakwater/proxy/apierr"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// attemptReader is a store that can read the request log back (docs/store.md#request-log).
-type attemptReader interface {
-	RecentAttempts(ctx context.Context, q store.LogQuery) ([]store.LogRecord, error)
+// RequestLogRoutes registers GET /api/request-log, the incident export's
+// source.
+func (a *API) RequestLogRoutes(m Route) {
+	m("/api/request-log", a.handleRequestLog, http.MethodGet)
 }
 
 // handleRequestLog is GET /api/request-log: the request log records of a
@@ -28,27 +28,25 @@ type attemptReader interface {
 // limit records match, the NEWEST limit are returned and truncated is set
 // (header X-Breakwater-Truncated: true): narrow the window rather than
 // export half an incident without noticing.
-func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
-	lq, problem := mgmt.ParseRequestLogQuery(r.URL.Query(), g.now())
+func (a *API) handleRequestLog(w http.ResponseWriter, r *http.Request) {
+	lq, problem := ParseRequestLogQuery(r.URL.Query(), a.Core.Now())
 	if problem != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request", problem)
+		apierr.Write(w, http.StatusBadRequest, "invalid_request", problem)
 		return
 	}
 	// Bad parameters are a 400 whatever the store; only then: can it answer?
-	rd, ok := g.store.(attemptReader)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "request_log_unavailable",
+	if !a.Core.KeepsRequestLog() {
+		apierr.Write(w, http.StatusNotImplemented, "request_log_unavailable",
 			"this gateway's store keeps no request log (an embedder's own state store; serve keeps one in memory or in Postgres)")
 		return
 	}
 	// One more than asked tells truncation apart from an exact fit (at the
 	// store's own cap, a full answer counts as truncated).
 	limit := lq.Limit
-	lq.Limit = min(limit+1, mgmt.RequestLogMaxLimit)
-	recs, err := rd.RecentAttempts(r.Context(), lq.LogQuery)
+	lq.Limit = min(limit+1, RequestLogMaxLimit)
+	recs, err := a.Core.RequestLog(r.Context(), lq.LogQuery)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "request_log_unavailable", "reading the request log failed: the store is unavailable")
-		g.log.Warn("reading the request log failed", "err", err)
+		apierr.Write(w, http.StatusServiceUnavailable, "request_log_unavailable", "reading the request log failed: the store is unavailable")
 		return
 	}
 	truncated := len(recs) > limit || (lq.Limit == limit && len(recs) == limit)
@@ -69,7 +67,7 @@ func writeRequestLog(w http.ResponseWriter, recs []store.LogRecord, truncated bo
 		if recs == nil {
 			recs = []store.LogRecord{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"records": recs, "truncated": truncated})
+		apierr.WriteJSON(w, http.StatusOK, map[string]any{"records": recs, "truncated": truncated})
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
