@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
@@ -211,4 +212,75 @@ func (g *Gateway) SetRateLimitProtection(ref model.ConnRef, on bool) (protection
 	err = g.eng.SetRateLimitProtection(g.modelNow(), ref, on)
 	protection, queued, _ = g.eng.RateLimitProtection(ref)
 	return protection, queued, err
+}
+
+// preview asks the model what route would pick at now, holding out
+// the connections leased to someone, as a request without a lease sees
+// them. It changes no state (model.Engine.Preview). The caller holds g.lock.
+func (g *Gateway) preview(now model.Time, route model.Route, held []model.ConnRef, until []model.Time, sel *model.Selection) mgmt.RoutePreview {
+	req := model.Request{Route: route, Held: held, HeldUntil: until}
+	g.eng.Preview(now, &req, sel)
+	st, _ := g.eng.Strategy(route)
+	out := mgmt.RoutePreview{Model: route.Name, Combo: route.Combo, Provider: route.Provider, Strategy: st.String(),
+		OrderVaries: st == model.Random || st == model.Weighted || st == model.P2C,
+		Candidates:  slices.Clone(sel.Candidates), Excluded: slices.Clone(sel.Excluded)}
+	if out.Candidates == nil {
+		out.Candidates = []model.Candidate{}
+	}
+	if out.Excluded == nil {
+		out.Excluded = []model.Excluded{}
+	}
+	if sel.Earliest != 0 {
+		out.EarliestMs = max(sel.Earliest.Sub(now), 0)
+	}
+	return out
+}
+
+// Combos is every combo with what it would pick now.
+func (g *Gateway) Combos() []mgmt.Combo {
+	now := g.modelNow()
+	held, until := g.leases.heldUntilFor(now)
+	out := []mgmt.Combo{}
+	var sel model.Selection
+	g.lock()
+	defer g.unlock()
+	for _, c := range g.eng.Topology().Combos {
+		route, err := g.eng.Resolve(c.ID)
+		if err != nil {
+			continue
+		}
+		targets := c.Targets
+		if targets == nil {
+			targets = []model.ComboTarget{}
+		}
+		out = append(out, mgmt.Combo{ID: c.ID, Mode: c.Mode, Targets: targets, RoutePreview: g.preview(now, route, held, until, &sel)})
+	}
+	return out
+}
+
+// RoutePreview is what a request for name would pick now, or the model's
+// error resolving name.
+func (g *Gateway) RoutePreview(name string) (mgmt.RoutePreview, error) {
+	now := g.modelNow()
+	held, until := g.leases.heldUntilFor(now)
+	var sel model.Selection
+	g.lock()
+	defer g.unlock()
+	route, err := g.eng.Resolve(name)
+	if err != nil {
+		return mgmt.RoutePreview{}, err
+	}
+	return g.preview(now, route, held, until, &sel), nil
+}
+
+// Leases is the active exclusive session leases; a failed read is logged
+// here.
+func (g *Gateway) Leases(ctx context.Context) ([]store.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ls, err := g.leases.arb.Active(ctx)
+	if err != nil {
+		g.log.Warn("listing leases failed", "err", err)
+	}
+	return ls, err
 }

@@ -69,7 +69,7 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
 	api.RequestLogRoutes(m)
 	r.Handle("/metrics", g.mgmt(g.met.Handler().ServeHTTP)).Methods(http.MethodGet)
-	g.uiRoutes(r, m) // the dashboard and its read-only views (mgmt_ui.go)
+	api.DashboardRoutes(r, m) // the dashboard and its read-only views
 	return g.wrap(r)
 }
 

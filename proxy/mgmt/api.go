@@ -18,6 +18,7 @@ import (
 // holds the locking and calls the model; the rules stay in model. The
 // handlers here route, decode and check the input and encode the answer.
 type Core interface {
+	DashboardCore
 	// Health is a snapshot of the state GET /api/monitoring/health shows.
 	Health() Health
 	// HasProvider reports whether the config names provider id.
