@@ -284,3 +284,12 @@ func (g *Gateway) Leases(ctx context.Context) ([]store.Lease, error) {
 	}
 	return ls, err
 }
+
+// TestProvider runs the connection test of provider id (testProvider).
+func (g *Gateway) TestProvider(ctx context.Context, id string) ([]mgmt.TestResult, bool) {
+	p := g.provider(id)
+	if p == nil {
+		return nil, false
+	}
+	return g.testProvider(ctx, p), true
+}

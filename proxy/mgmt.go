@@ -66,7 +66,7 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/providers", g.handleListProviders, http.MethodGet)
 	m("/api/providers/{id}", g.handleGetProvider, http.MethodGet)
 	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
-	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
+	api.ProviderTestRoutes(m)
 	api.RequestLogRoutes(m)
 	r.Handle("/metrics", g.mgmt(g.met.Handler().ServeHTTP)).Methods(http.MethodGet)
 	api.DashboardRoutes(r, m) // the dashboard and its read-only views
@@ -620,36 +620,8 @@ func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed
 	return out
 }
 
-type testResult struct {
-	Connection string `json:"connection"`
-	OK         bool   `json:"ok"`
-	Status     int    `json:"status,omitempty"`
-	LatencyMs  int64  `json:"latencyMs"`
-	Error      string `json:"error,omitempty"`
-}
-
-// handleTestProvider sends one cheap request (GET {base}/models) per
-// connection; a valid answer is reported to the model (docs/api.md#operator-actions).
-func (g *Gateway) handleTestProvider(w http.ResponseWriter, r *http.Request) {
-	id := mux.Vars(r)["id"]
-	p := g.provider(id)
-	if p == nil {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
-		return
-	}
-	if !decodeBody(w, r, &struct{}{}, true) {
-		return
-	}
-	results := g.testProvider(r.Context(), p) // proxy/ops.go
-	var passed []string
-	for _, res := range results {
-		if res.OK {
-			passed = append(passed, res.Connection)
-		}
-	}
-	g.logOperator("connection-test", id, "", "", map[string]any{"passed": passed})
-	writeJSON(w, http.StatusOK, map[string]any{"provider": id, "results": results})
-}
+// testResult is one connection's answer to a connection test.
+type testResult = mgmt.TestResult
 
 func (g *Gateway) testConnection(ctx context.Context, p *provRuntime, c *connRuntime, timeout time.Duration) testResult {
 	res := testResult{Connection: c.cfg.ID}

@@ -54,6 +54,10 @@ type Core interface {
 	// SetRateLimitProtection sets ref's rateLimitProtection and answers
 	// the flag and whether the admission queue covers ref now.
 	SetRateLimitProtection(ref model.ConnRef, on bool) (protection, queued bool, err error)
+	// TestProvider runs the connection test of provider id and reports
+	// each passing connection to the model; ok is false when the config
+	// names no such provider.
+	TestProvider(ctx context.Context, id string) (results []TestResult, ok bool)
 	// LogOperator records an operator action that changed state in the
 	// request log; params, when not nil, is kept as JSON.
 	LogOperator(action, provider, connection, model string, params any)
@@ -127,8 +131,12 @@ func writeActionError(w http.ResponseWriter, err error) {
 func (a *API) providerParam(w http.ResponseWriter, r *http.Request) (prov string, ok bool) {
 	prov = r.URL.Query().Get("provider")
 	if prov != "" && !a.Core.HasProvider(prov) {
-		apierr.Write(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", prov))
+		providerNotFound(w, prov)
 		return "", false
 	}
 	return prov, true
+}
+
+func providerNotFound(w http.ResponseWriter, id string) {
+	apierr.Write(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
 }
