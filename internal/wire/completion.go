@@ -13,6 +13,7 @@ import (
 // or null), slices of the answer.
 type completion struct {
 	id, content, reasoning, refusal, finish []byte
+	stopSeq                                 []byte // the choice's stop_reason when a string (below)
 	calls                                   []compCall
 	usage                                   ChatUsage
 	hasUsage                                bool
@@ -60,6 +61,12 @@ func readCompletion(chat []byte, c *completion) error {
 			msg, err = objTok(v, nil, "choices[0].message")
 		case "finish_reason":
 			c.finish, err = strTok(v, nil, "choices[0].finish_reason")
+		case "stop_reason":
+			// OpenAI-compatible servers that say which stop string ended
+			// the answer (vLLM) put it here; a number is a stop token.
+			if firstByte(v) == '"' {
+				c.stopSeq = v
+			}
 		}
 		if err != nil {
 			return err
@@ -258,13 +265,15 @@ func ChatToMessages(chat []byte, model string) ([]byte, error) {
 		b = append(b, '}')
 	}
 	b = append(b, `],"stop_reason":`...)
-	b = appendJSONBytes(b, StopReason(str(c.finish)))
+	stop, seq := MsgStop(str(c.finish), str(c.stopSeq))
+	b = appendJSONBytes(b, stop)
 	in, cached := c.usage.PromptTokens, 0
 	if d := c.usage.PromptTokensDetails; d != nil && d.CachedTokens <= in {
 		in -= d.CachedTokens
 		cached = d.CachedTokens
 	}
-	b = append(b, `,"stop_sequence":null,"usage":{"input_tokens":`...)
+	b = appendStopSequence(b, seq)
+	b = append(b, `,"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(in), 10)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(c.usage.CompletionTokens), 10)

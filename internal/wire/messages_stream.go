@@ -18,14 +18,16 @@ import (
 // Usage: message_start carries input_tokens when the chat stream's first
 // chunk has usage (an upstream that counts the prompt up front); OpenAI
 // chat streams send usage only in their last chunk (stream_options
-// include_usage), so there message_start says 0 — holding it back until
-// the count is known would buffer the whole answer. message_delta always
-// carries the whole count (input_tokens, output_tokens,
-// cache_read_input_tokens), and Anthropic's SDKs take input_tokens from
-// message_delta when it is there (the Go SDK's Message.Accumulate
-// overwrites it), so an accumulated message has the real numbers.
+// include_usage), so there message_start carries InputEstimate, the
+// count_tokens estimate of the request — holding it back until the count
+// is known would buffer the whole answer. message_delta always carries
+// the whole count (input_tokens, output_tokens, cache_read_input_tokens),
+// and Anthropic's SDKs take input_tokens from message_delta when it is
+// there (the Go SDK's Message.Accumulate overwrites it), so an
+// accumulated message has the real numbers.
 type MsgStream struct {
-	Model string // the model the client asked for
+	Model         string // the model the client asked for
+	InputEstimate int    // message_start's input_tokens until the upstream counts
 
 	started bool
 	done    bool
@@ -33,7 +35,9 @@ type MsgStream struct {
 	next    int  // the next block's index
 	tool    int  // the chat tool call index of the open tool_use block
 	stop    string
+	stopSeq string // the stop sequence that ended the answer, when the upstream said
 	usage   msgUsage
+	counted bool // usage came
 	chunk   ChatChunk
 }
 
@@ -54,7 +58,7 @@ func (s *MsgStream) start(dst []byte, id string) []byte {
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = appendJSONString(dst, s.Model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(s.usage.InputTokens), 10)
+	dst = strconv.AppendInt(dst, int64(s.inputTokens()), 10)
 	dst = append(dst, `,"output_tokens":0`...)
 	if s.usage.CacheReadInputTokens > 0 {
 		dst = append(dst, `,"cache_read_input_tokens":`...)
@@ -62,6 +66,15 @@ func (s *MsgStream) start(dst []byte, id string) []byte {
 	}
 	dst = append(dst, "}}}\n\n"...)
 	return append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+}
+
+// inputTokens is the upstream's count once it came, the estimate before
+// (and when it never does).
+func (s *MsgStream) inputTokens() int {
+	if !s.counted {
+		return s.InputEstimate
+	}
+	return s.usage.InputTokens
 }
 
 func (s *MsgStream) closeBlock(dst []byte) []byte {
@@ -133,8 +146,7 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 		return append(dst, "}}\n\n"...)
 	}
 	c := &s.chunk
-	*c = ChatChunk{}
-	if json.Unmarshal(data, c) != nil {
+	if readChunk(data, c) != nil {
 		return s.Error(dst, 502, "api_error", "the upstream sent a malformed stream event")
 	}
 	if c.Error != nil {
@@ -151,6 +163,7 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 	// Usage first: an upstream that counts the prompt up front (in the
 	// stream's first chunk) has it in message_start.
 	if u := c.Usage; u != nil {
+		s.counted = true
 		s.usage.InputTokens, s.usage.OutputTokens = u.PromptTokens, u.CompletionTokens
 		if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
 			s.usage.InputTokens -= d.CachedTokens
@@ -199,7 +212,11 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 			}
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.stop = StopReason(*ch.FinishReason)
+			var seq string
+			if firstByte(ch.StopReason) == '"' {
+				_ = json.Unmarshal(ch.StopReason, &seq)
+			}
+			s.stop, s.stopSeq = MsgStop(*ch.FinishReason, seq)
 		}
 	}
 	return dst
@@ -223,8 +240,9 @@ func (s *MsgStream) End(dst []byte) []byte {
 	dst = sseEvent(dst, "message_delta")
 	dst = append(dst, `{"type":"message_delta","delta":{"stop_reason":`...)
 	dst = appendJSONString(dst, stop)
-	dst = append(dst, `,"stop_sequence":null},"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(s.usage.InputTokens), 10)
+	dst = appendStopSequence(dst, s.stopSeq)
+	dst = append(dst, `},"usage":{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(s.inputTokens()), 10)
 	dst = append(dst, `,"output_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(s.usage.OutputTokens), 10)
 	dst = append(dst, `,"cache_read_input_tokens":`...)

@@ -212,8 +212,7 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 		return append(dst, "}\n\n"...)
 	}
 	c := &s.chunk
-	*c = ChatChunk{}
-	if json.Unmarshal(data, c) != nil {
+	if readChunk(data, c) != nil {
 		return s.Error(dst, "upstream_error", "the upstream sent a malformed stream event")
 	}
 	if c.Error != nil {

@@ -176,24 +176,37 @@ type ChatUsage struct {
 // ChatChunk is one chat.completion.chunk as the stream translators read
 // it; Error is set on an error event ({"error":{…}}).
 type ChatChunk struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
-			ToolCalls        []struct {
-				Index    int          `json:"index"`
-				ID       string       `json:"id"`
-				Function ChatFunction `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *ChatUsage    `json:"usage"`
-	Error *ChatAPIError `json:"error"`
+	ID      string            `json:"id"`
+	Model   string            `json:"model"`
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *ChatUsage        `json:"usage"`
+	Error   *ChatAPIError     `json:"error"`
+}
+
+// ChatChunkChoice is one choice of a chat.completion.chunk.
+type ChatChunkChoice struct {
+	Index        int            `json:"index"`
+	Delta        ChatChunkDelta `json:"delta"`
+	FinishReason *string        `json:"finish_reason"`
+	// StopReason: the stop string that ended the answer, from servers
+	// that say (vLLM, the anthropic adapter); a number is a stop token
+	// and is not read.
+	StopReason json.RawMessage `json:"stop_reason"`
+}
+
+// ChatChunkDelta is a choice's delta.
+type ChatChunkDelta struct {
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	Reasoning        *string         `json:"reasoning"`
+	ToolCalls        []ChatChunkCall `json:"tool_calls"`
+}
+
+// ChatChunkCall is a tool call delta.
+type ChatChunkCall struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id"`
+	Function ChatFunction `json:"function"`
 }
 
 // ChatAPIError is the error object of an OpenAI-shaped error body or
