@@ -307,6 +307,7 @@ type anResponse struct {
 	Model      string      `json:"model"`
 	Content    []anContent `json:"content"`
 	StopReason string      `json:"stop_reason"`
+	StopSeq    *string     `json:"stop_sequence"`
 	Usage      anUsage     `json:"usage"`
 }
 
@@ -321,6 +322,15 @@ func anthropicFinish(r string) string {
 		return "content_filter"
 	}
 	return "stop" // end_turn, stop_sequence, pause_turn
+}
+
+// anthropicStopSeq is the stop sequence a stop_sequence stop names, for
+// the chat choice's stop_reason ("" otherwise).
+func anthropicStopSeq(reason string, seq *string) string {
+	if reason != "stop_sequence" || seq == nil {
+		return ""
+	}
+	return *seq
 }
 
 func (a *anthropicWire) wrap(resp *http.Response, model string) {
@@ -369,7 +379,7 @@ func anthropicJSON(native []byte, created int64, model string) ([]byte, error) {
 	p := r.Usage.prompt()
 	r.ID, r.Model = answerIdentity(r.ID, r.Model, model)
 	return json.Marshal(oaCompletion{ID: r.ID, Object: "chat.completion", Created: created, Model: r.Model,
-		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason)}},
+		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason), StopReason: anthropicStopSeq(r.StopReason, r.StopSeq)}},
 		Usage:   &oaUsage{PromptTokens: p, CompletionTokens: r.Usage.OutputTokens, TotalTokens: p + r.Usage.OutputTokens}})
 }
 
@@ -398,11 +408,12 @@ type anEvent struct {
 		Name string `json:"name"`
 	} `json:"content_block"`
 	Delta *struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		Thinking    string `json:"thinking"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
+		Type        string  `json:"type"`
+		Text        string  `json:"text"`
+		Thinking    string  `json:"thinking"`
+		PartialJSON string  `json:"partial_json"`
+		StopReason  string  `json:"stop_reason"`
+		StopSeq     *string `json:"stop_sequence"`
 	} `json:"delta"`
 	Usage *anUsage        `json:"usage"`
 	Error json.RawMessage `json:"error"`
@@ -490,7 +501,8 @@ func (s *anStream) event(dst, data []byte) []byte {
 				out := ev.Usage.OutputTokens
 				u = &oaUsage{PromptTokens: s.prompt, CompletionTokens: out, TotalTokens: s.prompt + out}
 			}
-			return s.cw.finish(dst, 0, anthropicFinish(ev.Delta.StopReason), u)
+			reason := anthropicFinish(ev.Delta.StopReason)
+			return s.cw.chunk(dst, oaChunkChoice{FinishReason: &reason, StopReason: anthropicStopSeq(ev.Delta.StopReason, ev.Delta.StopSeq)}, u)
 		}
 	case "message_stop":
 		return append(dst, doneBytes...)

@@ -209,7 +209,6 @@ func (g *Gateway) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 	id, _ := newRequestID(r)
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("X-Breakwater-Attempts", "0")
-	bearerFromAPIKey(r)
 	k, ok := g.authClient(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
