@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -30,7 +31,8 @@ import (
 // against.
 func BenchmarkSurfaceFirstContent(b *testing.B) {
 	var sent, arrived atomic.Int64 // unix ns: the upstream's first content write, the request's arrival
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var dials atomic.Int64         // upstream connections opened: a stream's must be reused
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived.Store(time.Now().UnixNano())
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -48,6 +50,12 @@ func BenchmarkSurfaceFirstContent(b *testing.B) {
 		}
 		io.WriteString(w, head+`"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":5,"total_tokens":29}}`+"\n\ndata: [DONE]\n\n")
 	}))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	up.Start()
 	defer up.Close()
 	cfg, _, err := ParseConfig("b.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.URL+"/v1")), nil)
 	if err != nil {
@@ -70,7 +78,7 @@ func BenchmarkSurfaceFirstContent(b *testing.B) {
 			reqNs := make([]int64, 0, b.N)
 			firstNs := make([]int64, 0, b.N)
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0, dials0 := processCPU(), dials.Load()
 			for b.Loop() {
 				t0 := time.Now().UnixNano()
 				res, err := client.Post("http://"+addr+s.path, "application/json", strings.NewReader(s.body))
@@ -93,6 +101,7 @@ func BenchmarkSurfaceFirstContent(b *testing.B) {
 				res.Body.Close()
 			}
 			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(dials.Load()-dials0)/float64(b.N), "dials/op")
 			b.ReportMetric(float64(median(reqNs)), "req-ns")
 			b.ReportMetric(float64(median(firstNs)), "first-ns")
 		})
