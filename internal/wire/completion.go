@@ -51,10 +51,16 @@ func readCompletion(chat []byte, c *completion) error {
 	if choices == nil || !ok {
 		return reqErr("choices", "the answer has no choice")
 	}
+	return c.readChoice(ch)
+}
+
+// readChoice reads the first choice: its finish and its message.
+func (c *completion) readChoice(ch []byte) error {
 	if firstByte(ch) != '{' {
 		return reqErr("choices[0]", "must be an object")
 	}
 	var msg []byte
+	var err error
 	for k, v := range members(ch) {
 		switch string(k) {
 		case "message":
@@ -72,36 +78,40 @@ func readCompletion(chat []byte, c *completion) error {
 			return err
 		}
 	}
-	mi := newIter(msg)
-	for msg != nil {
-		k, v, ok := mi.next()
-		if !ok {
-			break
-		}
-		switch string(k) {
-		case "content":
-			c.content, err = strTok(v, nil, "message.content")
-		case "reasoning_content":
-			c.reasoning, err = strTok(v, nil, "message.reasoning_content")
-		case "reasoning":
-			// Some OpenAI-compatible servers name it reasoning; the
-			// reasoning_content of the same answer wins.
-			if firstByte(v) == '"' && c.reasoning == nil {
-				c.reasoning = v
-			}
-		case "refusal":
-			c.refusal, err = strTok(v, nil, "message.refusal")
-		case "tool_calls":
-			var calls []byte
-			if calls, err = arrTok(v, nil, "message.tool_calls"); calls != nil {
-				err = readCalls(calls, c)
-			}
-		}
-		if err != nil {
+	if msg == nil {
+		return nil
+	}
+	for k, v := range members(msg) {
+		if err := c.readMessage(k, v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readMessage reads one member of the choice's message.
+func (c *completion) readMessage(k, v []byte) error {
+	var err error
+	switch string(k) {
+	case "content":
+		c.content, err = strTok(v, nil, "message.content")
+	case "reasoning_content":
+		c.reasoning, err = strTok(v, nil, "message.reasoning_content")
+	case "reasoning":
+		// Some OpenAI-compatible servers name it reasoning; the
+		// reasoning_content of the same answer wins.
+		if firstByte(v) == '"' && c.reasoning == nil {
+			c.reasoning = v
+		}
+	case "refusal":
+		c.refusal, err = strTok(v, nil, "message.refusal")
+	case "tool_calls":
+		var calls []byte
+		if calls, err = arrTok(v, nil, "message.tool_calls"); calls != nil {
+			err = readCalls(calls, c)
+		}
+	}
+	return err
 }
 
 func readCalls(raw []byte, c *completion) error {
@@ -217,53 +227,7 @@ func ChatToMessages(chat []byte, model string) ([]byte, error) {
 	b = append(b, `","type":"message","role":"assistant","model":`...)
 	b = appendJSONBytes(b, model)
 	b = append(b, `,"content":[`...)
-	n := 0
-	sep := func() {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-	}
-	if len(c.reasoning) > 2 {
-		sep()
-		b = append(b, `{"type":"thinking","thinking":`...)
-		b = appendTok(b, c.reasoning)
-		b = append(b, `,"signature":""}`...)
-	}
-	if t := c.content; len(t) <= 2 {
-		t = c.refusal
-		if len(t) > 2 {
-			c.content = t
-		}
-	}
-	if len(c.content) > 2 {
-		sep()
-		b = append(b, `{"type":"text","text":`...)
-		b = appendTok(b, c.content)
-		b = append(b, '}')
-	}
-	var args []byte
-	for i := range c.calls {
-		tc := &c.calls[i]
-		sep()
-		b = append(b, `{"type":"tool_use"`...)
-		if len(tc.id) > 2 {
-			b = append(b, `,"id":`...)
-			b = appendTok(b, tc.id)
-		}
-		if len(tc.name) > 2 {
-			b = append(b, `,"name":`...)
-			b = appendTok(b, tc.name)
-		}
-		b = append(b, `,"input":`...)
-		args = unquote(args[:0], tc.args)
-		in := bytes.TrimSpace(args)
-		if len(in) == 0 || in[0] != '{' || !jsonvalid.Valid(in) {
-			in = []byte(`{}`)
-		}
-		b = append(b, in...)
-		b = append(b, '}')
-	}
+	b = c.appendBlocks(b)
 	b = append(b, `],"stop_reason":`...)
 	stop, seq := MsgStop(str(c.finish), str(c.stopSeq))
 	b = appendJSONBytes(b, stop)
@@ -280,6 +244,62 @@ func ChatToMessages(chat []byte, model string) ([]byte, error) {
 	b = append(b, `,"cache_read_input_tokens":`...)
 	b = strconv.AppendInt(b, int64(cached), 10)
 	return append(b, `,"cache_creation_input_tokens":0}}`...), nil
+}
+
+// appendBlocks writes the answer's content blocks: thinking, text (the
+// refusal when there is no text), tool_use.
+func (c *completion) appendBlocks(b []byte) []byte {
+	n := 0
+	sep := func() {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+	}
+	if len(c.reasoning) > 2 {
+		sep()
+		b = append(b, `{"type":"thinking","thinking":`...)
+		b = appendTok(b, c.reasoning)
+		b = append(b, `,"signature":""}`...)
+	}
+	if len(c.content) <= 2 && len(c.refusal) > 2 {
+		c.content = c.refusal
+	}
+	if len(c.content) > 2 {
+		sep()
+		b = append(b, `{"type":"text","text":`...)
+		b = appendTok(b, c.content)
+		b = append(b, '}')
+	}
+	var args []byte
+	for i := range c.calls {
+		sep()
+		b, args = appendToolUse(b, args, &c.calls[i])
+	}
+	return b
+}
+
+// appendToolUse writes a tool call as a tool_use block; its arguments
+// are the input when they are a JSON object, else {}. args is a reused
+// buffer.
+func appendToolUse(b, args []byte, tc *compCall) ([]byte, []byte) {
+	b = append(b, `{"type":"tool_use"`...)
+	if len(tc.id) > 2 {
+		b = append(b, `,"id":`...)
+		b = appendTok(b, tc.id)
+	}
+	if len(tc.name) > 2 {
+		b = append(b, `,"name":`...)
+		b = appendTok(b, tc.name)
+	}
+	b = append(b, `,"input":`...)
+	args = unquote(args[:0], tc.args)
+	in := bytes.TrimSpace(args)
+	if len(in) == 0 || in[0] != '{' || !jsonvalid.Valid(in) {
+		in = []byte(`{}`)
+	}
+	b = append(b, in...)
+	return append(b, '}'), args
 }
 
 // ChatToRespOutput reads a chat.completion's output.

@@ -134,90 +134,117 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 		return s.End(dst)
 	}
 	if text, ok := textDelta(data); ok && s.started {
-		if len(text) == 0 {
-			return dst
-		}
-		dst = s.openBlock(dst, 't')
-		dst = sseEvent(dst, "content_block_delta")
-		dst = append(dst, `{"type":"content_block_delta","index":`...)
-		dst = strconv.AppendInt(dst, int64(s.next-1), 10)
-		dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
-		dst = appendRawString(dst, text)
-		return append(dst, "}}\n\n"...)
+		return s.textEvent(dst, text)
 	}
 	c := &s.chunk
 	if readChunk(data, c) != nil {
 		return s.Error(dst, 502, "api_error", "the upstream sent a malformed stream event")
 	}
 	if c.Error != nil {
-		msg := c.Error.Message
-		if code := c.Error.CodeString(); code != "" {
-			msg = code + ": " + msg
-		}
-		typ := c.Error.Type
-		if typ == "" || typ == "server_error" {
-			typ = "api_error"
-		}
-		return s.Error(dst, 0, typ, msg)
+		return s.chatError(dst, c.Error)
 	}
 	// Usage first: an upstream that counts the prompt up front (in the
 	// stream's first chunk) has it in message_start.
-	if u := c.Usage; u != nil {
-		s.counted = true
-		s.usage.InputTokens, s.usage.OutputTokens = u.PromptTokens, u.CompletionTokens
-		if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
-			s.usage.InputTokens -= d.CachedTokens
-			s.usage.CacheReadInputTokens = d.CachedTokens
-		}
+	if c.Usage != nil {
+		s.count(c.Usage)
 	}
 	if !s.started {
 		dst = s.start(dst, c.ID)
 	}
 	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if ch.Index != 0 {
-			continue // a Messages answer has one choice
+		if c.Choices[i].Index == 0 { // a Messages answer has one choice
+			dst = s.choice(dst, &c.Choices[i])
 		}
-		d := &ch.Delta
-		r := d.ReasoningContent
-		if r == nil {
-			r = d.Reasoning
+	}
+	return dst
+}
+
+// textEvent appends a plain text delta (textDelta's raw bytes).
+func (s *MsgStream) textEvent(dst, text []byte) []byte {
+	if len(text) == 0 {
+		return dst
+	}
+	dst = s.openBlock(dst, 't')
+	dst = sseEvent(dst, "content_block_delta")
+	dst = append(dst, `{"type":"content_block_delta","index":`...)
+	dst = strconv.AppendInt(dst, int64(s.next-1), 10)
+	dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
+	dst = appendRawString(dst, text)
+	return append(dst, "}}\n\n"...)
+}
+
+// chatError appends an error event of the chat stream as Anthropic's.
+func (s *MsgStream) chatError(dst []byte, e *ChatAPIError) []byte {
+	msg := e.Message
+	if code := e.CodeString(); code != "" {
+		msg = code + ": " + msg
+	}
+	typ := e.Type
+	if typ == "" || typ == "server_error" {
+		typ = "api_error"
+	}
+	return s.Error(dst, 0, typ, msg)
+}
+
+// count keeps the upstream's usage: cached prompt tokens apart, as
+// Anthropic counts them.
+func (s *MsgStream) count(u *ChatUsage) {
+	s.counted = true
+	s.usage.InputTokens, s.usage.OutputTokens = u.PromptTokens, u.CompletionTokens
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
+		s.usage.InputTokens -= d.CachedTokens
+		s.usage.CacheReadInputTokens = d.CachedTokens
+	}
+}
+
+// choice appends the events of the answer's choice delta: thinking, text,
+// tool calls, and notes its finish.
+func (s *MsgStream) choice(dst []byte, ch *ChatChunkChoice) []byte {
+	d := &ch.Delta
+	r := d.ReasoningContent
+	if r == nil {
+		r = d.Reasoning
+	}
+	if r != nil && *r != "" {
+		dst = s.openBlock(dst, 'r')
+		dst = s.delta(dst, "thinking_delta", *r)
+	}
+	if d.Content != nil && *d.Content != "" {
+		dst = s.openBlock(dst, 't')
+		dst = s.delta(dst, "text_delta", *d.Content)
+	}
+	for i := range d.ToolCalls {
+		dst = s.toolCall(dst, &d.ToolCalls[i])
+	}
+	if ch.FinishReason != nil && *ch.FinishReason != "" {
+		var seq string
+		if firstByte(ch.StopReason) == '"' {
+			_ = json.Unmarshal(ch.StopReason, &seq)
 		}
-		if r != nil && *r != "" {
-			dst = s.openBlock(dst, 'r')
-			dst = s.delta(dst, "thinking_delta", *r)
-		}
-		if d.Content != nil && *d.Content != "" {
-			dst = s.openBlock(dst, 't')
-			dst = s.delta(dst, "text_delta", *d.Content)
-		}
-		for _, tc := range d.ToolCalls {
-			// A new call opens its block; later deltas of the same call
-			// (some upstreams repeat its id in each) only add arguments.
-			if s.open != 'u' || s.tool != tc.Index {
-				dst = s.closeBlock(dst)
-				s.open, s.tool = 'u', tc.Index
-				dst = sseEvent(dst, "content_block_start")
-				dst = append(dst, `{"type":"content_block_start","index":`...)
-				dst = strconv.AppendInt(dst, int64(s.next), 10)
-				s.next++
-				dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
-				dst = appendJSONString(dst, tc.ID)
-				dst = append(dst, `,"name":`...)
-				dst = appendJSONString(dst, tc.Function.Name)
-				dst = append(dst, `,"input":{}}}`+"\n\n"...)
-			}
-			if tc.Function.Arguments != "" {
-				dst = s.delta(dst, "input_json_delta", tc.Function.Arguments)
-			}
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			var seq string
-			if firstByte(ch.StopReason) == '"' {
-				_ = json.Unmarshal(ch.StopReason, &seq)
-			}
-			s.stop, s.stopSeq = MsgStop(*ch.FinishReason, seq)
-		}
+		s.stop, s.stopSeq = MsgStop(*ch.FinishReason, seq)
+	}
+	return dst
+}
+
+// toolCall appends a tool call delta: a new call opens its tool_use block;
+// later deltas of the same call (some upstreams repeat its id in each)
+// only add arguments.
+func (s *MsgStream) toolCall(dst []byte, tc *ChatChunkCall) []byte {
+	if s.open != 'u' || s.tool != tc.Index {
+		dst = s.closeBlock(dst)
+		s.open, s.tool = 'u', tc.Index
+		dst = sseEvent(dst, "content_block_start")
+		dst = append(dst, `{"type":"content_block_start","index":`...)
+		dst = strconv.AppendInt(dst, int64(s.next), 10)
+		s.next++
+		dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
+		dst = appendJSONString(dst, tc.ID)
+		dst = append(dst, `,"name":`...)
+		dst = appendJSONString(dst, tc.Function.Name)
+		dst = append(dst, `,"input":{}}}`+"\n\n"...)
+	}
+	if tc.Function.Arguments != "" {
+		dst = s.delta(dst, "input_json_delta", tc.Function.Arguments)
 	}
 	return dst
 }
