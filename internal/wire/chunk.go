@@ -71,35 +71,52 @@ func (c *ChatChunk) readChoices(arr []byte) error {
 		c.Choices = nil
 		return nil
 	}
-	if firstByte(arr) != '[' {
-		return errSlowChunk
-	}
 	if c.Choices == nil {
 		c.Choices = []ChatChunkChoice{} // [] is an empty list, not none
+	}
+	return eachObject(arr, func(el []byte) error {
+		c.Choices = append(c.Choices, ChatChunkChoice{})
+		return c.Choices[len(c.Choices)-1].read(el)
+	})
+}
+
+func (ch *ChatChunkChoice) read(obj []byte) error {
+	var err error
+	for k, v := range members(obj) {
+		switch string(k) {
+		case "index":
+			ch.Index, err = chunkInt(v)
+		case "delta":
+			err = ch.Delta.read(v)
+		case "finish_reason":
+			ch.FinishReason, err = chunkStrPtr(v)
+		case "stop_reason":
+			ch.StopReason = v
+		default:
+			err = oddKey(k, choiceKeys)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachObject calls fn with each element of an array of objects (null is
+// none; anything else is encoding/json's to read).
+func eachObject(arr []byte, fn func(obj []byte) error) error {
+	if isNull(arr) {
+		return nil
+	}
+	if firstByte(arr) != '[' {
+		return errSlowChunk
 	}
 	for _, el := range elements(arr) {
 		if firstByte(el) != '{' {
 			return errSlowChunk
 		}
-		c.Choices = append(c.Choices, ChatChunkChoice{})
-		ch := &c.Choices[len(c.Choices)-1]
-		for k, v := range members(el) {
-			var err error
-			switch string(k) {
-			case "index":
-				ch.Index, err = chunkInt(v)
-			case "delta":
-				err = ch.Delta.read(v)
-			case "finish_reason":
-				ch.FinishReason, err = chunkStrPtr(v)
-			case "stop_reason":
-				ch.StopReason = v
-			default:
-				err = oddKey(k, choiceKeys)
-			}
-			if err != nil {
-				return err
-			}
+		if err := fn(el); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -141,16 +158,10 @@ func (d *ChatChunkDelta) readCalls(arr []byte) error {
 	if isNull(arr) {
 		return nil
 	}
-	if firstByte(arr) != '[' {
-		return errSlowChunk
-	}
 	d.ToolCalls = []ChatChunkCall{}
-	for _, el := range elements(arr) {
-		if firstByte(el) != '{' {
-			return errSlowChunk
-		}
+	return eachObject(arr, func(obj []byte) error {
 		var tc ChatChunkCall
-		for k, v := range members(el) {
+		for k, v := range members(obj) {
 			var err error
 			switch string(k) {
 			case "index":
@@ -167,8 +178,8 @@ func (d *ChatChunkDelta) readCalls(arr []byte) error {
 			}
 		}
 		d.ToolCalls = append(d.ToolCalls, tc)
-	}
-	return nil
+		return nil
+	})
 }
 
 func readChunkFunction(obj []byte, f *ChatFunction) error {

@@ -176,38 +176,35 @@ func readUsage(raw []byte, u *ChatUsage) error {
 				u.PromptTokensDetails = &struct {
 					CachedTokens int `json:"cached_tokens"`
 				}{}
-				di := newIter(v)
-				for err == nil {
-					k, v, ok := di.next()
-					if !ok {
-						break
-					}
-					if string(k) == "cached_tokens" {
-						u.PromptTokensDetails.CachedTokens, _, err = intVal(v, nil, "usage.prompt_tokens_details.cached_tokens")
-					}
-				}
+				u.PromptTokensDetails.CachedTokens, err = detailCount(v, "cached_tokens", "usage.prompt_tokens_details.cached_tokens")
 			}
 		case "completion_tokens_details":
 			if firstByte(v) == '{' {
 				u.CompletionTokensDetails = &struct {
 					ReasoningTokens int `json:"reasoning_tokens"`
 				}{}
-				di := newIter(v)
-				for err == nil {
-					k, v, ok := di.next()
-					if !ok {
-						break
-					}
-					if string(k) == "reasoning_tokens" {
-						u.CompletionTokensDetails.ReasoningTokens, _, err = intVal(v, nil, "usage.completion_tokens_details.reasoning_tokens")
-					}
-				}
+				u.CompletionTokensDetails.ReasoningTokens, err = detailCount(v, "reasoning_tokens", "usage.completion_tokens_details.reasoning_tokens")
 			}
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// detailCount reads the count key of a usage details object (the last
+// one when repeated; 0 when absent).
+func detailCount(obj []byte, key, field string) (int, error) {
+	n := 0
+	for k, v := range members(obj) {
+		if string(k) == key {
+			var err error
+			if n, _, err = intVal(v, nil, field); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
 }
 
 // ChatToMessages translates a chat.completion into a Messages answer.

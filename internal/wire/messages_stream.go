@@ -141,7 +141,7 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 		return s.Error(dst, 502, "api_error", "the upstream sent a malformed stream event")
 	}
 	if c.Error != nil {
-		return s.chatError(dst, c.Error)
+		return s.ChatError(dst, c.Error)
 	}
 	// Usage first: an upstream that counts the prompt up front (in the
 	// stream's first chunk) has it in message_start.
@@ -173,8 +173,10 @@ func (s *MsgStream) textEvent(dst, text []byte) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
-// chatError appends an error event of the chat stream as Anthropic's.
-func (s *MsgStream) chatError(dst []byte, e *ChatAPIError) []byte {
+// ChatError appends an OpenAI-shaped error event (the chat stream's, or
+// the gateway's after a break) as Anthropic's error event, the code
+// leading the message, and ends the stream.
+func (s *MsgStream) ChatError(dst []byte, e *ChatAPIError) []byte {
 	msg := e.Message
 	if code := e.CodeString(); code != "" {
 		msg = code + ": " + msg
