@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -278,5 +279,23 @@ func TestStopSequenceIsNotEndTurn(t *testing.T) {
 	ev = s.Event(ev, []byte(`[DONE]`))
 	if !strings.Contains(string(ev), `"delta":{"stop_reason":"stop_sequence","stop_sequence":"END"}`) {
 		t.Fatalf("stream: %s", ev)
+	}
+}
+
+// Every 503 — the gateway's refusals for load or while shutting down,
+// and an upstream's own 503 relayed as the last failure — and an
+// upstream's 529 reach an Anthropic client as 529 overloaded_error, which
+// its SDKs retry; the other statuses keep theirs.
+func TestMsgErrorTypeOverloaded(t *testing.T) {
+	for status, want := range map[int]string{503: "overloaded_error 529", 529: "overloaded_error 529", 502: "api_error 502",
+		504: "timeout_error 504", 429: "rate_limit_error 429", 500: "api_error 500"} {
+		typ, st := MsgErrorType(status)
+		if got := typ + " " + strconv.Itoa(st); got != want {
+			t.Errorf("%d: %s, want %s", status, got, want)
+		}
+	}
+	st, body := ChatErrorToMessages(503, []byte(`{"error":{"message":"every target is cooling down","type":"server_error","code":"all_targets_cooling_down"}}`))
+	if st != 529 || !strings.Contains(string(body), `"message":"all_targets_cooling_down: every target is cooling down"`) {
+		t.Fatalf("%d %s", st, body)
 	}
 }
