@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
@@ -44,10 +45,11 @@ func (c *ChatChunk) read(obj []byte) error {
 			c.Choices = c.Choices[:0]
 			err = c.readChoices(v)
 		case "usage":
-			if firstByte(v) == '{' {
+			switch {
+			case firstByte(v) == '{' && !foldedUsage(v):
 				c.Usage = &ChatUsage{}
 				err = readUsage(v, c.Usage)
-			} else if !isNull(v) {
+			case !isNull(v):
 				err = errSlowChunk
 			}
 		case "error":
@@ -125,14 +127,8 @@ func eachObject(arr []byte, fn func(obj []byte) error) error {
 var deltaKeys = []string{"content", "reasoning_content", "reasoning", "tool_calls"}
 
 func (d *ChatChunkDelta) read(obj []byte) error {
-	if isNull(obj) {
-		return nil
-	}
-	if firstByte(obj) != '{' {
-		return errSlowChunk
-	}
-	var err error
-	for k, v := range members(obj) {
+	return eachMember(obj, func(k, v []byte) error {
+		var err error
 		switch string(k) {
 		case "content":
 			d.Content, err = chunkStrPtr(v)
@@ -145,7 +141,21 @@ func (d *ChatChunkDelta) read(obj []byte) error {
 		default:
 			err = oddKey(k, deltaKeys)
 		}
-		if err != nil {
+		return err
+	})
+}
+
+// eachMember calls fn with each member of an object (null is none;
+// anything else is encoding/json's to read).
+func eachMember(obj []byte, fn func(k, v []byte) error) error {
+	if isNull(obj) {
+		return nil
+	}
+	if firstByte(obj) != '{' {
+		return errSlowChunk
+	}
+	for k, v := range members(obj) {
+		if err := fn(k, v); err != nil {
 			return err
 		}
 	}
@@ -183,14 +193,8 @@ func (d *ChatChunkDelta) readCalls(arr []byte) error {
 }
 
 func readChunkFunction(obj []byte, f *ChatFunction) error {
-	if isNull(obj) {
-		return nil
-	}
-	if firstByte(obj) != '{' {
-		return errSlowChunk
-	}
-	var err error
-	for k, v := range members(obj) {
+	return eachMember(obj, func(k, v []byte) error {
+		var err error
 		switch string(k) {
 		case "name":
 			f.Name, err = chunkStr(v)
@@ -199,11 +203,8 @@ func readChunkFunction(obj []byte, f *ChatFunction) error {
 		default:
 			err = oddKey(k, fnKeys)
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 var fnKeys = []string{"name", "arguments"}
@@ -221,6 +222,23 @@ func oddKey(k []byte, known []string) error {
 		}
 	}
 	return nil
+}
+
+var usageKeys = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
+	"completion_tokens_details", "cached_tokens", "reasoning_tokens"}
+
+// foldedUsage reports whether usage (or its details) has a key only
+// encoding/json's case-insensitive matching reads.
+func foldedUsage(obj []byte) bool {
+	for k, v := range members(obj) {
+		if oddKey(k, usageKeys) != nil && !slices.Contains(usageKeys, string(k)) {
+			return true
+		}
+		if firstByte(v) == '{' && foldedUsage(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkStr reads a string (null: ""; another type: encoding/json's error).

@@ -18,6 +18,7 @@ func FuzzChunkMatchesReference(f *testing.F) {
 	f.Add([]byte(`{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"r","tool_calls":[{"index":1,"id":"t","function":{"name":"n","arguments":"{\"a\":1}"}}]},"finish_reason":"stop","stop_reason":"END"}]}`))
 	f.Add([]byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}}`))
 	f.Add([]byte(`{"ID":"x","Choices":[{"Index":2}]}`))
+	f.Add([]byte(`{"usage":{"prompt_tokens_detAils":{"cached_tokens":3},"Prompt_Tokens":4}}`))
 	f.Add([]byte(`{"error":{"message":"boom","code":"c"}}`))
 	f.Add([]byte(`{"id":"\u00e9\ud800","choices":null,"model":5}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
