@@ -340,6 +340,10 @@ type oaChoice struct {
 	Index        int          `json:"index"`
 	Message      oaOutMessage `json:"message"`
 	FinishReason string       `json:"finish_reason"`
+	// StopReason is the stop string that ended the answer, where the
+	// upstream says (Anthropic's stop_sequence), under the name
+	// OpenAI-compatible servers that tell it (vLLM) give it.
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 type oaOutMessage struct {
@@ -372,6 +376,7 @@ type oaChunkChoice struct {
 	Index        int     `json:"index"`
 	Delta        oaDelta `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+	StopReason   string  `json:"stop_reason,omitempty"` // as oaChoice's
 }
 
 type oaDelta struct {

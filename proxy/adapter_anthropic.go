@@ -106,14 +106,11 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 	if err := refuseLogitBias(typ, body); err != nil {
 		return nil, err
 	}
-	bad := func(format string, a ...any) ([]byte, error) {
-		return nil, &wireError{typ, fmt.Sprintf(format, a...)}
-	}
 	if r.N != nil && *r.N > 1 {
-		return bad(`"n" greater than 1 is not supported`)
+		return nil, anBad(`"n" greater than 1 is not supported`)
 	}
 	if r.ResponseFormat != nil && r.ResponseFormat.Type != "" && r.ResponseFormat.Type != "text" {
-		return bad(`response_format %q is not supported`, r.ResponseFormat.Type)
+		return nil, anBad(`response_format %q is not supported`, r.ResponseFormat.Type)
 	}
 	out := anRequest{Model: upstreamModel, MaxTokens: r.maxTokens(anthropicDefaultMaxTokens), Temperature: r.Temperature,
 		TopP: r.TopP, Stream: stream}
@@ -124,81 +121,118 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 		out.Metadata = &anMetadata{UserID: r.User}
 	}
 	var system []string
-	add := func(role string, blocks ...anBlock) {
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
-			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
-			return
-		}
-		out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
-	}
 	for i := range r.Messages {
-		m := &r.Messages[i]
-		ps, err := m.parts(typ, i)
-		if err != nil {
+		if system, err = out.addMessage(system, &r.Messages[i], i); err != nil {
 			return nil, err
-		}
-		if m.Role == "assistant" || m.Role == "tool" {
-			if err := textOnly(typ, i, m.Role, ps); err != nil {
-				return nil, err
-			}
-		}
-		switch m.Role {
-		case "system", "developer":
-			for j, p := range ps {
-				if p.Type != "text" {
-					return bad("messages[%d].content[%d]: a system message takes text only", i, j)
-				}
-			}
-			if t := textOf(ps); t != "" {
-				system = append(system, t)
-			}
-		case "user":
-			var blocks []anBlock
-			for _, p := range ps {
-				b, err := anthropicPart(p)
-				if err != nil {
-					return nil, err
-				}
-				if b.Type != "text" || b.Text != "" { // the API rejects empty text blocks
-					blocks = append(blocks, b)
-				}
-			}
-			if len(blocks) == 0 {
-				blocks = []anBlock{{Type: "text", Text: " "}}
-			}
-			add("user", blocks...)
-		case "assistant":
-			if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
-				return bad(`messages[%d]: the legacy "function_call" is not supported; use "tool_calls"`, i)
-			}
-			var blocks []anBlock
-			if t := textOf(ps); t != "" {
-				blocks = append(blocks, anBlock{Type: "text", Text: t})
-			}
-			for _, tc := range m.ToolCalls {
-				args, err := argsObject(typ, tc.Function.Arguments)
-				if err != nil {
-					return nil, err
-				}
-				if tc.ID == "" || tc.Function.Name == "" {
-					return bad("messages[%d]: a tool call needs an id and a function name", i)
-				}
-				blocks = append(blocks, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: args})
-			}
-			if len(blocks) == 0 {
-				continue // an empty assistant turn says nothing
-			}
-			add("assistant", blocks...)
-		case "tool":
-			if m.ToolCallID == "" {
-				return bad("messages[%d]: a tool message needs tool_call_id", i)
-			}
-			add("user", anBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: strPtr(textOf(ps))})
-		default:
-			return bad("messages[%d]: role %q is not supported", i, m.Role)
 		}
 	}
 	out.System = strings.Join(system, "\n\n")
+	if err := out.setTools(r); err != nil {
+		return nil, err
+	}
+	if len(out.Messages) == 0 {
+		return nil, anBad("the request has no user, assistant or tool message (the Messages API needs at least one)")
+	}
+	return json.Marshal(out)
+}
+
+// anBad is the anthropic adapter's refusal of a request it cannot express.
+func anBad(format string, a ...any) error {
+	return &wireError{"anthropic", fmt.Sprintf(format, a...)}
+}
+
+// add appends blocks to the last turn when it is role's (Anthropic
+// alternates turns), else as a new turn.
+func (out *anRequest) add(role string, blocks ...anBlock) {
+	if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
+		out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+		return
+	}
+	out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
+}
+
+// addMessage translates chat message i: system text is collected into
+// system, the rest becomes turns.
+func (out *anRequest) addMessage(system []string, m *oaMessage, i int) ([]string, error) {
+	const typ = "anthropic"
+	ps, err := m.parts(typ, i)
+	if err != nil {
+		return nil, err
+	}
+	if m.Role == "assistant" || m.Role == "tool" {
+		if err := textOnly(typ, i, m.Role, ps); err != nil {
+			return nil, err
+		}
+	}
+	switch m.Role {
+	case "system", "developer":
+		for j, p := range ps {
+			if p.Type != "text" {
+				return nil, anBad("messages[%d].content[%d]: a system message takes text only", i, j)
+			}
+		}
+		if t := textOf(ps); t != "" {
+			system = append(system, t)
+		}
+	case "user":
+		err = out.addUser(ps)
+	case "assistant":
+		err = out.addAssistant(m, ps, i)
+	case "tool":
+		if m.ToolCallID == "" {
+			return nil, anBad("messages[%d]: a tool message needs tool_call_id", i)
+		}
+		out.add("user", anBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: strPtr(textOf(ps))})
+	default:
+		return nil, anBad("messages[%d]: role %q is not supported", i, m.Role)
+	}
+	return system, err
+}
+
+func (out *anRequest) addUser(ps []oaPart) error {
+	var blocks []anBlock
+	for _, p := range ps {
+		b, err := anthropicPart(p)
+		if err != nil {
+			return err
+		}
+		if b.Type != "text" || b.Text != "" { // the API rejects empty text blocks
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) == 0 {
+		blocks = []anBlock{{Type: "text", Text: " "}}
+	}
+	out.add("user", blocks...)
+	return nil
+}
+
+func (out *anRequest) addAssistant(m *oaMessage, ps []oaPart, i int) error {
+	if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
+		return anBad(`messages[%d]: the legacy "function_call" is not supported; use "tool_calls"`, i)
+	}
+	var blocks []anBlock
+	if t := textOf(ps); t != "" {
+		blocks = append(blocks, anBlock{Type: "text", Text: t})
+	}
+	for _, tc := range m.ToolCalls {
+		args, err := argsObject("anthropic", tc.Function.Arguments)
+		if err != nil {
+			return err
+		}
+		if tc.ID == "" || tc.Function.Name == "" {
+			return anBad("messages[%d]: a tool call needs an id and a function name", i)
+		}
+		blocks = append(blocks, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: args})
+	}
+	if len(blocks) > 0 { // an empty assistant turn says nothing
+		out.add("assistant", blocks...)
+	}
+	return nil
+}
+
+// setTools translates tools, tool_choice and parallel_tool_calls.
+func (out *anRequest) setTools(r *oaRequest) error {
 	for _, t := range r.Tools {
 		schema := t.Function.Parameters
 		if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
@@ -208,7 +242,7 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 	}
 	mode, name, ok := toolChoice(r.ToolChoice)
 	if !ok {
-		return bad(`"tool_choice" must be "none", "auto", "required" or {"type":"function","function":{"name":…}}`)
+		return anBad(`"tool_choice" must be "none", "auto", "required" or {"type":"function","function":{"name":…}}`)
 	}
 	switch mode {
 	case "none":
@@ -229,15 +263,12 @@ func anthropicBody(body []byte, upstreamModel string, stream bool) ([]byte, erro
 		}
 	}
 	if len(out.Tools) == 0 && out.ToolChoice != nil && out.ToolChoice.Type != "none" {
-		return bad(`"tool_choice" needs "tools"`)
+		return anBad(`"tool_choice" needs "tools"`)
 	}
 	if len(out.Tools) == 0 {
 		out.ToolChoice = nil
 	}
-	if len(out.Messages) == 0 {
-		return bad("the request has no user, assistant or tool message (the Messages API needs at least one)")
-	}
-	return json.Marshal(out)
+	return nil
 }
 
 // refuseLogitBias is a non-empty "logit_bias" as a *wireError, for both
@@ -307,6 +338,7 @@ type anResponse struct {
 	Model      string      `json:"model"`
 	Content    []anContent `json:"content"`
 	StopReason string      `json:"stop_reason"`
+	StopSeq    *string     `json:"stop_sequence"`
 	Usage      anUsage     `json:"usage"`
 }
 
@@ -321,6 +353,15 @@ func anthropicFinish(r string) string {
 		return "content_filter"
 	}
 	return "stop" // end_turn, stop_sequence, pause_turn
+}
+
+// anthropicStopSeq is the stop sequence a stop_sequence stop names, for
+// the chat choice's stop_reason ("" otherwise).
+func anthropicStopSeq(reason string, seq *string) string {
+	if reason != "stop_sequence" || seq == nil {
+		return ""
+	}
+	return *seq
 }
 
 func (a *anthropicWire) wrap(resp *http.Response, model string) {
@@ -369,18 +410,18 @@ func anthropicJSON(native []byte, created int64, model string) ([]byte, error) {
 	p := r.Usage.prompt()
 	r.ID, r.Model = answerIdentity(r.ID, r.Model, model)
 	return json.Marshal(oaCompletion{ID: r.ID, Object: "chat.completion", Created: created, Model: r.Model,
-		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason)}},
+		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: anthropicFinish(r.StopReason), StopReason: anthropicStopSeq(r.StopReason, r.StopSeq)}},
 		Usage:   &oaUsage{PromptTokens: p, CompletionTokens: r.Usage.OutputTokens, TotalTokens: p + r.Usage.OutputTokens}})
 }
 
 // anStream is one Messages stream's translation state.
 type anStream struct {
-	cw     chunkWriter
-	prompt int
-	tools  map[int]int // content block index → tool call index
-	ntools int
-	args   map[int]bool // content block index → its tool call got argument bytes
-	ev     anEvent
+	cw       chunkWriter
+	prompt   int
+	tools    map[int]int // content block index → tool call index
+	ntools   int
+	argsSent map[int]bool // content block index → its tool call got argument bytes
+	ev       anEvent
 }
 
 type anEvent struct {
@@ -398,11 +439,12 @@ type anEvent struct {
 		Name string `json:"name"`
 	} `json:"content_block"`
 	Delta *struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		Thinking    string `json:"thinking"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
+		Type        string  `json:"type"`
+		Text        string  `json:"text"`
+		Thinking    string  `json:"thinking"`
+		PartialJSON string  `json:"partial_json"`
+		StopReason  string  `json:"stop_reason"`
+		StopSeq     *string `json:"stop_sequence"`
 	} `json:"delta"`
 	Usage *anUsage        `json:"usage"`
 	Error json.RawMessage `json:"error"`
@@ -424,73 +466,20 @@ func (s *anStream) event(dst, data []byte) []byte {
 		s.prompt = ev.Message.Usage.prompt()
 		return s.cw.role(dst, 0) // the one choice: anthropic refuses n > 1
 	case "content_block_start":
-		cb := ev.ContentBlock
-		if cb == nil {
-			return malformedEvent(dst, "anthropic")
-		}
-		switch cb.Type {
-		case "text":
-			if cb.Text != "" {
-				return s.cw.text(dst, 0, cb.Text, false)
-			}
-		case "tool_use":
-			if s.tools == nil {
-				s.tools = map[int]int{}
-			}
-			k := s.ntools
-			s.tools[ev.Index] = k
-			s.ntools++
-			tc := oaOutToolCall{Index: &k, ID: cb.ID, Type: "function"}
-			tc.Function.Name = cb.Name
-			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
-		}
+		return s.blockStart(dst)
 	case "content_block_delta":
-		d := ev.Delta
-		if d == nil {
-			return malformedEvent(dst, "anthropic")
-		}
-		switch d.Type {
-		case "text_delta":
-			return s.cw.text(dst, 0, d.Text, false)
-		case "thinking_delta":
-			return s.cw.text(dst, 0, d.Thinking, true)
-		case "input_json_delta":
-			k, ok := s.tools[ev.Index]
-			if !ok {
-				return malformedEvent(dst, "anthropic")
-			}
-			if d.PartialJSON == "" {
-				return dst // nothing to add (a tool without input sends one empty delta)
-			}
-			if s.args == nil {
-				s.args = map[int]bool{}
-			}
-			s.args[ev.Index] = true
-			tc := oaOutToolCall{Index: &k}
-			tc.Function.Arguments = d.PartialJSON
-			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
-		}
+		return s.blockDelta(dst)
 	case "content_block_stop":
-		// A tool call whose input streamed no bytes (a tool without
-		// parameters) gets "{}", as in the JSON translation: the client's
-		// concatenated arguments are always a JSON object, never "".
-		if k, ok := s.tools[ev.Index]; ok && !s.args[ev.Index] {
-			if s.args == nil {
-				s.args = map[int]bool{}
-			}
-			s.args[ev.Index] = true
-			tc := oaOutToolCall{Index: &k}
-			tc.Function.Arguments = "{}"
-			return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
-		}
+		return s.blockStop(dst)
 	case "message_delta":
-		if ev.Delta != nil && ev.Delta.StopReason != "" {
+		if d := ev.Delta; d != nil && d.StopReason != "" {
 			var u *oaUsage
 			if ev.Usage != nil {
 				out := ev.Usage.OutputTokens
 				u = &oaUsage{PromptTokens: s.prompt, CompletionTokens: out, TotalTokens: s.prompt + out}
 			}
-			return s.cw.finish(dst, 0, anthropicFinish(ev.Delta.StopReason), u)
+			reason := anthropicFinish(d.StopReason)
+			return s.cw.chunk(dst, oaChunkChoice{FinishReason: &reason, StopReason: anthropicStopSeq(d.StopReason, d.StopSeq)}, u)
 		}
 	case "message_stop":
 		return append(dst, doneBytes...)
@@ -500,7 +489,79 @@ func (s *anStream) event(dst, data []byte) []byte {
 		}
 		return passError(dst, data)
 	}
-	// ping, other content_block_stops, signature and citation deltas, and types
-	// added later: nothing for the client.
+	// ping, signature and citation deltas, and types added later:
+	// nothing for the client.
 	return dst
+}
+
+// blockStart: a text block's initial text, or a tool call's start.
+func (s *anStream) blockStart(dst []byte) []byte {
+	ev := &s.ev
+	cb := ev.ContentBlock
+	if cb == nil {
+		return malformedEvent(dst, "anthropic")
+	}
+	switch cb.Type {
+	case "text":
+		if cb.Text != "" {
+			return s.cw.text(dst, 0, cb.Text, false)
+		}
+	case "tool_use":
+		if s.tools == nil {
+			s.tools = map[int]int{}
+		}
+		k := s.ntools
+		s.tools[ev.Index] = k
+		s.ntools++
+		tc := oaOutToolCall{Index: &k, ID: cb.ID, Type: "function"}
+		tc.Function.Name = cb.Name
+		return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
+	}
+	return dst
+}
+
+// blockDelta: text, thinking, or a tool call's arguments.
+func (s *anStream) blockDelta(dst []byte) []byte {
+	ev := &s.ev
+	d := ev.Delta
+	if d == nil {
+		return malformedEvent(dst, "anthropic")
+	}
+	switch d.Type {
+	case "text_delta":
+		return s.cw.text(dst, 0, d.Text, false)
+	case "thinking_delta":
+		return s.cw.text(dst, 0, d.Thinking, true)
+	case "input_json_delta":
+		if _, ok := s.tools[ev.Index]; !ok {
+			return malformedEvent(dst, "anthropic")
+		}
+		if d.PartialJSON == "" {
+			return dst // nothing to add (a tool without input sends one empty delta)
+		}
+		return s.args(dst, ev.Index, d.PartialJSON)
+	}
+	return dst
+}
+
+// blockStop: a tool call whose input streamed no bytes (a tool without
+// parameters) gets "{}", as in the JSON translation: the client's
+// concatenated arguments are always a JSON object, never "".
+func (s *anStream) blockStop(dst []byte) []byte {
+	if _, ok := s.tools[s.ev.Index]; ok && !s.argsSent[s.ev.Index] {
+		return s.args(dst, s.ev.Index, "{}")
+	}
+	return dst
+}
+
+// args appends argument bytes to the tool call of content block index.
+func (s *anStream) args(dst []byte, index int, args string) []byte {
+	k := s.tools[index]
+	if s.argsSent == nil {
+		s.argsSent = map[int]bool{}
+	}
+	s.argsSent[index] = true
+	tc := oaOutToolCall{Index: &k}
+	tc.Function.Arguments = args
+	return s.cw.chunk(dst, oaChunkChoice{Delta: oaDelta{ToolCalls: []oaOutToolCall{tc}}}, nil)
 }

@@ -123,13 +123,40 @@ func geminiBody(body []byte) ([]byte, error) {
 	if err := refuseLogitBias(typ, body); err != nil {
 		return nil, err
 	}
-	bad := func(format string, a ...any) ([]byte, error) {
-		return nil, &wireError{typ, fmt.Sprintf(format, a...)}
-	}
 	var out gmRequest
+	if out.GenerationConfig, err = gmGeneration(r); err != nil {
+		return nil, err
+	}
+	b := gmBuilder{out: &out, names: map[string]string{}}
+	for i := range r.Messages {
+		if err := b.addMessage(&r.Messages[i], i); err != nil {
+			return nil, err
+		}
+	}
+	if len(b.system) > 0 {
+		out.SystemInstruction = &gmContent{Parts: b.system}
+	}
+	if err := out.setTools(r); err != nil {
+		return nil, err
+	}
+	if len(out.Contents) == 0 {
+		return nil, gmBad("the request has no user, assistant or tool message (generateContent needs at least one)")
+	}
+	return json.Marshal(out)
+}
+
+// gmBad is the gemini adapter's refusal of a request it cannot express.
+func gmBad(format string, a ...any) error {
+	return &wireError{"gemini", fmt.Sprintf(format, a...)}
+}
+
+// gmGeneration is the request's generationConfig (nil when it sets
+// nothing).
+func gmGeneration(r *oaRequest) (*gmGenConfig, error) {
 	gc := gmGenConfig{Temperature: r.Temperature, TopP: r.TopP, MaxOutputTokens: r.maxTokens(0), Seed: r.Seed,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty}
-	if gc.StopSequences, err = r.stops(typ); err != nil {
+	var err error
+	if gc.StopSequences, err = r.stops("gemini"); err != nil {
 		return nil, err
 	}
 	if r.N != nil && *r.N > 1 {
@@ -141,97 +168,121 @@ func geminiBody(body []byte) ([]byte, error) {
 		case "json_object":
 			gc.ResponseMimeType = "application/json"
 		default:
-			return bad(`response_format %q is not supported`, r.ResponseFormat.Type)
+			return nil, gmBad(`response_format %q is not supported`, r.ResponseFormat.Type)
 		}
 	}
-	if !reflect.DeepEqual(gc, gmGenConfig{}) {
-		out.GenerationConfig = &gc
+	if reflect.DeepEqual(gc, gmGenConfig{}) {
+		return nil, nil
 	}
-	var system []gmPart
-	names := map[string]string{} // tool call id → function name
-	add := func(role string, parts ...gmPart) {
-		if n := len(out.Contents); n > 0 && out.Contents[n-1].Role == role {
-			out.Contents[n-1].Parts = append(out.Contents[n-1].Parts, parts...)
-			return
+	return &gc, nil
+}
+
+// gmBuilder collects a request's contents and system instruction.
+type gmBuilder struct {
+	out    *gmRequest
+	system []gmPart
+	names  map[string]string // tool call id → function name
+}
+
+// add appends parts to the last content when it is role's, else as a
+// new content.
+func (b *gmBuilder) add(role string, parts ...gmPart) {
+	out := b.out
+	if n := len(out.Contents); n > 0 && out.Contents[n-1].Role == role {
+		out.Contents[n-1].Parts = append(out.Contents[n-1].Parts, parts...)
+		return
+	}
+	out.Contents = append(out.Contents, gmContent{Role: role, Parts: parts})
+}
+
+// addMessage translates chat message i.
+func (b *gmBuilder) addMessage(m *oaMessage, i int) error {
+	const typ = "gemini"
+	ps, err := m.parts(typ, i)
+	if err != nil {
+		return err
+	}
+	if m.Role == "assistant" || m.Role == "tool" {
+		if err := textOnly(typ, i, m.Role, ps); err != nil {
+			return err
 		}
-		out.Contents = append(out.Contents, gmContent{Role: role, Parts: parts})
 	}
-	for i := range r.Messages {
-		m := &r.Messages[i]
-		ps, err := m.parts(typ, i)
+	switch m.Role {
+	case "system", "developer":
+		for j, p := range ps {
+			if p.Type != "text" {
+				return gmBad("messages[%d].content[%d]: a system message takes text only", i, j)
+			}
+			if p.Text != "" {
+				b.system = append(b.system, gmPart{Text: p.Text})
+			}
+		}
+	case "user":
+		return b.addUser(ps, i)
+	case "assistant":
+		return b.addAssistant(m, ps, i)
+	case "tool":
+		name, ok := b.names[m.ToolCallID]
+		if !ok {
+			return gmBad("messages[%d]: tool_call_id %q names no earlier assistant tool call", i, m.ToolCallID)
+		}
+		b.add("user", gmPart{FunctionResponse: &gmFunctionResponse{Name: name, Response: toolResponse(textOf(ps))}})
+	default:
+		return gmBad("messages[%d]: role %q is not supported", i, m.Role)
+	}
+	return nil
+}
+
+func (b *gmBuilder) addUser(ps []oaPart, i int) error {
+	var parts []gmPart
+	for _, p := range ps {
+		if p.Type == "text" {
+			if p.Text != "" {
+				parts = append(parts, gmPart{Text: p.Text})
+			}
+			continue
+		}
+		mt, data, ok := dataURL(p.ImageURL.URL)
+		if !ok {
+			return gmBad("messages[%d]: an image_url must be a base64 data: URL (Gemini does not fetch URLs)", i)
+		}
+		parts = append(parts, gmPart{InlineData: &gmBlob{MimeType: mt, Data: data}})
+	}
+	if len(parts) == 0 {
+		parts = []gmPart{{Text: " "}}
+	}
+	b.add("user", parts...)
+	return nil
+}
+
+func (b *gmBuilder) addAssistant(m *oaMessage, ps []oaPart, i int) error {
+	if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
+		return gmBad(`messages[%d]: the legacy "function_call" is not supported; use "tool_calls"`, i)
+	}
+	var parts []gmPart
+	if t := textOf(ps); t != "" {
+		parts = append(parts, gmPart{Text: t})
+	}
+	for _, tc := range m.ToolCalls {
+		args, err := argsObject("gemini", tc.Function.Arguments)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if m.Role == "assistant" || m.Role == "tool" {
-			if err := textOnly(typ, i, m.Role, ps); err != nil {
-				return nil, err
-			}
+		if tc.Function.Name == "" {
+			return gmBad("messages[%d]: a tool call needs a function name", i)
 		}
-		switch m.Role {
-		case "system", "developer":
-			for j, p := range ps {
-				if p.Type != "text" {
-					return bad("messages[%d].content[%d]: a system message takes text only", i, j)
-				}
-				if p.Text != "" {
-					system = append(system, gmPart{Text: p.Text})
-				}
-			}
-		case "user":
-			var parts []gmPart
-			for _, p := range ps {
-				if p.Type == "text" {
-					if p.Text != "" {
-						parts = append(parts, gmPart{Text: p.Text})
-					}
-					continue
-				}
-				mt, data, ok := dataURL(p.ImageURL.URL)
-				if !ok {
-					return bad("messages[%d]: an image_url must be a base64 data: URL (Gemini does not fetch URLs)", i)
-				}
-				parts = append(parts, gmPart{InlineData: &gmBlob{MimeType: mt, Data: data}})
-			}
-			if len(parts) == 0 {
-				parts = []gmPart{{Text: " "}}
-			}
-			add("user", parts...)
-		case "assistant":
-			if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
-				return bad(`messages[%d]: the legacy "function_call" is not supported; use "tool_calls"`, i)
-			}
-			var parts []gmPart
-			if t := textOf(ps); t != "" {
-				parts = append(parts, gmPart{Text: t})
-			}
-			for _, tc := range m.ToolCalls {
-				args, err := argsObject(typ, tc.Function.Arguments)
-				if err != nil {
-					return nil, err
-				}
-				if tc.Function.Name == "" {
-					return bad("messages[%d]: a tool call needs a function name", i)
-				}
-				names[tc.ID] = tc.Function.Name
-				parts = append(parts, gmPart{FunctionCall: &gmFunctionCall{Name: tc.Function.Name, Args: args}})
-			}
-			if len(parts) == 0 {
-				continue
-			}
-			add("model", parts...)
-		case "tool":
-			name, ok := names[m.ToolCallID]
-			if !ok {
-				return bad("messages[%d]: tool_call_id %q names no earlier assistant tool call", i, m.ToolCallID)
-			}
-			add("user", gmPart{FunctionResponse: &gmFunctionResponse{Name: name, Response: toolResponse(textOf(ps))}})
-		default:
-			return bad("messages[%d]: role %q is not supported", i, m.Role)
-		}
+		b.names[tc.ID] = tc.Function.Name
+		parts = append(parts, gmPart{FunctionCall: &gmFunctionCall{Name: tc.Function.Name, Args: args}})
 	}
-	if len(system) > 0 {
-		out.SystemInstruction = &gmContent{Parts: system}
+	if len(parts) > 0 {
+		b.add("model", parts...)
 	}
+	return nil
+}
+
+// setTools translates tools and tool_choice into function declarations
+// and a function calling config.
+func (out *gmRequest) setTools(r *oaRequest) error {
 	if len(r.Tools) > 0 {
 		var decls []gmFunctionDecl
 		for _, t := range r.Tools {
@@ -245,27 +296,25 @@ func geminiBody(body []byte) ([]byte, error) {
 	}
 	mode, name, ok := toolChoice(r.ToolChoice)
 	if !ok {
-		return bad(`"tool_choice" must be "none", "auto", "required" or {"type":"function","function":{"name":…}}`)
+		return gmBad(`"tool_choice" must be "none", "auto", "required" or {"type":"function","function":{"name":…}}`)
 	}
-	if mode != "" && len(out.Tools) > 0 {
-		tc := &gmToolConfig{}
-		switch mode {
-		case "none":
-			tc.FunctionCallingConfig.Mode = "NONE"
-		case "auto":
-			tc.FunctionCallingConfig.Mode = "AUTO"
-		case "required":
-			tc.FunctionCallingConfig.Mode = "ANY"
-		case "function":
-			tc.FunctionCallingConfig.Mode = "ANY"
-			tc.FunctionCallingConfig.AllowedFunctionNames = []string{name}
-		}
-		out.ToolConfig = tc
+	if mode == "" || len(out.Tools) == 0 {
+		return nil
 	}
-	if len(out.Contents) == 0 {
-		return bad("the request has no user, assistant or tool message (generateContent needs at least one)")
+	tc := &gmToolConfig{}
+	switch mode {
+	case "none":
+		tc.FunctionCallingConfig.Mode = "NONE"
+	case "auto":
+		tc.FunctionCallingConfig.Mode = "AUTO"
+	case "required":
+		tc.FunctionCallingConfig.Mode = "ANY"
+	case "function":
+		tc.FunctionCallingConfig.Mode = "ANY"
+		tc.FunctionCallingConfig.AllowedFunctionNames = []string{name}
 	}
-	return json.Marshal(out)
+	out.ToolConfig = tc
+	return nil
 }
 
 // toolResponse is a tool result as a functionResponse.response (a JSON

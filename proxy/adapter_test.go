@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-gw/breakwater/internal/wire"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -386,5 +387,35 @@ func TestAppendJSONString(t *testing.T) {
 		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
 			t.Errorf("%q: got %s want %s", s, got, want)
 		}
+	}
+}
+
+// Anthropic's stop_sequence stop is a chat "stop" that names the sequence
+// in the choice's stop_reason (vLLM's field), in the JSON answer and in
+// the stream, so a Messages client of a translated answer gets
+// stop_sequence back instead of end_turn; a natural end names none.
+func TestAnthropicStopSequenceReachesTheChatAnswer(t *testing.T) {
+	native := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"a"}],"stop_reason":"stop_sequence","stop_sequence":"END","usage":{"input_tokens":1,"output_tokens":1}}`
+	out, err := anthropicJSON([]byte(native), 42, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"finish_reason":"stop","stop_reason":"END"`)) {
+		t.Fatalf("JSON: %s", out)
+	}
+	out, _ = anthropicJSON([]byte(strings.Replace(native, `"stop_reason":"stop_sequence","stop_sequence":"END"`, `"stop_reason":"end_turn","stop_sequence":null`, 1)), 42, "m")
+	if bytes.Contains(out, []byte(`"stop_reason"`)) {
+		t.Fatalf("end_turn names no sequence: %s", out)
+	}
+	ev := translateStream(t, &anthropicWire{}, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"model\":\"c\",\"usage\":{\"input_tokens\":1}}}\n\n"+
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n"+
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"stop_sequence\",\"stop_sequence\":\"END\"},\"usage\":{\"output_tokens\":1}}\n\n"+
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	if !strings.Contains(strings.Join(ev, "\n"), `"finish_reason":"stop","stop_reason":"END"`) {
+		t.Fatalf("stream: %v", ev)
+	}
+	chat := []byte(`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop","stop_reason":"END"}]}`)
+	if m, _ := wire.ChatToMessages(chat, "claude"); !bytes.Contains(m, []byte(`"stop_reason":"stop_sequence","stop_sequence":"END"`)) {
+		t.Fatalf("back to Messages: %s", m)
 	}
 }

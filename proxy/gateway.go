@@ -401,7 +401,7 @@ func (g *Gateway) authClient(r *http.Request) (*clientKey, bool) {
 	if len(keys) == 0 {
 		return nil, true
 	}
-	tok, ok := bearer(r)
+	tok, ok := clientToken(r)
 	if !ok {
 		return nil, false
 	}

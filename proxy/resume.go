@@ -347,62 +347,16 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	defer rd.release()
-	w, k := rs.w, rs.rsm
-	flusher, _ := w.(http.Flusher)
-	need := model.RestartCheckBytes(string(k.text))
-	var raw, data, head, held []byte
-	judged, finish, strip := need == 0, "", k.trimmed
-	ok := model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header}
-	gone := execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
-	fail := func(res execResult, code, msg string) execResult {
-		if a.Continued { // a new break: its error event is the one the client may get
-			k.pending = &streamErr{code, msg}
-		}
-		return res
-	}
-	// announce puts, before the continuation's first bytes, an SSE
-	// comment (which clients skip) naming who continues: the headers named
-	// who served at commit.
-	announce := func(b []byte) []byte {
-		if a.Continued {
-			return b
-		}
-		a.Continued = true
-		return append(fmt.Appendf(nil, ": %s provider=%s connection=%s attempts=%d\n\n", ResumeComment, a.Provider, a.Connection, rs.flow.Attempts()), b...)
-	}
-	release := func() bool {
-		judged = true
-		if len(held) == 0 {
-			return true
-		}
-		k.text = append(k.text, head...)
-		held = announce(held)
-		_, err := w.Write(held)
-		held = held[:0]
-		if err == nil && flusher != nil {
-			flusher.Flush()
-		}
-		return err == nil
-	}
+	c := &contPipe{rs: rs, w: rs.w, k: rs.rsm, a: a, resp: resp, rd: rd}
+	c.flusher, _ = c.w.(http.Flusher)
+	c.need = model.RestartCheckBytes(string(c.k.text))
+	c.judged, c.strip = c.need == 0, c.k.trimmed
+	var raw, data []byte
 	for {
 		var err error
 		raw, data, err = rd.next(raw, data)
 		if err != nil {
-			if err == io.EOF && finish != "" {
-				if !release() {
-					return gone
-				}
-				if _, err := w.Write(doneEvent); err != nil {
-					return gone
-				}
-				return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
-			}
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			res := rs.failure(actx, err, true)
-			code, msg := streamFailureText(res)
-			return fail(res, code, msg)
+			return c.end(actx, err)
 		}
 		ev := model.ParseStreamEvent(data)
 		if ev.Malformed {
@@ -410,58 +364,152 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 				continue
 			}
 			q := model.Outcome{Kind: model.OutcomeQuality}
-			return fail(execResult{outcome: q}, string(model.CodeStreamEmpty), "the upstream sent malformed stream events")
+			return c.fail(execResult{outcome: q}, string(model.CodeStreamEmpty), "the upstream sent malformed stream events")
 		}
 		rs.malformed.Good()
 		sw.observe(ev)
 		if ev.Error {
 			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: resp.Header,
 				Body: string(data[:min(len(data), model.MaxBodyPrefix)])}
-			return fail(execResult{outcome: o}, string(model.CodeStreamUpstream), "the upstream sent an error event mid-stream")
+			return c.fail(execResult{outcome: o}, string(model.CodeStreamUpstream), "the upstream sent an error event mid-stream")
 		}
 		if ev.Done {
-			if finish == "" && len(head) == 0 && !a.Continued {
-				// Ended at once, with no text and no finish: not a
-				// continuation; the next target is tried.
-				return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
-			}
-			if !release() {
-				return gone
-			}
-			if _, err := w.Write(doneEvent); err != nil {
-				return gone
-			}
-			drainAfterDone(resp.Body) // transport.go: keeps the connection for the next request
-			return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
+			return c.done()
 		}
 		if ev.FinishReason != "" {
-			finish = ev.FinishReason
+			c.finish = ev.FinishReason
 		}
-		out, content, keep := chunkRewrite(data, k, &strip)
-		if !keep {
-			continue
-		}
-		if !judged {
-			head = append(head, content...)
-			held = appendSSEData(held, out)
-			if len(head) >= need || finish != "" {
-				if model.ContinuationRestarts(string(k.text), string(head)) {
-					return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
-				}
-				if !release() {
-					return gone
-				}
-			}
-			continue
-		}
-		k.text = append(k.text, content...)
-		if _, err := w.Write(appendSSEData(announce(nil), out)); err != nil {
-			return gone
-		}
-		if flusher != nil && rd.buffered() == 0 {
-			flusher.Flush()
+		if res, over := c.chunk(data); over {
+			return res
 		}
 	}
+}
+
+// contPipe is one continuation attempt's state: the text the client has,
+// what is held back until the continuation is judged not to restart.
+type contPipe struct {
+	rs      *reqState
+	w       http.ResponseWriter
+	flusher http.Flusher
+	k       *resumeShell
+	a       *model.Attempt
+	resp    *http.Response
+	rd      *sseReader
+
+	need       int    // bytes of the continuation to read before judging it
+	head, held []byte // its text so far and its events, until judged
+	judged     bool
+	finish     string
+	strip      int // chunkRewrite's count of the overlap left to strip
+}
+
+func (c *contPipe) delivered() execResult {
+	ok := model.Outcome{Kind: model.OutcomeResponse, Status: c.resp.StatusCode, Headers: c.resp.Header}
+	return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
+}
+
+func (c *contPipe) gone() execResult {
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeClientAbort}, committed: true}
+}
+
+func (c *contPipe) fail(res execResult, code, msg string) execResult {
+	if c.a.Continued { // a new break: its error event is the one the client may get
+		c.k.pending = &streamErr{code, msg}
+	}
+	return res
+}
+
+// announce puts, before the continuation's first bytes, an SSE comment
+// (which clients skip) naming who continues: the headers named who
+// served at commit.
+func (c *contPipe) announce(b []byte) []byte {
+	if c.a.Continued {
+		return b
+	}
+	c.a.Continued = true
+	return append(fmt.Appendf(nil, ": %s provider=%s connection=%s attempts=%d\n\n", ResumeComment, c.a.Provider, c.a.Connection, c.rs.flow.Attempts()), b...)
+}
+
+// release writes what was held back; false when the client is gone.
+func (c *contPipe) release() bool {
+	c.judged = true
+	if len(c.held) == 0 {
+		return true
+	}
+	c.k.text = append(c.k.text, c.head...)
+	c.held = c.announce(c.held)
+	_, err := c.w.Write(c.held)
+	c.held = c.held[:0]
+	if err == nil && c.flusher != nil {
+		c.flusher.Flush()
+	}
+	return err == nil
+}
+
+// end is the attempt's result when reading stopped with err.
+func (c *contPipe) end(actx context.Context, err error) execResult {
+	if err == io.EOF && c.finish != "" {
+		if !c.release() {
+			return c.gone()
+		}
+		if _, err := c.w.Write(doneEvent); err != nil {
+			return c.gone()
+		}
+		return c.delivered()
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	res := c.rs.failure(actx, err, true)
+	code, msg := streamFailureText(res)
+	return c.fail(res, code, msg)
+}
+
+// done ends the continuation at [DONE].
+func (c *contPipe) done() execResult {
+	if c.finish == "" && len(c.head) == 0 && !c.a.Continued {
+		// Ended at once, with no text and no finish: not a
+		// continuation; the next target is tried.
+		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
+	}
+	if !c.release() {
+		return c.gone()
+	}
+	if _, err := c.w.Write(doneEvent); err != nil {
+		return c.gone()
+	}
+	drainAfterDone(c.resp.Body) // transport.go: keeps the connection for the next request
+	return c.delivered()
+}
+
+// chunk passes on one content chunk: held back until the continuation
+// is judged, written after. over: the attempt ended with res.
+func (c *contPipe) chunk(data []byte) (res execResult, over bool) {
+	out, content, keep := chunkRewrite(data, c.k, &c.strip)
+	if !keep {
+		return res, false
+	}
+	if !c.judged {
+		c.head = append(c.head, content...)
+		c.held = appendSSEData(c.held, out)
+		if len(c.head) >= c.need || c.finish != "" {
+			if model.ContinuationRestarts(string(c.k.text), string(c.head)) {
+				return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}, true
+			}
+			if !c.release() {
+				return c.gone(), true
+			}
+		}
+		return res, false
+	}
+	c.k.text = append(c.k.text, content...)
+	if _, err := c.w.Write(appendSSEData(c.announce(nil), out)); err != nil {
+		return c.gone(), true
+	}
+	if c.flusher != nil && c.rd.buffered() == 0 {
+		c.flusher.Flush()
+	}
+	return res, false
 }
 
 func appendSSEData(dst, data []byte) []byte {

@@ -171,9 +171,10 @@ func (s *surfaceWriter) finish() {
 	s.w.Write(body)
 }
 
-// surfaceBody is the start every surface shares: the request id (one the
-// translated request keeps), the client's key from Authorization or
-// x-api-key, and the body. ok is false when the answer was written
+// surfaceBody is the start every surface shares: the request id of an
+// answer the surface writes itself (handleChat sets its own, the client's
+// X-Request-Id when it sent one, on what it answers), the client's key
+// from Authorization or x-api-key, and the body. ok is false when the answer was written
 // (refuse writes it in the client's format).
 func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, bool) {
 	body, _, ok := g.surfaceBodyKey(w, r, refuse)
@@ -184,10 +185,8 @@ func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse fun
 // has no client keys).
 func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, *clientKey, bool) {
 	id, _ := newRequestID(r)
-	r.Header.Set("X-Request-Id", id) // handleChat echoes the same id
 	h := w.Header()
 	h.Set("X-Request-Id", id)
-	bearerFromAPIKey(r)
 	key, ok := g.authClient(r)
 	if !ok {
 		h.Set("X-Breakwater-Attempts", "0")
@@ -211,14 +210,16 @@ func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse 
 	return body, key, true
 }
 
-// bearerFromAPIKey takes the client key from x-api-key (Anthropic's
-// header) when the request has no Authorization.
-func bearerFromAPIKey(r *http.Request) {
-	if headerValue(r.Header, "Authorization") == "" {
-		if k := r.Header.Get("X-Api-Key"); k != "" {
-			r.Header.Set("Authorization", "Bearer "+k)
-		}
+// clientToken is the client key a request carries: Authorization:
+// Bearer, else x-api-key (Anthropic's header), on every client endpoint —
+// chat completions included, which Anthropic clients pointed at an
+// OpenAI endpoint call with the header their SDK sends.
+func clientToken(r *http.Request) (string, bool) {
+	if tok, ok := bearer(r); ok || headerValue(r.Header, "Authorization") != "" {
+		return tok, ok
 	}
+	k := strings.TrimSpace(headerValue(r.Header, "X-Api-Key"))
+	return k, k != ""
 }
 
 // runAsChat runs a translated request through the chat pipeline and
@@ -306,7 +307,7 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 		nativeOf(r).only = re.Error()
 	}
 	conv := &msgConv{model: t.Model, nr: nativeOf(r)}
-	conv.st.Model = t.Model
+	conv.st.Model, conv.st.InputEstimate = t.Model, t.InputEstimate
 	g.runAsChat(w, r, t.Chat, conv)
 }
 

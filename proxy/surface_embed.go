@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/internal/wire"
 )
@@ -37,6 +40,7 @@ func surfaceWire(r *http.Request) func(*provRuntime) wireAdapter {
 		return nil
 	}
 	var cache map[*provRuntime]wireAdapter
+	ctx := r.Context()
 	return func(p *provRuntime) wireAdapter {
 		if w, ok := cache[p]; ok {
 			return w
@@ -44,7 +48,7 @@ func surfaceWire(r *http.Request) func(*provRuntime) wireAdapter {
 		if cache == nil {
 			cache = map[*provRuntime]wireAdapter{}
 		}
-		w := &embedWire{typ: p.cfg.Type, base: strings.TrimRight(p.cfg.BaseURL, "/")}
+		w := &embedWire{typ: p.cfg.Type, base: strings.TrimRight(p.cfg.BaseURL, "/"), ctx: ctx, prov: p}
 		cache[p] = w
 		return w
 	}
@@ -60,9 +64,22 @@ func (rs *reqState) wireFor(p *provRuntime) wireAdapter {
 }
 
 // embedWire is one provider type's embeddings call.
+//
+// Gemini takes at most wire.GeminiEmbedBatchLimit inputs a
+// batchEmbedContents call: a longer input is sent as that many calls, one
+// after another on the attempt's connection, and the answers are joined
+// in order. The first call is the attempt as the flow sees it; a later
+// one that fails (transport, a non-2xx status) fails the attempt as an
+// answer that cannot be translated does, and the flow tries elsewhere.
 type embedWire struct {
 	typ, base string
 	b64       bool // the client asked for base64 (gemini answers floats)
+
+	ctx    context.Context // the client's request: the later batches end with it
+	prov   *provRuntime
+	url    string   // gemini: the batchEmbedContents URL
+	rest   [][]byte // gemini: the batches after the first
+	apiKey string   // gemini: the attempt's key, for the later batches
 }
 
 func (e *embedWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
@@ -73,12 +90,13 @@ func (e *embedWire) encode(req *chatRequest, upstreamModel string) (string, []by
 			return "", nil, &wireError{e.typ, err.Error()}
 		}
 		e.b64 = r.EncodingFormat == "base64"
-		body, err := wire.EmbeddingsToGemini(r, upstreamModel)
+		batches, err := wire.EmbeddingsToGeminiBatches(r, upstreamModel)
 		if err != nil {
 			return "", nil, &wireError{e.typ, err.Error()}
 		}
 		m := url.PathEscape(strings.TrimPrefix(upstreamModel, "models/"))
-		return e.base + "/models/" + m + ":batchEmbedContents", body, nil
+		e.url, e.rest = e.base+"/models/"+m+":batchEmbedContents", batches[1:]
+		return e.url, batches[0], nil
 	case "anthropic":
 		return "", nil, &wireError{e.typ, "the provider type has no embeddings API"}
 	}
@@ -88,6 +106,7 @@ func (e *embedWire) encode(req *chatRequest, upstreamModel string) (string, []by
 func (e *embedWire) setAuth(h http.Header, apiKey string) {
 	if e.typ == "gemini" && apiKey != "" {
 		h.Set("X-Goog-Api-Key", apiKey)
+		e.apiKey = apiKey
 	}
 	// OpenAI-compatible types: the connection's Authorization, as for chat.
 }
@@ -99,8 +118,43 @@ func (e *embedWire) wrap(resp *http.Response, model string) {
 		return
 	}
 	resp.ContentLength = -1
-	b64 := e.b64
-	resp.Body = &jsonTranslator{src: resp.Body, translate: func(b []byte) ([]byte, error) { return wire.GeminiToEmbeddings(b, model, b64) }}
+	b64, rest := e.b64, e.rest
+	resp.Body = &jsonTranslator{src: resp.Body, translate: func(first []byte) ([]byte, error) {
+		answers := [][]byte{first}
+		for _, body := range rest {
+			b, err := e.batch(body)
+			if err != nil {
+				return nil, err
+			}
+			answers = append(answers, b)
+		}
+		return wire.GeminiBatchesToEmbeddings(answers, model, b64)
+	}}
+}
+
+// batch makes one later batchEmbedContents call and reads its answer.
+func (e *embedWire) batch(body []byte) ([]byte, error) {
+	req, err := newJSONRequest(e.ctx, e.url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header["Content-Type"] = hdrJSON
+	req.Header["Accept"] = hdrJSON
+	req.Header["User-Agent"] = hdrUserAgent
+	e.setAuth(req.Header, e.apiKey)
+	var header time.Duration // the budget the attempt's transport is tuned for: the same pool
+	if t := e.prov.pool.cur.Load(); t != nil {
+		header = t.header
+	}
+	resp, err := e.prov.roundTrip(req, header)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("batch answered %d", resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 }
 
 // handleEmbeddings serves POST /v1/embeddings.

@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -106,5 +111,85 @@ func TestEmbeddingsUnsupportedAndBadInput(t *testing.T) {
 	}
 	if r := g.do("POST", "/v1/embeddings", `{"model":"oa/emb","input":5}`); r.code != 400 || !strings.Contains(r.body, "input") || r.h.Get("X-Breakwater-Attempts") != "0" {
 		t.Fatalf("bad input: %d %s", r.code, r.body)
+	}
+}
+
+// Gemini takes at most 100 inputs a batchEmbedContents call: a longer
+// input is split into calls of at most 100, and the answers are joined in
+// the input's order with the list's indexes running on.
+func TestGeminiEmbeddingsSplitAtTheBatchLimit(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	gem := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Requests []struct {
+				Content struct {
+					Parts []struct {
+						Text string `json:"text"`
+					} `json:"parts"`
+				} `json:"content"`
+			} `json:"requests"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.Header.Get("X-Goog-Api-Key") != "g1" {
+			w.WriteHeader(400)
+			return
+		}
+		mu.Lock()
+		sizes = append(sizes, len(req.Requests))
+		mu.Unlock()
+		if len(req.Requests) > 100 { // as Gemini refuses it
+			w.WriteHeader(400)
+			io.WriteString(w, `{"error":{"code":400,"message":"at most 100 requests can be in one batch","status":"INVALID_ARGUMENT"}}`)
+			return
+		}
+		var b strings.Builder
+		b.WriteString(`{"embeddings":[`)
+		for i, q := range req.Requests {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"values":[%s,0.5]}`, strings.TrimPrefix(q.Content.Parts[0].Text, "t"))
+		}
+		b.WriteString(`]}`)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, b.String())
+	}))
+	defer gem.Close()
+	g := newGW(t, newFakeUp(t), `
+providers:
+  - id: gm
+    type: gemini
+    baseURL: `+gem.URL+`/v1beta
+    models: [gemb]
+    connections:
+      - {id: g1, apiKey: g1}
+`+testBase)
+	inputs := make([]string, 250)
+	for i := range inputs {
+		inputs[i] = fmt.Sprintf("t%d", i)
+	}
+	body, _ := json.Marshal(map[string]any{"model": "gm/gemb", "input": inputs})
+	r := g.do("POST", "/v1/embeddings", string(body))
+	if r.code != 200 {
+		t.Fatalf("250 inputs: %d %s", r.code, r.body)
+	}
+	var out struct {
+		Data []struct {
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil || len(out.Data) != 250 {
+		t.Fatalf("list: %v, %d embeddings", err, len(out.Data))
+	}
+	for i, d := range out.Data {
+		if d.Index != i || len(d.Embedding) != 2 || d.Embedding[0] != float64(i) {
+			t.Fatalf("embedding %d: index %d, values %v (want the input's own, in order)", i, d.Index, d.Embedding)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(sizes) != "[100 100 50]" {
+		t.Fatalf("batch sizes %v, want [100 100 50]", sizes)
 	}
 }

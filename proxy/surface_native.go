@@ -170,15 +170,7 @@ func (c *msgConv) rawEvent(dst, name, data []byte) ([]byte, bool) {
 		return dst, false
 	}
 	if e, ok := wire.ParseChatError(data); ok && !bytes.Contains(data, []byte(`"type":"error"`)) {
-		msg := e.Message
-		if code := e.CodeString(); code != "" {
-			msg = code + ": " + msg
-		}
-		typ := e.Type
-		if typ == "" || typ == "server_error" {
-			typ = "api_error"
-		}
-		return c.st.Error(dst, 0, typ, msg), true
+		return c.st.ChatError(dst, &e), true
 	}
 	return appendRawEvent(dst, name, data), true
 }

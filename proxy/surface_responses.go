@@ -147,24 +147,7 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	var history []wire.ChatMessage
 	if err == nil && t.Req.PreviousResponseID != "" {
-		prev, found := g.loadResponse(r.Context(), t.Req.PreviousResponseID, key)
-		switch {
-		case found && nr.only == "":
-			history, nr.noNative = prev.turns, true // the upstream does not know the gateway's ids
-		case found:
-			w.Header().Set("X-Breakwater-Attempts", "0")
-			refuse(http.StatusBadRequest, "this request needs a native Responses upstream ("+nr.only+
-				"), but previous_response_id names a response the gateway stored, which such an upstream does not know")
-			return
-		case !found && g.anyResponsesAPI():
-			// Not the gateway's: a native upstream's own stored response.
-			if nr.only == "" {
-				nr.only = "previous_response_id " + t.Req.PreviousResponseID + " is not one the gateway stored"
-			}
-		default:
-			w.Header().Set("X-Breakwater-Attempts", "0")
-			writeJSON(w, http.StatusNotFound, errorBody{Error: apiError{Type: "invalid_request_error", Code: "previous_response_not_found",
-				Message: "previous response " + t.Req.PreviousResponseID + " was not found (unknown, stored by another key, not stored, or past its retention)"}})
+		if history, ok = g.previousTurns(w, r, t, nr, key, refuse); !ok {
 			return
 		}
 	}
@@ -185,10 +168,42 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Breakwater-Warning", "background mode runs synchronously: this answer is the finished response")
 	}
 	g.runAsChat(w, r, chat, conv)
-
-	if nr.native {
-		return // the upstream stored it (or not), under its own id
+	if !nr.native { // a native answer is the upstream's to store, under its own id
+		g.keepResponse(conv, t, history, key, len(chat))
 	}
+}
+
+// previousTurns is the stored conversation previous_response_id names,
+// and which targets may serve the request (nr); ok is false when the
+// answer was written (a 400 or a 404).
+func (g *Gateway) previousTurns(w http.ResponseWriter, r *http.Request, t *wire.RespTranslation, nr *nativeReq, key string,
+	refuse func(int, string)) ([]wire.ChatMessage, bool) {
+	prev, found := g.loadResponse(r.Context(), t.Req.PreviousResponseID, key)
+	switch {
+	case found && nr.only == "":
+		nr.noNative = true // the upstream does not know the gateway's ids
+		return prev.turns, true
+	case found:
+		w.Header().Set("X-Breakwater-Attempts", "0")
+		refuse(http.StatusBadRequest, "this request needs a native Responses upstream ("+nr.only+
+			"), but previous_response_id names a response the gateway stored, which such an upstream does not know")
+		return nil, false
+	case g.anyResponsesAPI():
+		// Not the gateway's: a native upstream's own stored response.
+		if nr.only == "" {
+			nr.only = "previous_response_id " + t.Req.PreviousResponseID + " is not one the gateway stored"
+		}
+		return nil, true
+	}
+	w.Header().Set("X-Breakwater-Attempts", "0")
+	writeJSON(w, http.StatusNotFound, errorBody{Error: apiError{Type: "invalid_request_error", Code: "previous_response_not_found",
+		Message: "previous response " + t.Req.PreviousResponseID + " was not found (unknown, stored by another key, not stored, or past its retention)"}})
+	return nil, false
+}
+
+// keepResponse stores a translated answer (JSON or a stream that ended
+// well) with its conversation, when the client let the gateway store it.
+func (g *Gateway) keepResponse(conv *respConv, t *wire.RespTranslation, history []wire.ChatMessage, key string, chatLen int) {
 	out, obj := conv.out, conv.obj
 	if conv.st.Done() && !conv.st.Failed() {
 		out = conv.st.Output()
@@ -200,7 +215,7 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	turns := make([]wire.ChatMessage, 0, len(history)+len(t.Input)+1)
 	turns = append(append(append(turns, history...), t.Input...), out.Turn())
 	g.storeResponse(conv.meta.ID, &respRecord{key: key, turns: turns, object: obj, expires: g.now().Add(g.responsesRetention()),
-		size: len(chat) + 2*len(obj)})
+		size: chatLen + 2*len(obj)})
 }
 
 // handleGetResponse serves GET /v1/responses/{id}: a stored response, to
@@ -209,7 +224,6 @@ func (g *Gateway) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 	id, _ := newRequestID(r)
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("X-Breakwater-Attempts", "0")
-	bearerFromAPIKey(r)
 	k, ok := g.authClient(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")

@@ -123,3 +123,63 @@ func BenchmarkEmbeddingsGeminiJSON(b *testing.B) {
 		}
 	}
 }
+
+// The start of a stream — the upstream's role chunk, then its first
+// content chunk — is what stands between the upstream's first token and
+// the client's: the prelude events (message_start and ping,
+// response.created and response.in_progress) and the first content
+// event, written as one.
+const benchRoleChunk = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`
+
+const benchFinishChunk = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":20,"total_tokens":44}}`
+
+func BenchmarkMessagesStreamStart(b *testing.B) {
+	role, first := []byte(benchRoleChunk), []byte(benchChunk)
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		s := MsgStream{Model: "claude-sonnet"}
+		out = s.Event(out[:0], role)
+		out = s.Event(out, first)
+	}
+}
+
+func BenchmarkResponsesStreamStart(b *testing.B) {
+	role, first := []byte(benchRoleChunk), []byte(benchChunk)
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		s := RespStream{Meta: RespMeta{ID: "resp_1", Model: "gpt-5", Created: 1}}
+		out = s.Event(out[:0], role)
+		out = s.Event(out, first)
+	}
+}
+
+// The stream's end: the finish chunk with usage, then [DONE].
+func BenchmarkMessagesStreamEnd(b *testing.B) {
+	role, first, fin, done := []byte(benchRoleChunk), []byte(benchChunk), []byte(benchFinishChunk), []byte("[DONE]")
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s := MsgStream{Model: "claude-sonnet"}
+		out = s.Event(s.Event(out[:0], role), first)
+		b.StartTimer()
+		out = s.Event(out[:0], fin)
+		out = s.Event(out, done)
+	}
+}
+
+func BenchmarkResponsesStreamEnd(b *testing.B) {
+	role, first, fin, done := []byte(benchRoleChunk), []byte(benchChunk), []byte(benchFinishChunk), []byte("[DONE]")
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s := RespStream{Meta: RespMeta{ID: "resp_1", Model: "gpt-5", Created: 1}}
+		out = s.Event(s.Event(out[:0], role), first)
+		b.StartTimer()
+		out = s.Event(out[:0], fin)
+		out = s.Event(out, done)
+	}
+}

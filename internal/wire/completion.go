@@ -13,6 +13,7 @@ import (
 // or null), slices of the answer.
 type completion struct {
 	id, content, reasoning, refusal, finish []byte
+	stopSeq                                 []byte // the choice's stop_reason when a string (below)
 	calls                                   []compCall
 	usage                                   ChatUsage
 	hasUsage                                bool
@@ -50,51 +51,67 @@ func readCompletion(chat []byte, c *completion) error {
 	if choices == nil || !ok {
 		return reqErr("choices", "the answer has no choice")
 	}
+	return c.readChoice(ch)
+}
+
+// readChoice reads the first choice: its finish and its message.
+func (c *completion) readChoice(ch []byte) error {
 	if firstByte(ch) != '{' {
 		return reqErr("choices[0]", "must be an object")
 	}
 	var msg []byte
+	var err error
 	for k, v := range members(ch) {
 		switch string(k) {
 		case "message":
 			msg, err = objTok(v, nil, "choices[0].message")
 		case "finish_reason":
 			c.finish, err = strTok(v, nil, "choices[0].finish_reason")
+		case "stop_reason":
+			// OpenAI-compatible servers that say which stop string ended
+			// the answer (vLLM) put it here; a number is a stop token.
+			if firstByte(v) == '"' {
+				c.stopSeq = v
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
-	mi := newIter(msg)
-	for msg != nil {
-		k, v, ok := mi.next()
-		if !ok {
-			break
-		}
-		switch string(k) {
-		case "content":
-			c.content, err = strTok(v, nil, "message.content")
-		case "reasoning_content":
-			c.reasoning, err = strTok(v, nil, "message.reasoning_content")
-		case "reasoning":
-			// Some OpenAI-compatible servers name it reasoning; the
-			// reasoning_content of the same answer wins.
-			if firstByte(v) == '"' && c.reasoning == nil {
-				c.reasoning = v
-			}
-		case "refusal":
-			c.refusal, err = strTok(v, nil, "message.refusal")
-		case "tool_calls":
-			var calls []byte
-			if calls, err = arrTok(v, nil, "message.tool_calls"); calls != nil {
-				err = readCalls(calls, c)
-			}
-		}
-		if err != nil {
+	if msg == nil {
+		return nil
+	}
+	for k, v := range members(msg) {
+		if err := c.readMessage(k, v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readMessage reads one member of the choice's message.
+func (c *completion) readMessage(k, v []byte) error {
+	var err error
+	switch string(k) {
+	case "content":
+		c.content, err = strTok(v, nil, "message.content")
+	case "reasoning_content":
+		c.reasoning, err = strTok(v, nil, "message.reasoning_content")
+	case "reasoning":
+		// Some OpenAI-compatible servers name it reasoning; the
+		// reasoning_content of the same answer wins.
+		if firstByte(v) == '"' && c.reasoning == nil {
+			c.reasoning = v
+		}
+	case "refusal":
+		c.refusal, err = strTok(v, nil, "message.refusal")
+	case "tool_calls":
+		var calls []byte
+		if calls, err = arrTok(v, nil, "message.tool_calls"); calls != nil {
+			err = readCalls(calls, c)
+		}
+	}
+	return err
 }
 
 func readCalls(raw []byte, c *completion) error {
@@ -159,38 +176,35 @@ func readUsage(raw []byte, u *ChatUsage) error {
 				u.PromptTokensDetails = &struct {
 					CachedTokens int `json:"cached_tokens"`
 				}{}
-				di := newIter(v)
-				for err == nil {
-					k, v, ok := di.next()
-					if !ok {
-						break
-					}
-					if string(k) == "cached_tokens" {
-						u.PromptTokensDetails.CachedTokens, _, err = intVal(v, nil, "usage.prompt_tokens_details.cached_tokens")
-					}
-				}
+				u.PromptTokensDetails.CachedTokens, err = detailCount(v, "cached_tokens", "usage.prompt_tokens_details.cached_tokens")
 			}
 		case "completion_tokens_details":
 			if firstByte(v) == '{' {
 				u.CompletionTokensDetails = &struct {
 					ReasoningTokens int `json:"reasoning_tokens"`
 				}{}
-				di := newIter(v)
-				for err == nil {
-					k, v, ok := di.next()
-					if !ok {
-						break
-					}
-					if string(k) == "reasoning_tokens" {
-						u.CompletionTokensDetails.ReasoningTokens, _, err = intVal(v, nil, "usage.completion_tokens_details.reasoning_tokens")
-					}
-				}
+				u.CompletionTokensDetails.ReasoningTokens, err = detailCount(v, "reasoning_tokens", "usage.completion_tokens_details.reasoning_tokens")
 			}
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// detailCount reads the count key of a usage details object (the last
+// one when repeated; 0 when absent).
+func detailCount(obj []byte, key, field string) (int, error) {
+	n := 0
+	for k, v := range members(obj) {
+		if string(k) == key {
+			var err error
+			if n, _, err = intVal(v, nil, field); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
 }
 
 // ChatToMessages translates a chat.completion into a Messages answer.
@@ -210,6 +224,28 @@ func ChatToMessages(chat []byte, model string) ([]byte, error) {
 	b = append(b, `","type":"message","role":"assistant","model":`...)
 	b = appendJSONBytes(b, model)
 	b = append(b, `,"content":[`...)
+	b = c.appendBlocks(b)
+	b = append(b, `],"stop_reason":`...)
+	stop, seq := MsgStop(str(c.finish), str(c.stopSeq))
+	b = appendJSONBytes(b, stop)
+	in, cached := c.usage.PromptTokens, 0
+	if d := c.usage.PromptTokensDetails; d != nil && d.CachedTokens <= in {
+		in -= d.CachedTokens
+		cached = d.CachedTokens
+	}
+	b = appendStopSequence(b, seq)
+	b = append(b, `,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(in), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(c.usage.CompletionTokens), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
+	return append(b, `,"cache_creation_input_tokens":0}}`...), nil
+}
+
+// appendBlocks writes the answer's content blocks: thinking, text (the
+// refusal when there is no text), tool_use.
+func (c *completion) appendBlocks(b []byte) []byte {
 	n := 0
 	sep := func() {
 		if n > 0 {
@@ -223,11 +259,8 @@ func ChatToMessages(chat []byte, model string) ([]byte, error) {
 		b = appendTok(b, c.reasoning)
 		b = append(b, `,"signature":""}`...)
 	}
-	if t := c.content; len(t) <= 2 {
-		t = c.refusal
-		if len(t) > 2 {
-			c.content = t
-		}
+	if len(c.content) <= 2 && len(c.refusal) > 2 {
+		c.content = c.refusal
 	}
 	if len(c.content) > 2 {
 		sep()
@@ -237,40 +270,33 @@ func ChatToMessages(chat []byte, model string) ([]byte, error) {
 	}
 	var args []byte
 	for i := range c.calls {
-		tc := &c.calls[i]
 		sep()
-		b = append(b, `{"type":"tool_use"`...)
-		if len(tc.id) > 2 {
-			b = append(b, `,"id":`...)
-			b = appendTok(b, tc.id)
-		}
-		if len(tc.name) > 2 {
-			b = append(b, `,"name":`...)
-			b = appendTok(b, tc.name)
-		}
-		b = append(b, `,"input":`...)
-		args = unquote(args[:0], tc.args)
-		in := bytes.TrimSpace(args)
-		if len(in) == 0 || in[0] != '{' || !jsonvalid.Valid(in) {
-			in = []byte(`{}`)
-		}
-		b = append(b, in...)
-		b = append(b, '}')
+		b, args = appendToolUse(b, args, &c.calls[i])
 	}
-	b = append(b, `],"stop_reason":`...)
-	b = appendJSONBytes(b, StopReason(str(c.finish)))
-	in, cached := c.usage.PromptTokens, 0
-	if d := c.usage.PromptTokensDetails; d != nil && d.CachedTokens <= in {
-		in -= d.CachedTokens
-		cached = d.CachedTokens
+	return b
+}
+
+// appendToolUse writes a tool call as a tool_use block; its arguments
+// are the input when they are a JSON object, else {}. args is a reused
+// buffer.
+func appendToolUse(b, args []byte, tc *compCall) ([]byte, []byte) {
+	b = append(b, `{"type":"tool_use"`...)
+	if len(tc.id) > 2 {
+		b = append(b, `,"id":`...)
+		b = appendTok(b, tc.id)
 	}
-	b = append(b, `,"stop_sequence":null,"usage":{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(in), 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(c.usage.CompletionTokens), 10)
-	b = append(b, `,"cache_read_input_tokens":`...)
-	b = strconv.AppendInt(b, int64(cached), 10)
-	return append(b, `,"cache_creation_input_tokens":0}}`...), nil
+	if len(tc.name) > 2 {
+		b = append(b, `,"name":`...)
+		b = appendTok(b, tc.name)
+	}
+	b = append(b, `,"input":`...)
+	args = unquote(args[:0], tc.args)
+	in := bytes.TrimSpace(args)
+	if len(in) == 0 || in[0] != '{' || !jsonvalid.Valid(in) {
+		in = []byte(`{}`)
+	}
+	b = append(b, in...)
+	return append(b, '}'), args
 }
 
 // ChatToRespOutput reads a chat.completion's output.

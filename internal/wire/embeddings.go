@@ -85,16 +85,45 @@ type gemContent struct {
 	} `json:"parts"`
 }
 
-// EmbeddingsToGemini is a batchEmbedContents body for model.
+// GeminiEmbedBatchLimit is the most requests one batchEmbedContents call
+// takes; a longer input is sent as several calls (EmbeddingsToGeminiBatches).
+const GeminiEmbedBatchLimit = 100
+
+// EmbeddingsToGemini is a batchEmbedContents body for model with every
+// input (EmbeddingsToGeminiBatches splits it at Gemini's limit).
 func EmbeddingsToGemini(r *EmbedRequest, model string) ([]byte, error) {
 	texts, err := r.Texts()
 	if err != nil {
 		return nil, err
 	}
+	return geminiBatch(texts, model, r.Dimensions)
+}
+
+// EmbeddingsToGeminiBatches is the batchEmbedContents bodies for model:
+// the inputs in order, at most GeminiEmbedBatchLimit a body.
+func EmbeddingsToGeminiBatches(r *EmbedRequest, model string) ([][]byte, error) {
+	texts, err := r.Texts()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, (len(texts)+GeminiEmbedBatchLimit-1)/GeminiEmbedBatchLimit)
+	for len(texts) > 0 {
+		n := min(len(texts), GeminiEmbedBatchLimit)
+		b, err := geminiBatch(texts[:n], model, r.Dimensions)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+		texts = texts[n:]
+	}
+	return out, nil
+}
+
+func geminiBatch(texts []string, model string, dims *int) ([]byte, error) {
 	name := "models/" + strings.TrimPrefix(model, "models/")
 	reqs := make([]gemEmbedReq, len(texts))
 	for i, t := range texts {
-		reqs[i] = gemEmbedReq{Model: name, OutputDimensionality: r.Dimensions}
+		reqs[i] = gemEmbedReq{Model: name, OutputDimensionality: dims}
 		reqs[i].Content.Parts = make([]struct {
 			Text string `json:"text"`
 		}, 1)
@@ -109,6 +138,42 @@ func EmbeddingsToGemini(r *EmbedRequest, model string) ([]byte, error) {
 // OpenAI embeddings list (base64: little-endian float32, as OpenAI
 // encodes it). Float values are copied as the upstream wrote them.
 func GeminiToEmbeddings(native []byte, model string, base64Out bool) ([]byte, error) {
+	return GeminiBatchesToEmbeddings([][]byte{native}, model, base64Out)
+}
+
+// GeminiBatchesToEmbeddings joins the answers of the batches of one
+// input, in order, into one OpenAI embeddings list (GeminiToEmbeddings).
+func GeminiBatchesToEmbeddings(natives [][]byte, model string, base64Out bool) ([]byte, error) {
+	size := 128
+	for _, nb := range natives {
+		size += len(nb) + len(nb)/3
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"object":"list","data":[`...)
+	n := 0
+	var raw []byte
+	for _, native := range natives {
+		embs, err := geminiEmbeddings(native)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range elements(embs) {
+			if b, raw, err = appendGeminiEmbedding(b, raw, e, n, base64Out); err != nil {
+				return nil, err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, reqErr("embeddings", "the answer has no embedding")
+	}
+	b = append(b, `],"model":`...)
+	b = appendJSONString(b, model)
+	return append(b, `,"usage":{"prompt_tokens":0,"total_tokens":0}}`...), nil
+}
+
+// geminiEmbeddings is an answer's embeddings array (nil when it has none).
+func geminiEmbeddings(native []byte) ([]byte, error) {
 	if firstByte(native) != '{' || !jsonvalid.Valid(native) {
 		return nil, reqErr("", "the answer is not a JSON object")
 	}
@@ -121,64 +186,50 @@ func GeminiToEmbeddings(native []byte, model string, base64Out bool) ([]byte, er
 			}
 		}
 	}
-	b := make([]byte, 0, len(native)+len(native)/3+128)
-	b = append(b, `{"object":"list","data":[`...)
-	var raw []byte
-	n := 0
-	ei := newIter(embs)
-	for embs != nil {
-		_, e, ok := ei.next()
-		if !ok {
-			break
-		}
-		var vals []byte
-		if firstByte(e) == '{' {
-			for k, v := range members(e) {
-				if string(k) == "values" {
-					var err error
-					if vals, err = arrTok(v, nil, "embeddings.values"); err != nil {
-						return nil, err
-					}
+	return embs, nil
+}
+
+// appendGeminiEmbedding writes one embedding e as the list's entry n;
+// raw is a reused buffer for base64 output.
+func appendGeminiEmbedding(b, raw, e []byte, n int, base64Out bool) ([]byte, []byte, error) {
+	var vals []byte
+	if firstByte(e) == '{' {
+		for k, v := range members(e) {
+			if string(k) == "values" {
+				var err error
+				if vals, err = arrTok(v, nil, "embeddings.values"); err != nil {
+					return nil, raw, err
 				}
 			}
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"object":"embedding","index":`...)
-		b = strconv.AppendInt(b, int64(n), 10)
-		b = append(b, `,"embedding":`...)
-		n++
-		if !numbersOnly(vals) {
-			return nil, reqErr("embeddings.values", "must be an array of numbers")
-		}
-		if !base64Out {
-			b = append(b, vals...) // the numbers as the upstream wrote them
-			b = append(b, '}')
-			continue
-		}
-		raw = raw[:0]
-		for rest := vals[1 : len(vals)-1]; len(rest) > 0; {
-			tok := rest
-			if c := bytes.IndexByte(rest, ','); c >= 0 {
-				tok, rest = rest[:c], rest[c+1:]
-			} else {
-				rest = nil
-			}
-			f, _ := strconv.ParseFloat(string(bytes.TrimSpace(tok)), 64)
-			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(f)))
-		}
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, raw)
-		b = append(b, '"')
-		b = append(b, '}')
 	}
-	if n == 0 {
-		return nil, reqErr("embeddings", "the answer has no embedding")
+	if n > 0 {
+		b = append(b, ',')
 	}
-	b = append(b, `],"model":`...)
-	b = appendJSONString(b, model)
-	return append(b, `,"usage":{"prompt_tokens":0,"total_tokens":0}}`...), nil
+	b = append(b, `{"object":"embedding","index":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, `,"embedding":`...)
+	if !numbersOnly(vals) {
+		return nil, raw, reqErr("embeddings.values", "must be an array of numbers")
+	}
+	if !base64Out {
+		b = append(b, vals...) // the numbers as the upstream wrote them
+		return append(b, '}'), raw, nil
+	}
+	raw = raw[:0]
+	for rest := vals[1 : len(vals)-1]; len(rest) > 0; {
+		tok := rest
+		if c := bytes.IndexByte(rest, ','); c >= 0 {
+			tok, rest = rest[:c], rest[c+1:]
+		} else {
+			rest = nil
+		}
+		f, _ := strconv.ParseFloat(string(bytes.TrimSpace(tok)), 64)
+		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(f)))
+	}
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, raw)
+	return append(b, `"}`...), raw, nil
 }
 
 // numbersOnly reports whether a validated value is an array of numbers

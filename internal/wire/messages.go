@@ -15,6 +15,10 @@ type MsgTranslation struct {
 	Model   string   // the model the client asked for
 	Stream  bool     // the client asked for SSE
 	Dropped []string // fields no chat request carries (top_k, thinking, cache_control)
+	// InputEstimate is count_tokens's estimate of the request's input
+	// tokens (EstimateTokens), what a stream's message_start says when
+	// the upstream counts the prompt only at the end.
+	InputEstimate int
 }
 
 // msgReq is a Messages request's top-level fields, each a slice of the
@@ -23,6 +27,7 @@ type msgReq struct {
 	model, system, messages, stop, temperature, topP, tools, toolChoice, metadata []byte
 	maxTokens                                                                     int
 	hasMax, stream, topK, thinking                                                bool
+	estBytes                                                                      int // EstimateTokens's byte count of system and tools
 }
 
 // msgBlk is a content block's fields, slices of the body.
@@ -44,79 +49,138 @@ type msgBlk struct {
 // The body is validated once and walked once; the chat body is written
 // directly, with strings, numbers and schemas copied as they are.
 func MessagesToChat(body []byte) (*MsgTranslation, error) {
-	if err := checkBody(body); err != nil {
+	r, err := readMsgReq(body)
+	if err != nil {
 		return nil, err
-	}
-	var r msgReq
-	var err error
-	for k, v := range members(body[skipWS(body, 0):]) {
-		switch string(k) {
-		case "model":
-			r.model, err = strTok(v, nil, "model")
-		case "max_tokens":
-			r.maxTokens, r.hasMax, err = intVal(v, nil, "max_tokens")
-		case "system":
-			r.system = v
-			if isNull(v) {
-				r.system = nil
-			}
-		case "messages":
-			r.messages, err = arrTok(v, nil, "messages")
-		case "stream":
-			r.stream, _, err = boolVal(v, nil, "stream")
-		case "stop_sequences":
-			r.stop, err = arrTok(v, nil, "stop_sequences")
-		case "temperature":
-			r.temperature, err = numTok(v, nil, "temperature")
-		case "top_p":
-			r.topP, err = numTok(v, nil, "top_p")
-		case "top_k":
-			_, r.topK, err = intVal(v, nil, "top_k")
-		case "tools":
-			r.tools, err = arrTok(v, nil, "tools")
-		case "tool_choice":
-			r.toolChoice, err = objTok(v, nil, "tool_choice")
-		case "metadata":
-			r.metadata, err = objTok(v, nil, "metadata")
-		case "thinking":
-			r.thinking = !isNull(v)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(r.model) <= 2 {
-		return nil, reqErr("model", "is required")
-	}
-	if !r.hasMax {
-		return nil, reqErr("max_tokens", "is required")
-	}
-	if r.maxTokens < 1 {
-		return nil, reqErr("max_tokens", "must be at least 1")
-	}
-	if len(r.messages) == 0 || firstByte(r.messages[1:]) == ']' {
-		return nil, reqErr("messages", "at least one message is required")
 	}
 	t := &MsgTranslation{Model: str(r.model), Stream: r.stream}
 	b := make([]byte, 0, len(body)+len(body)/4+64)
 	b = append(b, `{"model":`...)
 	b = appendTok(b, r.model)
+	est := r.estBytes
+	if b, est, err = msgMessages(b, &r, t, est); err != nil {
+		return nil, err
+	}
+	t.InputEstimate = estimateFromBytes(est)
+	if b, err = msgSampling(b, &r); err != nil {
+		return nil, err
+	}
+	if r.topK {
+		t.Dropped = append(t.Dropped, "top_k")
+	}
+	if r.thinking {
+		t.Dropped = append(t.Dropped, "thinking")
+	}
+	ntools := 0
+	if r.tools != nil {
+		if b, ntools, err = msgTools(b, r.tools); err != nil {
+			return nil, err
+		}
+	}
+	if r.toolChoice != nil {
+		if b, err = msgToolChoice(b, r.toolChoice, ntools); err != nil {
+			return nil, err
+		}
+	}
+	if b, err = msgUserID(b, r.metadata, t); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
+	b = strconv.AppendInt(b, int64(r.maxTokens), 10)
+	t.Chat = append(b, '}')
+	return t, nil
+}
+
+// readMsgReq reads a Messages request's top-level fields and checks the
+// required ones.
+func readMsgReq(body []byte) (msgReq, error) {
+	var r msgReq
+	if err := checkBody(body); err != nil {
+		return r, err
+	}
+	for k, v := range members(body[skipWS(body, 0):]) {
+		if err := r.member(k, v); err != nil {
+			return r, err
+		}
+	}
+	switch {
+	case len(r.model) <= 2:
+		return r, reqErr("model", "is required")
+	case !r.hasMax:
+		return r, reqErr("max_tokens", "is required")
+	case r.maxTokens < 1:
+		return r, reqErr("max_tokens", "must be at least 1")
+	case len(r.messages) == 0 || firstByte(r.messages[1:]) == ']':
+		return r, reqErr("messages", "at least one message is required")
+	}
+	return r, nil
+}
+
+// member reads one top-level member.
+func (r *msgReq) member(k, v []byte) error {
+	var err error
+	switch string(k) {
+	case "model":
+		r.model, err = strTok(v, nil, "model")
+	case "max_tokens":
+		r.maxTokens, r.hasMax, err = intVal(v, nil, "max_tokens")
+	case "system":
+		r.system = v
+		if isNull(v) {
+			r.system = nil
+		}
+		r.estBytes += len(v)
+	case "messages":
+		r.messages, err = arrTok(v, nil, "messages")
+	case "stream":
+		r.stream, _, err = boolVal(v, nil, "stream")
+	case "stop_sequences":
+		r.stop, err = arrTok(v, nil, "stop_sequences")
+	case "temperature":
+		r.temperature, err = numTok(v, nil, "temperature")
+	case "top_p":
+		r.topP, err = numTok(v, nil, "top_p")
+	case "top_k":
+		_, r.topK, err = intVal(v, nil, "top_k")
+	case "tools":
+		r.tools, err = arrTok(v, nil, "tools")
+		r.estBytes += len(v)
+	case "tool_choice":
+		r.toolChoice, err = objTok(v, nil, "tool_choice")
+	case "metadata":
+		r.metadata, err = objTok(v, nil, "metadata")
+	case "thinking":
+		r.thinking = !isNull(v)
+	}
+	return err
+}
+
+// msgMessages writes the chat messages: the system message, then each
+// turn's. est gains each turn's share of the token estimate.
+func msgMessages(b []byte, r *msgReq, t *MsgTranslation, est int) ([]byte, int, error) {
+	var err error
 	b = append(b, `,"messages":[`...)
 	n := 0 // messages written
 	if r.system != nil {
 		if b, err = msgSystem(b, r.system, t); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if b[len(b)-1] == '}' {
 			n++
 		}
 	}
 	for i, m := range elements(r.messages) {
-		if b, n, err = msgTurn(b, n, m, i, t); err != nil {
-			return nil, err
+		var content int
+		if b, n, content, err = msgTurn(b, n, m, i, t); err != nil {
+			return nil, 0, err
 		}
+		est += content + estimatePerMessage
 	}
-	b = append(b, ']')
+	return append(b, ']'), est, nil
+}
+
+// msgSampling writes temperature, top_p, stop and the stream options.
+func msgSampling(b []byte, r *msgReq) ([]byte, error) {
 	if r.temperature != nil {
 		b = append(b, `,"temperature":`...)
 		b = append(b, r.temperature...)
@@ -141,48 +205,34 @@ func MessagesToChat(body []byte) (*MsgTranslation, error) {
 	if r.stream {
 		b = append(b, `,"stream":true,"stream_options":{"include_usage":true}`...)
 	}
-	if r.topK {
-		t.Dropped = append(t.Dropped, "top_k")
+	return b, nil
+}
+
+// msgUserID writes metadata.user_id as the chat user.
+func msgUserID(b, metadata []byte, t *MsgTranslation) ([]byte, error) {
+	if metadata == nil {
+		return b, nil
 	}
-	if r.thinking {
-		t.Dropped = append(t.Dropped, "thinking")
-	}
-	ntools := 0
-	if r.tools != nil {
-		if b, ntools, err = msgTools(b, r.tools); err != nil {
+	for k, v := range members(metadata) {
+		if string(k) != "user_id" {
+			continue
+		}
+		tok, err := strTok(v, nil, "metadata.user_id")
+		if err != nil {
 			return nil, err
 		}
-	}
-	if r.toolChoice != nil {
-		if b, err = msgToolChoice(b, r.toolChoice, ntools); err != nil {
-			return nil, err
+		// OpenAI's user field takes at most 64 characters; a longer
+		// id (Claude Code's session ids are) is dropped rather than
+		// cut, which would merge distinct users.
+		switch u := str(tok); {
+		case len(u) > 64:
+			t.Dropped = append(t.Dropped, "metadata.user_id")
+		case u != "":
+			b = append(b, `,"user":`...)
+			b = appendTok(b, tok)
 		}
 	}
-	if r.metadata != nil {
-		for k, v := range members(r.metadata) {
-			if string(k) != "user_id" {
-				continue
-			}
-			tok, err := strTok(v, nil, "metadata.user_id")
-			if err != nil {
-				return nil, err
-			}
-			// OpenAI's user field takes at most 64 characters; a longer
-			// id (Claude Code's session ids are) is dropped rather than
-			// cut, which would merge distinct users.
-			switch u := str(tok); {
-			case len(u) > 64:
-				t.Dropped = append(t.Dropped, "metadata.user_id")
-			case u != "":
-				b = append(b, `,"user":`...)
-				b = appendTok(b, tok)
-			}
-		}
-	}
-	b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
-	b = strconv.AppendInt(b, int64(r.maxTokens), 10)
-	t.Chat = append(b, '}')
-	return t, nil
+	return b, nil
 }
 
 // msgSystem writes system (a string or a list of text blocks) as a system
@@ -220,7 +270,10 @@ func msgSystem(b, raw []byte, t *MsgTranslation) ([]byte, error) {
 		if typ == nil || !tokIs(typ, "text") {
 			return nil, reqErr("system["+strconv.Itoa(i)+"].type", "must be \"text\"")
 		}
-		if tx != nil && firstByte(tx) != '"' && !isNull(tx) {
+		if isNull(tx) {
+			return nil, reqErr("system["+strconv.Itoa(i)+"].text", "is required in a text block")
+		}
+		if firstByte(tx) != '"' {
 			return nil, typeErr("system["+strconv.Itoa(i)+"].text", "a string", tx)
 		}
 		if i > 0 && len(text) > 0 {
@@ -280,179 +333,219 @@ func msgBlocks(blks []msgBlk, raw []byte, field fld) ([]msgBlk, error) {
 				return nil, err
 			}
 		}
+		if x.text == nil && tokIs(x.typ, "text") {
+			// Anthropic refuses a text block without its text; an empty
+			// one passed on would be a different request.
+			return nil, reqErr(bf()+".text", "is required in a text block")
+		}
 		blks = append(blks, x)
 	}
 	return blks, nil
 }
 
-// msgTurn writes one turn as chat messages; n counts the messages written.
-func msgTurn(b []byte, n int, m []byte, i int, t *MsgTranslation) ([]byte, int, error) {
+// msgTurn writes one turn as chat messages; n counts the messages
+// written, content is the size of the turn's content (the token
+// estimate's share).
+func msgTurn(b []byte, n int, m []byte, i int, t *MsgTranslation) (_ []byte, _ int, content int, _ error) {
 	field := fld(func() string { return "messages[" + strconv.Itoa(i) + "]" })
 	if firstByte(m) != '{' {
-		return nil, n, reqErr(field(), "must be an object")
+		return nil, n, 0, reqErr(field(), "must be an object")
 	}
-	var role, content []byte
+	var role, raw []byte
 	var err error
 	for k, v := range members(m) {
 		switch string(k) {
 		case "role":
 			role, err = strTok(v, field, ".role")
 		case "content":
-			content = v
+			raw = v
 		}
 		if err != nil {
-			return nil, n, err
+			return nil, n, 0, err
 		}
 	}
 	var stack [8]msgBlk
-	blocks, err := msgBlocks(stack[:0], content, func() string { return field() + ".content" })
+	blocks, err := msgBlocks(stack[:0], raw, func() string { return field() + ".content" })
 	if err != nil {
-		return nil, n, err
+		return nil, n, 0, err
 	}
-	if bytes.Contains(content, []byte(`"cache_control"`)) {
+	if bytes.Contains(raw, []byte(`"cache_control"`)) {
 		t.Dropped = append(t.Dropped, field()+".cache_control")
-	}
-	sep := func() {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
 	}
 	switch {
 	case tokIs(role, "user"):
-		// Tool results first, as chat requires; then the other content.
-		parts, text := 0, -1
-		for j := range blocks {
-			bl := &blocks[j]
-			bf := fld(func() string { return field() + ".content[" + strconv.Itoa(j) + "]" })
-			switch {
-			case tokIs(bl.typ, "text"):
-				parts++
-				text = j
-			case tokIs(bl.typ, "image"):
-				parts++
-			case tokIs(bl.typ, "tool_result"):
-				if len(bl.toolUseID) <= 2 {
-					return nil, n, reqErr(bf()+".tool_use_id", "is required")
-				}
-				sep()
-				b = append(b, `{"role":"tool","content":`...)
-				if b, err = toolResultText(b, bl, func() string { return bf() + ".content" }); err != nil {
-					return nil, n, err
-				}
-				b = append(b, `,"tool_call_id":`...)
-				b = appendTok(b, bl.toolUseID)
-				b = append(b, '}')
-			default:
-				return nil, n, untranslatable(bf()+".type", "block type %q is not supported in a user turn (text, image and tool_result are)", str(bl.typ))
-			}
-		}
-		if parts == 0 {
-			return b, n, nil // tool results only
-		}
-		sep()
-		b = append(b, `{"role":"user","content":`...)
-		if parts == 1 && text >= 0 {
-			b = appendTok(b, blocks[text].text)
-			return append(b, '}'), n, nil
-		}
-		b = append(b, '[')
-		w := 0
-		for j := range blocks {
-			bl := &blocks[j]
-			switch {
-			case tokIs(bl.typ, "text"):
-				if w > 0 {
-					b = append(b, ',')
-				}
-				w++
-				b = append(b, `{"type":"text","text":`...)
-				b = appendTok(b, bl.text)
-				b = append(b, '}')
-			case tokIs(bl.typ, "image"):
-				if w > 0 {
-					b = append(b, ',')
-				}
-				w++
-				if b, err = imagePart(b, bl.source, func() string { return field() + ".content[" + strconv.Itoa(j) + "].source" }); err != nil {
-					return nil, n, err
-				}
-			}
-		}
-		return append(b, "]}"...), n, nil
+		b, n, err = msgUserTurn(b, n, blocks, field)
 	case tokIs(role, "assistant"):
-		texts, calls, last := 0, 0, -1
-		for j := range blocks {
-			bl := &blocks[j]
-			bf := fld(func() string { return field() + ".content[" + strconv.Itoa(j) + "]" })
-			switch {
-			case tokIs(bl.typ, "text"):
-				if len(bl.text) > 2 {
-					texts++
-					last = j
-				}
-			case tokIs(bl.typ, "tool_use"):
-				if len(bl.id) <= 2 || len(bl.name) <= 2 {
-					return nil, n, reqErr(bf(), "a tool_use block needs an id and a name")
-				}
-				if !isNull(bl.input) && firstByte(bl.input) != '{' {
-					return nil, n, reqErr(bf()+".input", "must be an object")
-				}
-				calls++
-			case tokIs(bl.typ, "thinking"), tokIs(bl.typ, "redacted_thinking"):
-				// Earlier reasoning: no chat request carries it back.
-			default:
-				return nil, n, untranslatable(bf()+".type", "block type %q is not supported in an assistant turn (text, tool_use and thinking are)", str(bl.typ))
-			}
-		}
-		if texts == 0 && calls == 0 {
-			return b, n, nil
-		}
-		sep()
-		b = append(b, `{"role":"assistant","content":`...)
+		b, n, err = msgAssistantTurn(b, n, blocks, field)
+	default:
+		err = reqErr(field()+".role", "must be \"user\" or \"assistant\" (got %q)", str(role))
+	}
+	return b, n, len(raw), err
+}
+
+// nextMsg starts the next chat message of the array being written.
+func nextMsg(b []byte, n int) ([]byte, int) {
+	if n > 0 {
+		b = append(b, ',')
+	}
+	return b, n + 1
+}
+
+// blockField names a turn's content block j.
+func blockField(turn fld, j int) fld {
+	return func() string { return turn() + ".content[" + strconv.Itoa(j) + "]" }
+}
+
+// msgUserTurn writes a user turn: its tool results first, as chat
+// requires, then the other content as one user message.
+func msgUserTurn(b []byte, n int, blocks []msgBlk, field fld) ([]byte, int, error) {
+	var err error
+	parts, text := 0, -1
+	for j := range blocks {
+		bl := &blocks[j]
+		bf := blockField(field, j)
 		switch {
-		case texts == 0:
-			b = append(b, "null"...)
-		case texts == 1:
-			b = appendTok(b, blocks[last].text)
+		case tokIs(bl.typ, "text"):
+			parts++
+			text = j
+		case tokIs(bl.typ, "image"):
+			parts++
+		case tokIs(bl.typ, "tool_result"):
+			if len(bl.toolUseID) <= 2 {
+				return nil, n, reqErr(bf()+".tool_use_id", "is required")
+			}
+			b, n = nextMsg(b, n)
+			b = append(b, `{"role":"tool","content":`...)
+			if b, err = toolResultText(b, bl, func() string { return bf() + ".content" }); err != nil {
+				return nil, n, err
+			}
+			b = append(b, `,"tool_call_id":`...)
+			b = appendTok(b, bl.toolUseID)
+			b = append(b, '}')
 		default:
-			var all []byte
-			for j := range blocks {
-				if tokIs(blocks[j].typ, "text") {
-					all = unquote(all, blocks[j].text)
-				}
-			}
-			b = appendJSONBytes(b, all)
+			return nil, n, untranslatable(bf()+".type", "block type %q is not supported in a user turn (text, image and tool_result are)", str(bl.typ))
 		}
-		if calls > 0 {
-			b = append(b, `,"tool_calls":[`...)
-			w := 0
-			for j := range blocks {
-				bl := &blocks[j]
-				if !tokIs(bl.typ, "tool_use") {
-					continue
-				}
-				if w > 0 {
-					b = append(b, ',')
-				}
-				w++
-				b = append(b, `{"id":`...)
-				b = appendTok(b, bl.id)
-				b = append(b, `,"type":"function","function":{"name":`...)
-				b = appendTok(b, bl.name)
-				b = append(b, `,"arguments":`...)
-				if isNull(bl.input) {
-					b = append(b, `"{}"`...)
-				} else {
-					b = appendJSONBytes(b, bytes.TrimSpace(bl.input))
-				}
-				b = append(b, "}}"...)
-			}
-			b = append(b, ']')
-		}
+	}
+	if parts == 0 {
+		return b, n, nil // tool results only
+	}
+	b, n = nextMsg(b, n)
+	b = append(b, `{"role":"user","content":`...)
+	if parts == 1 && text >= 0 {
+		b = appendTok(b, blocks[text].text)
 		return append(b, '}'), n, nil
 	}
-	return nil, n, reqErr(field()+".role", "must be \"user\" or \"assistant\" (got %q)", str(role))
+	if b, err = msgUserParts(b, blocks, field); err != nil {
+		return nil, n, err
+	}
+	return append(b, '}'), n, nil
+}
+
+// msgUserParts writes a user turn's text and image blocks as content
+// parts.
+func msgUserParts(b []byte, blocks []msgBlk, field fld) ([]byte, error) {
+	var err error
+	b = append(b, '[')
+	w := 0
+	for j := range blocks {
+		bl := &blocks[j]
+		isText, isImage := tokIs(bl.typ, "text"), tokIs(bl.typ, "image")
+		if !isText && !isImage {
+			continue
+		}
+		if w > 0 {
+			b = append(b, ',')
+		}
+		w++
+		if isText {
+			b = append(b, `{"type":"text","text":`...)
+			b = appendTok(b, bl.text)
+			b = append(b, '}')
+		} else if b, err = imagePart(b, bl.source, func() string { return blockField(field, j)() + ".source" }); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// msgAssistantTurn writes an assistant turn as one message with its
+// text and tool calls (nothing when it has neither).
+func msgAssistantTurn(b []byte, n int, blocks []msgBlk, field fld) ([]byte, int, error) {
+	texts, calls, last := 0, 0, -1
+	for j := range blocks {
+		bl := &blocks[j]
+		bf := blockField(field, j)
+		switch {
+		case tokIs(bl.typ, "text"):
+			if len(bl.text) > 2 {
+				texts++
+				last = j
+			}
+		case tokIs(bl.typ, "tool_use"):
+			if len(bl.id) <= 2 || len(bl.name) <= 2 {
+				return nil, n, reqErr(bf(), "a tool_use block needs an id and a name")
+			}
+			if !isNull(bl.input) && firstByte(bl.input) != '{' {
+				return nil, n, reqErr(bf()+".input", "must be an object")
+			}
+			calls++
+		case tokIs(bl.typ, "thinking"), tokIs(bl.typ, "redacted_thinking"):
+			// Earlier reasoning: no chat request carries it back.
+		default:
+			return nil, n, untranslatable(bf()+".type", "block type %q is not supported in an assistant turn (text, tool_use and thinking are)", str(bl.typ))
+		}
+	}
+	if texts == 0 && calls == 0 {
+		return b, n, nil
+	}
+	b, n = nextMsg(b, n)
+	b = append(b, `{"role":"assistant","content":`...)
+	switch {
+	case texts == 0:
+		b = append(b, "null"...)
+	case texts == 1:
+		b = appendTok(b, blocks[last].text)
+	default:
+		var all []byte
+		for j := range blocks {
+			if tokIs(blocks[j].typ, "text") {
+				all = unquote(all, blocks[j].text)
+			}
+		}
+		b = appendJSONBytes(b, all)
+	}
+	if calls > 0 {
+		b = msgToolCalls(b, blocks)
+	}
+	return append(b, '}'), n, nil
+}
+
+// msgToolCalls writes an assistant turn's tool_use blocks as tool_calls.
+func msgToolCalls(b []byte, blocks []msgBlk) []byte {
+	b = append(b, `,"tool_calls":[`...)
+	w := 0
+	for j := range blocks {
+		bl := &blocks[j]
+		if !tokIs(bl.typ, "tool_use") {
+			continue
+		}
+		if w > 0 {
+			b = append(b, ',')
+		}
+		w++
+		b = append(b, `{"id":`...)
+		b = appendTok(b, bl.id)
+		b = append(b, `,"type":"function","function":{"name":`...)
+		b = appendTok(b, bl.name)
+		b = append(b, `,"arguments":`...)
+		if isNull(bl.input) {
+			b = append(b, `"{}"`...)
+		} else {
+			b = appendJSONBytes(b, bytes.TrimSpace(bl.input))
+		}
+		b = append(b, "}}"...)
+	}
+	return append(b, ']')
 }
 
 // imagePart writes an image block's source as an image_url part.
@@ -657,6 +750,29 @@ func StopReason(finish string) string {
 	return "end_turn"
 }
 
+// MsgStop is a Messages stop_reason and stop_sequence for a chat
+// finish_reason and the stop string the upstream says ended the answer
+// (a choice's stop_reason, as vLLM sends it, and as the anthropic
+// adapter passes on Anthropic's stop_sequence). Without that string a
+// "stop" is end_turn: OpenAI's own API does not tell a stop sequence
+// from a natural end, nor does Gemini.
+func MsgStop(finish, stopSeq string) (reason, seq string) {
+	if finish == "stop" && stopSeq != "" {
+		return "stop_sequence", stopSeq
+	}
+	return StopReason(finish), ""
+}
+
+// appendStopSequence writes a message's stop_sequence member: the
+// matched sequence, or null.
+func appendStopSequence(b []byte, seq string) []byte {
+	b = append(b, `,"stop_sequence":`...)
+	if seq == "" {
+		return append(b, "null"...)
+	}
+	return appendJSONString(b, seq)
+}
+
 type msgUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	OutputTokens             int `json:"output_tokens"`
@@ -761,10 +877,18 @@ func EstimateTokens(body []byte) (int, error) {
 	}
 	n := len(r.System) + len(r.Tools)
 	for _, m := range r.Messages {
-		n += len(m.Content) + 12
+		n += len(m.Content) + estimatePerMessage
 	}
-	return (n + 3) / 4, nil
+	return estimateFromBytes(n), nil
 }
+
+// estimatePerMessage is the estimate's bytes for a message's framing
+// (three tokens).
+const estimatePerMessage = 12
+
+// estimateFromBytes is the token estimate of n bytes: four a token,
+// rounded up.
+func estimateFromBytes(n int) int { return (n + 3) / 4 }
 
 // decodeErr names the field of a JSON type error.
 func decodeErr(err error) *RequestError {

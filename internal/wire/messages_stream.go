@@ -18,14 +18,16 @@ import (
 // Usage: message_start carries input_tokens when the chat stream's first
 // chunk has usage (an upstream that counts the prompt up front); OpenAI
 // chat streams send usage only in their last chunk (stream_options
-// include_usage), so there message_start says 0 — holding it back until
-// the count is known would buffer the whole answer. message_delta always
-// carries the whole count (input_tokens, output_tokens,
-// cache_read_input_tokens), and Anthropic's SDKs take input_tokens from
-// message_delta when it is there (the Go SDK's Message.Accumulate
-// overwrites it), so an accumulated message has the real numbers.
+// include_usage), so there message_start carries InputEstimate, the
+// count_tokens estimate of the request — holding it back until the count
+// is known would buffer the whole answer. message_delta always carries
+// the whole count (input_tokens, output_tokens, cache_read_input_tokens),
+// and Anthropic's SDKs take input_tokens from message_delta when it is
+// there (the Go SDK's Message.Accumulate overwrites it), so an
+// accumulated message has the real numbers.
 type MsgStream struct {
-	Model string // the model the client asked for
+	Model         string // the model the client asked for
+	InputEstimate int    // message_start's input_tokens until the upstream counts
 
 	started bool
 	done    bool
@@ -33,7 +35,9 @@ type MsgStream struct {
 	next    int  // the next block's index
 	tool    int  // the chat tool call index of the open tool_use block
 	stop    string
+	stopSeq string // the stop sequence that ended the answer, when the upstream said
 	usage   msgUsage
+	counted bool // usage came
 	chunk   ChatChunk
 }
 
@@ -54,7 +58,7 @@ func (s *MsgStream) start(dst []byte, id string) []byte {
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = appendJSONString(dst, s.Model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(s.usage.InputTokens), 10)
+	dst = strconv.AppendInt(dst, int64(s.inputTokens()), 10)
 	dst = append(dst, `,"output_tokens":0`...)
 	if s.usage.CacheReadInputTokens > 0 {
 		dst = append(dst, `,"cache_read_input_tokens":`...)
@@ -62,6 +66,15 @@ func (s *MsgStream) start(dst []byte, id string) []byte {
 	}
 	dst = append(dst, "}}}\n\n"...)
 	return append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+}
+
+// inputTokens is the upstream's count once it came, the estimate before
+// (and when it never does).
+func (s *MsgStream) inputTokens() int {
+	if !s.counted {
+		return s.InputEstimate
+	}
+	return s.usage.InputTokens
 }
 
 func (s *MsgStream) closeBlock(dst []byte) []byte {
@@ -121,86 +134,119 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 		return s.End(dst)
 	}
 	if text, ok := textDelta(data); ok && s.started {
-		if len(text) == 0 {
-			return dst
-		}
-		dst = s.openBlock(dst, 't')
-		dst = sseEvent(dst, "content_block_delta")
-		dst = append(dst, `{"type":"content_block_delta","index":`...)
-		dst = strconv.AppendInt(dst, int64(s.next-1), 10)
-		dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
-		dst = appendRawString(dst, text)
-		return append(dst, "}}\n\n"...)
+		return s.textEvent(dst, text)
 	}
 	c := &s.chunk
-	*c = ChatChunk{}
-	if json.Unmarshal(data, c) != nil {
+	if readChunk(data, c) != nil {
 		return s.Error(dst, 502, "api_error", "the upstream sent a malformed stream event")
 	}
 	if c.Error != nil {
-		msg := c.Error.Message
-		if code := c.Error.CodeString(); code != "" {
-			msg = code + ": " + msg
-		}
-		typ := c.Error.Type
-		if typ == "" || typ == "server_error" {
-			typ = "api_error"
-		}
-		return s.Error(dst, 0, typ, msg)
+		return s.ChatError(dst, c.Error)
 	}
 	// Usage first: an upstream that counts the prompt up front (in the
 	// stream's first chunk) has it in message_start.
-	if u := c.Usage; u != nil {
-		s.usage.InputTokens, s.usage.OutputTokens = u.PromptTokens, u.CompletionTokens
-		if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
-			s.usage.InputTokens -= d.CachedTokens
-			s.usage.CacheReadInputTokens = d.CachedTokens
-		}
+	if c.Usage != nil {
+		s.count(c.Usage)
 	}
 	if !s.started {
 		dst = s.start(dst, c.ID)
 	}
 	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if ch.Index != 0 {
-			continue // a Messages answer has one choice
+		if c.Choices[i].Index == 0 { // a Messages answer has one choice
+			dst = s.choice(dst, &c.Choices[i])
 		}
-		d := &ch.Delta
-		r := d.ReasoningContent
-		if r == nil {
-			r = d.Reasoning
+	}
+	return dst
+}
+
+// textEvent appends a plain text delta (textDelta's raw bytes).
+func (s *MsgStream) textEvent(dst, text []byte) []byte {
+	if len(text) == 0 {
+		return dst
+	}
+	dst = s.openBlock(dst, 't')
+	dst = sseEvent(dst, "content_block_delta")
+	dst = append(dst, `{"type":"content_block_delta","index":`...)
+	dst = strconv.AppendInt(dst, int64(s.next-1), 10)
+	dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
+	dst = appendRawString(dst, text)
+	return append(dst, "}}\n\n"...)
+}
+
+// ChatError appends an OpenAI-shaped error event (the chat stream's, or
+// the gateway's after a break) as Anthropic's error event, the code
+// leading the message, and ends the stream.
+func (s *MsgStream) ChatError(dst []byte, e *ChatAPIError) []byte {
+	msg := e.Message
+	if code := e.CodeString(); code != "" {
+		msg = code + ": " + msg
+	}
+	typ := e.Type
+	if typ == "" || typ == "server_error" {
+		typ = "api_error"
+	}
+	return s.Error(dst, 0, typ, msg)
+}
+
+// count keeps the upstream's usage: cached prompt tokens apart, as
+// Anthropic counts them.
+func (s *MsgStream) count(u *ChatUsage) {
+	s.counted = true
+	s.usage.InputTokens, s.usage.OutputTokens = u.PromptTokens, u.CompletionTokens
+	if d := u.PromptTokensDetails; d != nil && d.CachedTokens <= u.PromptTokens {
+		s.usage.InputTokens -= d.CachedTokens
+		s.usage.CacheReadInputTokens = d.CachedTokens
+	}
+}
+
+// choice appends the events of the answer's choice delta: thinking, text,
+// tool calls, and notes its finish.
+func (s *MsgStream) choice(dst []byte, ch *ChatChunkChoice) []byte {
+	d := &ch.Delta
+	r := d.ReasoningContent
+	if r == nil {
+		r = d.Reasoning
+	}
+	if r != nil && *r != "" {
+		dst = s.openBlock(dst, 'r')
+		dst = s.delta(dst, "thinking_delta", *r)
+	}
+	if d.Content != nil && *d.Content != "" {
+		dst = s.openBlock(dst, 't')
+		dst = s.delta(dst, "text_delta", *d.Content)
+	}
+	for i := range d.ToolCalls {
+		dst = s.toolCall(dst, &d.ToolCalls[i])
+	}
+	if ch.FinishReason != nil && *ch.FinishReason != "" {
+		var seq string
+		if firstByte(ch.StopReason) == '"' {
+			_ = json.Unmarshal(ch.StopReason, &seq)
 		}
-		if r != nil && *r != "" {
-			dst = s.openBlock(dst, 'r')
-			dst = s.delta(dst, "thinking_delta", *r)
-		}
-		if d.Content != nil && *d.Content != "" {
-			dst = s.openBlock(dst, 't')
-			dst = s.delta(dst, "text_delta", *d.Content)
-		}
-		for _, tc := range d.ToolCalls {
-			// A new call opens its block; later deltas of the same call
-			// (some upstreams repeat its id in each) only add arguments.
-			if s.open != 'u' || s.tool != tc.Index {
-				dst = s.closeBlock(dst)
-				s.open, s.tool = 'u', tc.Index
-				dst = sseEvent(dst, "content_block_start")
-				dst = append(dst, `{"type":"content_block_start","index":`...)
-				dst = strconv.AppendInt(dst, int64(s.next), 10)
-				s.next++
-				dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
-				dst = appendJSONString(dst, tc.ID)
-				dst = append(dst, `,"name":`...)
-				dst = appendJSONString(dst, tc.Function.Name)
-				dst = append(dst, `,"input":{}}}`+"\n\n"...)
-			}
-			if tc.Function.Arguments != "" {
-				dst = s.delta(dst, "input_json_delta", tc.Function.Arguments)
-			}
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.stop = StopReason(*ch.FinishReason)
-		}
+		s.stop, s.stopSeq = MsgStop(*ch.FinishReason, seq)
+	}
+	return dst
+}
+
+// toolCall appends a tool call delta: a new call opens its tool_use block;
+// later deltas of the same call (some upstreams repeat its id in each)
+// only add arguments.
+func (s *MsgStream) toolCall(dst []byte, tc *ChatChunkCall) []byte {
+	if s.open != 'u' || s.tool != tc.Index {
+		dst = s.closeBlock(dst)
+		s.open, s.tool = 'u', tc.Index
+		dst = sseEvent(dst, "content_block_start")
+		dst = append(dst, `{"type":"content_block_start","index":`...)
+		dst = strconv.AppendInt(dst, int64(s.next), 10)
+		s.next++
+		dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
+		dst = appendJSONString(dst, tc.ID)
+		dst = append(dst, `,"name":`...)
+		dst = appendJSONString(dst, tc.Function.Name)
+		dst = append(dst, `,"input":{}}}`+"\n\n"...)
+	}
+	if tc.Function.Arguments != "" {
+		dst = s.delta(dst, "input_json_delta", tc.Function.Arguments)
 	}
 	return dst
 }
@@ -223,8 +269,9 @@ func (s *MsgStream) End(dst []byte) []byte {
 	dst = sseEvent(dst, "message_delta")
 	dst = append(dst, `{"type":"message_delta","delta":{"stop_reason":`...)
 	dst = appendJSONString(dst, stop)
-	dst = append(dst, `,"stop_sequence":null},"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(s.usage.InputTokens), 10)
+	dst = appendStopSequence(dst, s.stopSeq)
+	dst = append(dst, `},"usage":{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(s.inputTokens()), 10)
 	dst = append(dst, `,"output_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(s.usage.OutputTokens), 10)
 	dst = append(dst, `,"cache_read_input_tokens":`...)

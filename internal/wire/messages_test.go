@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,12 @@ func TestMessagesToChatNamesTheField(t *testing.T) {
 		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document"}]}]}`:                                "messages[0].content[0].type",
 		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}]}`: "tools[0].type",
 		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"maybe"}}`:                   "tool_choice.type",
+		// A text block without its text: Anthropic refuses it, and so does
+		// the translation (an empty text passed on would be another request).
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text"}]}]}`:                                                      "messages[0].content[0].text",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"text","text":null}]}]}`:                                     "messages[0].content[0].text",
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text"}]}]}]}`: "messages[0].content[0].content[0].text",
+		`{"model":"m","max_tokens":1,"system":[{"type":"text"}],"messages":[{"role":"user","content":"x"}]}`:                                         "system[0].text",
 	} {
 		_, err := MessagesToChat([]byte(body))
 		re, ok := err.(*RequestError)
@@ -181,7 +188,17 @@ func TestMsgStreamUsage(t *testing.T) {
 	out = s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
 	out = s.Event(out, []byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3}}`))
 	out = s.Event(out, []byte(`[DONE]`))
-	if !strings.Contains(string(out), `"usage":{"input_tokens":0,"output_tokens":0}}}`) ||
+	if !strings.Contains(string(out), `"usage":{"input_tokens":0,"output_tokens":0}}}`) || // no estimate given: 0
+		!strings.Contains(string(out), `"usage":{"input_tokens":12,"output_tokens":3,"cache_read_input_tokens":0}}`) {
+		t.Fatalf("usage at the end: %s", out)
+	}
+	// With the request's estimate, message_start says it until the
+	// upstream counts; message_delta carries the count.
+	s = &MsgStream{Model: "claude", InputEstimate: 7}
+	out = s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	out = s.Event(out, []byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3}}`))
+	out = s.Event(out, []byte(`[DONE]`))
+	if !strings.Contains(string(out), `"usage":{"input_tokens":7,"output_tokens":0}}}`) ||
 		!strings.Contains(string(out), `"usage":{"input_tokens":12,"output_tokens":3,"cache_read_input_tokens":0}}`) {
 		t.Fatalf("usage at the end: %s", out)
 	}
@@ -211,5 +228,74 @@ func TestUseMaxCompletionTokens(t *testing.T) {
 		if got := string(UseMaxCompletionTokens([]byte(s))); got != s {
 			t.Errorf("%q became %q", s, got)
 		}
+	}
+}
+
+// message_start's input_tokens for an upstream that counts only at the
+// end is count_tokens's estimate of the same request (EstimateTokens), so
+// the two never disagree.
+func TestMessageStartEstimateIsCountTokensEstimate(t *testing.T) {
+	for _, body := range []string{
+		msgSample,
+		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hello there"}]}`,
+		`{ "model" : "m" , "max_tokens" : 1 , "system" : null , "tools" : [ ] , "messages" : [ { "role" : "user" , "content" : [ { "type" : "text" , "text" : "x" } ] } ] }`,
+		`{"model":"m","max_tokens":1,"system":"s","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`,
+	} {
+		tr, err := MessagesToChat([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := EstimateTokens([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.InputEstimate != want || want == 0 {
+			t.Errorf("%s: message_start estimate %d, count_tokens estimate %d", body, tr.InputEstimate, want)
+		}
+	}
+}
+
+// A stop sequence the upstream says ended the answer (a chat choice's
+// stop_reason string, as vLLM and the anthropic adapter send it) is
+// stop_reason stop_sequence with that sequence, in the JSON answer and in
+// the stream; without it a stop is end_turn (OpenAI's API cannot tell).
+func TestStopSequenceIsNotEndTurn(t *testing.T) {
+	chat := `{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop","stop_reason":"END"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
+	out, err := ChatToMessages([]byte(chat), "claude")
+	if err != nil || !strings.Contains(string(out), `"stop_reason":"stop_sequence","stop_sequence":"END"`) {
+		t.Fatalf("JSON answer: %v %s", err, out)
+	}
+	out, _ = ChatToMessages([]byte(strings.Replace(chat, `,"stop_reason":"END"`, "", 1)), "claude")
+	if !strings.Contains(string(out), `"stop_reason":"end_turn","stop_sequence":null`) {
+		t.Fatalf("no stop string: %s", out)
+	}
+	out, _ = ChatToMessages([]byte(strings.Replace(chat, `"stop_reason":"END"`, `"stop_reason":151643`, 1)), "claude")
+	if !strings.Contains(string(out), `"stop_reason":"end_turn","stop_sequence":null`) {
+		t.Fatalf("a stop token is not a stop sequence: %s", out)
+	}
+	s := &MsgStream{Model: "claude"}
+	ev := s.Event(nil, []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	ev = s.Event(ev, []byte(`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"END"}]}`))
+	ev = s.Event(ev, []byte(`[DONE]`))
+	if !strings.Contains(string(ev), `"delta":{"stop_reason":"stop_sequence","stop_sequence":"END"}`) {
+		t.Fatalf("stream: %s", ev)
+	}
+}
+
+// Every 503 — the gateway's refusals for load or while shutting down,
+// and an upstream's own 503 relayed as the last failure — and an
+// upstream's 529 reach an Anthropic client as 529 overloaded_error, which
+// its SDKs retry; the other statuses keep theirs.
+func TestMsgErrorTypeOverloaded(t *testing.T) {
+	for status, want := range map[int]string{503: "overloaded_error 529", 529: "overloaded_error 529", 502: "api_error 502",
+		504: "timeout_error 504", 429: "rate_limit_error 429", 500: "api_error 500"} {
+		typ, st := MsgErrorType(status)
+		if got := typ + " " + strconv.Itoa(st); got != want {
+			t.Errorf("%d: %s, want %s", status, got, want)
+		}
+	}
+	st, body := ChatErrorToMessages(503, []byte(`{"error":{"message":"every target is cooling down","type":"server_error","code":"all_targets_cooling_down"}}`))
+	if st != 529 || !strings.Contains(string(body), `"message":"all_targets_cooling_down: every target is cooling down"`) {
+		t.Fatalf("%d %s", st, body)
 	}
 }

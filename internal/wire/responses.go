@@ -37,6 +37,8 @@ type RespRequest struct {
 	Reasoning *struct {
 		Effort string `json:"effort"`
 	} `json:"reasoning"`
+
+	toolsJSON []byte // Tools as the response object echoes them, written once
 }
 
 // RespTool is a tool declaration; only function tools translate.
@@ -79,92 +81,9 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	}
 	t := &RespTranslation{Req: &RespRequest{}, size: len(body)}
 	r := t.Req
-	var input, tools, format []byte
-	var err error
+	var f respSlices
 	for k, v := range members(body[skipWS(body, 0):]) {
-		var tok []byte
-		var present bool
-		switch string(k) {
-		case "model":
-			tok, err = strTok(v, nil, "model")
-			r.Model = str(tok)
-		case "input":
-			input = v
-			r.Input = v
-		case "instructions":
-			if tok, err = strTok(v, nil, "instructions"); tok != nil {
-				in := str(tok)
-				r.Instructions = &in
-			}
-		case "max_output_tokens":
-			var n int
-			if n, present, err = intVal(v, nil, "max_output_tokens"); present {
-				r.MaxOutputTokens = new(int)
-				*r.MaxOutputTokens = n
-			}
-		case "temperature":
-			if tok, err = numTok(v, nil, "temperature"); tok != nil {
-				r.Temperature = new(float64)
-				*r.Temperature, _ = strconv.ParseFloat(string(tok), 64)
-			}
-		case "top_p":
-			if tok, err = numTok(v, nil, "top_p"); tok != nil {
-				r.TopP = new(float64)
-				*r.TopP, _ = strconv.ParseFloat(string(tok), 64)
-			}
-		case "tools":
-			tools, err = arrTok(v, nil, "tools")
-		case "tool_choice":
-			r.ToolChoice = v
-		case "parallel_tool_calls":
-			var bv bool
-			if bv, present, err = boolVal(v, nil, "parallel_tool_calls"); present {
-				r.ParallelToolCalls = new(bool)
-				*r.ParallelToolCalls = bv
-			}
-		case "previous_response_id":
-			tok, err = strTok(v, nil, "previous_response_id")
-			r.PreviousResponseID = str(tok)
-		case "store":
-			var bv bool
-			if bv, present, err = boolVal(v, nil, "store"); present {
-				r.Store = new(bool)
-				*r.Store = bv
-			}
-		case "stream":
-			r.Stream, _, err = boolVal(v, nil, "stream")
-		case "background":
-			r.Background, _, err = boolVal(v, nil, "background")
-		case "user":
-			tok, err = strTok(v, nil, "user")
-			r.User = str(tok)
-		case "metadata":
-			r.Metadata = v
-		case "text":
-			if tok, err = objTok(v, nil, "text"); tok != nil {
-				for k, v := range members(tok) {
-					if string(k) == "format" {
-						format, err = objTok(v, nil, "text.format")
-					}
-				}
-			}
-		case "reasoning":
-			if tok, err = objTok(v, nil, "reasoning"); tok != nil {
-				r.Reasoning = &struct {
-					Effort string `json:"effort"`
-				}{}
-				for k, v := range members(tok) {
-					if string(k) == "effort" {
-						var e []byte
-						if e, err = strTok(v, nil, "reasoning.effort"); err != nil {
-							return nil, err
-						}
-						r.Reasoning.Effort = str(e)
-					}
-				}
-			}
-		}
-		if err != nil {
+		if err := f.member(r, k, v); err != nil {
 			return nil, err
 		}
 	}
@@ -174,6 +93,132 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	if r.MaxOutputTokens != nil && *r.MaxOutputTokens < 1 {
 		return nil, reqErr("max_output_tokens", "must be at least 1")
 	}
+	if err := t.translate(&f); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// respSlices are the request's members read as slices of the body.
+type respSlices struct {
+	input, tools, format []byte
+}
+
+// member reads one top-level member into r (or f).
+func (f *respSlices) member(r *RespRequest, k, v []byte) error {
+	var err error
+	var tok []byte
+	switch string(k) {
+	case "model":
+		tok, err = strTok(v, nil, "model")
+		r.Model = str(tok)
+	case "input":
+		f.input = v
+		r.Input = v
+	case "instructions":
+		if tok, err = strTok(v, nil, "instructions"); tok != nil {
+			in := str(tok)
+			r.Instructions = &in
+		}
+	case "max_output_tokens":
+		r.MaxOutputTokens, err = optInt(v, "max_output_tokens")
+	case "temperature":
+		r.Temperature, err = optFloat(v, "temperature")
+	case "top_p":
+		r.TopP, err = optFloat(v, "top_p")
+	case "tools":
+		f.tools, err = arrTok(v, nil, "tools")
+	case "tool_choice":
+		r.ToolChoice = v
+	case "parallel_tool_calls":
+		r.ParallelToolCalls, err = optBool(v, "parallel_tool_calls")
+	case "previous_response_id":
+		tok, err = strTok(v, nil, "previous_response_id")
+		r.PreviousResponseID = str(tok)
+	case "store":
+		r.Store, err = optBool(v, "store")
+	case "stream":
+		r.Stream, _, err = boolVal(v, nil, "stream")
+	case "background":
+		r.Background, _, err = boolVal(v, nil, "background")
+	case "user":
+		tok, err = strTok(v, nil, "user")
+		r.User = str(tok)
+	case "metadata":
+		r.Metadata = v
+	case "text":
+		f.format, err = textFormat(v)
+	case "reasoning":
+		err = readReasoning(r, v)
+	}
+	return err
+}
+
+func optInt(v []byte, field string) (*int, error) {
+	n, present, err := intVal(v, nil, field)
+	if !present || err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+func optFloat(v []byte, field string) (*float64, error) {
+	tok, err := numTok(v, nil, field)
+	if tok == nil || err != nil {
+		return nil, err
+	}
+	f, _ := strconv.ParseFloat(string(tok), 64)
+	return &f, nil
+}
+
+func optBool(v []byte, field string) (*bool, error) {
+	b, present, err := boolVal(v, nil, field)
+	if !present || err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// textFormat is text.format (nil when absent).
+func textFormat(v []byte) ([]byte, error) {
+	tok, err := objTok(v, nil, "text")
+	if tok == nil || err != nil {
+		return nil, err
+	}
+	var format []byte
+	for k, v := range members(tok) {
+		if string(k) == "format" {
+			format, err = objTok(v, nil, "text.format")
+		}
+	}
+	return format, err
+}
+
+// readReasoning reads reasoning.effort.
+func readReasoning(r *RespRequest, v []byte) error {
+	tok, err := objTok(v, nil, "reasoning")
+	if tok == nil || err != nil {
+		return err
+	}
+	r.Reasoning = &struct {
+		Effort string `json:"effort"`
+	}{}
+	for k, v := range members(tok) {
+		if string(k) == "effort" {
+			e, err := strTok(v, nil, "reasoning.effort")
+			if err != nil {
+				return err
+			}
+			r.Reasoning.Effort = str(e)
+		}
+	}
+	return nil
+}
+
+// translate fills the chat request from what was read.
+func (t *RespTranslation) translate(f *respSlices) error {
+	r := t.Req
+	var err error
 	t.Stream, t.Store = r.Stream, r.Store == nil || *r.Store
 	c := &t.Chat
 	*c = ChatRequest{Model: r.Model, MaxTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP,
@@ -184,48 +229,56 @@ func ResponsesToChat(body []byte) (*RespTranslation, error) {
 	if r.Reasoning != nil {
 		c.ReasoningEffort = r.Reasoning.Effort
 	}
-	if format != nil {
-		if c.ResponseFormat, err = respFormat(r, format); err != nil {
-			return nil, err
+	if f.format != nil {
+		if c.ResponseFormat, err = respFormat(r, f.format); err != nil {
+			return err
 		}
 	}
-	if t.Input, err = respInput(input); err != nil {
-		return nil, err
+	if t.Input, err = respInput(f.input); err != nil {
+		return err
 	}
-	if tools != nil {
-		if err := respTools(r, c, tools); err != nil {
-			return nil, err
+	if f.tools != nil {
+		if err := respTools(r, c, f.tools); err != nil {
+			return err
 		}
 	}
 	if !isNull(r.ToolChoice) {
-		tc := r.ToolChoice
-		var typ, name []byte
-		if firstByte(tc) == '{' {
-			for k, v := range members(tc) {
-				switch string(k) {
-				case "type":
-					typ = v
-				case "name":
-					name = v
-				}
-			}
-		}
-		switch {
-		case tokIs(tc, "auto") || tokIs(tc, "none") || tokIs(tc, "required"):
-			c.ToolChoice = string(tc[1 : len(tc)-1])
-		case tokIs(typ, "function") && firstByte(name) == '"' && len(name) > 2:
-			c.ToolChoice = namedChoice(str(name))
-		default:
-			return nil, reqErr("tool_choice", `must be "auto", "none", "required" or {"type":"function","name":…}`)
-		}
-		if len(c.Tools) == 0 {
-			c.ToolChoice = nil
+		if err := respToolChoice(c, r.ToolChoice); err != nil {
+			return err
 		}
 	}
 	if !isNull(r.Metadata) {
 		t.Dropped = append(t.Dropped, "metadata")
 	}
-	return t, nil
+	return nil
+}
+
+// respToolChoice writes tool_choice: auto, none, required or a named
+// function (nothing when there are no tools).
+func respToolChoice(c *ChatRequest, tc []byte) error {
+	var typ, name []byte
+	if firstByte(tc) == '{' {
+		for k, v := range members(tc) {
+			switch string(k) {
+			case "type":
+				typ = v
+			case "name":
+				name = v
+			}
+		}
+	}
+	switch {
+	case tokIs(tc, "auto") || tokIs(tc, "none") || tokIs(tc, "required"):
+		c.ToolChoice = string(tc[1 : len(tc)-1])
+	case tokIs(typ, "function") && firstByte(name) == '"' && len(name) > 2:
+		c.ToolChoice = namedChoice(str(name))
+	default:
+		return reqErr("tool_choice", `must be "auto", "none", "required" or {"type":"function","name":…}`)
+	}
+	if len(c.Tools) == 0 {
+		c.ToolChoice = nil
+	}
+	return nil
 }
 
 // respFormat reads text.format into a chat response_format.
@@ -389,71 +442,85 @@ func respItemTurn(out []ChatMessage, item []byte, i int) ([]ChatMessage, error) 
 	if firstByte(item) != '{' {
 		return nil, reqErr("input", "must be a string or a list of items: input[%d] is not an object", i)
 	}
-	var typ, role, content, callID, name, args, output []byte
-	var err error
+	var it respItem
 	for k, v := range members(item) {
-		switch string(k) {
-		case "type":
-			typ, err = strTok(v, f, ".type")
-		case "role":
-			role, err = strTok(v, f, ".role")
-		case "content":
-			content = v
-		case "call_id":
-			callID, err = strTok(v, f, ".call_id")
-		case "name":
-			name, err = strTok(v, f, ".name")
-		case "arguments":
-			args, err = strTok(v, f, ".arguments")
-		case "output":
-			output = v
-		}
-		if err != nil {
+		if err := it.member(k, v, f); err != nil {
 			return nil, err
 		}
 	}
-	ts := str(typ)
-	if ts == "" && len(role) > 2 {
+	ts := str(it.typ)
+	if ts == "" && len(it.role) > 2 {
 		ts = "message"
 	}
 	switch ts {
 	case "message":
-		rs := str(role)
-		switch rs {
-		case "user", "assistant", "system":
-		case "developer":
-			rs = "system"
-		default:
-			return nil, reqErr(f()+".role", "must be user, assistant, system or developer (got %q)", rs)
-		}
-		c, err := respContent(content, f, ".content", rs)
-		if err != nil {
-			return nil, err
-		}
-		return append(out, ChatMessage{Role: rs, Content: c}), nil
+		return it.message(out, f)
 	case "function_call":
-		if len(callID) <= 2 || len(name) <= 2 {
+		if len(it.callID) <= 2 || len(it.name) <= 2 {
 			return nil, reqErr(f(), "a function_call item needs call_id and name")
 		}
-		tc := ChatToolCall{ID: str(callID), Type: "function", Function: ChatFunction{Name: str(name), Arguments: str(args)}}
+		tc := ChatToolCall{ID: str(it.callID), Type: "function", Function: ChatFunction{Name: str(it.name), Arguments: str(it.args)}}
 		if n := len(out); n > 0 && out[n-1].Role == "assistant" {
 			out[n-1].ToolCalls = append(out[n-1].ToolCalls, tc)
 			return out, nil
 		}
 		return append(out, ChatMessage{Role: "assistant", ToolCalls: []ChatToolCall{tc}}), nil
 	case "function_call_output":
-		if len(callID) <= 2 {
+		if len(it.callID) <= 2 {
 			return nil, reqErr(f()+".call_id", "is required")
 		}
-		text, err := respOutputText(output, f)
+		text, err := respOutputText(it.output, f)
 		if err != nil {
 			return nil, err
 		}
-		return append(out, ChatMessage{Role: "tool", ToolCallID: str(callID), Content: text}), nil
+		return append(out, ChatMessage{Role: "tool", ToolCallID: str(it.callID), Content: text}), nil
 	case "reasoning":
 		return out, nil // earlier reasoning: no chat request carries it back
 	}
 	return nil, untranslatable(f()+".type", "item type %q cannot be served through the gateway's translation (message, function_call, function_call_output and reasoning can)", ts)
+}
+
+// respItem is an input item's fields, slices of the body.
+type respItem struct {
+	typ, role, content, callID, name, args, output []byte
+}
+
+func (it *respItem) member(k, v []byte, f fld) error {
+	var err error
+	switch string(k) {
+	case "type":
+		it.typ, err = strTok(v, f, ".type")
+	case "role":
+		it.role, err = strTok(v, f, ".role")
+	case "content":
+		it.content = v
+	case "call_id":
+		it.callID, err = strTok(v, f, ".call_id")
+	case "name":
+		it.name, err = strTok(v, f, ".name")
+	case "arguments":
+		it.args, err = strTok(v, f, ".arguments")
+	case "output":
+		it.output = v
+	}
+	return err
+}
+
+// message is a message item's chat turn (developer is system).
+func (it *respItem) message(out []ChatMessage, f fld) ([]ChatMessage, error) {
+	rs := str(it.role)
+	switch rs {
+	case "user", "assistant", "system":
+	case "developer":
+		rs = "system"
+	default:
+		return nil, reqErr(f()+".role", "must be user, assistant, system or developer (got %q)", rs)
+	}
+	c, err := respContent(it.content, f, ".content", rs)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, ChatMessage{Role: rs, Content: c}), nil
 }
 
 // respContent reads a message's content: a string or input_text /
@@ -615,16 +682,29 @@ func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, er
 	default:
 		b = append(b, "null"...)
 	}
+	b = appendRespError(b, errCode, errMsg)
+	b = appendRespEcho(b, m)
+	b = appendRespUsage(b, o)
+	return append(b, '}')
+}
+
+// appendRespError writes the object's error (null without one).
+func appendRespError(b []byte, code, msg string) []byte {
 	b = append(b, `,"error":`...)
-	if errCode != "" {
-		b = append(b, `{"code":`...)
-		b = appendJSONString(b, errCode)
-		b = append(b, `,"message":`...)
-		b = appendJSONString(b, errMsg)
-		b = append(b, '}')
-	} else {
-		b = append(b, "null"...)
+	if code == "" {
+		return append(b, "null"...)
 	}
+	b = append(b, `{"code":`...)
+	b = appendJSONString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, msg)
+	return append(b, '}')
+}
+
+// appendRespEcho writes what the object repeats of the request:
+// instructions, previous_response_id, parallel_tool_calls, tool_choice,
+// tools and metadata.
+func appendRespEcho(b []byte, m *RespMeta) []byte {
 	b = append(b, `,"instructions":`...)
 	if m.Instructions != nil {
 		b = appendJSONString(b, *m.Instructions)
@@ -648,35 +728,42 @@ func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, er
 	}
 	b = append(b, `,"tools":`...)
 	if r != nil && len(r.Tools) > 0 {
-		tb, _ := json.Marshal(r.Tools)
-		b = append(b, tb...)
+		// Written once per request: a stream's response.created and
+		// response.completed and the stored object all carry them.
+		if r.toolsJSON == nil {
+			r.toolsJSON, _ = json.Marshal(r.Tools)
+		}
+		b = append(b, r.toolsJSON...)
 	} else {
 		b = append(b, "[]"...)
 	}
-	b = append(b, `,"metadata":{}`...)
-	if o != nil && o.HasUsage {
-		u := &o.Usage
-		cached, reasoning := 0, 0
-		if u.PromptTokensDetails != nil {
-			cached = u.PromptTokensDetails.CachedTokens
-		}
-		if u.CompletionTokensDetails != nil {
-			reasoning = u.CompletionTokensDetails.ReasoningTokens
-		}
-		b = append(b, `,"usage":{"input_tokens":`...)
-		b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
-		b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
-		b = strconv.AppendInt(b, int64(cached), 10)
-		b = append(b, `},"output_tokens":`...)
-		b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
-		b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
-		b = strconv.AppendInt(b, int64(reasoning), 10)
-		b = append(b, `},"total_tokens":`...)
-		b = strconv.AppendInt(b, int64(u.PromptTokens+u.CompletionTokens), 10)
-		b = append(b, '}')
-	} else {
-		b = append(b, `,"usage":null`...)
+	return append(b, `,"metadata":{}`...)
+}
+
+// appendRespUsage writes the object's usage (null when the upstream
+// gave none).
+func appendRespUsage(b []byte, o *RespOutput) []byte {
+	if o == nil || !o.HasUsage {
+		return append(b, `,"usage":null`...)
 	}
+	u := &o.Usage
+	cached, reasoning := 0, 0
+	if u.PromptTokensDetails != nil {
+		cached = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		reasoning = u.CompletionTokensDetails.ReasoningTokens
+	}
+	b = append(b, `,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
+	b = append(b, `},"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, int64(reasoning), 10)
+	b = append(b, `},"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens+u.CompletionTokens), 10)
 	return append(b, '}')
 }
 

@@ -197,23 +197,10 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 		return s.End(dst)
 	}
 	if text, ok := textDelta(data); ok && s.started {
-		if len(text) == 0 {
-			return dst
-		}
-		if !s.openIs(false, false) {
-			dst = s.openItem(dst, respStreamItem{})
-		}
-		it := &s.items[s.open]
-		it.text = append(it.text, text...) // plain text: its raw bytes are the text
-		dst = s.ev(dst, "response.output_text.delta")
-		dst = s.itemRef(dst, s.open)
-		dst = append(dst, `,"content_index":0,"delta":`...)
-		dst = appendRawString(dst, text)
-		return append(dst, "}\n\n"...)
+		return s.textEvent(dst, text)
 	}
 	c := &s.chunk
-	*c = ChatChunk{}
-	if json.Unmarshal(data, c) != nil {
+	if readChunk(data, c) != nil {
 		return s.Error(dst, "upstream_error", "the upstream sent a malformed stream event")
 	}
 	if c.Error != nil {
@@ -230,59 +217,74 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 		s.usage, s.hasUse = *c.Usage, true
 	}
 	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if ch.Index != 0 {
-			continue
-		}
-		d := &ch.Delta
-		r := d.ReasoningContent
-		if r == nil {
-			r = d.Reasoning
-		}
-		if r != nil && *r != "" {
-			if !s.openIs(false, true) {
-				dst = s.openItem(dst, respStreamItem{reasoning: true})
-			}
-			it := &s.items[s.open]
-			it.text = append(it.text, *r...)
-			dst = s.ev(dst, "response.reasoning_summary_text.delta")
-			dst = s.itemRef(dst, s.open)
-			dst = append(dst, `,"summary_index":0,"delta":`...)
-			dst = appendJSONString(dst, *r)
-			dst = append(dst, "}\n\n"...)
-		}
-		if d.Content != nil && *d.Content != "" {
-			if !s.openIs(false, false) {
-				dst = s.openItem(dst, respStreamItem{})
-			}
-			it := &s.items[s.open]
-			it.text = append(it.text, *d.Content...)
-			dst = s.ev(dst, "response.output_text.delta")
-			dst = s.itemRef(dst, s.open)
-			dst = append(dst, `,"content_index":0,"delta":`...)
-			dst = appendJSONString(dst, *d.Content)
-			dst = append(dst, "}\n\n"...)
-		}
-		for _, tc := range d.ToolCalls {
-			if s.open < 0 || !s.items[s.open].call || s.tool != tc.Index {
-				s.tool = tc.Index
-				dst = s.openItem(dst, respStreamItem{call: true, tc: ChatToolCall{ID: tc.ID, Type: "function", Function: ChatFunction{Name: tc.Function.Name}}})
-			}
-			if tc.Function.Arguments != "" {
-				it := &s.items[s.open]
-				it.text = append(it.text, tc.Function.Arguments...)
-				dst = s.ev(dst, "response.function_call_arguments.delta")
-				dst = s.itemRef(dst, s.open)
-				dst = append(dst, `,"delta":`...)
-				dst = appendJSONString(dst, tc.Function.Arguments)
-				dst = append(dst, "}\n\n"...)
-			}
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.finish = *ch.FinishReason
+		if c.Choices[i].Index == 0 {
+			dst = s.choice(dst, &c.Choices[i])
 		}
 	}
 	return dst
+}
+
+// textEvent appends a plain text delta (textDelta's raw bytes).
+func (s *RespStream) textEvent(dst, text []byte) []byte {
+	if len(text) == 0 {
+		return dst
+	}
+	if !s.openIs(false, false) {
+		dst = s.openItem(dst, respStreamItem{})
+	}
+	it := &s.items[s.open]
+	it.text = append(it.text, text...) // plain text: its raw bytes are the text
+	dst = s.ev(dst, "response.output_text.delta")
+	dst = s.itemRef(dst, s.open)
+	dst = append(dst, `,"content_index":0,"delta":`...)
+	dst = appendRawString(dst, text)
+	return append(dst, "}\n\n"...)
+}
+
+// choice appends the events of the answer's choice delta: reasoning,
+// text, tool calls, and notes its finish.
+func (s *RespStream) choice(dst []byte, ch *ChatChunkChoice) []byte {
+	d := &ch.Delta
+	r := d.ReasoningContent
+	if r == nil {
+		r = d.Reasoning
+	}
+	if r != nil && *r != "" {
+		dst = s.itemDelta(dst, false, true, *r, "response.reasoning_summary_text.delta", `,"summary_index":0,"delta":`)
+	}
+	if d.Content != nil && *d.Content != "" {
+		dst = s.itemDelta(dst, false, false, *d.Content, "response.output_text.delta", `,"content_index":0,"delta":`)
+	}
+	for i := range d.ToolCalls {
+		tc := &d.ToolCalls[i]
+		if s.open < 0 || !s.items[s.open].call || s.tool != tc.Index {
+			s.tool = tc.Index
+			dst = s.openItem(dst, respStreamItem{call: true, tc: ChatToolCall{ID: tc.ID, Type: "function", Function: ChatFunction{Name: tc.Function.Name}}})
+		}
+		if tc.Function.Arguments != "" {
+			dst = s.itemDelta(dst, true, false, tc.Function.Arguments, "response.function_call_arguments.delta", `,"delta":`)
+		}
+	}
+	if ch.FinishReason != nil && *ch.FinishReason != "" {
+		s.finish = *ch.FinishReason
+	}
+	return dst
+}
+
+// itemDelta appends text to the open item of the kind given (opening a
+// message or reasoning item when another is open; a call's item is
+// opened by its first delta) and its delta event.
+func (s *RespStream) itemDelta(dst []byte, call, reasoning bool, text, name, field string) []byte {
+	if !call && !s.openIs(false, reasoning) {
+		dst = s.openItem(dst, respStreamItem{reasoning: reasoning})
+	}
+	it := &s.items[s.open]
+	it.text = append(it.text, text...)
+	dst = s.ev(dst, name)
+	dst = s.itemRef(dst, s.open)
+	dst = append(dst, field...)
+	dst = appendJSONString(dst, text)
+	return append(dst, "}\n\n"...)
 }
 
 // Output is what the stream produced so far.

@@ -176,24 +176,37 @@ type ChatUsage struct {
 // ChatChunk is one chat.completion.chunk as the stream translators read
 // it; Error is set on an error event ({"error":{…}}).
 type ChatChunk struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
-			ToolCalls        []struct {
-				Index    int          `json:"index"`
-				ID       string       `json:"id"`
-				Function ChatFunction `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *ChatUsage    `json:"usage"`
-	Error *ChatAPIError `json:"error"`
+	ID      string            `json:"id"`
+	Model   string            `json:"model"`
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *ChatUsage        `json:"usage"`
+	Error   *ChatAPIError     `json:"error"`
+}
+
+// ChatChunkChoice is one choice of a chat.completion.chunk.
+type ChatChunkChoice struct {
+	Index        int            `json:"index"`
+	Delta        ChatChunkDelta `json:"delta"`
+	FinishReason *string        `json:"finish_reason"`
+	// StopReason: the stop string that ended the answer, from servers
+	// that say (vLLM, the anthropic adapter); a number is a stop token
+	// and is not read.
+	StopReason json.RawMessage `json:"stop_reason"`
+}
+
+// ChatChunkDelta is a choice's delta.
+type ChatChunkDelta struct {
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	Reasoning        *string         `json:"reasoning"`
+	ToolCalls        []ChatChunkCall `json:"tool_calls"`
+}
+
+// ChatChunkCall is a tool call delta.
+type ChatChunkCall struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id"`
+	Function ChatFunction `json:"function"`
 }
 
 // ChatAPIError is the error object of an OpenAI-shaped error body or
@@ -235,21 +248,68 @@ func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
 	b = append(b, `{"model":`...)
 	b = appendJSONBytes(b, c.Model)
 	b = append(b, `,"messages":`...)
-	if c.Messages == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range c.Messages {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendChatMessage(b, &c.Messages[i]); err != nil {
-				return nil, err
-			}
-		}
-		b = append(b, ']')
+	var err error
+	if b, err = appendChatMessages(b, c.Messages); err != nil {
+		return nil, err
 	}
+	if b, err = appendChatSampling(b, c); err != nil {
+		return nil, err
+	}
+	if c.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if c.StreamOptions != nil {
+		b = append(b, `,"stream_options":{"include_usage":`...)
+		b = strconv.AppendBool(b, c.StreamOptions.IncludeUsage)
+		b = append(b, '}')
+	}
+	b = appendChatTools(b, c.Tools)
+	if b, err = appendToolChoice(b, c.ToolChoice); err != nil {
+		return nil, err
+	}
+	if c.ParallelToolCalls != nil {
+		b = append(b, `,"parallel_tool_calls":`...)
+		b = strconv.AppendBool(b, *c.ParallelToolCalls)
+	}
+	if c.User != "" {
+		b = append(b, `,"user":`...)
+		b = appendJSONBytes(b, c.User)
+	}
+	if len(c.ResponseFormat) > 0 {
+		b = append(b, `,"response_format":`...)
+		b = append(b, c.ResponseFormat...)
+	}
+	if c.ReasoningEffort != "" {
+		b = append(b, `,"reasoning_effort":`...)
+		b = appendJSONBytes(b, c.ReasoningEffort)
+	}
+	if c.MaxTokens != nil {
+		b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
+		b = strconv.AppendInt(b, int64(*c.MaxTokens), 10)
+	}
+	return append(b, '}'), nil
+}
+
+// appendChatMessages writes the messages array (null for none).
+func appendChatMessages(b []byte, msgs []ChatMessage) ([]byte, error) {
+	if msgs == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendChatMessage(b, &msgs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// appendChatSampling writes temperature, top_p and stop.
+func appendChatSampling(b []byte, c *ChatRequest) ([]byte, error) {
 	var err error
 	if c.Temperature != nil {
 		b = append(b, `,"temperature":`...)
@@ -273,42 +333,45 @@ func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	if c.Stream {
-		b = append(b, `,"stream":true`...)
+	return b, nil
+}
+
+// appendChatTools writes the function tools (nothing for none).
+func appendChatTools(b []byte, tools []ChatTool) []byte {
+	if len(tools) == 0 {
+		return b
 	}
-	if c.StreamOptions != nil {
-		b = append(b, `,"stream_options":{"include_usage":`...)
-		b = strconv.AppendBool(b, c.StreamOptions.IncludeUsage)
-		b = append(b, '}')
-	}
-	if len(c.Tools) > 0 {
-		b = append(b, `,"tools":[`...)
-		for i := range c.Tools {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			f := &c.Tools[i].Function
-			b = append(b, `{"type":`...)
-			b = appendJSONBytes(b, c.Tools[i].Type)
-			b = append(b, `,"function":{"name":`...)
-			b = appendJSONBytes(b, f.Name)
-			if f.Description != "" {
-				b = append(b, `,"description":`...)
-				b = appendJSONBytes(b, f.Description)
-			}
-			if len(f.Parameters) > 0 {
-				b = append(b, `,"parameters":`...)
-				b = append(b, f.Parameters...)
-			}
-			if f.Strict != nil {
-				b = append(b, `,"strict":`...)
-				b = strconv.AppendBool(b, *f.Strict)
-			}
-			b = append(b, "}}"...)
+	b = append(b, `,"tools":[`...)
+	for i := range tools {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, ']')
+		f := &tools[i].Function
+		b = append(b, `{"type":`...)
+		b = appendJSONBytes(b, tools[i].Type)
+		b = append(b, `,"function":{"name":`...)
+		b = appendJSONBytes(b, f.Name)
+		if f.Description != "" {
+			b = append(b, `,"description":`...)
+			b = appendJSONBytes(b, f.Description)
+		}
+		if len(f.Parameters) > 0 {
+			b = append(b, `,"parameters":`...)
+			b = append(b, f.Parameters...)
+		}
+		if f.Strict != nil {
+			b = append(b, `,"strict":`...)
+			b = strconv.AppendBool(b, *f.Strict)
+		}
+		b = append(b, "}}"...)
 	}
-	switch tc := c.ToolChoice.(type) {
+	return append(b, ']')
+}
+
+// appendToolChoice writes tool_choice: a mode, a named function, or
+// (any other value) as encoding/json writes it.
+func appendToolChoice(b []byte, choice any) ([]byte, error) {
+	switch tc := choice.(type) {
 	case nil:
 	case string:
 		b = append(b, `,"tool_choice":`...)
@@ -327,27 +390,7 @@ func AppendChatRequest(b []byte, c *ChatRequest) ([]byte, error) {
 		b = append(b, `,"tool_choice":`...)
 		b = append(b, j...)
 	}
-	if c.ParallelToolCalls != nil {
-		b = append(b, `,"parallel_tool_calls":`...)
-		b = strconv.AppendBool(b, *c.ParallelToolCalls)
-	}
-	if c.User != "" {
-		b = append(b, `,"user":`...)
-		b = appendJSONBytes(b, c.User)
-	}
-	if len(c.ResponseFormat) > 0 {
-		b = append(b, `,"response_format":`...)
-		b = append(b, c.ResponseFormat...)
-	}
-	if c.ReasoningEffort != "" {
-		b = append(b, `,"reasoning_effort":`...)
-		b = appendJSONBytes(b, c.ReasoningEffort)
-	}
-	if c.MaxTokens != nil {
-		b = append(b, `,"max_tokens":`...) // last: see UseMaxCompletionTokens
-		b = strconv.AppendInt(b, int64(*c.MaxTokens), 10)
-	}
-	return append(b, '}'), nil
+	return b, nil
 }
 
 // UseMaxCompletionTokens renames a translated chat body's output budget
