@@ -322,7 +322,10 @@ func (x *exporter) group() {
 				targets = append(targets, t)
 			}
 		}
-		r.model = x.trafficModel(targets, observed)
+		r.model = x.askedModel(x.atts[r.atts[0]].rec.Route, targets)
+		if r.model == "" {
+			r.model = x.trafficModel(targets, observed)
+		}
 		last := &x.atts[r.atts[len(r.atts)-1]]
 		lr := &last.rec
 		switch {
@@ -348,11 +351,70 @@ func (x *exporter) group() {
 	x.sum.Requests = len(x.reqs)
 }
 
-// trafficModel names what the replayed client asks for. The log keeps the
-// upstream target of each attempt, not the model the client asked for: one
-// target is that target; several (a fail-over across providers or models)
-// is the first config combo that holds them all, else a combo synthesised
-// from the targets in the order they were tried.
+// askedModel is the route the client asked for, as the log recorded it,
+// when the scenario's topology resolves it to a route that holds every
+// target the request tried; else "" (an older log without routes, or a
+// combo or alias the exported topology lacks). Replaying the asked route
+// keeps a combo request whose first target answered a combo request: in
+// the replay that target may be cooling (concurrent requests answered in
+// another order), and the request must fall back as the gateway would have.
+func (x *exporter) askedModel(route string, targets []string) string {
+	route = strings.TrimSpace(route)
+	if !validModel(route) {
+		return ""
+	}
+	reach := x.routeTargets(route, true)
+	for _, t := range targets {
+		if !slices.Contains(reach, t) {
+			if reach != nil {
+				x.note("requests whose recorded route does not hold the targets they tried replay as those targets")
+			}
+			return ""
+		}
+	}
+	return route
+}
+
+// routeTargets lists the provider/model targets name resolves to in the
+// exported topology, the way the model resolves a client's model: a combo,
+// an alias (one level), provider/model, or a model name one provider
+// serves. nil when it does not resolve.
+func (x *exporter) routeTargets(name string, aliases bool) []string {
+	for _, c := range x.combos {
+		if c.id == name && !c.observed {
+			var out []string
+			for _, t := range c.targets {
+				out = append(out, t.target)
+			}
+			return out
+		}
+	}
+	if target, ok := x.aliases[name]; ok && aliases {
+		return x.routeTargets(target, false)
+	}
+	if p, m, ok := strings.Cut(name, "/"); ok {
+		if po := x.provByID[p]; po != nil && m != "" && (len(po.models) == 0 || slices.Contains(po.models, m)) {
+			return []string{name}
+		}
+		return nil
+	}
+	var found []string
+	for _, po := range x.provs {
+		if slices.Contains(po.models, name) {
+			found = append(found, po.id+"/"+name)
+		}
+	}
+	if len(found) == 1 {
+		return found
+	}
+	return nil
+}
+
+// trafficModel names what the replayed client asks for when the log kept
+// no usable route, from the upstream targets the request tried: one target
+// is that target; several (a fail-over across providers or models) is the
+// first config combo that holds them all, else a combo synthesised from the
+// targets in the order they were tried.
 func (x *exporter) trafficModel(targets []string, observed map[string]string) string {
 	if len(targets) == 1 {
 		return targets[0]
