@@ -25,6 +25,10 @@ type recorderState struct {
 	mu   sync.Mutex
 	seen map[int]gatewayRequest
 	cond *sync.Cond
+	// stepped: closed at request n's first "flow step" line, once the
+	// model has made its first decision for it (an attempt, a wait or an
+	// answer).
+	stepped map[int]chan struct{}
 }
 
 // gatewayRequest is one "chat request" log line.
@@ -34,7 +38,7 @@ type gatewayRequest struct {
 }
 
 func newRequestRecorder(next slog.Handler) *requestRecorder {
-	st := &recorderState{seen: map[int]gatewayRequest{}}
+	st := &recorderState{seen: map[int]gatewayRequest{}, stepped: map[int]chan struct{}{}}
 	st.cond = sync.NewCond(&st.mu)
 	return &requestRecorder{next: next, st: st}
 }
@@ -44,6 +48,9 @@ func newRequestRecorder(next slog.Handler) *requestRecorder {
 func (h *requestRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *requestRecorder) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "flow step" {
+		h.noteStep(r)
+	}
 	if r.Message == "chat request" {
 		var g gatewayRequest
 		n := -1
@@ -89,6 +96,46 @@ func (h *requestRecorder) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *requestRecorder) WithGroup(name string) slog.Handler {
 	return &requestRecorder{next: h.next.WithGroup(name), attrs: h.attrs, st: h.st}
+}
+
+// noteStep closes the stepped channel of the request a "flow step" line
+// names.
+func (h *requestRecorder) noteStep(r slog.Record) {
+	n := -1
+	find := func(a slog.Attr) bool {
+		if a.Key != "request_id" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(a.Value.String(), replayRequestID); ok {
+			if i, err := strconv.Atoi(v); err == nil {
+				n = i
+			}
+		}
+		return false
+	}
+	for _, a := range h.attrs {
+		find(a)
+	}
+	r.Attrs(find)
+	if n < 0 {
+		return
+	}
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	ch := chanOf(h.st.stepped, n)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// stepped returns a channel closed once the gateway's model made its
+// first decision for request n.
+func (h *requestRecorder) stepped(n int) <-chan struct{} {
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	return chanOf(h.st.stepped, n)
 }
 
 // of returns request n's line, waiting for it while ctx lasts (the gateway
