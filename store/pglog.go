@@ -192,6 +192,12 @@ func (l *pgLog) write(ctx context.Context, batch []LogRecord) error {
 		}
 	}
 	l.text = text
+	return l.copyRows(ctx, cols, text)
+}
+
+// copyRows runs one COPY of text (rows in COPY's text format, each ending
+// in a newline) into proxy_logs' cols, in a transaction of its own.
+func (l *pgLog) copyRows(ctx context.Context, cols []string, text []byte) error {
 	conn, err := l.s.db.Conn(ctx)
 	if err != nil {
 		return err
