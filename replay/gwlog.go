@@ -19,6 +19,7 @@ type requestRecorder struct {
 	next  slog.Handler
 	attrs []slog.Attr
 	st    *recorderState
+	prog  *progress
 }
 
 type recorderState struct {
@@ -37,10 +38,10 @@ type gatewayRequest struct {
 	provider, connection string
 }
 
-func newRequestRecorder(next slog.Handler) *requestRecorder {
+func newRequestRecorder(next slog.Handler, prog *progress) *requestRecorder {
 	st := &recorderState{seen: map[int]gatewayRequest{}, stepped: map[int]chan struct{}{}}
 	st.cond = sync.NewCond(&st.mu)
-	return &requestRecorder{next: next, st: st}
+	return &requestRecorder{next: next, st: st, prog: prog}
 }
 
 // Enabled takes every level: the gateway logs a request's line at debug
@@ -91,11 +92,11 @@ func (h *requestRecorder) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *requestRecorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &requestRecorder{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), st: h.st}
+	return &requestRecorder{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), st: h.st, prog: h.prog}
 }
 
 func (h *requestRecorder) WithGroup(name string) slog.Handler {
-	return &requestRecorder{next: h.next.WithGroup(name), attrs: h.attrs, st: h.st}
+	return &requestRecorder{next: h.next.WithGroup(name), attrs: h.attrs, st: h.st, prog: h.prog}
 }
 
 // noteStep closes the stepped channel of the request a "flow step" line
@@ -119,6 +120,9 @@ func (h *requestRecorder) noteStep(r slog.Record) {
 	r.Attrs(find)
 	if n < 0 {
 		return
+	}
+	if h.prog != nil {
+		h.prog.step(n)
 	}
 	h.st.mu.Lock()
 	defer h.st.mu.Unlock()

@@ -551,7 +551,8 @@ func (r *runner) staggerSameInstant(n int, done, wrote chan struct{}) {
 
 // readAt reads `at:` expect i with the clock standing at its instant,
 // once the requests sent at the instant answered (bounded by half the gap
-// to the next instant).
+// to the next instant) and the gateway took in every upstream answer due
+// by then (quiet.go).
 func (r *runner) readAt(ctx context.Context, i int, in *instant) {
 	r.clk.freeze(true)
 	defer r.clk.freeze(false)
@@ -565,6 +566,9 @@ func (r *runner) readAt(ctx context.Context, i int, in *instant) {
 	cancel()
 	if len(in.sent) == 0 {
 		time.Sleep(min(r.o.Settle, in.gap/2))
+	}
+	if r.e.prog != nil {
+		r.e.prog.awaitCaughtUp()
 	}
 	r.expectState(ctx, i)
 }
@@ -741,6 +745,9 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	defer r.wg.Done()
 	defer r.answered()
 	defer close(done)
+	if r.e.prog != nil {
+		defer r.e.prog.finished(n)
+	}
 	var wroteOnce sync.Once
 	markWrote := func() { wroteOnce.Do(func() { close(wrote) }) }
 	defer markWrote()

@@ -77,10 +77,16 @@ func (c *callCounter) waiting(n int) <-chan struct{} {
 	return chanOf(c.waits, n)
 }
 
+// reqNum is the replay request number of an upstream call's context.
+func reqNum(ctx context.Context) (int, bool) {
+	n, ok := ctx.Value(reqNumKey{}).(int)
+	return n, ok
+}
+
 // waitBegins notes that a call of the request in ctx started a deliberate
 // wait.
 func (c *callCounter) waitBegins(ctx context.Context) {
-	n, ok := ctx.Value(reqNumKey{}).(int)
+	n, ok := reqNum(ctx)
 	if !ok {
 		return
 	}
