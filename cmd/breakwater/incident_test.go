@@ -378,30 +378,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	chat(5) // k1 cooling: k2
 	to := time.Now().UTC().Add(time.Second)
 
-	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	resp, err := http.Get(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logBytes, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	logPath := filepath.Join(dir, "incident.jsonl")
-	os.WriteFile(logPath, logBytes, 0o644)
-	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "incident.yaml")
-	code, _, stderr := exportCmd(t, "-log", logPath, "-config", cfgPath, "-o", out,
-		"-from", from.Format(time.RFC3339Nano), "-to", to.Format(time.RFC3339Nano))
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, stderr)
-	}
-	src, _ := os.ReadFile(out)
-	sc, err := scenarios.LoadFile(out, scenarios.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, sc, src, logBytes := exportSession(t, srv.URL, dir, cfgPath, from, to)
 	var kinds []string
 	for _, a := range sc.Actions {
 		kinds = append(kinds, a.Kind.String())
@@ -526,30 +503,7 @@ func TestIncidentExportReplaysConcurrentSession(t *testing.T) {
 	wg.Wait()
 	to := time.Now().UTC().Add(time.Second)
 
-	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	resp, err := http.Get(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logBytes, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	logPath := filepath.Join(dir, "incident.jsonl")
-	os.WriteFile(logPath, logBytes, 0o644)
-	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "incident.yaml")
-	code, _, stderr := exportCmd(t, "-log", logPath, "-config", cfgPath, "-o", out,
-		"-from", from.Format(time.RFC3339Nano), "-to", to.Format(time.RFC3339Nano))
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, stderr)
-	}
-	src, _ := os.ReadFile(out)
-	sc, err := scenarios.LoadFile(out, scenarios.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, sc, src, logBytes := exportSession(t, srv.URL, dir, cfgPath, from, to)
 	var trace bytes.Buffer
 	res, err := sim.Run(sc, sim.Options{Trace: &trace})
 	if err != nil {
@@ -621,4 +575,37 @@ func answersInBeginOrder(t *testing.T, trace io.Reader) (map[string][]string, in
 		out[byAtt[k].conn] = append(out[byAtt[k].conn], byAtt[k].outcome)
 	}
 	return out, ended
+}
+
+// exportSession is the operator's path after a session on the gateway at
+// base: fetch the request log of [from, to) as JSONL, export it with the
+// gateway's config and load the scenario. It returns the log's records,
+// the scenario, its text and the log.
+func exportSession(t *testing.T, base, dir, cfgPath string, from, to time.Time) ([]store.LogRecord, *sim.Scenario, []byte, []byte) {
+	t.Helper()
+	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", base, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	resp, err := http.Get(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	logPath := filepath.Join(dir, "incident.jsonl")
+	os.WriteFile(logPath, logBytes, 0o644)
+	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "incident.yaml")
+	code, _, stderr := exportCmd(t, "-log", logPath, "-config", cfgPath, "-o", out,
+		"-from", from.Format(time.RFC3339Nano), "-to", to.Format(time.RFC3339Nano))
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	src, _ := os.ReadFile(out)
+	sc, err := scenarios.LoadFile(out, scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, sc, src, logBytes
 }
