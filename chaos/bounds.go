@@ -234,35 +234,82 @@ const rfc1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
 // longest lockout), plus slack for sampling and for a request to arrive.
 func LivenessBound(st *model.Settings, topo *model.Topology, ws []Window, base []faults.Rule, sampleEvery time.Duration) (time.Duration, []string) {
 	var why []string
-	var tail, hints int64
-	quota := false
-	statuses := map[int]bool{}
-	lockouts := st.ModelLockout.Enabled
-	for i := range ws {
-		w := &ws[i]
-		tail = max(tail, w.MaxAttemptMs)
-		hints = max(hints, w.HintMs)
-		quota = quota || w.Quota
-		for _, s := range w.Statuses {
-			statuses[s] = true
-			if s == 404 {
-				lockouts = true
-			}
-			if s == 429 {
-				if p := providerOf(topo, w.Match.Provider); p != nil && perModelQuota(p) || w.Match.Provider == "" {
-					lockouts = lockouts || anyPerModelQuota(topo)
-				}
-			}
-		}
-	}
+	f := scanFaults(st, topo, ws)
 	var baseMs int64
 	for i := range base {
 		for _, it := range ruleItems(&base[i]) {
 			baseMs = max(baseMs, attemptMs(&it, st))
 		}
 	}
-	why = append(why, fmt.Sprintf("longest attempt in flight at the end of the faults: %d ms", tail))
-	var breaker, cool int64
+	why = append(why, fmt.Sprintf("longest attempt in flight at the end of the faults: %d ms", f.tail))
+	breaker, cool := longestHolds(st, topo)
+	why = append(why, fmt.Sprintf("longest breaker hold (resetTimeoutMs × maxBackoffMultiplier, cooldownByKind): %d ms, then a probe (%d ms)", breaker, baseMs))
+	cool = max(cool, int64(st.ConnectionCooldown.ConcurrencyCooldownMs))
+	if f.hints > 0 {
+		cool = max(cool, min(f.hints, int64(st.ConnectionCooldown.MaxStatedResetMs)))
+		why = append(why, fmt.Sprintf("longest stated hint: %d ms (capped by maxStatedResetMs)", f.hints))
+	}
+	if f.statuses[401] {
+		cool = max(cool, 20*60*1000) // expired ladder 5, 10, 20 min
+	}
+	if f.statuses[403] {
+		cool = max(cool, 15*60*1000) // request-rejected ladder 5, 15 min
+	}
+	if f.quota {
+		// Quota without a stated reset cools until the daily reset, capped.
+		cool = max(cool, int64(st.ConnectionCooldown.MaxCooldownMs))
+		if anyPerModelQuota(topo) {
+			f.lockouts = true
+		}
+	}
+	why = append(why, fmt.Sprintf("longest connection cooldown: %d ms", cool))
+	var lock int64
+	if f.lockouts {
+		lock = int64(st.ModelLockout.MaxCooldownMs)
+		why = append(why, fmt.Sprintf("longest model lockout: %d ms", lock))
+	}
+	slack := 2000 + 3*sampleEvery.Milliseconds()
+	total := f.tail + max(breaker+baseMs, cool, lock) + slack
+	why = append(why, fmt.Sprintf("slack for sampling and a request to arrive: %d ms", slack))
+	return time.Duration(total) * time.Millisecond, why
+}
+
+// faultReach is what the fault windows could leave behind.
+type faultReach struct {
+	tail     int64 // longest attempt (ms)
+	hints    int64 // longest stated retry hint (ms)
+	quota    bool
+	lockouts bool // a model lockout is possible
+	statuses map[int]bool
+}
+
+// scanFaults collects over the windows the longest attempt and hint, the
+// statuses answered and whether a quota or a model lockout can follow.
+func scanFaults(st *model.Settings, topo *model.Topology, ws []Window) faultReach {
+	f := faultReach{statuses: map[int]bool{}, lockouts: st.ModelLockout.Enabled}
+	for i := range ws {
+		w := &ws[i]
+		f.tail = max(f.tail, w.MaxAttemptMs)
+		f.hints = max(f.hints, w.HintMs)
+		f.quota = f.quota || w.Quota
+		for _, s := range w.Statuses {
+			f.statuses[s] = true
+			if s == 404 {
+				f.lockouts = true
+			}
+			if s == 429 {
+				if p := providerOf(topo, w.Match.Provider); p != nil && perModelQuota(p) || w.Match.Provider == "" {
+					f.lockouts = f.lockouts || anyPerModelQuota(topo)
+				}
+			}
+		}
+	}
+	return f
+}
+
+// longestHolds is, over the profiles the providers use, the longest an
+// OPEN breaker holds and the longest a connection's backoff cools.
+func longestHolds(st *model.Settings, topo *model.Topology) (breaker, cool int64) {
 	profiles := map[model.Profile]bool{}
 	for _, p := range topo.Providers {
 		profiles[p.Profile] = true
@@ -278,35 +325,7 @@ func LivenessBound(st *model.Settings, topo *model.Topology, ws []Window, base [
 		steps := min(c.MaxBackoffSteps, 30)
 		cool = max(cool, min(int64(c.BaseCooldownMs)<<steps, int64(st.ConnectionCooldown.MaxCooldownMs)))
 	}
-	why = append(why, fmt.Sprintf("longest breaker hold (resetTimeoutMs × maxBackoffMultiplier, cooldownByKind): %d ms, then a probe (%d ms)", breaker, baseMs))
-	cool = max(cool, int64(st.ConnectionCooldown.ConcurrencyCooldownMs))
-	if hints > 0 {
-		cool = max(cool, min(hints, int64(st.ConnectionCooldown.MaxStatedResetMs)))
-		why = append(why, fmt.Sprintf("longest stated hint: %d ms (capped by maxStatedResetMs)", hints))
-	}
-	if statuses[401] {
-		cool = max(cool, 20*60*1000) // expired ladder 5, 10, 20 min
-	}
-	if statuses[403] {
-		cool = max(cool, 15*60*1000) // request-rejected ladder 5, 15 min
-	}
-	if quota {
-		// Quota without a stated reset cools until the daily reset, capped.
-		cool = max(cool, int64(st.ConnectionCooldown.MaxCooldownMs))
-		if anyPerModelQuota(topo) {
-			lockouts = true
-		}
-	}
-	why = append(why, fmt.Sprintf("longest connection cooldown: %d ms", cool))
-	var lock int64
-	if lockouts {
-		lock = int64(st.ModelLockout.MaxCooldownMs)
-		why = append(why, fmt.Sprintf("longest model lockout: %d ms", lock))
-	}
-	slack := 2000 + 3*sampleEvery.Milliseconds()
-	total := tail + max(breaker+baseMs, cool, lock) + slack
-	why = append(why, fmt.Sprintf("slack for sampling and a request to arrive: %d ms", slack))
-	return time.Duration(total) * time.Millisecond, why
+	return breaker, cool
 }
 
 func anyPerModelQuota(topo *model.Topology) bool {

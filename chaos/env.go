@@ -519,29 +519,13 @@ func (e *env) openStore(ctx context.Context) (proxy.StateStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tolerantLoad{pg, e.log}, nil
+	return store.TolerantLoad{Postgres: pg, Log: e.log}, nil
 }
 
 // keepOpen stops a restart from closing the run's memory store.
 type keepOpen struct{ *store.Memory }
 
 func (keepOpen) Close(context.Context) error { return nil }
-
-// tolerantLoad keeps a partial load (rows the store skipped), as serve does.
-type tolerantLoad struct {
-	*store.Postgres
-	log *slog.Logger
-}
-
-func (t tolerantLoad) Load(ctx context.Context) (model.State, error) {
-	s, err := t.Postgres.Load(ctx)
-	var le *store.LoadError
-	if errors.As(err, &le) {
-		t.log.Warn("some stored state was skipped", "err", err)
-		return s, nil
-	}
-	return s, err
-}
 
 // storedState returns what a gateway started now on the run's store would
 // restore: the store is flushed first.

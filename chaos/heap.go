@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
 )
 
@@ -99,17 +100,8 @@ func measureHeap() heapPoint {
 // open and after they end, and checks the gateway's share per stream.
 func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 	started := time.Now()
-	if o.Streams <= 0 {
-		o.Streams = 500
-	}
-	if o.Streams > maxInFlightLimit {
-		return nil, fmt.Errorf("heap: at most %d streams", maxInFlightLimit)
-	}
-	if o.ChunkInterval <= 0 {
-		o.ChunkInterval = 100 * time.Millisecond
-	}
-	if o.PerStreamBound <= 0 {
-		o.PerStreamBound = 64 << 10
+	if err := o.setDefaults(); err != nil {
+		return nil, err
 	}
 	var leak *Leak
 	if !o.NoLeakCheck {
@@ -121,35 +113,69 @@ func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 		return nil, err
 	}
 	defer e.teardown(context.Background())
-	m := o.Model
-	if m == "" {
-		for _, p := range e.topo.Providers {
-			if len(p.Models) > 0 {
-				m = p.ID + "/" + p.Models[0]
-				break
-			}
-		}
+	h, err := newHeapRun(ctx, &o, e)
+	if err != nil {
+		return nil, err
 	}
+	growth := h.measure(ctx)
+	return h.report(ctx, started, growth, leak), nil
+}
+
+// setDefaults fills in the options left zero and bounds the streams.
+func (o *HeapOptions) setDefaults() error {
+	if o.Streams <= 0 {
+		o.Streams = 500
+	}
+	if o.Streams > maxInFlightLimit {
+		return fmt.Errorf("heap: at most %d streams", maxInFlightLimit)
+	}
+	if o.ChunkInterval <= 0 {
+		o.ChunkInterval = 100 * time.Millisecond
+	}
+	if o.PerStreamBound <= 0 {
+		o.PerStreamBound = 64 << 10
+	}
+	return nil
+}
+
+// setHold picks how long each stream lasts when the options leave it
+// open and rejects a hold the gateway's own bounds would cut.
+func (o *HeapOptions) setHold(st *model.Settings) error {
+	attempt, deadline := st.UpstreamTimeouts.AttemptMs.Duration(), st.RequestBudget.DeadlineMs.Duration()
 	if o.Hold <= 0 {
 		// Long enough to open every stream, short of the gateway's own
 		// attempt and request bounds (a stream cut by them proves nothing).
-		o.Hold = min(8*time.Second, e.settings.UpstreamTimeouts.AttemptMs.Duration()-time.Second,
-			e.settings.RequestBudget.DeadlineMs.Duration()-time.Second)
+		o.Hold = min(8*time.Second, attempt-time.Second, deadline-time.Second)
 		o.Hold = max(o.Hold, 2*o.ChunkInterval)
 	}
-	if lim := min(e.settings.UpstreamTimeouts.AttemptMs.Duration(), e.settings.RequestBudget.DeadlineMs.Duration()); o.Hold >= lim {
-		return nil, fmt.Errorf("heap: a stream held %v would be cut by the gateway's own bounds (upstreamTimeouts.attemptMs / requestBudget.deadlineMs: %v): hold less or raise them", o.Hold, lim)
+	if lim := min(attempt, deadline); o.Hold >= lim {
+		return fmt.Errorf("heap: a stream held %v would be cut by the gateway's own bounds (upstreamTimeouts.attemptMs / requestBudget.deadlineMs: %v): hold less or raise them", o.Hold, lim)
 	}
-	chunks := max(int(o.Hold/o.ChunkInterval), 2)
-	put := func(r faults.Response) error {
-		for _, u := range e.ups {
-			if err := u.put(ctx, []faults.Rule{{Respond: &r}}); err != nil {
-				return err
-			}
-		}
-		return nil
+	return nil
+}
+
+// heapRun holds one heap run's state.
+type heapRun struct {
+	o     *HeapOptions
+	e     *env
+	model string
+	d     *direct
+	q     *requester
+	rec   *recorder
+	rep   *HeapReport
+}
+
+// newHeapRun picks the model and the hold, sets up both paths, warms them
+// with short streams and then sets the upstreams to the long ones.
+func newHeapRun(ctx context.Context, o *HeapOptions, e *env) (*heapRun, error) {
+	m := o.Model
+	if m == "" {
+		m = firstModel(&e.topo)
 	}
-	if err := put(faults.Response{Stream: faults.Stream{Chunks: 2, Interval: 5 * time.Millisecond}}); err != nil {
+	if err := o.setHold(&e.settings); err != nil {
+		return nil, err
+	}
+	if err := e.putResponse(ctx, faults.Response{Stream: faults.Stream{Chunks: 2, Interval: 5 * time.Millisecond}}); err != nil {
 		return nil, err
 	}
 	timeout := o.Timeout
@@ -160,73 +186,103 @@ func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 	if d == nil {
 		return nil, fmt.Errorf("heap: model %q is not provider/model on a fault upstream", m)
 	}
-	q := &requester{client: newClient(o.Streams + 8), base: e.base, key: e.clientKey, deadline: timeout}
-	rec := newRecorder(time.Now(), time.Second, 600)
-	rep := &HeapReport{Streams: o.Streams, PerStreamBound: o.PerStreamBound}
-
+	h := &heapRun{o: o, e: e, model: m, d: d,
+		q:   &requester{client: newClient(o.Streams + 8), base: e.base, key: e.clientKey, deadline: timeout},
+		rec: newRecorder(time.Now(), time.Second, 600),
+		rep: &HeapReport{Streams: o.Streams, PerStreamBound: o.PerStreamBound},
+	}
 	// Warm both paths (pools, first connections) before the baselines.
 	for range 4 {
 		o1 := d.q.do(ctx, d.model, true, time.Now())
-		o2 := q.do(ctx, m, true, time.Now())
+		o2 := h.q.do(ctx, m, true, time.Now())
 		_, _ = o1, o2
 	}
 	closeIdle(d.q.client)
-	closeIdle(q.client)
-	if err := put(faults.Response{Stream: faults.Stream{Chunks: chunks, Interval: o.ChunkInterval}}); err != nil {
+	closeIdle(h.q.client)
+	chunks := max(int(o.Hold/o.ChunkInterval), 2)
+	if err := e.putResponse(ctx, faults.Response{Stream: faults.Stream{Chunks: chunks, Interval: o.ChunkInterval}}); err != nil {
 		return nil, err
 	}
+	return h, nil
+}
 
-	burst := func(rq *requester, model string, r *recorder) (base, peak heapPoint, openMs int64) {
-		base = measureHeap()
-		var wg sync.WaitGroup
-		var first sync.WaitGroup
-		first.Add(o.Streams)
-		var once []sync.Once = make([]sync.Once, o.Streams)
-		var ok atomic.Int64
-		t := time.Now()
-		for i := range o.Streams {
-			wg.Add(1)
-			c := *rq
-			c.onFirst = func() { once[i].Do(first.Done) }
-			go func() {
-				defer wg.Done()
-				defer once[i].Do(first.Done) // a stream that fails still releases the barrier
-				res := c.do(ctx, model, true, time.Now())
-				if res.Kind == KindSuccess {
-					ok.Add(1)
-				}
-				if r != nil {
-					r.sentOne()
-					r.add(&res)
-				}
-			}()
+// putResponse makes every fault upstream answer with r.
+func (e *env) putResponse(ctx context.Context, r faults.Response) error {
+	for _, u := range e.ups {
+		if err := u.put(ctx, []faults.Rule{{Respond: &r}}); err != nil {
+			return err
 		}
-		first.Wait()
-		openMs = time.Since(t).Milliseconds()
-		peak = measureHeap()
-		wg.Wait()
-		if r != nil {
-			rep.StreamsOK = ok.Load()
-		}
-		return base, peak, openMs
 	}
+	return nil
+}
+
+// burst opens every stream at once through rq and measures the live heap
+// before and once each stream has its first content; with a recorder the
+// streams are recorded and counted as the run's.
+func (h *heapRun) burst(ctx context.Context, rq *requester, model string, r *recorder) (base, peak heapPoint, openMs int64) {
+	n := h.o.Streams
+	base = measureHeap()
+	var wg sync.WaitGroup
+	var first sync.WaitGroup
+	first.Add(n)
+	var once []sync.Once = make([]sync.Once, n)
+	var ok atomic.Int64
+	t := time.Now()
+	for i := range n {
+		wg.Add(1)
+		c := *rq
+		c.onFirst = func() { once[i].Do(first.Done) }
+		go func() {
+			defer wg.Done()
+			defer once[i].Do(first.Done) // a stream that fails still releases the barrier
+			res := c.do(ctx, model, true, time.Now())
+			if res.Kind == KindSuccess {
+				ok.Add(1)
+			}
+			if r != nil {
+				r.sentOne()
+				r.add(&res)
+			}
+		}()
+	}
+	first.Wait()
+	openMs = time.Since(t).Milliseconds()
+	peak = measureHeap()
+	wg.Wait()
+	if r != nil {
+		h.rep.StreamsOK = ok.Load()
+	}
+	return base, peak, openMs
+}
+
+// heapGrowth is what the two bursts grew the live heap by, and what was
+// left after the gateway's streams ended.
+type heapGrowth struct {
+	gwBase, after, drained heapPoint
+	direct, gateway        int64 // live heap growth with all streams open
+}
+
+// measure runs the burst straight at the upstream, then through the
+// gateway, reads what is left once they ended and fills in the report.
+func (h *heapRun) measure(ctx context.Context) heapGrowth {
+	o, rep := h.o, h.rep
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "heap: %d streams straight at the upstream\n", o.Streams)
 	}
-	db, dp, _ := burst(d.q, d.model, nil)
-	closeIdle(d.q.client)
+	db, dp, _ := h.burst(ctx, h.d.q, h.d.model, nil)
+	closeIdle(h.d.q.client)
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "heap: %d streams through the gateway\n", o.Streams)
 	}
-	gb, gp, openMs := burst(q, m, rec)
-	closeIdle(q.client)
+	gb, gp, openMs := h.burst(ctx, h.q, h.model, h.rec)
+	closeIdle(h.q.client)
 	time.Sleep(200 * time.Millisecond) // let the gateway see the client connections close
 	after := measureHeap()
 	// What is left is mostly the gateway's idle keep-alive connections to
 	// the upstream (its transport keeps them for reuse). Let the upstream
 	// close its idle connections, as a real one does after its keep-alive
 	// timeout, to see whether anything else stays.
-	for _, u := range e.ups {
+	for _, u := range h.e.ups {
 		u.closeIdle()
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -236,29 +292,28 @@ func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 	rep.BaselineBytes, rep.PeakBytes, rep.AfterBytes, rep.OpenMs = gb.heap, gp.heap, after.heap, openMs
 	rep.DrainedBytes = drained.heap
 	n := int64(o.Streams)
-	directGrowth := int64(dp.heap) - int64(db.heap)
-	gwGrowth := int64(gp.heap) - int64(gb.heap)
-	rep.TotalPerStreamBytes = gwGrowth / n
-	rep.PerStreamBytes = (gwGrowth - directGrowth) / n
+	g := heapGrowth{gwBase: gb, after: after, drained: drained,
+		direct: int64(dp.heap) - int64(db.heap), gateway: int64(gp.heap) - int64(gb.heap)}
+	rep.TotalPerStreamBytes = g.gateway / n
+	rep.PerStreamBytes = (g.gateway - g.direct) / n
 	rep.StackPerStreamBytes = ((int64(gp.stack) - int64(gb.stack)) - (int64(dp.stack) - int64(db.stack))) / n
 	rep.GoroutinesPerStream = float64((gp.goroutines-gb.goroutines)-(dp.goroutines-db.goroutines)) / float64(n)
 	rep.ReturnBound = o.ReturnBound
 	if rep.ReturnBound <= 0 {
 		rep.ReturnBound = max(8<<20, int64(gb.heap)/10)
 	}
+	return g
+}
 
+// report tears the run down, keeps the checks that apply to streams
+// without faults, adds the heap bounds and builds the report.
+func (h *heapRun) report(ctx context.Context, started time.Time, g heapGrowth, leak *Leak) *Report {
+	e, rec := h.e, h.rec
 	tr := Trace{Topo: &e.topo, Settings: &e.settings, GatewayCounted: -1, Liveness: Liveness{Skipped: "heap runs inject no faults"}}
 	tr.Requests = rec.summary()
-	tr.PerRequest = map[string][]Violation{}
-	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
-		_, vs := rec.violations(inv)
-		tr.PerRequest[inv] = vs
-	}
+	tr.PerRequest = rec.perRequest()
 	e.teardown(context.WithoutCancel(ctx))
-	if leak != nil {
-		leak.settle()
-		tr.Leak = leak
-	}
+	tr.Leak = leak.settled()
 	var res []Result
 	for _, r := range Check(&tr) {
 		switch r.Name {
@@ -266,24 +321,36 @@ func RunHeap(ctx context.Context, o HeapOptions) (*Report, error) {
 			res = append(res, r)
 		}
 	}
-	add := func(name string, ok bool, detail string) {
-		st := Pass
-		if !ok {
-			st = Fail
-		}
-		res = append(res, Result{Name: name, Status: st, Detail: detail})
-	}
-	add("heap-streams-complete", rep.StreamsOK == n, fmt.Sprintf("%d of %d streams ended with [DONE]", rep.StreamsOK, n))
-	add("heap-per-stream", rep.PerStreamBytes <= o.PerStreamBound,
-		fmt.Sprintf("gateway share %.1f KiB per open stream (bound %d KiB); all %d together %.1f MiB", float64(rep.PerStreamBytes)/1024, o.PerStreamBound>>10, n, float64(gwGrowth-directGrowth)/(1<<20)))
-	add("heap-total", gwGrowth-directGrowth <= o.PerStreamBound*n,
-		fmt.Sprintf("%.1f MiB for %d streams (bound %.1f MiB)", float64(gwGrowth-directGrowth)/(1<<20), n, float64(o.PerStreamBound*n)/(1<<20)))
-	add("heap-returns-to-baseline", int64(drained.heap)-int64(gb.heap) <= rep.ReturnBound,
-		fmt.Sprintf("%.1f MiB after the streams ended and idle connections closed, baseline %.1f MiB (bound +%.1f MiB); %.1f MiB while the gateway kept its idle upstream connections",
-			mib(drained.heap), mib(gb.heap), float64(rep.ReturnBound)/(1<<20), mib(after.heap)))
+	res = append(res, h.bounds(g)...)
 	all, js, sse, okl := rec.latency()
 	out := &Report{Mode: "heap", Gateway: "in-process", StartedAt: started, WallMs: time.Since(started).Milliseconds(),
-		Passed: Passed(res), Requests: tr.Requests, Latency: LatencyReport{all, js, sse, okl}, Invariants: res, Leak: tr.Leak, Heap: rep}
+		Passed: Passed(res), Requests: tr.Requests, Latency: LatencyReport{all, js, sse, okl}, Invariants: res, Leak: tr.Leak, Heap: h.rep}
 	markInterrupted(ctx, out)
-	return out, nil
+	return out
+}
+
+// bounds checks the heap run's measurements against its bounds.
+func (h *heapRun) bounds(g heapGrowth) []Result {
+	o, rep := h.o, h.rep
+	n := int64(o.Streams)
+	share := g.gateway - g.direct
+	return []Result{
+		passIf("heap-streams-complete", rep.StreamsOK == n, fmt.Sprintf("%d of %d streams ended with [DONE]", rep.StreamsOK, n)),
+		passIf("heap-per-stream", rep.PerStreamBytes <= o.PerStreamBound,
+			fmt.Sprintf("gateway share %.1f KiB per open stream (bound %d KiB); all %d together %.1f MiB", float64(rep.PerStreamBytes)/1024, o.PerStreamBound>>10, n, float64(share)/(1<<20))),
+		passIf("heap-total", share <= o.PerStreamBound*n,
+			fmt.Sprintf("%.1f MiB for %d streams (bound %.1f MiB)", float64(share)/(1<<20), n, float64(o.PerStreamBound*n)/(1<<20))),
+		passIf("heap-returns-to-baseline", int64(g.drained.heap)-int64(g.gwBase.heap) <= rep.ReturnBound,
+			fmt.Sprintf("%.1f MiB after the streams ended and idle connections closed, baseline %.1f MiB (bound +%.1f MiB); %.1f MiB while the gateway kept its idle upstream connections",
+				mib(g.drained.heap), mib(g.gwBase.heap), float64(rep.ReturnBound)/(1<<20), mib(g.after.heap))),
+	}
+}
+
+// passIf is a result that passes when ok holds.
+func passIf(name string, ok bool, detail string) Result {
+	st := Pass
+	if !ok {
+		st = Fail
+	}
+	return Result{Name: name, Status: st, Detail: detail}
 }

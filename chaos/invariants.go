@@ -286,13 +286,7 @@ func checkBreakerOpens(tr *Trace) Result {
 		}
 		p := providerOf(tr.Topo, w.Match.Provider)
 		lag := tr.lagMs(w)
-		skip := ""
-		for _, o := range overlapping(tr, w.Index, w.StartMs, w.EndMs) {
-			if o.Index > w.Index && touches(o, p.ID, "") && !o.Trip {
-				skip = fmt.Sprintf("overridden by %q during the window", o.Label)
-			}
-		}
-		if skip != "" {
+		if skip := overriddenTrip(tr, w, p.ID); skip != "" {
 			res = append(res, fmt.Sprintf("%s: skipped (%s)", w.Label, skip))
 			continue
 		}
@@ -300,38 +294,7 @@ func checkBreakerOpens(tr *Trace) Result {
 		threshold := bp.FailureThreshold
 		transport := !slices.ContainsFunc(w.Labels, func(l string) bool { return l != "reset" && l != "timeout" })
 		dedup := dedupDelayMs(tr.Settings, threshold, len(p.Connections), transport)
-		var base *Sample
-		reached, openAt := int64(-1), int64(-1)
-		already, started := false, false
-		for k := range tr.Samples {
-			s := &tr.Samples[k]
-			if s.Providers == nil || s.Upstream == nil {
-				continue
-			}
-			if s.AtMs < w.StartMs || s.AfterRestart {
-				// A restart's probes reach the upstream too: count from after it.
-				base = s
-				if s.AtMs < w.StartMs {
-					continue
-				}
-			}
-			if base == nil {
-				base = s
-			}
-			if !started {
-				started = true
-				already = open(base.Providers[p.ID].State)
-			}
-			if s.AtMs > w.EndMs+lag {
-				break
-			}
-			if reached < 0 && s.AtMs <= w.EndMs && tripCount(s, p.ID)-tripCount(base, p.ID) >= threshold {
-				reached = s.AtMs
-			}
-			if openAt < 0 && open(s.Providers[p.ID].State) {
-				openAt = s.AtMs
-			}
-		}
+		reached, openAt, already := tripTimes(tr, w, p.ID, threshold, lag)
 		switch {
 		case already:
 			res = append(res, fmt.Sprintf("%s: already open when the window started", w.Label))
@@ -360,6 +323,59 @@ func checkBreakerOpens(tr *Trace) Result {
 		}
 	}
 	return verdict(vs, res, checked, "no whole-provider failure window")
+}
+
+// overriddenTrip names the later window that answers provider p's
+// requests with something that does not trip the breaker while w runs
+// ("" when there is none).
+func overriddenTrip(tr *Trace, w *Window, p string) string {
+	skip := ""
+	for _, o := range overlapping(tr, w.Index, w.StartMs, w.EndMs) {
+		if o.Index > w.Index && touches(o, p, "") && !o.Trip {
+			skip = fmt.Sprintf("overridden by %q during the window", o.Label)
+		}
+	}
+	return skip
+}
+
+// tripTimes scans the samples of window w (up to lag after it) for when
+// provider p had answered threshold trip failures since the window began
+// (reached) and when its breaker was first seen open (openAt), -1 for
+// never; already says the breaker was open when the window started.
+func tripTimes(tr *Trace, w *Window, p string, threshold int, lag int64) (reached, openAt int64, already bool) {
+	var base *Sample
+	reached, openAt = -1, -1
+	started := false
+	for k := range tr.Samples {
+		s := &tr.Samples[k]
+		if s.Providers == nil || s.Upstream == nil {
+			continue
+		}
+		if s.AtMs < w.StartMs || s.AfterRestart {
+			// A restart's probes reach the upstream too: count from after it.
+			base = s
+			if s.AtMs < w.StartMs {
+				continue
+			}
+		}
+		if base == nil {
+			base = s
+		}
+		if !started {
+			started = true
+			already = open(base.Providers[p].State)
+		}
+		if s.AtMs > w.EndMs+lag {
+			break
+		}
+		if reached < 0 && s.AtMs <= w.EndMs && tripCount(s, p)-tripCount(base, p) >= threshold {
+			reached = s.AtMs
+		}
+		if openAt < 0 && open(s.Providers[p].State) {
+			openAt = s.AtMs
+		}
+	}
+	return reached, openAt, already
 }
 
 func verdict(vs []Violation, notes []string, checked int, none string) Result {

@@ -64,141 +64,184 @@ func (r *Report) SVG() string {
 	if n := len(t.Buckets); n > 0 {
 		endMs = max(endMs, t.Buckets[n-1].AtMs+t.BucketMs)
 	}
-	iw := float64(plotW - plotLeft - plotRight)
-	x := func(ms int64) float64 { return plotLeft + iw*float64(ms)/float64(endMs) }
-	var b strings.Builder
-	y := 10.0
-	section := func(title string) {
-		y += 8
-		fmt.Fprintf(&b, `<text x="4" y="%.0f" font-weight="bold">%s</text>`, y+10, html.EscapeString(title))
-		y += 16
+	pl := &plot{iw: float64(plotW - plotLeft - plotRight), endMs: endMs, y: 10}
+	pl.faults(r.Windows)
+	pl.states(t)
+	pl.requests(t)
+	pl.resources(t)
+	pl.axis(r.FaultPhaseMs)
+	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%.0f" font-family="system-ui,sans-serif" font-size="12">`, plotW, pl.y) +
+		pl.b.String() + "</svg>\n"
+}
+
+// plot is a picture being drawn: sections top to bottom, time from left
+// to right over endMs.
+type plot struct {
+	b     strings.Builder
+	y     float64 // where the next section starts
+	iw    float64 // width of the time area
+	endMs int64
+}
+
+func (pl *plot) x(ms int64) float64 { return plotLeft + pl.iw*float64(ms)/float64(pl.endMs) }
+
+func (pl *plot) section(title string) {
+	pl.y += 8
+	fmt.Fprintf(&pl.b, `<text x="4" y="%.0f" font-weight="bold">%s</text>`, pl.y+10, html.EscapeString(title))
+	pl.y += 16
+}
+
+// lane draws a labelled empty lane and returns its top.
+func (pl *plot) lane(label string) float64 {
+	fmt.Fprintf(&pl.b, `<text x="8" y="%.0f" font-size="11">%s</text>`, pl.y+11, html.EscapeString(label))
+	fmt.Fprintf(&pl.b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="#f7f7f7"/>`, plotLeft, pl.y, pl.iw, laneH)
+	ly := pl.y
+	pl.y += laneH + laneGap
+	return ly
+}
+
+func (pl *plot) rect(x0, x1, ly float64, color, title string) {
+	fmt.Fprintf(&pl.b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`, x0, ly, max(x1-x0, 1), laneH, color, html.EscapeString(title))
+}
+
+// faults draws one lane per fault window.
+func (pl *plot) faults(ws []Window) {
+	if len(ws) == 0 {
+		return
 	}
-	lane := func(label string) float64 {
-		fmt.Fprintf(&b, `<text x="8" y="%.0f" font-size="11">%s</text>`, y+11, html.EscapeString(label))
-		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="#f7f7f7"/>`, plotLeft, y, iw, laneH)
-		ly := y
-		y += laneH + laneGap
-		return ly
+	pl.section("faults")
+	for _, w := range ws {
+		ly := pl.lane(truncate(w.Label, 26))
+		pl.rect(pl.x(w.StartMs), pl.x(max(w.EndMs, w.StartMs+100)), ly, classColor[w.Class], fmt.Sprintf("%s (%s) %.1fs–%.1fs", w.Label, w.Class, float64(w.StartMs)/1000, float64(w.EndMs)/1000))
 	}
-	rect := func(x0, x1, ly float64, color, title string) {
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`, x0, ly, max(x1-x0, 1), laneH, color, html.EscapeString(title))
+}
+
+// states draws breakers and connections: runs of equal state between
+// samples.
+func (pl *plot) states(t *Timeline) {
+	if len(t.Provs) == 0 || len(t.Points) == 0 {
+		return
 	}
-	if len(r.Windows) > 0 {
-		section("faults")
-		for _, w := range r.Windows {
-			ly := lane(truncate(w.Label, 26))
-			rect(x(w.StartMs), x(max(w.EndMs, w.StartMs+100)), ly, classColor[w.Class], fmt.Sprintf("%s (%s) %.1fs–%.1fs", w.Label, w.Class, float64(w.StartMs)/1000, float64(w.EndMs)/1000))
-		}
-	}
-	// Breakers and connections: runs of equal state between samples.
-	if len(t.Provs) > 0 && len(t.Points) > 0 {
-		section("breakers")
-		for _, p := range t.Provs {
-			ly := lane(p)
-			runs(t.Points, func(tp *TimePoint) string { return tp.Breakers[p] }, func(s string, a, z int64) {
-				if s != "" && s != "CLOSED" {
-					rect(x(a), x(z), ly, stateColor[s], fmt.Sprintf("%s %s %.1fs–%.1fs", p, s, float64(a)/1000, float64(z)/1000))
-				}
-			})
-		}
-		section("connections not serving")
-		for _, c := range t.Conns {
-			ly := lane(c)
-			runs(t.Points, func(tp *TimePoint) string {
-				for _, ns := range tp.NotServing {
-					if k, v, _ := strings.Cut(ns, "="); k == c {
-						return v
-					}
-				}
-				return ""
-			}, func(s string, a, z int64) {
-				if s != "" {
-					rect(x(a), x(z), ly, connColor[s], fmt.Sprintf("%s %s %.1fs–%.1fs", c, s, float64(a)/1000, float64(z)/1000))
-				}
-			})
-		}
-	}
-	if len(t.Buckets) > 0 {
-		section(fmt.Sprintf("requests per %d ms: success / typed error / stream error / violation; line = error rate", t.BucketMs))
-		h := 110.0
-		top := y
-		maxN := 1
-		for _, bk := range t.Buckets {
-			maxN = max(maxN, bk.Requests)
-		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%.0f" fill="#fafafa" stroke="#ddd"/>`, plotLeft, top, iw, h)
-		fmt.Fprintf(&b, `<text x="8" y="%.0f" font-size="11">%d req</text><text x="8" y="%.0f" font-size="11">0</text>`, top+10, maxN, top+h)
-		bw := max(iw*float64(t.BucketMs)/float64(endMs)-0.5, 0.8)
-		var pts []string
-		for _, bk := range t.Buckets {
-			x0 := x(bk.AtMs)
-			yy := top + h
-			for _, part := range []struct {
-				n     int
-				color string
-			}{{bk.Success, "#6bbf6b"}, {bk.Typed, "#f0c04b"}, {bk.StreamErr, "#f08a4b"}, {bk.Violations, "#d9534f"}} {
-				if part.n == 0 {
-					continue
-				}
-				hh := h * float64(part.n) / float64(maxN)
-				yy -= hh
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`, x0, yy, bw, hh, part.color)
+	pl.section("breakers")
+	for _, p := range t.Provs {
+		ly := pl.lane(p)
+		runs(t.Points, func(tp *TimePoint) string { return tp.Breakers[p] }, func(s string, a, z int64) {
+			if s != "" && s != "CLOSED" {
+				pl.rect(pl.x(a), pl.x(z), ly, stateColor[s], fmt.Sprintf("%s %s %.1fs–%.1fs", p, s, float64(a)/1000, float64(z)/1000))
 			}
-			if bk.Requests > 0 {
-				er := float64(bk.Requests-bk.Success) / float64(bk.Requests)
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x0+bw/2, top+h-h*er))
-			}
-		}
-		if len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#333" stroke-width="1.2"><title>error rate (0–100%%)</title></polyline>`, strings.Join(pts, " "))
-		}
-		y = top + h + 6
+		})
 	}
-	if len(t.Points) > 1 {
-		for _, series := range []struct {
-			title string
-			get   func(*TimePoint) float64
-			unit  string
-		}{
-			{"heap (MB)", func(p *TimePoint) float64 { return float64(p.HeapBytes) / (1 << 20) }, "MB"},
-			{"goroutines", func(p *TimePoint) float64 { return float64(p.Goroutines) }, ""},
-		} {
-			section(series.title)
-			h := 60.0
-			top := y
-			var lo, hi float64 = 0, 1
-			for i := range t.Points {
-				hi = max(hi, series.get(&t.Points[i]))
-			}
-			fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%.0f" fill="#fafafa" stroke="#ddd"/>`, plotLeft, top, iw, h)
-			fmt.Fprintf(&b, `<text x="8" y="%.0f" font-size="11">%.0f %s</text>`, top+10, hi, series.unit)
-			var pts []string
-			for i := range t.Points {
-				p := &t.Points[i]
-				v := series.get(p)
-				if v == 0 {
-					continue
+	pl.section("connections not serving")
+	for _, c := range t.Conns {
+		ly := pl.lane(c)
+		runs(t.Points, func(tp *TimePoint) string {
+			for _, ns := range tp.NotServing {
+				if k, v, _ := strings.Cut(ns, "="); k == c {
+					return v
 				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.AtMs), top+h-h*(v-lo)/(hi-lo)))
 			}
-			if len(pts) > 1 {
-				fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#3366aa" stroke-width="1.2"/>`, strings.Join(pts, " "))
+			return ""
+		}, func(s string, a, z int64) {
+			if s != "" {
+				pl.rect(pl.x(a), pl.x(z), ly, connColor[s], fmt.Sprintf("%s %s %.1fs–%.1fs", c, s, float64(a)/1000, float64(z)/1000))
 			}
-			y = top + h + 6
+		})
+	}
+}
+
+// requests draws the outcomes per bucket as stacked bars, with the error
+// rate as a line over them.
+func (pl *plot) requests(t *Timeline) {
+	if len(t.Buckets) == 0 {
+		return
+	}
+	b := &pl.b
+	pl.section(fmt.Sprintf("requests per %d ms: success / typed error / stream error / violation; line = error rate", t.BucketMs))
+	h := 110.0
+	top := pl.y
+	maxN := 1
+	for _, bk := range t.Buckets {
+		maxN = max(maxN, bk.Requests)
+	}
+	fmt.Fprintf(b, `<rect x="%d" y="%.0f" width="%.0f" height="%.0f" fill="#fafafa" stroke="#ddd"/>`, plotLeft, top, pl.iw, h)
+	fmt.Fprintf(b, `<text x="8" y="%.0f" font-size="11">%d req</text><text x="8" y="%.0f" font-size="11">0</text>`, top+10, maxN, top+h)
+	bw := max(pl.iw*float64(t.BucketMs)/float64(pl.endMs)-0.5, 0.8)
+	var pts []string
+	for _, bk := range t.Buckets {
+		x0 := pl.x(bk.AtMs)
+		yy := top + h
+		for _, part := range []struct {
+			n     int
+			color string
+		}{{bk.Success, "#6bbf6b"}, {bk.Typed, "#f0c04b"}, {bk.StreamErr, "#f08a4b"}, {bk.Violations, "#d9534f"}} {
+			if part.n == 0 {
+				continue
+			}
+			hh := h * float64(part.n) / float64(maxN)
+			yy -= hh
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`, x0, yy, bw, hh, part.color)
+		}
+		if bk.Requests > 0 {
+			er := float64(bk.Requests-bk.Success) / float64(bk.Requests)
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x0+bw/2, top+h-h*er))
 		}
 	}
-	// Time axis, end of faults, recovery.
-	y += 4
+	if len(pts) > 1 {
+		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="#333" stroke-width="1.2"><title>error rate (0–100%%)</title></polyline>`, strings.Join(pts, " "))
+	}
+	pl.y = top + h + 6
+}
+
+// resources draws the heap and the goroutines over time.
+func (pl *plot) resources(t *Timeline) {
+	if len(t.Points) <= 1 {
+		return
+	}
+	pl.series(t.Points, "heap (MB)", "MB", func(p *TimePoint) float64 { return float64(p.HeapBytes) / (1 << 20) })
+	pl.series(t.Points, "goroutines", "", func(p *TimePoint) float64 { return float64(p.Goroutines) })
+}
+
+// series draws one value over time as a line scaled to its maximum;
+// points where it is 0 (not read) are left out.
+func (pl *plot) series(points []TimePoint, title, unit string, get func(*TimePoint) float64) {
+	b := &pl.b
+	pl.section(title)
+	h := 60.0
+	top := pl.y
+	var lo, hi float64 = 0, 1
+	for i := range points {
+		hi = max(hi, get(&points[i]))
+	}
+	fmt.Fprintf(b, `<rect x="%d" y="%.0f" width="%.0f" height="%.0f" fill="#fafafa" stroke="#ddd"/>`, plotLeft, top, pl.iw, h)
+	fmt.Fprintf(b, `<text x="8" y="%.0f" font-size="11">%.0f %s</text>`, top+10, hi, unit)
+	var pts []string
+	for i := range points {
+		p := &points[i]
+		v := get(p)
+		if v == 0 {
+			continue
+		}
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", pl.x(p.AtMs), top+h-h*(v-lo)/(hi-lo)))
+	}
+	if len(pts) > 1 {
+		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="#3366aa" stroke-width="1.2"/>`, strings.Join(pts, " "))
+	}
+	pl.y = top + h + 6
+}
+
+// axis draws the time axis and marks the end of the fault phase.
+func (pl *plot) axis(faultPhaseMs int64) {
+	pl.y += 4
 	for i := 0; i <= 10; i++ {
-		ms := endMs * int64(i) / 10
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="10" x2="%.1f" y2="%.0f" stroke="#eee"/><text x="%.1f" y="%.0f" font-size="10" text-anchor="middle">%.1fs</text>`, x(ms), x(ms), y, x(ms), y+12, float64(ms)/1000)
+		ms := pl.endMs * int64(i) / 10
+		x := pl.x(ms)
+		fmt.Fprintf(&pl.b, `<line x1="%.1f" y1="10" x2="%.1f" y2="%.0f" stroke="#eee"/><text x="%.1f" y="%.0f" font-size="10" text-anchor="middle">%.1fs</text>`, x, x, pl.y, x, pl.y+12, float64(ms)/1000)
 	}
-	if r.FaultPhaseMs > 0 {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="10" x2="%.1f" y2="%.0f" stroke="#333" stroke-dasharray="4 3"><title>end of the fault phase</title></line>`, x(r.FaultPhaseMs), x(r.FaultPhaseMs), y)
+	if faultPhaseMs > 0 {
+		x := pl.x(faultPhaseMs)
+		fmt.Fprintf(&pl.b, `<line x1="%.1f" y1="10" x2="%.1f" y2="%.0f" stroke="#333" stroke-dasharray="4 3"><title>end of the fault phase</title></line>`, x, x, pl.y)
 	}
-	y += 20
-	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%.0f" font-family="system-ui,sans-serif" font-size="12">`, plotW, y) +
-		b.String() + "</svg>\n"
+	pl.y += 20
 }
 
 // runs calls fn for every run of equal values of get over the points.

@@ -259,6 +259,16 @@ func (r *recorder) violations(inv string) (int64, []Violation) {
 	return r.viol[inv], append([]Violation(nil), r.kept[inv]...)
 }
 
+// perRequest collects the kept violations of every per-request invariant.
+func (r *recorder) perRequest() map[string][]Violation {
+	out := map[string][]Violation{}
+	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
+		_, vs := r.violations(inv)
+		out[inv] = vs
+	}
+	return out
+}
+
 func (r *recorder) timeline() []Bucket {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -161,6 +161,26 @@ func (r *Report) Verdict() string {
 
 // Summary prints the report for people.
 func (r *Report) Summary(w io.Writer) {
+	r.summaryHeader(w)
+	r.summaryRequests(w)
+	if r.Liveness != nil && r.Liveness.Skipped == "" && r.Mode == "chaos" {
+		fmt.Fprintf(w, "  liveness bound %.1fs (from the settings)\n", float64(r.Liveness.BoundMs)/1000)
+	}
+	if r.Soak != nil {
+		r.Soak.summary(w)
+	}
+	if r.Heap != nil {
+		r.Heap.summary(w)
+	}
+	r.summaryInvariants(w)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+}
+
+// summaryHeader writes the verdict, the run's setting, its load and its
+// fault windows.
+func (r *Report) summaryHeader(w io.Writer) {
 	fmt.Fprintf(w, "breakwater %s: %s", r.Mode, r.Verdict())
 	if r.Name != "" {
 		fmt.Fprintf(w, " — %s", r.Name)
@@ -188,31 +208,33 @@ func (r *Report) Summary(w io.Writer) {
 			fmt.Fprintf(w, "    %-13s %-13s %s\n", span, wd.Class, wd.Label)
 		}
 	}
+}
+
+// summaryRequests writes the request counts, outcomes and latency, when
+// any request ran.
+func (r *Report) summaryRequests(w io.Writer) {
 	q := &r.Requests
-	if q.Finished > 0 || q.Sent > 0 {
-		fmt.Fprintf(w, "  requests: %d sent, %d finished: %d success, %d typed error, %d stream error, %d violation (error rate %.2f%%)",
-			q.Sent, q.Finished, q.ByKind["success"], q.ByKind["typed_error"], q.ByKind["stream_error"], q.ByKind["violation"], q.ErrorRate*100)
-		if r.Skipped > 0 {
-			fmt.Fprintf(w, "; %d open-loop requests not sent (max in flight)", r.Skipped)
-		}
-		fmt.Fprintln(w)
-		var parts []string
-		for _, c := range sortedKeys(q.ByClass) {
-			parts = append(parts, fmt.Sprintf("%s ×%d", c, q.ByClass[c]))
-		}
-		fmt.Fprintf(w, "  outcomes: %s\n", wrap(strings.Join(parts, ", "), 100, "            "))
-		l := r.Latency.All
-		fmt.Fprintf(w, "  latency (all): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms; successful JSON p95 %.1f ms\n", l.P50, l.P95, l.P99, l.Max, r.Latency.SuccessJSON.P95)
+	if q.Finished == 0 && q.Sent == 0 {
+		return
 	}
-	if r.Liveness != nil && r.Liveness.Skipped == "" && r.Mode == "chaos" {
-		fmt.Fprintf(w, "  liveness bound %.1fs (from the settings)\n", float64(r.Liveness.BoundMs)/1000)
+	fmt.Fprintf(w, "  requests: %d sent, %d finished: %d success, %d typed error, %d stream error, %d violation (error rate %.2f%%)",
+		q.Sent, q.Finished, q.ByKind["success"], q.ByKind["typed_error"], q.ByKind["stream_error"], q.ByKind["violation"], q.ErrorRate*100)
+	if r.Skipped > 0 {
+		fmt.Fprintf(w, "; %d open-loop requests not sent (max in flight)", r.Skipped)
 	}
-	if r.Soak != nil {
-		r.Soak.summary(w)
+	fmt.Fprintln(w)
+	var parts []string
+	for _, c := range sortedKeys(q.ByClass) {
+		parts = append(parts, fmt.Sprintf("%s ×%d", c, q.ByClass[c]))
 	}
-	if r.Heap != nil {
-		r.Heap.summary(w)
-	}
+	fmt.Fprintf(w, "  outcomes: %s\n", wrap(strings.Join(parts, ", "), 100, "            "))
+	l := r.Latency.All
+	fmt.Fprintf(w, "  latency (all): p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms; successful JSON p95 %.1f ms\n", l.P50, l.P95, l.P99, l.Max, r.Latency.SuccessJSON.P95)
+}
+
+// summaryInvariants writes one line per invariant and the first
+// violations of those that failed.
+func (r *Report) summaryInvariants(w io.Writer) {
 	fmt.Fprintln(w, "  invariants:")
 	for _, res := range r.Invariants {
 		mark := map[string]string{Pass: "ok  ", Fail: "FAIL", Skip: "skip"}[res.Status]
@@ -226,9 +248,6 @@ func (r *Report) Summary(w io.Writer) {
 				fmt.Fprintf(w, "         at %.1fs: %s\n", float64(v.AtMs)/1000, v.What)
 			}
 		}
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 }
 

@@ -244,7 +244,36 @@ func (r *runner) rulesFor(u *upstream) []faults.Rule {
 	return out
 }
 
+// faultPhase starts the load and the monitor, starts and ends the
+// windows the gateway cannot be told about in advance (down, db-down,
+// restart) on time, and at the end puts every upstream back up.
 func (r *runner) faultPhase(ctx context.Context) error {
+	if err := r.startLoad(ctx); err != nil {
+		return err
+	}
+	r.playEvents(ctx, r.events())
+	// The fault phase is over: only the steady rules remain, everything is up.
+	// This runs even when the run was interrupted: a -target run must not
+	// leave its fault rules in upstreams it does not own.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, u := range r.e.ups {
+		if u.srv != nil {
+			_ = u.setDown(false)
+		}
+		if err := u.put(cctx, nil); err != nil {
+			r.notes = append(r.notes, err.Error())
+		}
+	}
+	if r.e.db != nil {
+		r.e.db.SetDown(false)
+	}
+	return ctx.Err()
+}
+
+// startLoad starts the run's clock, the upstreams' fault rules, the
+// monitor and the load.
+func (r *runner) startLoad(ctx context.Context) error {
 	e := r.e
 	r.t0 = time.Now()
 	r.rec = newRecorder(r.t0, 250*time.Millisecond, int((r.dur+r.tr.Liveness.Duration()+2*r.load.Timeout)/(250*time.Millisecond))+8)
@@ -263,23 +292,36 @@ func (r *runner) faultPhase(ctx context.Context) error {
 	}()
 	r.gen = newLoadGen(r.q, r.rec, &r.load, r.seed)
 	r.gen.start(ctx, r.load.Workers)
+	return nil
+}
 
-	type event struct {
-		at   time.Duration
-		f    *Fault
-		down bool // start of a window (true) or its end
-	}
-	var evs []event
+// faultEvent is a moment the run itself acts on a fault.
+type faultEvent struct {
+	at   time.Duration
+	f    *Fault
+	down bool // start of a window (true) or its end
+}
+
+// events lists the starts and ends of the down and db-down windows and
+// the restarts, in time order.
+func (r *runner) events() []faultEvent {
+	var evs []faultEvent
 	for i := range r.sched.Faults {
 		f := &r.sched.Faults[i]
 		switch f.Action {
 		case ActionDown, ActionDBDown:
-			evs = append(evs, event{f.At, f, true}, event{f.End(r.dur), f, false})
+			evs = append(evs, faultEvent{f.At, f, true}, faultEvent{f.End(r.dur), f, false})
 		case ActionRestart:
-			evs = append(evs, event{f.At, f, true})
+			evs = append(evs, faultEvent{f.At, f, true})
 		}
 	}
-	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
+	slices.SortStableFunc(evs, func(a, b faultEvent) int { return int(a.at - b.at) })
+	return evs
+}
+
+// playEvents acts on each event when its time comes, until the fault
+// phase ends or the run is cancelled.
+func (r *runner) playEvents(ctx context.Context, evs []faultEvent) {
 	next := 0
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -304,23 +346,6 @@ func (r *runner) faultPhase(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	// The fault phase is over: only the steady rules remain, everything is up.
-	// This runs even when the run was interrupted: a -target run must not
-	// leave its fault rules in upstreams it does not own.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	for _, u := range e.ups {
-		if u.srv != nil {
-			_ = u.setDown(false)
-		}
-		if err := u.put(cctx, nil); err != nil {
-			r.notes = append(r.notes, err.Error())
-		}
-	}
-	if e.db != nil {
-		e.db.SetDown(false)
-	}
-	return ctx.Err()
 }
 
 func (r *runner) act(ctx context.Context, f *Fault, start bool) error {
@@ -408,25 +433,9 @@ func (r *runner) countRequests(ctx context.Context) {
 // running gateway and to the twin: a restart must not change a decision.
 func (r *runner) compareDecisions(ctx context.Context, rc *RestartCheck) {
 	e := r.e
-	el := time.Since(r.t0)
-	for i := range r.sched.Faults {
-		f := &r.sched.Faults[i]
-		if f.Action == ActionRule && f.At <= el && el < f.End(r.dur) && (f.Rule.Probability > 0 && f.Rule.Probability < 1 || f.Rule.Flap != nil || len(f.Rule.Sequence) > 1) {
-			rc.DecisionsSkipped = fmt.Sprintf("a probabilistic, flapping or sequence fault is active (%s)", f.Label())
-			return
-		}
-	}
-	for _, p := range e.topo.Providers {
-		if p.Strategy == model.Random || p.Strategy == model.Weighted || p.Strategy == model.P2C {
-			rc.DecisionsSkipped = "provider " + p.ID + " uses a random strategy"
-			return
-		}
-	}
-	for _, c := range e.topo.Combos {
-		if c.Strategy == model.Random || c.Strategy == model.Weighted || c.Strategy == model.P2C {
-			rc.DecisionsSkipped = "combo " + c.ID + " uses a random strategy"
-			return
-		}
+	if why := r.randomDecisions(); why != "" {
+		rc.DecisionsSkipped = why
+		return
 	}
 	st, saved, err := e.storedState(ctx)
 	if err != nil {
@@ -444,18 +453,7 @@ func (r *runner) compareDecisions(ctx context.Context, rc *RestartCheck) {
 	// Timers that end while the probes run may flip a decision on one side
 	// only; models whose providers have one are not compared.
 	margin := int64(len(r.load.Models))*2*r.maxProbeMs() + 1000
-	near := map[string]bool{}
-	for p, ps := range snap.Providers {
-		if ps.RetryMs > 0 && ps.RetryMs < margin || ps.State == "HALF_OPEN" {
-			near[p] = true
-		}
-	}
-	for c, cs := range snap.Conns {
-		if cs.CooldownMs > 0 && cs.CooldownMs < margin {
-			p, _, _ := strings.Cut(c, "/")
-			near[p] = true
-		}
-	}
+	near := nearTimers(&snap, margin)
 	twinQ := *r.q
 	twinQ.base = func() string { return tw.base }
 	skipped := 0
@@ -485,6 +483,48 @@ func (r *runner) compareDecisions(ctx context.Context, rc *RestartCheck) {
 	if rc.DecisionsChecked == 0 && skipped > 0 {
 		rc.DecisionsSkipped = fmt.Sprintf("every model reaches a provider whose timer ends within %d ms or whose faults changed during the comparison", margin)
 	}
+}
+
+// randomDecisions says why decisions cannot be compared now: an active
+// fault or a routing strategy that draws at random ("" when they can).
+func (r *runner) randomDecisions() string {
+	el := time.Since(r.t0)
+	for i := range r.sched.Faults {
+		f := &r.sched.Faults[i]
+		if f.Action == ActionRule && f.At <= el && el < f.End(r.dur) && (f.Rule.Probability > 0 && f.Rule.Probability < 1 || f.Rule.Flap != nil || len(f.Rule.Sequence) > 1) {
+			return fmt.Sprintf("a probabilistic, flapping or sequence fault is active (%s)", f.Label())
+		}
+	}
+	random := func(s model.Strategy) bool { return s == model.Random || s == model.Weighted || s == model.P2C }
+	for _, p := range r.e.topo.Providers {
+		if random(p.Strategy) {
+			return "provider " + p.ID + " uses a random strategy"
+		}
+	}
+	for _, c := range r.e.topo.Combos {
+		if random(c.Strategy) {
+			return "combo " + c.ID + " uses a random strategy"
+		}
+	}
+	return ""
+}
+
+// nearTimers names the providers whose breaker or a connection's
+// cooldown ends within margin ms, or whose breaker is half-open.
+func nearTimers(snap *Sample, margin int64) map[string]bool {
+	near := map[string]bool{}
+	for p, ps := range snap.Providers {
+		if ps.RetryMs > 0 && ps.RetryMs < margin || ps.State == "HALF_OPEN" {
+			near[p] = true
+		}
+	}
+	for c, cs := range snap.Conns {
+		if cs.CooldownMs > 0 && cs.CooldownMs < margin {
+			p, _, _ := strings.Cut(c, "/")
+			near[p] = true
+		}
+	}
+	return near
 }
 
 // activeFaults names the schedule items that affect providers now.
@@ -678,6 +718,16 @@ func (l *Leak) settle() {
 	}
 }
 
+// settled waits for the leak baseline to settle and returns it; with no
+// baseline (the check is off) it returns nil.
+func (l *Leak) settled() *Leak {
+	if l == nil {
+		return nil
+	}
+	l.settle()
+	return l
+}
+
 // goroutineTops returns the top frame of up to n goroutines.
 func goroutineTops(n int) []string {
 	buf := make([]byte, 1<<20)
@@ -700,9 +750,5 @@ func goroutineTops(n int) []string {
 func (r *runner) collect() {
 	r.tr.Samples = r.mon.all()
 	r.tr.Requests = r.rec.summary()
-	r.tr.PerRequest = map[string][]Violation{}
-	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
-		_, vs := r.rec.violations(inv)
-		r.tr.PerRequest[inv] = vs
-	}
+	r.tr.PerRequest = r.rec.perRequest()
 }

@@ -327,30 +327,9 @@ func decodeFault(d *yamlnode.Decoder, n *yaml.Node, field string) Fault {
 				d.Errf(v, fd, "must be positive")
 			}
 		case "action":
-			s := d.String(v, fd)
-			if !slices.Contains(actions, s) {
-				if near := yamlnode.Nearest(s, actions); near != "" {
-					d.Errf(v, fd, "unknown action %q (did you mean %q?)", s, near)
-				} else {
-					d.Errf(v, fd, "unknown action %q (want one of %s; leave it out for a fault response)", s, strings.Join(actions, ", "))
-				}
-			}
-			f.Action = Action(s)
+			f.Action = decodeAction(d, v, fd)
 		case "match":
-			d.Map(v, fd, matchKeys, func(key string, k, v *yaml.Node) {
-				s := d.String(v, yamlnode.Join(fd, key))
-				if s == "" {
-					d.Errf(v, yamlnode.Join(fd, key), "must not be empty")
-				}
-				switch key {
-				case "provider":
-					f.Rule.Match.Provider = s
-				case "connection":
-					f.Rule.Match.Connection = s
-				case "model":
-					f.Rule.Match.Model = s
-				}
-			})
+			decodeMatch(d, v, fd, &f.Rule.Match)
 		case "respond":
 			r := faults.DecodeResponse(d, v, fd)
 			f.Rule.Respond = &r
@@ -362,14 +341,7 @@ func decodeFault(d *yamlnode.Decoder, n *yaml.Node, field string) Fault {
 				d.Errf(v, fd, "a sequence needs at least one item")
 			}
 		case "flap":
-			f.Rule.Flap = &faults.Flap{}
-			d.Map(v, fd, flapKeys, func(key string, k, v *yaml.Node) {
-				if key == "down" {
-					f.Rule.Flap.Down = d.Duration(v, yamlnode.Join(fd, key))
-				} else {
-					f.Rule.Flap.Up = d.Duration(v, yamlnode.Join(fd, key))
-				}
-			})
+			f.Rule.Flap = decodeFlap(d, v, fd)
 		case "probability":
 			f.Rule.Probability = d.Float(v, fd)
 		case "check":
@@ -388,83 +360,153 @@ func decodeFault(d *yamlnode.Decoder, n *yaml.Node, field string) Fault {
 	return f
 }
 
+// decodeAction reads a fault's action; an unknown one is an error that
+// names the nearest known action or lists them.
+func decodeAction(d *yamlnode.Decoder, v *yaml.Node, fd string) Action {
+	s := d.String(v, fd)
+	if !slices.Contains(actions, s) {
+		if near := yamlnode.Nearest(s, actions); near != "" {
+			d.Errf(v, fd, "unknown action %q (did you mean %q?)", s, near)
+		} else {
+			d.Errf(v, fd, "unknown action %q (want one of %s; leave it out for a fault response)", s, strings.Join(actions, ", "))
+		}
+	}
+	return Action(s)
+}
+
+// decodeMatch reads which provider, connection and model a fault hits;
+// a key given empty is an error.
+func decodeMatch(d *yamlnode.Decoder, v *yaml.Node, fd string, m *faults.Match) {
+	d.Map(v, fd, matchKeys, func(key string, k, v *yaml.Node) {
+		s := d.String(v, yamlnode.Join(fd, key))
+		if s == "" {
+			d.Errf(v, yamlnode.Join(fd, key), "must not be empty")
+		}
+		switch key {
+		case "provider":
+			m.Provider = s
+		case "connection":
+			m.Connection = s
+		case "model":
+			m.Model = s
+		}
+	})
+}
+
+func decodeFlap(d *yamlnode.Decoder, v *yaml.Node, fd string) *faults.Flap {
+	fl := &faults.Flap{}
+	d.Map(v, fd, flapKeys, func(key string, k, v *yaml.Node) {
+		if key == "down" {
+			fl.Down = d.Duration(v, yamlnode.Join(fd, key))
+		} else {
+			fl.Up = d.Duration(v, yamlnode.Join(fd, key))
+		}
+	})
+	return fl
+}
+
 // checkFault checks what one item may and must have for its action, and the
 // names it uses against the topology.
 func checkFault(d *yamlnode.Decoder, n *yaml.Node, field string, f *Fault, dur time.Duration, topo *model.Topology, env *RunEnv) {
-	has := func(key string) bool { return keyNode(n, key) != nil }
-	val := func(key string) *yaml.Node {
-		if x := valueNode(n, key); x != nil {
-			return x
-		}
-		return n
+	fn := faultNode{n}
+	if !checkAction(d, fn, field, f) {
+		return
 	}
-	at := func(key string) *yaml.Node {
-		if x := keyNode(n, key); x != nil {
-			return x
-		}
-		return n
+	if f.Until > 0 && f.Until <= f.At {
+		d.Errf(fn.val("until"), yamlnode.Join(field, "until"), "the window ends (%v) before it starts (at %v)", f.Until, f.At)
 	}
+	checkPhase(d, fn, field, f, dur, env)
+	if env != nil {
+		switch {
+		case f.Action == ActionRestart && env.Target:
+			d.Errf(fn.val("action"), yamlnode.Join(field, "action"), "action restart needs the in-process gateway (no -target)")
+		case f.Action == ActionDBDown && !env.Postgres:
+			d.Errf(fn.val("action"), yamlnode.Join(field, "action"), "action db-down needs a Postgres store (store.url: postgres://… on loopback) in an in-process run")
+		}
+	}
+	if topo != nil {
+		checkMatch(d, valueNode(n, "match"), yamlnode.Join(field, "match"), &f.Rule.Match, topo)
+	}
+}
+
+// faultNode is a fault's YAML mapping. Errors about a key point at the
+// key or its value, or at the whole fault when the key is not there.
+type faultNode struct{ n *yaml.Node }
+
+func (fn faultNode) has(key string) bool { return keyNode(fn.n, key) != nil }
+
+func (fn faultNode) val(key string) *yaml.Node {
+	if x := valueNode(fn.n, key); x != nil {
+		return x
+	}
+	return fn.n
+}
+
+func (fn faultNode) at(key string) *yaml.Node {
+	if x := keyNode(fn.n, key); x != nil {
+		return x
+	}
+	return fn.n
+}
+
+// checkAction checks that the keys given fit the fault's action. It
+// returns false when a fault response is missing or invalid: the rest of
+// the checks would only repeat that.
+func checkAction(d *yamlnode.Decoder, fn faultNode, field string, f *Fault) bool {
 	switch f.Action {
 	case ActionRule:
 		if f.Rule.Respond == nil && len(f.Rule.Sequence) == 0 {
-			d.Errf(n, field, "a fault needs respond or sequence (or an action: %s)", strings.Join(actions, ", "))
-			return
+			d.Errf(fn.n, field, "a fault needs respond or sequence (or an action: %s)", strings.Join(actions, ", "))
+			return false
 		}
 		if err := f.Rule.Validate(); err != nil {
-			d.Errf(n, field, "%v", err)
-			return
+			d.Errf(fn.n, field, "%v", err)
+			return false
 		}
 	case ActionDown:
 		if f.Rule.Match.Provider == "" || f.Rule.Match.Connection != "" || f.Rule.Match.Model != "" {
-			d.Errf(at("match"), yamlnode.Join(field, "match"), "action down stops one provider's upstream: want match: {provider: ID} and nothing else")
+			d.Errf(fn.at("match"), yamlnode.Join(field, "match"), "action down stops one provider's upstream: want match: {provider: ID} and nothing else")
 		}
 	case ActionDBDown:
-		if has("match") {
-			d.Errf(at("match"), yamlnode.Join(field, "match"), "action db-down takes no match: the whole database is unreachable")
+		if fn.has("match") {
+			d.Errf(fn.at("match"), yamlnode.Join(field, "match"), "action db-down takes no match: the whole database is unreachable")
 		}
 	case ActionRestart:
 		for _, k := range []string{"until", "for", "match"} {
-			if has(k) {
-				d.Errf(at(k), yamlnode.Join(field, k), "action restart is an instant: it takes no %s", k)
+			if fn.has(k) {
+				d.Errf(fn.at(k), yamlnode.Join(field, k), "action restart is an instant: it takes no %s", k)
 			}
 		}
 	}
 	if f.Action != ActionRule {
 		for _, k := range []string{"respond", "sequence", "flap", "probability"} {
-			if has(k) {
-				d.Errf(at(k), yamlnode.Join(field, k), "action %s takes no %s", f.Action, k)
+			if fn.has(k) {
+				d.Errf(fn.at(k), yamlnode.Join(field, k), "action %s takes no %s", f.Action, k)
 			}
 		}
 	}
-	if f.Until > 0 && f.Until <= f.At {
-		d.Errf(val("until"), yamlnode.Join(field, "until"), "the window ends (%v) before it starts (at %v)", f.Until, f.At)
-	}
+	return true
+}
+
+// checkPhase checks that the fault's window lies inside the fault phase:
+// the run's -duration when given, else the schedule's duration.
+func checkPhase(d *yamlnode.Decoder, fn faultNode, field string, f *Fault, dur time.Duration, env *RunEnv) {
 	phase := fmt.Sprintf("duration %v", dur)
 	if env != nil && env.Duration > 0 {
 		dur, phase = env.Duration, fmt.Sprintf("-duration %v", env.Duration)
 	}
-	if dur > 0 {
-		if f.At >= dur && f.Action != ActionRestart || f.At > dur {
-			d.Errf(val("at"), yamlnode.Join(field, "at"), "starts at %v, at or after the end of the fault phase (%s)", f.At, phase)
-		}
-		if f.Until > dur {
-			key := "until"
-			if !has(key) && has("for") {
-				key = "for"
-			}
-			d.Errf(val(key), yamlnode.Join(field, key), "ends at %v, after the end of the fault phase (%s)", f.Until, phase)
-		}
+	if dur <= 0 {
+		return
 	}
-	if env != nil {
-		switch {
-		case f.Action == ActionRestart && env.Target:
-			d.Errf(val("action"), yamlnode.Join(field, "action"), "action restart needs the in-process gateway (no -target)")
-		case f.Action == ActionDBDown && !env.Postgres:
-			d.Errf(val("action"), yamlnode.Join(field, "action"), "action db-down needs a Postgres store (store.url: postgres://… on loopback) in an in-process run")
-		}
+	if f.At >= dur && f.Action != ActionRestart || f.At > dur {
+		d.Errf(fn.val("at"), yamlnode.Join(field, "at"), "starts at %v, at or after the end of the fault phase (%s)", f.At, phase)
 	}
-	if topo != nil {
-		checkMatch(d, valueNode(n, "match"), yamlnode.Join(field, "match"), &f.Rule.Match, topo)
+	if f.Until > dur {
+		key := "until"
+		if !fn.has(key) && fn.has("for") {
+			key = "for"
+		}
+		d.Errf(fn.val(key), yamlnode.Join(field, key), "ends at %v, after the end of the fault phase (%s)", f.Until, phase)
 	}
 }
 

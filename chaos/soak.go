@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
 )
 
@@ -135,12 +136,38 @@ func liveHeap() uint64 {
 // latency, error rate and memory growth.
 func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 	started := time.Now()
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	var leak *Leak
+	if o.Target == "" && !o.NoLeakCheck {
+		leak = baseline()
+	}
+	co := &Options{Config: o.Config, Environ: o.Environ, Target: o.Target, ManagementKey: o.ManagementKey, ClientKey: o.ClientKey,
+		Seed: o.Seed, Logger: o.Logger}
+	e, err := setupEnv(ctx, co)
+	if err != nil {
+		return nil, err
+	}
+	defer e.teardown(context.Background())
+	s, err := newSoakRun(ctx, &o, e)
+	if err != nil {
+		return nil, err
+	}
+	sr, skipped := s.steps(ctx)
+	closeIdle(s.q.client)
+	return s.report(ctx, started, sr, skipped, leak), nil
+}
+
+// setDefaults fills in the options left zero and rejects rates and
+// durations out of range.
+func (o *SoakOptions) setDefaults() error {
 	if len(o.Rates) == 0 {
 		o.Rates = []float64{200}
 	}
 	for _, r := range o.Rates {
 		if r <= 0 || r > maxRate {
-			return nil, fmt.Errorf("soak: rate must be in (0, %d], got %v", maxRate, r)
+			return fmt.Errorf("soak: rate must be in (0, %d], got %v", maxRate, r)
 		}
 	}
 	if o.Duration == 0 {
@@ -171,26 +198,29 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 		o.Seed = 1
 	}
 	if o.Duration > maxDuration {
-		return nil, fmt.Errorf("soak: duration at most %v", maxDuration)
+		return fmt.Errorf("soak: duration at most %v", maxDuration)
 	}
-	var leak *Leak
-	if o.Target == "" && !o.NoLeakCheck {
-		leak = baseline()
-	}
-	co := &Options{Config: o.Config, Environ: o.Environ, Target: o.Target, ManagementKey: o.ManagementKey, ClientKey: o.ClientKey,
-		Seed: o.Seed, Logger: o.Logger}
-	e, err := setupEnv(ctx, co)
-	if err != nil {
-		return nil, err
-	}
-	defer e.teardown(context.Background())
+	return nil
+}
+
+// soakRun holds one soak's state across its rate steps.
+type soakRun struct {
+	o      *SoakOptions
+	e      *env
+	l      load
+	direct *direct
+	q      *requester
+	rec    *recorder
+	mon    *monitor
+}
+
+// newSoakRun resolves the load, replaces the upstreams' rules with one
+// steady answer and sets up the clients, recorder and monitor.
+func newSoakRun(ctx context.Context, o *SoakOptions, e *env) (*soakRun, error) {
 	models := o.Models
 	if len(models) == 0 {
-		for _, p := range e.topo.Providers {
-			if len(p.Models) > 0 {
-				models = []string{p.ID + "/" + p.Models[0]}
-				break
-			}
+		if m := firstModel(&e.topo); m != "" {
+			models = []string{m}
 		}
 	}
 	l, err := resolveLoad(&LoadSpec{Workers: new(int), Rate: &o.Rates[0], MaxInFlight: &o.MaxInFlight, StreamRatio: &o.StreamRatio, Models: models, Timeout: o.Timeout}, nil, &e.topo, &e.settings)
@@ -209,99 +239,28 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 		o.NoCalibrate = true
 	}
 	t0 := time.Now()
-	rec := newRecorder(t0, time.Second, int(time.Duration(len(o.Rates))*(o.Duration+o.Warmup+o.Calibrate+10*time.Second)/time.Second)+8)
-	q := &requester{client: newClient(o.MaxInFlight + 8), base: e.base, key: e.clientKey, deadline: l.Timeout}
-	mon := &monitor{e: e, start: t0, every: o.SampleEvery, maxKeep: 1 << 16}
+	return &soakRun{o: o, e: e, l: l, direct: direct,
+		rec: newRecorder(t0, time.Second, int(time.Duration(len(o.Rates))*(o.Duration+o.Warmup+o.Calibrate+10*time.Second)/time.Second)+8),
+		q:   &requester{client: newClient(o.MaxInFlight + 8), base: e.base, key: e.clientKey, deadline: l.Timeout},
+		mon: &monitor{e: e, start: t0, every: o.SampleEvery, maxKeep: 1 << 16},
+	}, nil
+}
+
+// steps runs the rate steps in order and returns them with the requests
+// the client could not send.
+func (s *soakRun) steps(ctx context.Context) (*SoakReport, int64) {
+	o := s.o
 	sr := &SoakReport{P95AddedMs: o.P95AddedMs, MaxErrorRate: o.MaxErrorRate, MaxHeapGrowth: o.MaxHeapGrowth}
 	var skipped int64
 	for i, rate := range o.Rates {
 		st := SoakStep{Rate: rate}
-		// 1. the same rate straight at the upstream
 		if !o.NoCalibrate {
-			drec := newRecorder(time.Now(), time.Second, 1)
-			dl := l
-			dl.Rate, dl.Models = rate, []string{direct.model}
-			g := newLoadGen(direct.q, drec, &dl, o.Seed)
-			g.start(ctx, 0)
-			sleepCtx(ctx, min(time.Second, o.Calibrate/4))
-			drec.setPhase("measure")
-			sleepCtx(ctx, o.Calibrate)
-			g.halt()
-			d := drec.phaseLatency("measure")
+			d := s.calibrate(ctx, rate)
 			st.Direct = &d
-			closeIdle(direct.q.client)
 		}
-		// 2. the gateway: warm-up, then measured
-		sl := l
-		sl.Rate = rate
-		g := newLoadGen(q, rec, &sl, o.Seed+uint64(i))
-		rec.setPhase("")
-		g.start(ctx, 0)
-		sleepCtx(ctx, o.Warmup)
-		phase := fmt.Sprintf("step%d", i)
-		before := rec.summary()
-		rec.setPhase(phase)
-		mStart := time.Now()
-		var samples []Sample
-		tick := time.NewTicker(o.SampleEvery)
-		for time.Since(mStart) < o.Duration && ctx.Err() == nil {
-			s := mon.sampleOnce(ctx)
-			if e.inProcess {
-				s.HeapBytes = liveHeap()
-			}
-			samples = append(samples, s)
-			if o.Progress != nil {
-				cur := rec.summary()
-				fmt.Fprintf(o.Progress, "soak %6.0f req/s  %5.1fs/%v  requests %d  errors %d\n", rate, time.Since(mStart).Seconds(), o.Duration, cur.Finished-before.Finished, (cur.Finished-cur.ByKind["success"])-(before.Finished-before.ByKind["success"]))
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-			}
-		}
-		tick.Stop()
-		rec.setPhase("")
-		measured := time.Since(mStart)
-		after := rec.summary()
-		g.halt()
-		skipped += g.skipped.Load()
-		st.Skipped = g.skipped.Load()
-		st.Gateway = rec.phaseLatency(phase)
-		st.Requests = int64(st.Gateway.Count)
-		st.Errors = (after.Finished - after.ByKind["success"]) - (before.Finished - before.ByKind["success"])
-		if st.Requests > 0 {
-			st.ErrorRate = float64(st.Errors) / float64(st.Requests)
-		}
-		st.Achieved = float64(st.Requests) / measured.Seconds()
-		if st.Direct != nil {
-			st.AddedP50Ms = round2(st.Gateway.P50 - st.Direct.P50)
-			st.AddedP95Ms = round2(st.Gateway.P95 - st.Direct.P95)
-			st.AddedP99Ms = round2(st.Gateway.P99 - st.Direct.P99)
-		} else {
-			st.AddedP50Ms, st.AddedP95Ms, st.AddedP99Ms = st.Gateway.P50, st.Gateway.P95, st.Gateway.P99
-			st.Why = append(st.Why, "no calibration: added latency is the whole gateway latency")
-		}
-		st.HeapFirstBytes, st.HeapLastBytes, st.GoroutinesFirst, st.GoroutinesLast = quarters(samples)
-		if st.HeapFirstBytes > 0 {
-			st.HeapGrowth = round2(float64(int64(st.HeapLastBytes)-int64(st.HeapFirstBytes)) / float64(st.HeapFirstBytes))
-		}
-		st.Passed = true
-		if st.AddedP95Ms > o.P95AddedMs {
-			st.Passed = false
-			st.Why = append(st.Why, fmt.Sprintf("p95 added latency %.2f ms > %.2f ms", st.AddedP95Ms, o.P95AddedMs))
-		}
-		if st.ErrorRate > o.MaxErrorRate {
-			st.Passed = false
-			st.Why = append(st.Why, fmt.Sprintf("error rate %.3f%% > %.3f%%", st.ErrorRate*100, o.MaxErrorRate*100))
-		}
-		if st.Achieved < 0.95*rate {
-			st.Passed = false
-			st.Why = append(st.Why, fmt.Sprintf("achieved %.0f req/s < 95%% of %.0f (the client could not keep the rate: %d not sent)", st.Achieved, rate, st.Skipped))
-		}
-		if grow := int64(st.HeapLastBytes) - int64(st.HeapFirstBytes); len(samples) >= 8 && grow > 8<<20 && st.HeapGrowth > o.MaxHeapGrowth {
-			st.Passed = false
-			st.Why = append(st.Why, fmt.Sprintf("live heap grew %.1f MiB (%.0f%%) from the first to the last quarter", float64(grow)/(1<<20), st.HeapGrowth*100))
-		}
+		samples := s.measure(ctx, i, &st)
+		skipped += st.Skipped
+		st.judge(o, len(samples))
 		sr.Steps = append(sr.Steps, st)
 		if st.Passed {
 			sr.SustainedRate = max(sr.SustainedRate, rate)
@@ -312,7 +271,123 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 			break
 		}
 	}
-	closeIdle(q.client)
+	return sr, skipped
+}
+
+// calibrate runs the rate straight at the upstream and returns the
+// latency measured after a short warm-up.
+func (s *soakRun) calibrate(ctx context.Context, rate float64) Latency {
+	drec := newRecorder(time.Now(), time.Second, 1)
+	dl := s.l
+	dl.Rate, dl.Models = rate, []string{s.direct.model}
+	g := newLoadGen(s.direct.q, drec, &dl, s.o.Seed)
+	g.start(ctx, 0)
+	sleepCtx(ctx, min(time.Second, s.o.Calibrate/4))
+	drec.setPhase("measure")
+	sleepCtx(ctx, s.o.Calibrate)
+	g.halt()
+	d := drec.phaseLatency("measure")
+	closeIdle(s.direct.q.client)
+	return d
+}
+
+// measure runs step i's rate through the gateway, warm-up then measured,
+// fills in what the step measured and returns the monitor's samples.
+func (s *soakRun) measure(ctx context.Context, i int, st *SoakStep) []Sample {
+	o, rec := s.o, s.rec
+	sl := s.l
+	sl.Rate = st.Rate
+	g := newLoadGen(s.q, rec, &sl, o.Seed+uint64(i))
+	rec.setPhase("")
+	g.start(ctx, 0)
+	sleepCtx(ctx, o.Warmup)
+	phase := fmt.Sprintf("step%d", i)
+	before := rec.summary()
+	rec.setPhase(phase)
+	mStart := time.Now()
+	samples := s.sample(ctx, st.Rate, mStart, before)
+	rec.setPhase("")
+	measured := time.Since(mStart)
+	after := rec.summary()
+	g.halt()
+	st.Skipped = g.skipped.Load()
+	st.Gateway = rec.phaseLatency(phase)
+	st.Requests = int64(st.Gateway.Count)
+	st.Errors = failed(after) - failed(before)
+	if st.Requests > 0 {
+		st.ErrorRate = float64(st.Errors) / float64(st.Requests)
+	}
+	st.Achieved = float64(st.Requests) / measured.Seconds()
+	st.HeapFirstBytes, st.HeapLastBytes, st.GoroutinesFirst, st.GoroutinesLast = quarters(samples)
+	return samples
+}
+
+// failed counts the finished requests that did not succeed.
+func failed(r Requests) int64 { return r.Finished - r.ByKind["success"] }
+
+// sample reads the gateway's resources every SampleEvery for the step's
+// measured time, with the live heap when the gateway runs in this process.
+func (s *soakRun) sample(ctx context.Context, rate float64, mStart time.Time, before Requests) []Sample {
+	o := s.o
+	var samples []Sample
+	tick := time.NewTicker(o.SampleEvery)
+	defer tick.Stop()
+	for time.Since(mStart) < o.Duration && ctx.Err() == nil {
+		sm := s.mon.sampleOnce(ctx)
+		if s.e.inProcess {
+			sm.HeapBytes = liveHeap()
+		}
+		samples = append(samples, sm)
+		if o.Progress != nil {
+			cur := s.rec.summary()
+			fmt.Fprintf(o.Progress, "soak %6.0f req/s  %5.1fs/%v  requests %d  errors %d\n", rate, time.Since(mStart).Seconds(), o.Duration, cur.Finished-before.Finished, failed(cur)-failed(before))
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	return samples
+}
+
+// judge derives the added latency and heap growth of a measured step and
+// checks them against the thresholds; samples is how many resource reads
+// the heap quarters come from.
+func (st *SoakStep) judge(o *SoakOptions, samples int) {
+	if st.Direct != nil {
+		st.AddedP50Ms = round2(st.Gateway.P50 - st.Direct.P50)
+		st.AddedP95Ms = round2(st.Gateway.P95 - st.Direct.P95)
+		st.AddedP99Ms = round2(st.Gateway.P99 - st.Direct.P99)
+	} else {
+		st.AddedP50Ms, st.AddedP95Ms, st.AddedP99Ms = st.Gateway.P50, st.Gateway.P95, st.Gateway.P99
+		st.Why = append(st.Why, "no calibration: added latency is the whole gateway latency")
+	}
+	if st.HeapFirstBytes > 0 {
+		st.HeapGrowth = round2(float64(int64(st.HeapLastBytes)-int64(st.HeapFirstBytes)) / float64(st.HeapFirstBytes))
+	}
+	st.Passed = true
+	miss := func(why string) {
+		st.Passed = false
+		st.Why = append(st.Why, why)
+	}
+	if st.AddedP95Ms > o.P95AddedMs {
+		miss(fmt.Sprintf("p95 added latency %.2f ms > %.2f ms", st.AddedP95Ms, o.P95AddedMs))
+	}
+	if st.ErrorRate > o.MaxErrorRate {
+		miss(fmt.Sprintf("error rate %.3f%% > %.3f%%", st.ErrorRate*100, o.MaxErrorRate*100))
+	}
+	if st.Achieved < 0.95*st.Rate {
+		miss(fmt.Sprintf("achieved %.0f req/s < 95%% of %.0f (the client could not keep the rate: %d not sent)", st.Achieved, st.Rate, st.Skipped))
+	}
+	if grow := int64(st.HeapLastBytes) - int64(st.HeapFirstBytes); samples >= 8 && grow > 8<<20 && st.HeapGrowth > o.MaxHeapGrowth {
+		miss(fmt.Sprintf("live heap grew %.1f MiB (%.0f%%) from the first to the last quarter", float64(grow)/(1<<20), st.HeapGrowth*100))
+	}
+}
+
+// report tears the run down, runs the checks that apply to a run without
+// faults, adds the soak's thresholds and builds the report.
+func (s *soakRun) report(ctx context.Context, started time.Time, sr *SoakReport, skipped int64, leak *Leak) *Report {
+	o, e, rec := s.o, s.e, s.rec
 	tr := Trace{SampleEveryMs: o.SampleEvery.Milliseconds(), Topo: &e.topo, Settings: &e.settings, GatewayCounted: -1,
 		Liveness: Liveness{Skipped: "soak runs inject no faults"}}
 	if e.inProcess {
@@ -321,18 +396,11 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 			tr.GatewayCounted = n
 		}
 	}
-	tr.Samples = mon.all()
+	tr.Samples = s.mon.all()
 	tr.Requests = rec.summary()
-	tr.PerRequest = map[string][]Violation{}
-	for _, inv := range []string{InvDeadline, InvTyped, InvTruncated, InvRetryAfter} {
-		_, vs := rec.violations(inv)
-		tr.PerRequest[inv] = vs
-	}
+	tr.PerRequest = rec.perRequest()
 	e.teardown(context.WithoutCancel(ctx))
-	if leak != nil {
-		leak.settle()
-		tr.Leak = leak
-	}
+	tr.Leak = leak.settled()
 	res := Check(&tr)
 	res = slices.DeleteFunc(res, func(r Result) bool {
 		switch r.Name {
@@ -343,6 +411,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 	})
 	res = append(res, soakResults(sr, len(o.Rates) > 1)...)
 	all, js, sse, ok := rec.latency()
+	l := s.l
 	rep := &Report{Mode: "soak", Seed: o.Seed, Gateway: "in-process", StartedAt: started, WallMs: time.Since(started).Milliseconds(),
 		Passed: Passed(res), Load: &l, Requests: tr.Requests, Skipped: skipped, Latency: LatencyReport{all, js, sse, ok},
 		Invariants: res, Leak: tr.Leak, Soak: sr}
@@ -352,7 +421,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*Report, error) {
 	}
 	rep.Timeline = timeline(rec.timeline(), tr.Samples, time.Second, &tr)
 	markInterrupted(ctx, rep)
-	return rep, nil
+	return rep
 }
 
 // soakResults turns the steps into invariant results. A single rate must
@@ -363,22 +432,16 @@ func soakResults(sr *SoakReport, ramp bool) []Result {
 		return []Result{{Name: "soak-thresholds", Status: Fail, Detail: "no step ran"}}
 	}
 	first := sr.Steps[0]
-	var out []Result
-	add := func(name string, ok bool, detail string) {
-		st := Pass
-		if !ok {
-			st = Fail
-		}
-		out = append(out, Result{Name: name, Status: st, Detail: detail})
-	}
-	add("soak-p95-added-latency", first.AddedP95Ms <= sr.P95AddedMs,
-		fmt.Sprintf("%.0f req/s: p95 added %.2f ms (bound %.2f ms)", first.Rate, first.AddedP95Ms, sr.P95AddedMs))
-	add("soak-error-rate", first.ErrorRate <= sr.MaxErrorRate,
-		fmt.Sprintf("%.0f req/s: %.3f%% (bound %.3f%%)", first.Rate, first.ErrorRate*100, sr.MaxErrorRate*100))
-	add("soak-rate-achieved", first.Achieved >= 0.95*first.Rate, fmt.Sprintf("%.0f of %.0f req/s", first.Achieved, first.Rate))
 	grow := int64(first.HeapLastBytes) - int64(first.HeapFirstBytes)
-	add("soak-flat-memory", !(grow > 8<<20 && first.HeapGrowth > sr.MaxHeapGrowth),
-		fmt.Sprintf("live heap %.1f → %.1f MiB (%+.0f%%), goroutines %d → %d", float64(first.HeapFirstBytes)/(1<<20), float64(first.HeapLastBytes)/(1<<20), first.HeapGrowth*100, first.GoroutinesFirst, first.GoroutinesLast))
+	out := []Result{
+		passIf("soak-p95-added-latency", first.AddedP95Ms <= sr.P95AddedMs,
+			fmt.Sprintf("%.0f req/s: p95 added %.2f ms (bound %.2f ms)", first.Rate, first.AddedP95Ms, sr.P95AddedMs)),
+		passIf("soak-error-rate", first.ErrorRate <= sr.MaxErrorRate,
+			fmt.Sprintf("%.0f req/s: %.3f%% (bound %.3f%%)", first.Rate, first.ErrorRate*100, sr.MaxErrorRate*100)),
+		passIf("soak-rate-achieved", first.Achieved >= 0.95*first.Rate, fmt.Sprintf("%.0f of %.0f req/s", first.Achieved, first.Rate)),
+		passIf("soak-flat-memory", !(grow > 8<<20 && first.HeapGrowth > sr.MaxHeapGrowth),
+			fmt.Sprintf("live heap %.1f → %.1f MiB (%+.0f%%), goroutines %d → %d", float64(first.HeapFirstBytes)/(1<<20), float64(first.HeapLastBytes)/(1<<20), first.HeapGrowth*100, first.GoroutinesFirst, first.GoroutinesLast)),
+	}
 	if ramp {
 		var parts []string
 		for _, st := range sr.Steps {
@@ -420,6 +483,17 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// firstModel names the first provider's first model as "provider/model",
+// or "" when no provider lists one.
+func firstModel(topo *model.Topology) string {
+	for _, p := range topo.Providers {
+		if len(p.Models) > 0 {
+			return p.ID + "/" + p.Models[0]
+		}
+	}
+	return ""
 }
 
 // directRequester sends the same requests straight to the fault upstream

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/scenarios/yamlnode"
 	"go.yaml.in/yaml/v3"
@@ -144,88 +145,109 @@ func checkMatch(d *yamlnode.Decoder, n *yaml.Node, field string, m *Match, known
 // DecodeResponse decodes one respond / sequence item. `use: NAME` starts
 // from a catalog entry; the other keys override its fields.
 func DecodeResponse(d *yamlnode.Decoder, n *yaml.Node, field string) Response {
-	var r Response
 	n = yamlnode.Resolve(n)
-	// `use` first, whatever its position, so that other keys override it.
-	if n != nil && n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == "use" {
-				name := d.String(n.Content[i+1], yamlnode.Join(field, "use"))
-				p, ok := Preset(name)
-				if !ok {
-					if near := yamlnode.Nearest(name, PresetNames()); near != "" {
-						d.Errf(n.Content[i+1], yamlnode.Join(field, "use"), "unknown catalog entry %q (did you mean %q?)", name, near)
-					} else {
-						d.Errf(n.Content[i+1], yamlnode.Join(field, "use"), "unknown catalog entry %q (see `breakwater upstream -catalog`)", name)
-					}
-				}
-				r = p
-			}
-		}
-	}
+	r := decodeUse(d, n, field)
 	d.Map(n, field, responseKeys, func(key string, k, v *yaml.Node) {
-		f := yamlnode.Join(field, key)
-		switch key {
-		case "status":
-			r.Status = d.Int(v, f)
-			if r.Status != 0 && (r.Status < 100 || r.Status > 599) {
-				d.Errf(v, f, "want an HTTP status 100..599, got %d", r.Status)
-			}
-		case "headers":
-			if r.Headers == nil {
-				r.Headers = map[string]string{}
-			}
-			d.Map(v, f, nil, func(key string, k, v *yaml.Node) {
-				r.Headers[http.CanonicalHeaderKey(key)] = d.String(v, yamlnode.Join(f, key))
-			})
-		case "body":
-			r.Body = d.String(v, f)
-		case "latency":
-			r.Latency = d.Duration(v, f)
-		case "jitter":
-			r.Jitter = d.Duration(v, f)
-		case "fault":
-			s := d.String(v, f)
-			ft, err := ParseFault(s)
-			if err != nil {
-				if near := yamlnode.Nearest(s, FaultNames()); near != "" {
-					d.Errf(v, f, "unknown fault %q (did you mean %q?)", s, near)
-				} else {
-					d.Errf(v, f, "%v", err)
-				}
-			}
-			r.Fault = ft
-		case "stream":
-			d.Map(v, f, streamKeys, func(key string, k, v *yaml.Node) {
-				sf := yamlnode.Join(f, key)
-				switch key {
-				case "chunks":
-					r.Stream.Chunks = d.NonNegInt(v, sf)
-				case "interval":
-					r.Stream.Interval = d.Duration(v, sf)
-				case "stallAfter":
-					r.Stream.StallAfter = d.NonNegInt(v, sf)
-				case "stallFor":
-					r.Stream.StallFor = d.Duration(v, sf)
-				case "bytesPerSecond":
-					r.Stream.BytesPerSecond = d.NonNegInt(v, sf)
-				case "numbered":
-					r.Stream.Numbered = d.Bool(v, sf)
-				case "malformed":
-					r.Stream.Malformed = d.NonNegInt(v, sf)
-				}
-			})
-		}
+		decodeResponseKey(d, &r, key, v, yamlnode.Join(field, key))
 	})
-	// Catalog headers use canonical names; keep every header canonical.
-	if len(r.Headers) > 0 {
-		h := make(map[string]string, len(r.Headers))
-		for k, v := range r.Headers {
-			h[http.CanonicalHeaderKey(k)] = v
+	r.Headers = canonicalHeaders(r.Headers)
+	return r
+}
+
+// decodeUse reads the catalog entry `use` names, whatever its position
+// among the keys, so that the other keys override it.
+func decodeUse(d *yamlnode.Decoder, n *yaml.Node, field string) Response {
+	var r Response
+	if n == nil || n.Kind != yaml.MappingNode {
+		return r
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != "use" {
+			continue
 		}
-		r.Headers = h
+		v, f := n.Content[i+1], yamlnode.Join(field, "use")
+		name := d.String(v, f)
+		p, ok := Preset(name)
+		if !ok {
+			unknownName(d, v, f, "catalog entry", name, PresetNames(),
+				fmt.Sprintf("unknown catalog entry %q (see `breakwater upstream -catalog`)", name))
+		}
+		r = p
 	}
 	return r
+}
+
+// unknownName records an unknown name: with the nearest known one when
+// there is one, else with fallback.
+func unknownName(d *yamlnode.Decoder, v *yaml.Node, field, what, name string, known []string, fallback string) {
+	if near := yamlnode.Nearest(name, known); near != "" {
+		d.Errf(v, field, "unknown %s %q (did you mean %q?)", what, name, near)
+		return
+	}
+	d.Errf(v, field, "%s", fallback)
+}
+
+// decodeResponseKey decodes one key of a response other than `use`.
+func decodeResponseKey(d *yamlnode.Decoder, r *Response, key string, v *yaml.Node, f string) {
+	switch key {
+	case "status":
+		r.Status = d.Int(v, f)
+		if r.Status != 0 && (r.Status < 100 || r.Status > 599) {
+			d.Errf(v, f, "want an HTTP status 100..599, got %d", r.Status)
+		}
+	case "headers":
+		if r.Headers == nil {
+			r.Headers = map[string]string{}
+		}
+		d.Map(v, f, nil, func(key string, k, v *yaml.Node) {
+			r.Headers[http.CanonicalHeaderKey(key)] = d.String(v, yamlnode.Join(f, key))
+		})
+	case "body":
+		r.Body = d.String(v, f)
+	case "latency":
+		r.Latency = d.Duration(v, f)
+	case "jitter":
+		r.Jitter = d.Duration(v, f)
+	case "fault":
+		s := d.String(v, f)
+		ft, err := ParseFault(s)
+		if err != nil {
+			unknownName(d, v, f, "fault", s, FaultNames(), err.Error())
+		}
+		r.Fault = ft
+	case "stream":
+		d.Map(v, f, streamKeys, func(key string, k, v *yaml.Node) {
+			decodeStreamKey(d, &r.Stream, key, v, yamlnode.Join(f, key))
+		})
+	}
+}
+
+// decodeStreamKey decodes one key of a response's stream: counts,
+// durations, or numbered.
+func decodeStreamKey(d *yamlnode.Decoder, s *Stream, key string, v *yaml.Node, f string) {
+	counts := map[string]*int{"chunks": &s.Chunks, "stallAfter": &s.StallAfter,
+		"bytesPerSecond": &s.BytesPerSecond, "malformed": &s.Malformed}
+	durations := map[string]*time.Duration{"interval": &s.Interval, "stallFor": &s.StallFor}
+	if n, ok := counts[key]; ok {
+		*n = d.NonNegInt(v, f)
+	} else if t, ok := durations[key]; ok {
+		*t = d.Duration(v, f)
+	} else if key == "numbered" {
+		s.Numbered = d.Bool(v, f)
+	}
+}
+
+// canonicalHeaders keeps every header name canonical, as the catalog's
+// are.
+func canonicalHeaders(hs map[string]string) map[string]string {
+	if len(hs) == 0 {
+		return hs
+	}
+	h := make(map[string]string, len(hs))
+	for k, v := range hs {
+		h[http.CanonicalHeaderKey(k)] = v
+	}
+	return h
 }
 
 // ParseRules reads a rule list from YAML or JSON: either a list of rules,

@@ -7,8 +7,17 @@
 // Each behaviour is usable two ways:
 //   - as data (Response) that the discrete-event simulator (sim) interprets
 //     on virtual time, and
-//   - as a real OpenAI-compatible upstream (Server, an http.Handler) for proxy
-//     tests, `breakwater replay`, chaos runs and `breakwater upstream`.
+//   - as a real upstream (Server, an http.Handler) for proxy tests,
+//     `breakwater replay`, chaos runs and `breakwater upstream`.
+//
+// Server answers in the OpenAI chat, Anthropic Messages, Gemini and OpenAI
+// Responses formats (wire*.go). Every answer is written once, as a chat
+// completion (answer.go), and rendered in the attempt's format by the
+// gateway's own translations (internal/wire: ChatToMessages and MsgStream,
+// ResponseObject and RespStream, ChatToGemini and GemStream), so the fault
+// upstream and the gateway agree on every format; only what no real
+// upstream sends (malformed events) and the generic error bodies of each
+// format (errors.go) are the package's own.
 //
 // Rules follow the `upstream:` section of a scenario file (docs/scenarios.md):
 // each rule matches provider / connection / model, is active in a half-open

@@ -9,7 +9,8 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
+
+	bw "github.com/breakwater-gw/breakwater/internal/wire"
 )
 
 // Embeddings: POST …/v1/embeddings (OpenAI) and
@@ -91,37 +92,26 @@ func (s *Server) embedAnswer(w http.ResponseWriter, r *http.Request, wf wire, re
 }
 
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Model          string          `json:"model"`
-		Input          json.RawMessage `json:"input"`
-		Dimensions     int             `json:"dimensions"`
-		EncodingFormat string          `json:"encoding_format"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
+	body, err := readJSON(r, nil)
+	var req *bw.EmbedRequest
 	var texts []string
 	if err == nil {
-		if len(req.Input) > 0 && req.Input[0] == '"' {
-			var one string
-			err = json.Unmarshal(req.Input, &one)
-			texts = []string{one}
-		} else {
-			err = json.Unmarshal(req.Input, &texts)
-		}
+		req, err = bw.ParseEmbeddings(body)
 	}
-	if err != nil || req.Model == "" || len(texts) == 0 || req.Dimensions < 0 || req.Dimensions > 4096 {
-		writeError(w, 400, `{"error":{"message":"invalid request: want {model, input: string or strings, dimensions 1-4096}","type":"invalid_request_error","code":"invalid_request"}}`, nil)
+	if err == nil {
+		texts, err = req.Texts()
+	}
+	if err != nil || (req.Dimensions != nil && *req.Dimensions > 4096) {
+		writeError(w, 400, openaiWire{}.invalid("invalid request: want {model, input: string or strings, dimensions 1-4096}"), nil)
 		return
 	}
 	resp := s.pick(r.PathValue("provider"), connectionOf(r), req.Model)
 	if s.embedAnswer(w, r, openaiWire{}, &resp) {
 		return
 	}
-	dims := req.Dimensions
-	if dims == 0 {
-		dims = EmbedDims
+	dims := EmbedDims
+	if req.Dimensions != nil {
+		dims = *req.Dimensions
 	}
 	b := []byte(`{"object":"list","data":[`)
 	tokens := 0
@@ -152,22 +142,13 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 
 // batchEmbed serves Gemini's models/{model}:batchEmbedContents.
 func (s *Server) batchEmbed(w http.ResponseWriter, r *http.Request, model string) {
-	var req struct {
-		Requests []struct {
-			Content struct {
-				Parts []struct {
-					Text string `json:"text"`
-				} `json:"parts"`
-			} `json:"content"`
-			OutputDimensionality int `json:"outputDimensionality"`
-		} `json:"requests"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	body, err := readJSON(r, nil)
+	var items []bw.GeminiEmbedItem
 	if err == nil {
-		err = json.Unmarshal(body, &req)
+		items, err = bw.ParseGeminiEmbed(body)
 	}
-	if err != nil || len(req.Requests) == 0 {
-		writeError(w, 400, `{"error":{"code":400,"message":"invalid request: want {requests: [{content: {parts: [{text}]}}]}","status":"INVALID_ARGUMENT"}}`, nil)
+	if err != nil {
+		writeError(w, 400, geminiWire{}.invalid("invalid request: want {requests: [{content: {parts: [{text}]}}]}"), nil)
 		return
 	}
 	resp := s.pick(r.PathValue("provider"), connectionOf(r), model)
@@ -175,20 +156,16 @@ func (s *Server) batchEmbed(w http.ResponseWriter, r *http.Request, model string
 		return
 	}
 	b := []byte(`{"embeddings":[`)
-	for i, q := range req.Requests {
+	for i, q := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		var text strings.Builder
-		for _, p := range q.Content.Parts {
-			text.WriteString(p.Text)
-		}
-		dims := q.OutputDimensionality
+		dims := q.Dimensions
 		if dims <= 0 || dims > 4096 {
 			dims = EmbedDims
 		}
 		b = append(b, `{"values":`...)
-		b = appendVector(b, embedVector(text.String(), dims), false)
+		b = appendVector(b, embedVector(q.Text, dims), false)
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)

@@ -54,8 +54,12 @@ func prefillOf(msgs []chatMessage) prefill {
 	return prefill{ok: true}
 }
 
-// PrefillRefusalBody is the 400 of an upstream that takes no prefill.
-const PrefillRefusalBody = `{"error":{"message":"the last message must have role user: assistant prefill is not supported","type":"invalid_request_error","code":"invalid_request"}}`
+// prefillRefusal is the 400 message of an upstream that takes no prefill.
+const prefillRefusal = "the last message must have role user: assistant prefill is not supported"
+
+// PrefillRefusalBody is the 400 of an OpenAI upstream that takes no
+// prefill.
+var PrefillRefusalBody = openaiWire{}.invalid(prefillRefusal)
 
 // applyPrefill applies the prefill faults to one attempt: a refusal is
 // answered here (refused true); a restart forgets the prefill. Either way
@@ -65,11 +69,7 @@ func applyPrefill(w http.ResponseWriter, wf wire, resp *Response, pre *prefill) 
 	case PrefillRefusal:
 		resp.Fault = None
 		if pre.ok {
-			body := PrefillRefusalBody
-			if _, ok := wf.(anthropicWire); ok {
-				body = `{"type":"error","error":{"type":"invalid_request_error","message":"the last message must have role user: assistant prefill is not supported"}}`
-			}
-			writeError(w, http.StatusBadRequest, body, resp)
+			writeError(w, http.StatusBadRequest, wf.invalid(prefillRefusal), resp)
 			return true
 		}
 	case PrefillRestart:

@@ -201,36 +201,3 @@ func (r *Response) Validate() error {
 	}
 	return nil
 }
-
-// DefaultErrorBody is an OpenAI-shaped error body for a status, worded so
-// that it classifies as the plain, generic case of that status.
-func DefaultErrorBody(status int) string {
-	msg, typ, code := "upstream error", "server_error", "server_error"
-	switch status {
-	case 400:
-		msg, typ, code = "invalid request", "invalid_request_error", "invalid_request"
-	case 401:
-		msg, typ, code = "invalid api key", "authentication_error", "invalid_api_key"
-	case 402:
-		msg, typ, code = "payment required", "billing_error", "payment_required"
-	case 403:
-		msg, typ, code = "forbidden", "permission_error", "forbidden"
-	case 404:
-		msg, typ, code = "the model does not exist", "invalid_request_error", "model_not_found"
-	case 408:
-		msg, typ, code = "request timed out", "timeout_error", "timeout"
-	case 429:
-		msg, typ, code = "rate limit reached for requests", "rate_limit_error", "rate_limit_exceeded"
-	case 500:
-		msg = "internal server error"
-	case 502:
-		msg = "bad gateway"
-	case 503:
-		msg = "service unavailable"
-	case 504:
-		msg = "gateway timeout"
-	case 529:
-		msg, typ, code = "overloaded", "overloaded_error", "overloaded"
-	}
-	return fmt.Sprintf(`{"error":{"message":%q,"type":%q,"code":%q}}`, msg, typ, code)
-}

@@ -226,15 +226,22 @@ type chatRequest struct {
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
+	body, err := readJSON(r, &req)
 	if err != nil {
-		writeError(w, 400, `{"error":{"message":"invalid request: body must be a JSON chat completion request","type":"invalid_request_error","code":"invalid_request"}}`, nil)
+		writeError(w, 400, openaiWire{}.invalid("invalid request: body must be a JSON chat completion request"), nil)
 		return
 	}
 	s.attempt(w, withShape(r, body), openaiWire{}, req.Model, req.Stream, prefillOf(req.Messages))
+}
+
+// readJSON reads a request body of at most 4 MiB and, unless v is nil,
+// decodes it into v.
+func readJSON(r *http.Request, v any) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err == nil && v != nil {
+		err = json.Unmarshal(body, v)
+	}
+	return body, err
 }
 
 // attempt picks and serves one chat attempt in a wire format; pre is the
@@ -391,14 +398,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 		resetConn(w)
 		return
 	}
-	wf, tool := shaped(r, wf, resp) // faults/shape.go: max_tokens, tools, JSON format
-	if tool != "" {
-		s.serveTool(w, ctx, wf, resp, model, tool, stream)
+	a := newAnswer(wf, model)
+	shapeAnswer(r, resp, &a) // faults/shape.go: max_tokens, tools, JSON format
+	if a.tool != "" {
+		s.serveTool(w, ctx, wf, resp, &a, stream)
 		return
 	}
 	if stream && resp.OK() {
 		// Streams: headers at once, the first content byte after latency.
-		s.serveStream(w, ctx, wf, resp, model, pre)
+		s.serveStream(w, ctx, wf, resp, &a, pre)
 		return
 	}
 	if !s.sleep(ctx, s.scale(resp.Latency)) {
@@ -408,10 +416,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, wf wire, resp *Re
 		writeError(w, resp.StatusOrOK(), errorBodyFor(wf, resp), resp)
 		return
 	}
-	s.serveJSON(w, ctx, wf, resp, model)
+	s.serveJSON(w, ctx, wf, resp, &a)
 }
 
-func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model string) {
+func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, a *answer) {
 	// The whole answer is generated before it is sent: chunk time and any
 	// stall delay the headers.
 	gen := time.Duration(resp.Chunks()-1) * resp.ChunkInterval()
@@ -426,7 +434,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, wf wire, 
 	}
 	body := resp.Body
 	if body == "" {
-		body = wf.completion(model, resp.Chunks())
+		body = wf.completion(a.completion(resp.Chunks()))
 	}
 	switch resp.Fault {
 	case MalformedChunk:
@@ -447,21 +455,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, ctx context.Context, wf wire, 
 	io.WriteString(w, body)
 }
 
-func completionJSON(model string, chunks int) string {
-	content := strings.Repeat(ChunkText, chunks)
-	return fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion","created":0,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":%d,"total_tokens":%d}}`,
-		model, content, chunks*4, 8+chunks*4)
-}
-
-func chunkJSON(model, content string, first bool) string {
-	delta := fmt.Sprintf(`{"content":%q}`, content)
-	if first {
-		delta = fmt.Sprintf(`{"role":"assistant","content":%q}`, content)
-	}
-	return fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":null}]}`, model, delta)
-}
-
-func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model string, pre prefill) {
+func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, a *answer, pre prefill) {
 	rc := http.NewResponseController(w)
 	writeHeaders(w, resp)
 	h := w.Header()
@@ -472,7 +466,7 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire
 	if !s.sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
-	io.WriteString(w, wf.streamStart(model))
+	io.WriteString(w, wf.start(a.opening()))
 	interval := s.scale(resp.ChunkInterval())
 	texts := answerChunks(resp, len(pre.text)) // a prefill is continued, not repeated
 	n := len(texts)
@@ -480,32 +474,42 @@ func (s *Server) serveStream(w http.ResponseWriter, ctx context.Context, wf wire
 		if i > 0 && !s.sleep(ctx, interval) {
 			return
 		}
-		if i == resp.Stream.StallAfter {
-			switch resp.Fault {
-			case Cut:
-				rc.Flush()
-				resetConn(w)
-				return
-			case Stall:
-				rc.Flush()
-				if !s.hold(ctx, s.scale(resp.Stream.StallFor)) {
-					resetConn(w)
-					return
-				}
-			case MalformedChunk:
-				for range max(resp.Stream.Malformed, 1) {
-					io.WriteString(w, wf.malformed()) // before the chunk: every content chunk still comes
-				}
-				rc.Flush()
-			}
+		if i == resp.Stream.StallAfter && !s.streamFault(w, ctx, rc, wf, resp) {
+			return
 		}
-		io.WriteString(w, wf.chunk(model, texts[i], i == 0))
+		io.WriteString(w, wf.event(a.chunk(texts[i], i == 0)))
 		if err := rc.Flush(); err != nil {
 			return
 		}
 	}
-	io.WriteString(w, wf.streamEnd(model, n, resp.Fault != NoDone))
+	for _, c := range a.closing(n) {
+		io.WriteString(w, wf.event(c))
+	}
+	io.WriteString(w, wf.end(resp.Fault != NoDone))
 	rc.Flush()
+}
+
+// streamFault applies a stream's fault at its stallAfter chunk; it
+// reports whether the stream goes on.
+func (s *Server) streamFault(w http.ResponseWriter, ctx context.Context, rc *http.ResponseController, wf wire, resp *Response) bool {
+	switch resp.Fault {
+	case Cut:
+		rc.Flush()
+		resetConn(w)
+		return false
+	case Stall:
+		rc.Flush()
+		if !s.hold(ctx, s.scale(resp.Stream.StallFor)) {
+			resetConn(w)
+			return false
+		}
+	case MalformedChunk:
+		for range max(resp.Stream.Malformed, 1) {
+			io.WriteString(w, wf.malformed()) // before the chunk: every content chunk still comes
+		}
+		rc.Flush()
+	}
+	return true
 }
 
 // ---- control API ----

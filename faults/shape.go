@@ -3,11 +3,10 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // What of the request the fault upstream honours, so a client sees its
@@ -209,129 +208,47 @@ func minimalArgs(schema json.RawMessage, depth int) []byte {
 	return []byte("null")
 }
 
-func shapeOf(r *http.Request) (shape, bool) {
+// shapeAnswer applies the request's shape to an answer: the chunk
+// budget (a cut text finishes with "length"), the JSON document, the tool
+// call.
+func shapeAnswer(r *http.Request, resp *Response, a *answer) {
 	sh, ok := r.Context().Value(shapeKey{}).(shape)
-	return sh, ok
-}
-
-// shapedWire applies a shape to a wire's text answers: the length finish
-// when the budget cut the answer, the JSON document around the text.
-type shapedWire struct {
-	wire
-	length bool
-	json   bool
-}
-
-// lengthFinish rewrites the formats' normal finish into their length one.
-var lengthFinish = strings.NewReplacer(`"finish_reason":"stop"`, `"finish_reason":"length"`,
-	`"stop_reason":"end_turn"`, `"stop_reason":"max_tokens"`, `"finishReason":"STOP"`, `"finishReason":"MAX_TOKENS"`)
-
-func (s shapedWire) completion(model string, chunks int) string {
-	out := s.wire.completion(model, chunks)
-	if s.json {
-		text := strings.Repeat(ChunkText, chunks)
-		out = strings.Replace(out, text, `{\"text\":\"`+text+`\"}`, 1)
-	}
-	if s.length {
-		out = lengthFinish.Replace(out)
-	}
-	return out
-}
-
-func (s shapedWire) chunk(model, text string, first bool) string {
-	if s.json && first {
-		text = `{"text":"` + text
-	}
-	return s.wire.chunk(model, text, first)
-}
-
-func (s shapedWire) streamEnd(model string, n int, done bool) string {
-	out := s.wire.streamEnd(model, n, done)
-	if s.length {
-		out = lengthFinish.Replace(out)
-	}
-	if s.json {
-		out = s.wire.chunk(model, `"}`, false) + out
-	}
-	return out
-}
-
-// shaped applies the request's shape to an answer: the chunk budget and
-// the wire; tool is the tool to call ("" for a text answer).
-func shaped(r *http.Request, wf wire, resp *Response) (wire, string) {
-	sh, ok := shapeOf(r)
 	if !ok || !resp.OK() || resp.Body != "" {
-		return wf, ""
+		return
 	}
 	if sh.tool != "" && resp.Fault == None {
-		return wf, sh.tool
+		a.tool, a.args = sh.tool, sh.args
+		if a.args == "" {
+			a.args = "{}"
+		}
+		return
 	}
-	sw := shapedWire{wire: wf, json: sh.json}
+	a.json = sh.json
 	if sh.maxTokens > 0 {
 		if n := (sh.maxTokens + 3) / 4; n < resp.Chunks() {
 			resp.Stream.Chunks = n
-			sw.length = true
+			a.finish = "length"
 		}
 	}
-	return sw, ""
-}
-
-// toolAnswer is a whole tool-call answer (JSON, or the stream's events)
-// in a wire's format.
-func toolAnswer(wf wire, model, tool, args string, stream bool) string {
-	if args == "" {
-		args = "{}"
-	}
-	switch w := wf.(type) {
-	case anthropicWire:
-		if !stream {
-			return fmt.Sprintf(`{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[{"type":"tool_use","id":"toolu_fault","name":%q,"input":%s}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":4}}`, model, tool, args)
-		}
-		return sseEvent("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"usage":{"input_tokens":8,"output_tokens":1}}}`, model)) +
-			sseEvent("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_fault","name":%q,"input":{}}}`, tool)) +
-			sseEvent("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":%q}}`, args)) +
-			sseEvent("content_block_stop", `{"type":"content_block_stop","index":0}`) +
-			sseEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":4}}`) +
-			sseEvent("message_stop", `{"type":"message_stop"}`)
-	case geminiWire:
-		body := fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":%q,"args":%s}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":4,"totalTokenCount":12},"modelVersion":%q,"responseId":"fault"}`, tool, args, model)
-		if !stream {
-			return body
-		}
-		return sseEvent("", body)
-	case *responsesWire:
-		chat := openaiToolChat(model, tool, args)
-		if !stream {
-			return w.completionFrom(chat)
-		}
-		return w.streamFrom(model, tool, args)
-	}
-	if !stream {
-		return openaiToolChat(model, tool, args)
-	}
-	return "data: " + fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_fault","type":"function","function":{"name":%q,"arguments":""}}]},"finish_reason":null}]}`, model, tool) + "\n\n" +
-		"data: " + fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":%q}}]},"finish_reason":null}]}`, model, args) + "\n\n" +
-		"data: " + fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion.chunk","created":0,"model":%q,"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":8,"completion_tokens":4,"total_tokens":12}}`, model) + "\n\n" +
-		"data: [DONE]\n\n"
-}
-
-func openaiToolChat(model, tool, args string) string {
-	return fmt.Sprintf(`{"id":"chatcmpl-fault","object":"chat.completion","created":0,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_fault","type":"function","function":{"name":%q,"arguments":%q}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":8,"completion_tokens":4,"total_tokens":12}}`, model, tool, args)
 }
 
 // serveTool writes a tool-call answer after the response's latency.
-func (s *Server) serveTool(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, model, tool string, stream bool) {
+func (s *Server) serveTool(w http.ResponseWriter, ctx context.Context, wf wire, resp *Response, a *answer, stream bool) {
 	if !s.sleep(ctx, s.scale(resp.Latency)) {
 		return
 	}
 	writeHeaders(w, resp)
-	if stream {
-		w.Header().Set("Content-Type", "text/event-stream")
-	} else {
+	if !stream {
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusOrOK())
+		io.WriteString(w, wf.completion(a.completion(1)))
+		return
 	}
+	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(resp.StatusOrOK())
-	sh, _ := ctx.Value(shapeKey{}).(shape)
-	args := sh.args
-	fmt.Fprint(w, toolAnswer(wf, model, tool, args, stream))
+	io.WriteString(w, wf.start(a.opening()))
+	for _, c := range a.toolChunks() {
+		io.WriteString(w, wf.event(c))
+	}
+	io.WriteString(w, wf.end(true))
 }

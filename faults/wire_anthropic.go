@@ -1,64 +1,86 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
+
+	bw "github.com/breakwater-gw/breakwater/internal/wire"
 )
 
-// anthropicWire is the Anthropic Messages API format (POST …/v1/messages).
-type anthropicWire struct{}
-
-func (anthropicWire) completion(model string, chunks int) string {
-	return fmt.Sprintf(`{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":%d}}`,
-		model, strings.Repeat(ChunkText, chunks), chunks*4)
+// anthropicWire is the Anthropic Messages API format (POST …/v1/messages),
+// rendered by the gateway's Messages translation.
+type anthropicWire struct {
+	st *bw.MsgStream
 }
 
-func (anthropicWire) streamStart(model string) string {
-	return sseEvent("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_fault","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"usage":{"input_tokens":8,"output_tokens":1}}}`, model)) +
-		sseEvent("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
-		sseEvent("ping", `{"type":"ping"}`)
+func newAnthropicWire(model string) anthropicWire {
+	return anthropicWire{st: &bw.MsgStream{Model: model}}
 }
 
-func (anthropicWire) chunk(_, text string, _ bool) string {
-	return sseEvent("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%q}}`, text))
+// messageStop is the event that ends a Messages stream.
+const messageStop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+func (anthropicWire) ids() (string, string) { return "msg_fault", "toolu_fault" }
+
+func (w anthropicWire) completion(chat string) string {
+	b, err := bw.ChatToMessages([]byte(chat), w.st.Model)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
 }
+
+func (w anthropicWire) start(opening string) string { return w.event(opening) }
+func (w anthropicWire) event(chunk string) string   { return string(w.st.Event(nil, []byte(chunk))) }
 
 func (anthropicWire) malformed() string {
 	return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"lor\n\n"
 }
 
-func (anthropicWire) streamEnd(_ string, n int, done bool) string {
-	s := sseEvent("content_block_stop", `{"type":"content_block_stop","index":0}`) +
-		sseEvent("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, n*4))
-	if done {
-		s += sseEvent("message_stop", `{"type":"message_stop"}`)
+// end closes the block and says message_delta; done adds message_stop.
+func (w anthropicWire) end(done bool) string {
+	out := string(w.st.End(nil))
+	if !done {
+		out = strings.TrimSuffix(out, messageStop)
 	}
-	return s
+	return out
 }
 
-// errorBody is Anthropic's error shape; the wording classifies as the
-// generic case of the status, like DefaultErrorBody.
-func (anthropicWire) errorBody(status int) string {
-	typ, msg := "api_error", "upstream error"
-	switch status {
-	case 400:
-		typ, msg = "invalid_request_error", "invalid request"
-	case 401:
-		typ, msg = "authentication_error", "invalid x-api-key"
-	case 402:
-		typ, msg = "billing_error", "payment required"
-	case 403:
-		typ, msg = "permission_error", "forbidden"
-	case 404:
-		typ, msg = "not_found_error", "the model does not exist"
-	case 413:
-		typ, msg = "request_too_large", "request too large"
-	case 429:
-		typ, msg = "rate_limit_error", "rate limit reached for requests"
-	case 500:
-		msg = "internal server error"
-	case 529:
-		typ, msg = "overloaded_error", "Overloaded"
+func (anthropicWire) errorBody(status int) string { return anthropicErrorBody(status) }
+func (anthropicWire) invalid(msg string) string {
+	return string(bw.MsgError("invalid_request_error", msg))
+}
+
+// messages answers an Anthropic Messages attempt (POST …/v1/messages).
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest // model and stream have the same names in a Messages body
+	body, err := readJSON(r, &req)
+	if err != nil || req.Model == "" {
+		writeError(w, 400, anthropicWire{}.invalid("invalid request: body must be a JSON Messages request with a model"), nil)
+		return
 	}
-	return fmt.Sprintf(`{"type":"error","error":{"type":%q,"message":%q}}`, typ, msg)
+	s.attempt(w, withShape(r, body), newAnthropicWire(req.Model), req.Model, req.Stream, prefillOf(req.Messages))
+}
+
+// countTokens answers POST …/v1/messages/count_tokens: a quarter of the
+// messages' bytes, so a test can tell it from the gateway's estimate
+// (which also counts the system prompt and tools).
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model    string          `json:"model"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	_, err := readJSON(r, &req)
+	if err != nil || req.Model == "" || len(req.Messages) == 0 {
+		writeError(w, 400, anthropicWire{}.invalid("invalid request: want {model, messages}"), nil)
+		return
+	}
+	resp := s.pick(r.PathValue("provider"), connectionOf(r), req.Model)
+	if s.embedAnswer(w, r, anthropicWire{}, &resp) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"input_tokens":%d}`, len(strings.TrimSpace(string(req.Messages)))/4)
 }

@@ -1,58 +1,82 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
+
+	bw "github.com/breakwater-gw/breakwater/internal/wire"
 )
 
 // geminiWire is the Gemini generateContent format
 // (POST …/v1/models/{model}:generateContent, and
-// :streamGenerateContent?alt=sse for streams).
-type geminiWire struct{}
-
-func (geminiWire) completion(model string, chunks int) string {
-	return fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"text":%q}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":%d,"totalTokenCount":%d},"modelVersion":%q,"responseId":"fault"}`,
-		strings.Repeat(ChunkText, chunks), chunks*4, 8+chunks*4, model)
+// :streamGenerateContent?alt=sse for streams), rendered by the Gemini
+// translation of internal/wire.
+type geminiWire struct {
+	st *bw.GemStream
 }
 
-func (geminiWire) streamStart(string) string { return "" }
-
-func (geminiWire) chunk(model, text string, _ bool) string {
-	return sseEvent("", fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"text":%q}]},"index":0}],"modelVersion":%q,"responseId":"fault"}`, text, model))
+func newGeminiWire(model string) geminiWire {
+	return geminiWire{st: &bw.GemStream{Model: model, ID: "fault"}}
 }
+
+func (geminiWire) ids() (string, string) { return "chatcmpl-fault", "call_fault" }
+
+func (w geminiWire) completion(chat string) string {
+	b, err := bw.ChatToGemini([]byte(chat), w.st.Model, w.st.ID)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+func (geminiWire) start(string) string         { return "" }
+func (w geminiWire) event(chunk string) string { return string(w.st.Event(nil, []byte(chunk))) }
+
+// end: Gemini streams have no terminator (no-done changes nothing); the
+// last event carries finishReason and usage.
+func (w geminiWire) end(bool) string { return string(w.st.End(nil)) }
 
 func (geminiWire) malformed() string {
 	return "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"lor\n\n"
 }
 
-// streamEnd: Gemini streams have no terminator; the last event carries
-// finishReason and usage.
-func (geminiWire) streamEnd(model string, n int, _ bool) string {
-	return sseEvent("", fmt.Sprintf(`{"candidates":[{"content":{"role":"model","parts":[{"text":""}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":%d,"totalTokenCount":%d},"modelVersion":%q,"responseId":"fault"}`,
-		n*4, 8+n*4, model))
+func (geminiWire) errorBody(status int) string { return geminiErrorBody(status) }
+func (geminiWire) invalid(msg string) string {
+	return string(bw.GeminiError(400, "INVALID_ARGUMENT", msg))
 }
 
-// errorBody is Google's error shape (google.rpc.Status); the wording
-// classifies as the generic case of the status.
-func (geminiWire) errorBody(status int) string {
-	st, msg := "INTERNAL", "upstream error"
-	switch status {
-	case 400:
-		st, msg = "INVALID_ARGUMENT", "invalid request"
-	case 401:
-		st, msg = "UNAUTHENTICATED", "invalid api key"
-	case 403:
-		st, msg = "PERMISSION_DENIED", "forbidden"
-	case 404:
-		st, msg = "NOT_FOUND", "the model does not exist"
-	case 429:
-		st, msg = "RESOURCE_EXHAUSTED", "rate limit reached for requests"
-	case 500:
-		msg = "internal server error"
-	case 503:
-		st, msg = "UNAVAILABLE", "service unavailable"
-	case 504:
-		st, msg = "DEADLINE_EXCEEDED", "gateway timeout"
+// generate answers a Gemini attempt: POST …/v1/models/{model}:generateContent
+// or …:streamGenerateContent (streamed as SSE whatever alt says), and
+// …:batchEmbedContents (faults/embed.go).
+func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
+	model, method, ok := bw.ParseGeminiAction(r.PathValue("action"))
+	if ok && method == "batchEmbedContents" {
+		s.batchEmbed(w, r, model)
+		return
 	}
-	return fmt.Sprintf(`{"error":{"code":%d,"message":%q,"status":%q}}`, status, msg, st)
+	var body struct {
+		Contents json.RawMessage `json:"contents"`
+	}
+	b, err := readJSON(r, &body)
+	if !ok || (method != "generateContent" && method != "streamGenerateContent") || err != nil {
+		writeError(w, 400, geminiWire{}.invalid("invalid request: want POST models/{model}:generateContent with a JSON body"), nil)
+		return
+	}
+	s.attempt(w, withShape(r, b), newGeminiWire(model), model, method == "streamGenerateContent", prefill{})
+}
+
+// geminiModels is a Gemini models list.
+func geminiModels(models []string) string {
+	var b strings.Builder
+	b.WriteString(`{"models":[`)
+	for i, m := range models {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name":%q,"supportedGenerationMethods":["generateContent","streamGenerateContent"]}`, "models/"+m)
+	}
+	b.WriteString("]}")
+	return b.String()
 }

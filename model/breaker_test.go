@@ -248,7 +248,7 @@ func TestBreakerDegradedExits(t *testing.T) {
 	})
 	t.Run("docs/api.md#operator-actions connection test closes DEGRADED", func(t *testing.T) {
 		e := mk()
-		if err := e.ConnectionTestPassed(at(sec(7)), ConnRef{"p", "k1"}); err != nil {
+		if err := e.connectionTestPassed(at(sec(7)), ConnRef{"p", "k1"}); err != nil {
 			t.Fatal(err)
 		}
 		if b := breakerOf(e, "p"); b.State != Closed {

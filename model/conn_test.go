@@ -392,7 +392,7 @@ func TestConnectionTestKeepsTheLadders(t *testing.T) {
 	for i := 0; i < 4 && !connOf(e, "p", "k1").Status.Terminal(); i++ {
 		now := at(int64(i) * sec(1))
 		hit(t, e, now, "p", "k1", "m1", withBody(403, `{"error":{"message":"Request not allowed"}}`))
-		if err := e.ConnectionTestPassed(now, ref); err != nil {
+		if err := e.connectionTestPassed(now, ref); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -185,7 +185,7 @@ func (t *exclusionTally) countEnds(x *Excluded) {
 		earliest(&t.knownEndSingle, x.RemainingMs)
 		earliest(&t.knownEndCombo, x.RemainingMs)
 	}
-	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && !x.LockReason.Transient() {
+	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && !x.LockReason.transient() {
 		t.nonTransient++
 	}
 }
@@ -206,12 +206,12 @@ func (t *exclusionTally) countKind(x *Excluded) {
 	case x.Reason == ExclModelLockout:
 		t.locks++
 		t.timers++
-		if x.LockReason.Transient() {
+		if x.LockReason.transient() {
 			t.transient++
 		}
 	case x.Reason == ExclConnectionCooldown:
 		t.timers++
-		if x.LockReason.Transient() {
+		if x.LockReason.transient() {
 			t.transient++
 		}
 	case x.Reason.Timer():

@@ -158,9 +158,9 @@ func ParseReason(s string) (Reason, error) {
 	return Reason(v), err
 }
 
-// Transient reports whether a lockout with this reason is a short, self-healing
+// transient reports whether a lockout with this reason is a short, self-healing
 // timer worth waiting for (docs/selection.md#waiting-for-a-cooldown): never quota, auth or not-found.
-func (r Reason) Transient() bool {
+func (r Reason) transient() bool {
 	switch r {
 	case ReasonQuotaExhausted, ReasonAuthError, ReasonNotFound, ReasonCreditsExhausted,
 		ReasonBanned, ReasonForbidden:
@@ -213,8 +213,8 @@ func (k *FailureKind) UnmarshalText(b []byte) error {
 	return parseInto(failureKindNames, b, "failure kind", (*uint8)(k))
 }
 
-// ParseFailureKind parses "timeout", "server_error" or "transport".
-func ParseFailureKind(s string) (FailureKind, error) {
+// parseFailureKind parses "timeout", "server_error" or "transport".
+func parseFailureKind(s string) (FailureKind, error) {
 	v, err := failureKindNames.parse(s, "failure kind")
 	if err == nil && v == 0 {
 		return 0, fmt.Errorf("unknown failure kind %q", s)

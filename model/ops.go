@@ -421,7 +421,7 @@ func (e *Engine) ClearAllLockouts(now Time) int {
 
 // ProviderTested records a provider test: a test checks every connection
 // of the provider (one cheap authenticated call each), and each connection
-// whose call passed is recorded as by ConnectionTestPassed, in the
+// whose call passed is recorded as by connectionTestPassed, in the
 // provider's connection order. passed names the connections that passed;
 // a name that is not one of the provider's is a NotFoundError, recorded
 // nothing. Both shells call it, so a test on a DEGRADED provider clears the
@@ -440,7 +440,7 @@ func (e *Engine) ProviderTested(now Time, provider string, passed []string) erro
 	}
 	for i := range p.conns {
 		if slices.Contains(passed, p.conns[i].id) {
-			if err := e.ConnectionTestPassed(now, ConnRef{provider, p.conns[i].id}); err != nil {
+			if err := e.connectionTestPassed(now, ConnRef{provider, p.conns[i].id}); err != nil {
 				return err
 			}
 		}
@@ -448,9 +448,9 @@ func (e *Engine) ProviderTested(now Time, provider string, passed []string) erro
 	return nil
 }
 
-// ConnectionTestPassed records a valid connection test (docs/api.md#operator-actions): the
+// connectionTestPassed records a valid connection test (docs/api.md#operator-actions): the
 // connection's non-terminal cooldown clears and a DEGRADED breaker closes.
-func (e *Engine) ConnectionTestPassed(now Time, ref ConnRef) error {
+func (e *Engine) connectionTestPassed(now Time, ref ConnRef) error {
 	p, c, err := e.conn(ref)
 	if err != nil {
 		return err

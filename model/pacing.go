@@ -76,12 +76,12 @@ func (l *Limiter) Cancel(at int64) {
 	}
 }
 
-// Recheck runs when a queued request's booked slot (booked, Reserve's AtMs)
+// recheck runs when a queued request's booked slot (booked, Reserve's AtMs)
 // arrives: a pause that began while it waited holds it until the pause ends
 // (queued calls run when the limiter refills), or refuses it at once when
 // its remaining queue budget ends first (docs/admission.md). A refused request gives
 // its slot back: it never dispatches, so it must not count against rpm.
-func (l *Limiter) Recheck(now int64, model string, queueLeftMs, booked int64) PaceDecision {
+func (l *Limiter) recheck(now int64, model string, queueLeftMs, booked int64) PaceDecision {
 	p := l.pausedUntil(model)
 	if p <= now {
 		return PaceDecision{AtMs: now}
@@ -138,9 +138,9 @@ func (l *Limiter) Enter(now int64, model string, lim ConnLimits, maxQueueDepth i
 
 // Wake runs when a waiting request's WakeAtMs arrives: a pause that began
 // meanwhile holds it longer, or refuses it at once when its queue budget
-// ends first (Recheck).
+// ends first (recheck).
 func (l *Limiter) Wake(now int64, model string, w PaceWait) PaceStep {
-	return paceStep(now, l.Recheck(now, model, w.QueueEndMs-now, w.Booked))
+	return paceStep(now, l.recheck(now, model, w.QueueEndMs-now, w.Booked))
 }
 
 // Leave gives a waiting request's slot back: it went away before it
@@ -180,11 +180,6 @@ func (l *Limiter) prune(now int64) {
 			delete(l.ModelPaused, m)
 		}
 	}
-}
-
-// Idle reports whether the limiter holds nothing worth keeping at now.
-func (l *Limiter) Idle(now int64) bool {
-	return (len(l.Hits) == 0 || l.Hits[len(l.Hits)-1] <= now-PaceWindowMs) && l.PausedUntil <= now && len(l.ModelPaused) == 0
 }
 
 // LimiterScope says what a connection's limiter covers.

@@ -96,14 +96,14 @@ func TestLimiterPauseSpec5(t *testing.T) {
 	if d := m.Reserve(now, "m1", ConnLimits{}, 0, 1); d.Code != CodeRateLimitQueueTimeout {
 		t.Fatalf("m1 paused 10 s with 1 ms budget: want timeout, got %+v", d)
 	}
-	// a pause that began while a call was queued holds it (Recheck)
+	// a pause that began while a call was queued holds it (recheck)
 	var q Limiter
 	d = q.Reserve(now, "m1", ConnLimits{MinTimeMs: 0, RPM: 0}, 0, 30_000)
 	q.Pause("", now+8000)
-	if r := q.Recheck(now, "m1", 30_000, d.AtMs); r.Code != "" || r.AtMs != now+8000 {
+	if r := q.recheck(now, "m1", 30_000, d.AtMs); r.Code != "" || r.AtMs != now+8000 {
 		t.Fatalf("recheck within budget: wait for the pause end, got %+v", r)
 	}
-	if r := q.Recheck(now+8000, "m1", 1, d.AtMs); r.Code != "" || r.AtMs != now+8000 {
+	if r := q.recheck(now+8000, "m1", 1, d.AtMs); r.Code != "" || r.AtMs != now+8000 {
 		t.Fatalf("pause over: go, got %+v", r)
 	}
 	if !q.Idle(now+8000+PaceWindowMs) || q.Idle(now) {
@@ -114,7 +114,7 @@ func TestLimiterPauseSpec5(t *testing.T) {
 	var r2 Limiter
 	b := r2.Reserve(now, "m1", ConnLimits{RPM: 4}, 0, 30_000)
 	r2.Pause("", now+8000)
-	if r := r2.Recheck(now, "m1", 2000, b.AtMs); r.Code != CodeRateLimitQueueTimeout {
+	if r := r2.recheck(now, "m1", 2000, b.AtMs); r.Code != CodeRateLimitQueueTimeout {
 		t.Fatalf("recheck beyond budget: refuse at once, got %+v", r)
 	}
 	if len(r2.Hits) != 0 {

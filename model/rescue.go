@@ -82,7 +82,7 @@ type preferState struct {
 // transport failure is not: the request moves on at once, so an outage
 // costs at most one first-target attempt per request.
 func preferWorthy(v *Verdict) bool {
-	if v.Hint.stated() && v.Reason.Transient() {
+	if v.Hint.stated() && v.Reason.transient() {
 		return true
 	}
 	return v.ClientStatus == 500 && v.Reason == ReasonServerError && !v.Hint.stated()
@@ -128,7 +128,7 @@ func (f *Flow) preferFirst(now Time, e *Engine, sel *Selection) (Step, bool) {
 			continue
 		}
 		wait := x.RemainingMs
-		if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() &&
+		if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.transient() &&
 			wait > 0 && wait <= int64(e.settings.PriorityWait.MaxWaitMs) && now.Add(wait) < f.deadline {
 			return Step{Kind: StepWait, WaitMs: wait, PriorityWait: true}, true
 		}

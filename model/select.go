@@ -217,7 +217,7 @@ func (s *Selection) exclude(now Time, x Excluded) {
 	}
 	// Only a short connection cooldown or lockout is worth waiting for
 	// (docs/selection.md#waiting-for-a-cooldown); an open breaker or a cooling provider answers at once.
-	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.Transient() {
+	if (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout) && x.LockReason.transient() {
 		if s.EarliestTransient == 0 || at < s.EarliestTransient {
 			s.EarliestTransient = at
 		}
@@ -528,20 +528,15 @@ func contains(list []ConnRef, p, c string) bool {
 	return false
 }
 
-// orderConns orders a provider's connections by its strategy.
+// orderConns orders a provider's connections by its strategy, then puts
+// the connections with a free slot first. A peek (selection without
+// effects) draws no randomness and moves no cursor.
 func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) []int32 {
 	buf = append(buf, p.order...)
 	n := len(buf)
 	switch p.cfg.Strategy {
 	case RoundRobin:
-		k := int(p.cursor % uint64(n))
-		slices.Reverse(buf[:k])
-		slices.Reverse(buf[k:])
-		slices.Reverse(buf)
-		if !e.peek {
-			p.cursor++
-			e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
-		}
+		e.roundRobinOrder(now, p, buf)
 	case Random:
 		if !e.peek {
 			e.rng.Shuffle(n, func(i, j int) { buf[i], buf[j] = buf[j], buf[i] })
@@ -552,43 +547,11 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 		}
 	case P2C:
 		if n >= 2 && !e.peek {
-			i := e.rng.IntN(n)
-			j := e.rng.IntN(n - 1)
-			if j >= i {
-				j++
-			}
-			a, b := buf[i], buf[j]
-			if p.conns[b].inflight < p.conns[a].inflight {
-				a, b = b, a
-			}
-			// a first, then b, the others keep their order
-			moveToFront(buf, b)
-			moveToFront(buf, a)
+			e.p2cOrder(p, buf)
 		}
 	case LeastUsed:
-		slices.SortStableFunc(buf, func(x, y int32) int {
-			cx, cy := &p.conns[x].st, &p.conns[y].st
-			switch {
-			case cx.Uses != cy.Uses:
-				if cx.Uses < cy.Uses {
-					return -1
-				}
-				return 1
-			case cx.LastUsedAt != cy.LastUsedAt:
-				if cx.LastUsedAt < cy.LastUsedAt {
-					return -1
-				}
-				return 1
-			}
-			return 0
-		})
+		leastUsedOrder(p, buf)
 	}
-	// docs/admission.md#concurrency-gates: a connection at its maxConcurrent cap holds requests in its
-	// queue. While a sibling has a free slot, that sibling goes first
-	// (stable: the strategy's order otherwise): a request waits on a full
-	// connection only when every connection is full, never while another
-	// idles (with fill-first, the second key sat unused while requests
-	// queued on the first for up to maxWaitMs).
 	full := 0
 	for _, ci := range buf {
 		if p.conns[ci].full(model) {
@@ -596,25 +559,78 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 		}
 	}
 	if full > 0 {
-		// With every connection full, the one with the fewest attempts in
-		// flight or queued goes first: queued requests spread over the
-		// siblings' queues instead of all waiting on the strategy's first
-		// (fill-first queued every excess request on k1 while k2 drained).
-		slices.SortStableFunc(buf, func(x, y int32) int {
-			cx, cy := &p.conns[x], &p.conns[y]
-			fx, fy := cx.full(model), cy.full(model)
-			switch {
-			case fx != fy && fy:
-				return -1
-			case fx != fy:
-				return 1
-			case fx:
-				return cmp.Compare(cx.inflight, cy.inflight)
-			}
-			return 0
-		})
+		freeFirst(p, model, buf)
 	}
 	return buf
+}
+
+// roundRobinOrder starts the order at the provider's cursor and, unless
+// peeking, moves the cursor on.
+func (e *Engine) roundRobinOrder(now Time, p *provState, buf []int32) {
+	k := int(p.cursor % uint64(len(buf)))
+	slices.Reverse(buf[:k])
+	slices.Reverse(buf[k:])
+	slices.Reverse(buf)
+	if !e.peek {
+		p.cursor++
+		e.emit(Change{At: now, Kind: ChangeCursor, Provider: p.id, Cursor: p.cursor})
+	}
+}
+
+// p2cOrder draws two distinct connections and puts the one with fewer
+// attempts in flight first, the other second; the others keep their order.
+func (e *Engine) p2cOrder(p *provState, buf []int32) {
+	n := len(buf)
+	i := e.rng.IntN(n)
+	j := e.rng.IntN(n - 1)
+	if j >= i {
+		j++
+	}
+	a, b := buf[i], buf[j]
+	if p.conns[b].inflight < p.conns[a].inflight {
+		a, b = b, a
+	}
+	moveToFront(buf, b)
+	moveToFront(buf, a)
+}
+
+// leastUsedOrder puts the connection with the fewest uses first, the
+// least recently used first among equals.
+func leastUsedOrder(p *provState, buf []int32) {
+	slices.SortStableFunc(buf, func(x, y int32) int {
+		cx, cy := &p.conns[x].st, &p.conns[y].st
+		if cx.Uses != cy.Uses {
+			return cmp.Compare(cx.Uses, cy.Uses)
+		}
+		return cmp.Compare(cx.LastUsedAt, cy.LastUsedAt)
+	})
+}
+
+// freeFirst: docs/admission.md#concurrency-gates: a connection at its
+// maxConcurrent cap holds requests in its queue. While a sibling has a free
+// slot, that sibling goes first (stable: the strategy's order otherwise): a
+// request waits on a full connection only when every connection is full,
+// never while another idles (with fill-first, the second key sat unused
+// while requests queued on the first for up to maxWaitMs). orderConns
+// calls it only when a connection is full.
+func freeFirst(p *provState, model string, buf []int32) {
+	// With every connection full, the one with the fewest attempts in
+	// flight or queued goes first: queued requests spread over the
+	// siblings' queues instead of all waiting on the strategy's first
+	// (fill-first queued every excess request on k1 while k2 drained).
+	slices.SortStableFunc(buf, func(x, y int32) int {
+		cx, cy := &p.conns[x], &p.conns[y]
+		fx, fy := cx.full(model), cy.full(model)
+		switch {
+		case fx != fy && fy:
+			return -1
+		case fx != fy:
+			return 1
+		case fx:
+			return cmp.Compare(cx.inflight, cy.inflight)
+		}
+		return 0
+	})
 }
 
 // full: the connection's own concurrency cap, or its cap for model

@@ -75,15 +75,21 @@ type BreakerDedup struct {
 	TransportMs  Millis `json:"transportMs"`
 }
 
-// For returns the profile's breaker options.
-func (s *ProviderBreakerSettings) For(p Profile) *BreakerProfile {
+// byProfile picks the profile's settings; a profile other than OAuth or
+// Local reads the API-key settings.
+func byProfile[T any](p Profile, oauth, apikey, local *T) *T {
 	switch p {
 	case ProfileOAuth:
-		return &s.OAuth
+		return oauth
 	case ProfileLocal:
-		return &s.Local
+		return local
 	}
-	return &s.APIKey
+	return apikey
+}
+
+// For returns the profile's breaker options.
+func (s *ProviderBreakerSettings) For(p Profile) *BreakerProfile {
+	return byProfile(p, &s.OAuth, &s.APIKey, &s.Local)
 }
 
 // WindowProfile is one profile's provider cooldown window gate (docs/breaker.md#provider-cooldown).
@@ -106,13 +112,7 @@ type ProviderCooldownSettings struct {
 
 // For returns the profile's window gate.
 func (s *ProviderCooldownSettings) For(p Profile) *WindowProfile {
-	switch p {
-	case ProfileOAuth:
-		return &s.OAuth
-	case ProfileLocal:
-		return &s.Local
-	}
-	return &s.APIKey
+	return byProfile(p, &s.OAuth, &s.APIKey, &s.Local)
 }
 
 // CooldownProfile is one profile's connection cooldown (docs/cooldowns.md).
@@ -144,13 +144,7 @@ type ConnectionCooldownSettings struct {
 
 // For returns the profile's connection cooldown.
 func (s *ConnectionCooldownSettings) For(p Profile) *CooldownProfile {
-	switch p {
-	case ProfileOAuth:
-		return &s.OAuth
-	case ProfileLocal:
-		return &s.Local
-	}
-	return &s.APIKey
+	return byProfile(p, &s.OAuth, &s.APIKey, &s.Local)
 }
 
 // ModelLockoutSettings are DEFAULT_MODEL_LOCKOUT_SETTINGS plus the escalation

@@ -45,9 +45,9 @@ const (
 	MaxStatusRestatements = 50
 )
 
-// DefaultLockoutErrorCodes is modelLockout.errorCodes when none is configured
+// defaultLockoutErrorCodes is modelLockout.errorCodes when none is configured
 // (docs/lockouts.md). Callers must not modify it.
-func DefaultLockoutErrorCodes() []int { return []int{403, 404, 429, 502, 503, 504} }
+func defaultLockoutErrorCodes() []int { return []int{403, 404, 429, 502, 503, 504} }
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -112,14 +112,17 @@ func (e *SettingsError) Error() string {
 // order; nil when there is none.
 func SettingsErrors(err error) []*SettingsError { return suggest.ErrorsOf[*SettingsError](err) }
 
-// settingProblems collects SettingsErrors in a deterministic order.
-type settingProblems []*SettingsError
+// SettingsProblems collects SettingsErrors; Err reports them sorted by
+// field, so Normalize and the settings layers report in one order.
+type SettingsProblems []*SettingsError
 
-func (p *settingProblems) add(field, format string, args ...any) {
+// Add records a problem with field.
+func (p *SettingsProblems) Add(field, format string, args ...any) {
 	*p = append(*p, &SettingsError{Field: field, Problem: fmt.Sprintf(format, args...)})
 }
 
-func (p settingProblems) err() error {
+// Err is nil without problems, the one problem, or every problem joined.
+func (p SettingsProblems) Err() error {
 	if len(p) == 0 {
 		return nil
 	}
@@ -190,20 +193,43 @@ func (m Millis) Duration() time.Duration {
 // result). Normalize never modifies s (maps and slices are copied) and is
 // idempotent: Normalize(Normalize(x)) == Normalize(x).
 func Normalize(s Settings) (Settings, error) {
-	var p settingProblems
+	var p SettingsProblems
 	out := s
+	normProviderBreaker(&p, &out.ProviderBreaker)
+	normProviderCooldown(&out.ProviderCooldown)
+	normConnectionCooldown(&out.ConnectionCooldown)
+	normModelLockout(&out.ModelLockout)
+	normWaits(&out)
+	normStreamRecovery(&out)
+	normBudgets(&out)
 
-	pb := &out.ProviderBreaker
+	out.EmergencyFallback.Target = strings.TrimSpace(out.EmergencyFallback.Target)
+	if out.EmergencyFallback.Enabled && out.EmergencyFallback.Target == "" {
+		p.Add("emergencyFallback.target", "required when emergencyFallback.enabled is true")
+	}
+
+	out.ProviderErrorRules = normSettingsErrorRules(&p, out.ProviderErrorRules)
+	out.StatusRestatements = normSettingsRestatements(&p, out.StatusRestatements)
+	out.BannedSignals = normSettingsSignals(out.BannedSignals)
+
+	if err := p.Err(); err != nil {
+		return Settings{}, err
+	}
+	return out, nil
+}
+
+func normProviderBreaker(p *SettingsProblems, pb *ProviderBreakerSettings) {
 	for _, prof := range []struct {
 		name string
 		b    *BreakerProfile
 	}{{"oauth", &pb.OAuth}, {"apikey", &pb.APIKey}, {"local", &pb.Local}} {
-		normSettingsBreaker(&p, "providerBreaker."+prof.name, prof.b)
+		normSettingsBreaker(p, "providerBreaker."+prof.name, prof.b)
 	}
 	pb.Dedup.ConnectionMs = clampSettingMs(pb.Dedup.ConnectionMs, 0, ms10Min)
 	pb.Dedup.TransportMs = clampSettingMs(pb.Dedup.TransportMs, 0, ms10Min)
+}
 
-	pc := &out.ProviderCooldown
+func normProviderCooldown(pc *ProviderCooldownSettings) {
 	for _, w := range []*WindowProfile{&pc.OAuth, &pc.APIKey, &pc.Local} {
 		w.ProviderFailureThreshold = clampSettingInt(w.ProviderFailureThreshold, 1, 1000)
 		w.ProviderFailureWindowMs = clampSettingMs(w.ProviderFailureWindowMs, 1000, msWeek)
@@ -211,8 +237,9 @@ func Normalize(s Settings) (Settings, error) {
 	}
 	pc.MinRetryCooldownMs = clampSettingMs(pc.MinRetryCooldownMs, 0, hour)
 	pc.MaxRetryCooldownMs = clampSettingMs(pc.MaxRetryCooldownMs, pc.MinRetryCooldownMs, msDay24h)
+}
 
-	cc := &out.ConnectionCooldown
+func normConnectionCooldown(cc *ConnectionCooldownSettings) {
 	for _, c := range []*CooldownProfile{&cc.OAuth, &cc.APIKey, &cc.Local} {
 		c.BaseCooldownMs = clampSettingMs(c.BaseCooldownMs, 0, msDay24h)
 		c.MaxBackoffSteps = clampSettingInt(c.MaxBackoffSteps, 0, 32)
@@ -222,11 +249,12 @@ func Normalize(s Settings) (Settings, error) {
 	cc.BackoffDecayMs = clampSettingMs(cc.BackoffDecayMs, 0, msWeek)
 	cc.ConcurrencyCooldownMs = clampSettingMs(cc.ConcurrencyCooldownMs, 0, ms10Min)
 	cc.TransientMaxCooldownMs = clampSettingMs(cc.TransientMaxCooldownMs, 1000, cc.MaxCooldownMs)
+}
 
-	ml := &out.ModelLockout
+func normModelLockout(ml *ModelLockoutSettings) {
 	ml.ErrorCodes = normSettingsStatusSet(ml.ErrorCodes)
 	if len(ml.ErrorCodes) == 0 {
-		ml.ErrorCodes = DefaultLockoutErrorCodes()
+		ml.ErrorCodes = defaultLockoutErrorCodes()
 	}
 	// The reference clamps the base to [5000, 600000] in production and to
 	// [0, 600000] in tests; breakwater takes the wider range everywhere so
@@ -235,57 +263,53 @@ func Normalize(s Settings) (Settings, error) {
 	ml.MaxCooldownMs = max(clampSettingMs(ml.MaxCooldownMs, 5000, hour), ml.BaseCooldownMs)
 	ml.MaxBackoffSteps = clampSettingInt(ml.MaxBackoffSteps, 0, 20)
 	ml.EscalationWindowMs = clampSettingMs(ml.EscalationWindowMs, 0, msWeek)
+}
 
-	rq := &out.RequestQueue
+// normWaits clamps the request queue and the three waits: for a cooldown,
+// for a combo cooldown and for priority.
+func normWaits(s *Settings) {
+	rq := &s.RequestQueue
 	rq.MaxWaitMs = clampSettingMs(rq.MaxWaitMs, 1, msDay24h)
 	rq.ExecutionMaxWaitMs = clampSettingMs(rq.ExecutionMaxWaitMs, 1, msDay24h)
 	rq.MaxQueueDepth = clampSettingInt(rq.MaxQueueDepth, 0, 100_000)
 	rq.GlobalMaxConcurrent = clampSettingInt(rq.GlobalMaxConcurrent, 0, 100_000)
 
-	wc := &out.WaitForCooldown
+	wc := &s.WaitForCooldown
 	wc.MaxRetryWaitSec = clampSettingInt(wc.MaxRetryWaitSec, 0, 300)
 	wc.MaxRetries = clampSettingInt(wc.MaxRetries, 0, 10)
 	wc.BudgetMs = clampSettingMs(wc.BudgetMs, Millis(wc.MaxRetryWaitSec)*second, 300*second)
 
-	cw := &out.ComboCooldownWait
+	cw := &s.ComboCooldownWait
 	cw.MaxWaitMs = clampSettingMs(cw.MaxWaitMs, 0, 300*second)
 	cw.MaxAttempts = clampSettingInt(cw.MaxAttempts, 0, 10)
 	cw.BudgetMs = clampSettingMs(cw.BudgetMs, cw.MaxWaitMs, 300*second)
 
-	out.PriorityWait.MaxWaitMs = clampSettingMs(out.PriorityWait.MaxWaitMs, 0, 60*second)
+	s.PriorityWait.MaxWaitMs = clampSettingMs(s.PriorityWait.MaxWaitMs, 0, 60*second)
+}
 
-	tw := &out.StreamRecovery.ThroughputWatchdog
+func normStreamRecovery(s *Settings) {
+	tw := &s.StreamRecovery.ThroughputWatchdog
 	tw.WarmupMs = clampSettingMs(tw.WarmupMs, 0, ms10Min)
 	tw.WindowMs = clampSettingMs(tw.WindowMs, 1000, ms10Min)
 	tw.MinUsefulBytesPerSecond = clampSettingInt(tw.MinUsefulBytesPerSecond, 1, 1_000_000)
 	tw.MinUsefulBytes = clampSettingInt(tw.MinUsefulBytes, 1, 1_000_000)
-	normStreamResume(&out.StreamRecovery.MalformedEvents, &out.StreamResume)
+	normStreamResume(&s.StreamRecovery.MalformedEvents, &s.StreamResume)
+}
 
-	ut := &out.UpstreamTimeouts
+// normBudgets clamps the upstream timeouts, the request budget and the
+// session affinity TTL.
+func normBudgets(s *Settings) {
+	ut := &s.UpstreamTimeouts
 	for _, t := range []*Millis{&ut.ConnectMs, &ut.ResponseHeaderMs, &ut.FirstContentMs, &ut.StreamIdleMs, &ut.AttemptMs} {
 		*t = clampSettingMs(*t, 1, msDay24h)
 	}
-	out.RequestBudget.MaxAttempts = clampSettingInt(out.RequestBudget.MaxAttempts, 1, 100)
-	out.RequestBudget.DeadlineMs = clampSettingMs(out.RequestBudget.DeadlineMs, 1, msDay24h)
+	s.RequestBudget.MaxAttempts = clampSettingInt(s.RequestBudget.MaxAttempts, 1, 100)
+	s.RequestBudget.DeadlineMs = clampSettingMs(s.RequestBudget.DeadlineMs, 1, msDay24h)
 
-	out.SessionAffinityTTLMs = clampSettingMs(out.SessionAffinityTTLMs, 0, ms30Days)
-
-	out.EmergencyFallback.Target = strings.TrimSpace(out.EmergencyFallback.Target)
-	if out.EmergencyFallback.Enabled && out.EmergencyFallback.Target == "" {
-		p.add("emergencyFallback.target", "required when emergencyFallback.enabled is true")
-	}
-
-	out.ProviderErrorRules = normSettingsErrorRules(&p, out.ProviderErrorRules)
-	out.StatusRestatements = normSettingsRestatements(&p, out.StatusRestatements)
-	out.BannedSignals = normSettingsSignals(out.BannedSignals)
-
-	if err := p.err(); err != nil {
-		return Settings{}, err
-	}
-	return out, nil
+	s.SessionAffinityTTLMs = clampSettingMs(s.SessionAffinityTTLMs, 0, ms30Days)
 }
 
-func normSettingsBreaker(p *settingProblems, path string, b *BreakerProfile) {
+func normSettingsBreaker(p *SettingsProblems, path string, b *BreakerProfile) {
 	b.FailureThreshold = clampSettingInt(b.FailureThreshold, 1, 1000)
 	limit := 1
 	if b.FailureThreshold > 1 {
@@ -303,8 +327,8 @@ func normSettingsBreaker(p *settingProblems, path string, b *BreakerProfile) {
 	}
 	m := make(map[string]Millis, len(b.CooldownByKind))
 	for _, k := range sortedSettingKeys(b.CooldownByKind) {
-		if _, err := ParseFailureKind(k); err != nil {
-			p.add(path+".cooldownByKind."+k, "unknown failure kind (want timeout, server_error or transport)")
+		if _, err := parseFailureKind(k); err != nil {
+			p.Add(path+".cooldownByKind."+k, "unknown failure kind (want timeout, server_error or transport)")
 			continue
 		}
 		m[k] = clampSettingMs(b.CooldownByKind[k], 0, msDay24h)
@@ -336,7 +360,7 @@ func settingsRuleReasonAllowed(r Reason) bool {
 	return false
 }
 
-func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRule) map[string][]ProviderErrorRule {
+func normSettingsErrorRules(p *SettingsProblems, in map[string][]ProviderErrorRule) map[string][]ProviderErrorRule {
 	total := 0
 	var out map[string][]ProviderErrorRule
 	for _, prov := range sortedSettingKeys(in) {
@@ -346,7 +370,7 @@ func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRul
 		}
 		path := "providerErrorRules." + prov
 		if strings.TrimSpace(prov) == "" {
-			p.add(path, "provider id must not be empty")
+			p.Add(path, "provider id must not be empty")
 			continue
 		}
 		total += len(rules)
@@ -354,23 +378,23 @@ func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRul
 		for i, r := range rules {
 			rp := fmt.Sprintf("%s[%d]", path, i)
 			if r.Status < 100 || r.Status > 599 {
-				p.add(rp+".status", "want an HTTP status 100..599, got %d", r.Status)
+				p.Add(rp+".status", "want an HTTP status 100..599, got %d", r.Status)
 			}
 			r.Match = strings.ToLower(r.Match)
 			if strings.TrimSpace(r.Match) == "" {
-				p.add(rp+".match", "required (a case-insensitive substring of the error text)")
+				p.Add(rp+".match", "required (a case-insensitive substring of the error text)")
 			}
 			switch r.Scope {
 			case ScopeModel, ScopeProvider, ScopeConnection:
 			case ScopeNone:
-				p.add(rp+".scope", "required: model, provider or connection")
+				p.Add(rp+".scope", "required: model, provider or connection")
 			default:
-				p.add(rp+".scope", "want model, provider or connection, got %q", r.Scope.String())
+				p.Add(rp+".scope", "want model, provider or connection, got %q", r.Scope.String())
 			}
 			if r.Reason == ReasonNone {
 				r.Reason = ReasonQuotaExhausted
 			} else if !settingsRuleReasonAllowed(r.Reason) {
-				p.add(rp+".reason", "%q is not an outcome a rule can state", r.Reason.String())
+				p.Add(rp+".reason", "%q is not an outcome a rule can state", r.Reason.String())
 			}
 			r.CooldownMs = clampSettingMs(r.CooldownMs, 0, msWeek)
 			norm[i] = r
@@ -381,12 +405,12 @@ func normSettingsErrorRules(p *settingProblems, in map[string][]ProviderErrorRul
 		out[prov] = norm
 	}
 	if total > MaxProviderErrorRules {
-		p.add("providerErrorRules", "at most %d rules in all, got %d", MaxProviderErrorRules, total)
+		p.Add("providerErrorRules", "at most %d rules in all, got %d", MaxProviderErrorRules, total)
 	}
 	return out
 }
 
-func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRule) map[string][]RestatementRule {
+func normSettingsRestatements(p *SettingsProblems, in map[string][]RestatementRule) map[string][]RestatementRule {
 	total := 0
 	var out map[string][]RestatementRule
 	for _, prov := range sortedSettingKeys(in) {
@@ -396,7 +420,7 @@ func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRul
 		}
 		path := "statusRestatements." + prov
 		if strings.TrimSpace(prov) == "" {
-			p.add(path, "provider id must not be empty")
+			p.Add(path, "provider id must not be empty")
 			continue
 		}
 		total += len(rules)
@@ -407,27 +431,27 @@ func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRul
 			r.ID = strings.TrimSpace(r.ID)
 			switch {
 			case r.ID == "":
-				p.add(rp+".id", "required")
+				p.Add(rp+".id", "required")
 			case ids[r.ID]:
-				p.add(rp+".id", "duplicate rule id %q", r.ID)
+				p.Add(rp+".id", "duplicate rule id %q", r.ID)
 			}
 			ids[r.ID] = true
 			for _, st := range r.FromStatuses {
 				if st < 100 || st > 599 {
-					p.add(rp+".fromStatuses", "want HTTP statuses 100..599, got %d", st)
+					p.Add(rp+".fromStatuses", "want HTTP statuses 100..599, got %d", st)
 					break
 				}
 			}
 			r.FromStatuses = normSettingsStatusSet(r.FromStatuses)
 			if len(r.FromStatuses) == 0 {
-				p.add(rp+".fromStatuses", "at least one status is required")
+				p.Add(rp+".fromStatuses", "at least one status is required")
 			}
 			if r.ToStatus < 100 || r.ToStatus > 599 {
-				p.add(rp+".toStatus", "want an HTTP status 100..599, got %d", r.ToStatus)
+				p.Add(rp+".toStatus", "want an HTTP status 100..599, got %d", r.ToStatus)
 			}
 			r.TextMarkers = normSettingsMarkers(r.TextMarkers)
 			if len(r.TextMarkers) == 0 {
-				p.add(rp+".textMarkers", "at least one non-empty marker is required")
+				p.Add(rp+".textMarkers", "at least one non-empty marker is required")
 			}
 			r.ExcludeMarkers = normSettingsMarkers(r.ExcludeMarkers)
 			r.DefaultRetryAfterMs = clampSettingMs(r.DefaultRetryAfterMs, 0, msDay24h)
@@ -439,7 +463,7 @@ func normSettingsRestatements(p *settingProblems, in map[string][]RestatementRul
 		out[prov] = norm
 	}
 	if total > MaxStatusRestatements {
-		p.add("statusRestatements", "at most %d rules in all, got %d", MaxStatusRestatements, total)
+		p.Add("statusRestatements", "at most %d rules in all, got %d", MaxStatusRestatements, total)
 	}
 	return out
 }

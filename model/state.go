@@ -61,9 +61,6 @@ func (e *Engine) Changes() []Change {
 	return out
 }
 
-// PendingChanges reports how many records wait to be collected.
-func (e *Engine) PendingChanges() int { return len(e.changes) }
-
 // State is the engine's whole state as a plain value: everything a restart
 // must restore so that no later decision changes (docs/store.md#restore).
 // Records are sorted by provider, connection and key.

@@ -137,11 +137,11 @@ func newRequestID(r *http.Request) (id, logID string) {
 }
 
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
-	g.met.inflight.Inc()
+	g.met.Inflight.Inc()
 	g.active.Add(1)
 	defer func() {
 		g.active.Add(-1)
-		g.met.inflight.Dec()
+		g.met.Inflight.Dec()
 	}()
 	rs := g.startChat(w, r)
 	if rs == nil {
@@ -216,9 +216,9 @@ func (rs *reqState) count(status int) {
 	if status == http.StatusOK && rs.cr.is(rs.provider, rs.conn) {
 		rs.g.met.requestsOK(rs.cr).Inc()
 	} else {
-		rs.g.met.requests.WithLabelValues(rs.countedProvider(), rs.conn, statusLabel(status)).Inc()
+		rs.g.met.Requests.WithLabelValues(rs.countedProvider(), rs.conn, statusLabel(status)).Inc()
 	}
-	rs.g.met.attempts.Observe(float64(rs.flow.Attempts()))
+	rs.g.met.Attempts.Observe(float64(rs.flow.Attempts()))
 	rs.countOps(status) // proxy/metrics_ops.go
 }
 
@@ -301,7 +301,7 @@ func (rs *reqState) run() int {
 			if step.PriorityWait {
 				kind = "priority_wait" // settings priorityWait: the first target is back in a moment
 			}
-			g.met.waits.WithLabelValues(kind).Inc()
+			g.met.Waits.WithLabelValues(kind).Inc()
 			switch how, left := rs.wait(time.Duration(step.WaitMs) * time.Millisecond); how {
 			case waitClientGone:
 				return rs.clientGone()

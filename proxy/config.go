@@ -7,20 +7,17 @@ import (
 	"fmt"
 	didyoumean "github.com/breakwater-gw/breakwater/internal/suggest"
 	"github.com/breakwater-gw/breakwater/model/settings"
-	"io"
 	"net"
 	"net/url"
 	"os"
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/store"
-	"go.yaml.in/yaml/v3"
 )
 
 // Config is the gateway's config file (docs/config.md).
@@ -238,6 +235,34 @@ func LoadConfig(path string, environ []string) (*Config, []string, error) {
 // ParseConfig parses and validates config bytes; file names the source in
 // messages.
 func ParseConfig(file string, data []byte, environ []string) (*Config, []string, error) {
+	env := envMap(environ)
+	d := newConfigDecoder(file, env)
+	root := d.Parse(data)
+	if d.Failed() {
+		return nil, nil, errors.Join(d.problems()...)
+	}
+	cfg := &Config{File: file}
+	if root != nil {
+		d.decode(root, reflect.ValueOf(cfg).Elem(), "")
+	}
+	cfg.lines = d.lines
+	cfg.envRefs = d.refs
+	warnings := d.warnings
+	if len(cfg.Providers) == 0 {
+		warnings = append(warnings, fmt.Sprintf("%s: no providers are configured: every chat request will be answered 404", file))
+	}
+	if w := cfg.applyEnvOverrides(env); w != "" {
+		warnings = append(warnings, w)
+	}
+	errs := append(d.problems(), cfg.checkDecoded(d, environ)...)
+	if len(errs) > 0 {
+		return nil, warnings, errors.Join(errs...)
+	}
+	return cfg, warnings, nil
+}
+
+// envMap indexes environ (os.Environ()); the first of a repeated name wins.
+func envMap(environ []string) map[string]string {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -246,47 +271,30 @@ func ParseConfig(file string, data []byte, environ []string) (*Config, []string,
 			}
 		}
 	}
-	d := &nodeDecoder{file: file, env: env, lines: map[string]int{}}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		return nil, nil, &ConfigError{File: file, Problem: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	var next yaml.Node
-	if err := dec.Decode(&next); err != io.EOF && !(err == nil && len(next.Content) == 0) {
-		// Everything after a "---" would be ignored, unknown keys and all.
-		return nil, nil, &ConfigError{File: file, Line: next.Line, Problem: "the file holds more than one YAML document (---): put the whole config in one"}
-	}
-	cfg := &Config{File: file}
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
-		d.decode(doc.Content[0], reflect.ValueOf(cfg).Elem(), "")
-	}
-	cfg.lines = d.lines
-	cfg.envRefs = d.refs
-	if len(cfg.Providers) == 0 {
-		d.warnings = append(d.warnings, fmt.Sprintf("%s: no providers are configured: every chat request will be answered 404", file))
-	}
-	if w := cfg.applyEnvOverrides(env); w != "" {
-		d.warnings = append(d.warnings, w)
-	}
-	if d.mgmtUnset != "" && cfg.fromEnv["server.managementKey"] == "" {
+	return env
+}
+
+// checkDecoded checks a decoded config (after the environment overrides):
+// what the decoder left to refuse, the values and references, then the
+// settings.
+func (c *Config) checkDecoded(d *configDecoder, environ []string) []error {
+	var errs []error
+	if d.mgmtUnset != "" && c.fromEnv["server.managementKey"] == "" {
 		// An unset key would leave the management API open (on loopback)
 		// without a word beyond a warning; as for client keys, refuse.
-		d.fail(d.mgmtUnsetNode, "server.managementKey", "environment variable %s is not set: the management API would be open; set it (or BREAKWATER_MANAGEMENT_KEY), or remove managementKey to run an open management API on loopback", d.mgmtUnset)
+		errs = append(errs, &ConfigError{File: c.File, Line: d.mgmtUnsetNode.Line, Field: "server.managementKey",
+			Problem: fmt.Sprintf("environment variable %s is not set: the management API would be open; set it (or BREAKWATER_MANAGEMENT_KEY), or remove managementKey to run an open management API on loopback", d.mgmtUnset)})
 	}
-	d.errs = append(d.errs, cfg.validate()...)
-	d.errs = append(d.errs, cfg.validateOps()...) // proxy/ops.go
-	if len(d.errs) == 0 {
+	errs = append(errs, c.validate()...)
+	errs = append(errs, c.validateOps()...) // proxy/ops.go
+	if len(errs) == 0 && len(d.problems()) == 0 {
 		// Settings resolved from the file and the environment, as New
 		// resolves them (the saved layer comes from the store): a bad
 		// value is reported with the other problems, before serve opens
 		// (and migrates) a database.
-		d.errs = append(d.errs, cfg.checkSettings(environ)...)
+		errs = append(errs, c.checkSettings(environ)...)
 	}
-	if len(d.errs) > 0 {
-		return nil, d.warnings, errors.Join(d.errs...)
-	}
-	return cfg, d.warnings, nil
+	return errs
 }
 
 // serverEnv are the BREAKWATER_* variables that override server and store
@@ -385,146 +393,6 @@ func (c *Config) accessProblem() error {
 	return nil
 }
 
-// nodeDecoder decodes a yaml.Node tree into Go values strictly: every
-// mapping key must be a known field (an unknown one names the nearest known
-// key), every problem carries its line.
-type nodeDecoder struct {
-	file     string
-	env      map[string]string
-	lines    map[string]int
-	errs     []error
-	warnings []string
-	refs     map[string]bool // variables named by ${...}
-	// mgmtUnset is the unset variable server.managementKey expands (and
-	// its node): an error unless BREAKWATER_MANAGEMENT_KEY sets the key.
-	mgmtUnset     string
-	mgmtUnsetNode *yaml.Node
-}
-
-func (d *nodeDecoder) fail(n *yaml.Node, field, format string, args ...any) {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	d.errs = append(d.errs, &ConfigError{File: d.file, Line: line, Field: field, Problem: fmt.Sprintf(format, args...)})
-}
-
-// expand performs ${VAR} and ${VAR:-default} expansion; $$ is a literal $.
-func (d *nodeDecoder) expand(n *yaml.Node, field, s string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '$' || i+1 >= len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		if s[i+1] == '$' {
-			b.WriteByte('$')
-			i++
-			continue
-		}
-		if s[i+1] != '{' {
-			b.WriteByte(c)
-			continue
-		}
-		end := strings.IndexByte(s[i+2:], '}')
-		if end < 0 {
-			d.fail(n, field, "unterminated ${ in %q", s)
-			return s
-		}
-		expr := s[i+2 : i+2+end]
-		name, def, hasDef := strings.Cut(expr, ":-")
-		if name == "" {
-			d.fail(n, field, "empty variable name in %q", s)
-			return s
-		}
-		if d.refs == nil {
-			d.refs = map[string]bool{}
-		}
-		d.refs[name] = true
-		v, ok := d.env[name]
-		switch {
-		case ok && v != "":
-			b.WriteString(v)
-		case hasDef:
-			b.WriteString(def)
-		case field == "server.managementKey":
-			d.mgmtUnset, d.mgmtUnsetNode = name, n
-		default:
-			d.warnings = append(d.warnings, fmt.Sprintf("%s:%d: %s: environment variable %s is not set (expands to \"\")", d.file, n.Line, field, name))
-		}
-		i += 2 + end
-	}
-	return b.String()
-}
-
-// merged returns a mapping with its YAML merge keys applied
-// ({<<: *common, id: k2}): the mapping's own keys first, then each merged
-// mapping's keys it does not have (an earlier source wins, as the YAML merge
-// spec says). Anything else is returned as it is.
-func (d *nodeDecoder) merged(n *yaml.Node, path string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		return n
-	}
-	var sources []*yaml.Node
-	own := make([]*yaml.Node, 0, len(n.Content))
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.Value != "<<" || (k.Tag != "!!merge" && k.Style != 0) {
-			own = append(own, k, v)
-			continue
-		}
-		items := []*yaml.Node{v}
-		if v.Kind == yaml.SequenceNode {
-			items = v.Content
-		}
-		for _, it := range items {
-			for it.Kind == yaml.AliasNode && it.Alias != nil {
-				it = it.Alias
-			}
-			if it.Kind != yaml.MappingNode {
-				d.fail(k, joinField(path, "<<"), "a merge key takes a mapping or a list of mappings (an anchor like *common), got %s", nodeKind(it))
-				continue
-			}
-			sources = append(sources, d.merged(it, path))
-		}
-	}
-	if sources == nil && len(own) == len(n.Content) {
-		return n
-	}
-	has := map[string]bool{}
-	for i := 0; i < len(own); i += 2 {
-		has[own[i].Value] = true
-	}
-	out := *n
-	out.Content = own
-	for _, src := range sources {
-		for i := 0; i+1 < len(src.Content); i += 2 {
-			if key := src.Content[i].Value; !has[key] {
-				has[key] = true
-				out.Content = append(out.Content, src.Content[i], src.Content[i+1])
-			}
-		}
-	}
-	return &out
-}
-
-func joinField(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-var (
-	layerType  = reflect.TypeOf(settings.Layer(nil))
-	millisType = reflect.TypeOf(Millis(0))
-	targetType = reflect.TypeOf(ComboTarget{})
-)
-
 // headerValueProblem says why v cannot be sent as an HTTP header value
 // (a connection's key goes out in Authorization or the provider's key
 // header), or "". A control character is refused here rather than left to
@@ -538,256 +406,6 @@ func headerValueProblem(v string) string {
 		}
 	}
 	return ""
-}
-
-// removedKeys are keys the config no longer has, with what to do instead: a
-// config that still sets one is refused with that message rather than the
-// generic unknown-key one.
-var removedKeys = map[string]string{
-	"server.busyPollUs": "the key was removed: client and upstream connections are served by net/http, which parks goroutines itself; delete the line",
-}
-
-func (d *nodeDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	n = d.merged(n, path)
-	if path != "" {
-		if _, seen := d.lines[path]; !seen {
-			d.lines[path] = n.Line
-		}
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // null leaves the zero value
-	}
-	switch {
-	case v.Type() == layerType:
-		tree := d.tree(n, path)
-		if tree == nil {
-			return
-		}
-		m, ok := tree.(map[string]any)
-		if !ok {
-			d.fail(n, path, "want a mapping of resilience settings")
-			return
-		}
-		v.Set(reflect.ValueOf(settings.Layer(m)))
-		return
-	case v.Type() == targetType && n.Kind == yaml.ScalarNode:
-		v.Set(reflect.ValueOf(ComboTarget{Target: d.expand(n, path, n.Value)}))
-		return
-	case v.Type() == millisType:
-		if n.Kind != yaml.ScalarNode {
-			d.fail(n, path, "want milliseconds (an integer or a duration like \"30s\")")
-			return
-		}
-		ms, err := parseMillis(d.expand(n, path, n.Value))
-		if err != nil {
-			d.fail(n, path, "%v", err)
-			return
-		}
-		v.SetInt(ms)
-		return
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		p := reflect.New(v.Type().Elem())
-		d.decode(n, p.Elem(), path)
-		v.Set(p)
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			d.fail(n, path, "want a mapping, got %s", nodeKind(n))
-			return
-		}
-		t := v.Type()
-		var names []string
-		idx := map[string]int{}
-		for i := 0; i < t.NumField(); i++ {
-			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-			if tag == "" || tag == "-" || !t.Field(i).IsExported() {
-				continue
-			}
-			names = append(names, tag)
-			idx[tag] = i
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			key := k.Value
-			fp := joinField(path, key)
-			fi, ok := idx[key]
-			if !ok && path == "" && strings.HasPrefix(key, "x-") {
-				continue // a top-level x- key holds YAML anchors for merge keys (as in Compose files)
-			}
-			if why, gone := removedKeys[fp]; !ok && gone {
-				d.fail(k, fp, "%s", why)
-				continue
-			}
-			if !ok {
-				if s := didyoumean.Nearest(key, names); s != "" {
-					d.fail(k, fp, "unknown key %q (did you mean %q?)", key, s)
-				} else {
-					d.fail(k, fp, "unknown key %q (known keys: %s)", key, strings.Join(names, ", "))
-				}
-				continue
-			}
-			if seen[key] {
-				d.fail(k, fp, "duplicate key %q", key)
-				continue
-			}
-			seen[key] = true
-			d.decode(val, v.Field(fi), fp)
-		}
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.fail(n, path, "want a list, got %s", nodeKind(n))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, e := range n.Content {
-			d.decode(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
-		}
-		v.Set(s)
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			d.fail(n, path, "want a mapping, got %s", nodeKind(n))
-			return
-		}
-		m := reflect.MakeMap(v.Type())
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			fp := joinField(path, k.Value)
-			if m.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
-				d.fail(k, fp, "duplicate key %q", k.Value)
-				continue
-			}
-			e := reflect.New(v.Type().Elem()).Elem()
-			d.decode(val, e, fp)
-			m.SetMapIndex(reflect.ValueOf(k.Value), e)
-		}
-		v.Set(m)
-	case reflect.String:
-		if n.Kind != yaml.ScalarNode {
-			d.fail(n, path, "want a string, got %s", nodeKind(n))
-			return
-		}
-		v.SetString(d.expand(n, path, n.Value))
-	case reflect.Int, reflect.Int64:
-		if n.Kind != yaml.ScalarNode {
-			d.fail(n, path, "want an integer, got %s", nodeKind(n))
-			return
-		}
-		s := strings.TrimSpace(d.expand(n, path, n.Value))
-		i, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			d.fail(n, path, "want an integer, got %q", s)
-			return
-		}
-		v.SetInt(i)
-	case reflect.Bool:
-		if n.Kind != yaml.ScalarNode {
-			d.fail(n, path, "want true or false, got %s", nodeKind(n))
-			return
-		}
-		s := strings.ToLower(strings.TrimSpace(d.expand(n, path, n.Value)))
-		switch s {
-		case "true", "yes", "on", "1":
-			v.SetBool(true)
-		case "false", "no", "off", "0":
-			v.SetBool(false)
-		default:
-			d.fail(n, path, "want true or false, got %q", s)
-		}
-	default:
-		d.fail(n, path, "unsupported field type %s", v.Type())
-	}
-}
-
-// tree converts a node into the generic form settings.LayerOf accepts,
-// recording the line of every path for later messages.
-func (d *nodeDecoder) tree(n *yaml.Node, path string) any {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	n = d.merged(n, path)
-	if path != "" {
-		if _, seen := d.lines[path]; !seen {
-			d.lines[path] = n.Line
-		}
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		m := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			fp := joinField(path, k)
-			if _, dup := m[k]; dup {
-				d.fail(n.Content[i], fp, "duplicate key %q", k)
-				continue
-			}
-			m[k] = d.tree(n.Content[i+1], fp)
-		}
-		return m
-	case yaml.SequenceNode:
-		a := make([]any, len(n.Content))
-		for i, e := range n.Content {
-			a[i] = d.tree(e, fmt.Sprintf("%s[%d]", path, i))
-		}
-		return a
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return nil
-		case "!!bool":
-			return strings.EqualFold(n.Value, "true")
-		case "!!int", "!!float":
-			// YAML 1.1 style ints (0x, 0o, _) are not JSON numbers: keep the
-			// text, the model parses integers leniently from strings.
-			if json.Valid([]byte(n.Value)) {
-				return json.Number(n.Value)
-			}
-			return n.Value
-		}
-		return d.expand(n, path, n.Value)
-	}
-	d.fail(n, path, "unsupported YAML node")
-	return nil
-}
-
-func nodeKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "something else"
-}
-
-func parseMillis(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, nil
-	}
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if i < 0 {
-			return 0, fmt.Errorf("must not be negative, got %d", i)
-		}
-		return i, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("want milliseconds (an integer or a duration like \"30s\"), got %q", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("must not be negative, got %q", s)
-	}
-	if d%time.Millisecond != 0 { // as in the resilience section: never a silent truncation
-		return 0, fmt.Errorf("duration %q is not a whole number of milliseconds", s)
-	}
-	return d.Milliseconds(), nil
 }
 
 // line returns the line of a field path (0 when unknown).

@@ -66,7 +66,7 @@ type Gateway struct {
 
 	gate      *gate
 	pace      *pacers
-	met       *metrics
+	met       *gatewayMetrics
 	transport *http.Transport // management probes and spend-wall calls
 	client    *http.Client    // over transport, redirects not followed
 
@@ -135,15 +135,7 @@ type clientKey struct {
 // (file < env < saved), restores the stored state and prepares the
 // handlers. It does not listen; see Serve.
 func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Store == nil {
-		opts.Store = store.NewMemory(store.MemoryOptions{Now: opts.Now})
-	}
+	opts.fillDefaults()
 	if err := cfg.accessProblem(); err != nil { // also checked by ParseConfig; a Config built in code gets it here
 		return nil, err
 	}
@@ -184,35 +176,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		g.provOrder = append(g.provOrder, p.ID)
 	}
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, cfg.Providers)
-
-	st, err := opts.Store.Load(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load resilience state: %w", err)
+	if err := g.restoreState(ctx, topo, &settings); err != nil {
+		return nil, err
 	}
-	profiles := map[string]model.Profile{}
-	for _, p := range topo.Providers {
-		profiles[p.ID] = p.Profile
-	}
-	if err := eng.Restore(st.Durable(&settings, func(p string) model.Profile { return profiles[p] })); err != nil {
-		var re *model.RestoreError
-		if !errors.As(err, &re) {
-			return nil, err
-		}
-		g.log.Warn("stored state names things the config no longer has; skipped them", "skipped", re.Skipped)
-	}
-
-	// The key this process holds for each connection: one the shared state
-	// lists as retired while terminal (replaced at runtime with PUT
-	// /api/providers, here before a restart or on another replica) is
-	// terminal for this process.
-	g.lock()
-	for _, p := range cfg.Providers {
-		for _, c := range p.Connections {
-			_, _ = eng.SetCredential(g.modelNow(), model.ConnRef{Provider: p.ID, Connection: c.ID}, credentialFingerprint(c.APIKey))
-		}
-	}
-	g.unlock()
-
 	g.restoreEgress(ctx) // docs/classification.md: last known egress IPs (proxy/egress.go)
 	g.leases = newLeaseMgr(ctx, g)
 	g.transport = newTransport(g)
@@ -222,7 +188,64 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.base, g.cutAll = context.WithCancelCause(context.Background())
 	g.bodyReadTimeout = bodyReadTimeout
 	g.clientWriteGrace = clientWriteGrace
-	g.srv = &http.Server{
+	g.srv = g.newServer()
+	g.drainCh = make(chan struct{})
+	go g.pump()
+	return g, nil
+}
+
+// fillDefaults sets what an embedder may leave out: the default logger,
+// the wall clock and an in-memory store.
+func (opts *Options) fillDefaults() {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Store == nil {
+		opts.Store = store.NewMemory(store.MemoryOptions{Now: opts.Now})
+	}
+}
+
+// restoreState loads the stored resilience state into the engine (what
+// the config no longer names is skipped with a warning) and gives the
+// engine the key this process holds for each connection.
+func (g *Gateway) restoreState(ctx context.Context, topo model.Topology, s *model.Settings) error {
+	st, err := g.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load resilience state: %w", err)
+	}
+	profiles := map[string]model.Profile{}
+	for _, p := range topo.Providers {
+		profiles[p.ID] = p.Profile
+	}
+	if err := g.eng.Restore(st.Durable(s, func(p string) model.Profile { return profiles[p] })); err != nil {
+		var re *model.RestoreError
+		if !errors.As(err, &re) {
+			return err
+		}
+		g.log.Warn("stored state names things the config no longer has; skipped them", "skipped", re.Skipped)
+	}
+
+	// The key this process holds for each connection: one the shared state
+	// lists as retired while terminal (replaced at runtime with PUT
+	// /api/providers, here before a restart or on another replica) is
+	// terminal for this process.
+	g.lock()
+	for _, p := range g.cfg.Providers {
+		for _, c := range p.Connections {
+			_, _ = g.eng.SetCredential(g.modelNow(), model.ConnRef{Provider: p.ID, Connection: c.ID}, credentialFingerprint(c.APIKey))
+		}
+	}
+	g.unlock()
+	return nil
+}
+
+// newServer is the client listener's http.Server, with the gateway's
+// bounds on heads, bodies and idle connections.
+func (g *Gateway) newServer() *http.Server {
+	return &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		// The whole request of a handler that reads no body itself (the
@@ -237,9 +260,6 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		// here; a request's own outcome is logged by the handler.
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
-	g.drainCh = make(chan struct{})
-	go g.pump()
-	return g, nil
 }
 
 // newProvRuntime prepares a provider's runtime config; pool is its

@@ -1,20 +1,17 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/mgmt"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
@@ -25,31 +22,13 @@ import (
 // the upstream request is built from scratch, so they never reach an
 // upstream, and no log line or request-log record carries them.
 const (
-	hdrLeaseOwner      = "X-Breakwater-Lease-Owner"
-	hdrLeaseGeneration = "X-Breakwater-Lease-Generation"
+	hdrLeaseOwner      = mgmt.HeaderLeaseOwner
+	hdrLeaseGeneration = mgmt.HeaderLeaseGeneration
 	maxLeaseBody       = 64 << 10
 )
 
-// leaseRequest is the decoded body. Generation and ttlMs keep their raw
-// JSON so that a huge or fractional number is refused, not rounded.
-type leaseRequest struct {
-	Action     string          `json:"action"`
-	Model      *string         `json:"model"`
-	TTLMs      json.RawMessage `json:"ttlMs"`
-	Owner      *string         `json:"owner"`
-	Generation json.RawMessage `json:"generation"`
-	Reason     *string         `json:"reason"`
-}
-
-// leaseCall is a validated lease request.
-type leaseCall struct {
-	action     string
-	model      string
-	ttlMs      int64
-	owner      string
-	generation int64
-	reason     string
-}
+// leaseCall is a validated lease request (proxy/mgmt decodes it).
+type leaseCall = mgmt.LeaseCall
 
 // leaseView is a lease as the API shows it. Owner is set only in the
 // acquire answer: the token is returned once and never again.
@@ -125,164 +104,17 @@ func (g *Gateway) handleSessionLeases(w http.ResponseWriter, r *http.Request) {
 		writeLeaseError(w, model.CodeLeaseContextInvalid, err.Error())
 		return
 	}
-	call, err := decodeLeaseRequest(body, r.Header)
+	call, err := mgmt.DecodeLeaseRequest(body, r.Header)
 	if err != nil {
 		writeLeaseErr(w, err)
 		return
 	}
-	switch call.action {
+	switch call.Action {
 	case "acquire":
 		g.leaseAcquire(w, r, key, call)
 	case "renew", "release", "status":
 		g.leaseOwnerAction(w, r, key, call)
 	}
-}
-
-// decodeLeaseRequest validates a body (and the lease headers, which may
-// carry the owner and generation instead of the body). Every problem is a
-// *model.LeaseError; nothing is changed before it returns.
-func decodeLeaseRequest(body []byte, h http.Header) (leaseCall, error) {
-	bad := func(format string, a ...any) (leaseCall, error) {
-		return leaseCall{}, &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: fmt.Sprintf(format, a...)}
-	}
-	b := bytes.TrimSpace(body)
-	if len(b) == 0 || b[0] != '{' {
-		return bad("the body must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var v leaseRequest
-	if err := dec.Decode(&v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("field %q has the wrong type", te.Field)
-		}
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return bad("unknown field %s; known: action, model, ttlMs, owner, generation, reason", f)
-		}
-		return bad("the body is not valid JSON")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return bad("the body must be one JSON object")
-	}
-	c := leaseCall{action: v.Action}
-	switch v.Action {
-	case "acquire", "renew", "release", "status":
-	case "":
-		return bad("field \"action\" is required: acquire, renew, release or status")
-	default:
-		return bad("unknown action; want acquire, renew, release or status")
-	}
-	c.ttlMs = model.DefaultLeaseTTLMs
-	if len(v.TTLMs) > 0 && string(v.TTLMs) != "null" {
-		if c.action != "acquire" && c.action != "renew" {
-			return bad("ttlMs applies to acquire and renew only")
-		}
-		ms, err := parseTTLMs(v.TTLMs)
-		if err != nil {
-			return leaseCall{}, err
-		}
-		c.ttlMs = ms
-	}
-	if c.action == "acquire" {
-		if v.Model == nil || strings.TrimSpace(*v.Model) == "" {
-			return bad("field \"model\" is required for acquire")
-		}
-		if v.Owner != nil || len(v.Generation) > 0 || h.Get(hdrLeaseOwner) != "" || h.Get(hdrLeaseGeneration) != "" {
-			return bad("acquire mints a new owner: send no owner or generation")
-		}
-		if v.Reason != nil {
-			return bad("reason applies to release only")
-		}
-		c.model = strings.TrimSpace(*v.Model)
-		return c, nil
-	}
-	if v.Model != nil {
-		return bad("model applies to acquire only")
-	}
-	// The owner and generation come from the body or the headers; both
-	// present must agree.
-	owner, hOwner := "", h.Get(hdrLeaseOwner)
-	if v.Owner != nil {
-		owner = *v.Owner
-		if hOwner != "" && hOwner != owner {
-			return bad("the owner in the body and in %s differ", hdrLeaseOwner)
-		}
-	} else {
-		owner = hOwner
-	}
-	if err := model.ParseLeaseOwner(owner); err != nil {
-		return leaseCall{}, err
-	}
-	genText, hGen := "", h.Get(hdrLeaseGeneration)
-	if len(v.Generation) > 0 && string(v.Generation) != "null" {
-		raw := v.Generation
-		if raw[0] == '"' {
-			if err := json.Unmarshal(raw, &genText); err != nil {
-				return bad("field \"generation\" is not a valid string")
-			}
-		} else {
-			genText = string(raw)
-		}
-		if hGen != "" && hGen != genText {
-			return bad("the generation in the body and in %s differ", hdrLeaseGeneration)
-		}
-	} else {
-		genText = hGen
-	}
-	gen, err := model.ParseLeaseGeneration(genText)
-	if err != nil {
-		return leaseCall{}, err
-	}
-	c.owner, c.generation = owner, gen
-	if v.Reason != nil {
-		if c.action != "release" {
-			return bad("reason applies to release only")
-		}
-		switch *v.Reason {
-		case store.EndOwnerExit, store.EndClientCancelled:
-			c.reason = *v.Reason
-		default:
-			return bad("reason must be %s or %s", store.EndOwnerExit, store.EndClientCancelled)
-		}
-	}
-	return c, nil
-}
-
-// parseTTLMs reads ttlMs: an integer of milliseconds or a Go duration
-// string (docs/settings.md#layers "*Ms" fields), then the clamp.
-func parseTTLMs(raw json.RawMessage) (int64, error) {
-	bad := &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: "ttlMs must be an integer of milliseconds or a duration string (\"90s\")"}
-	var ms int64
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return 0, bad
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, bad
-		}
-		ms = d.Milliseconds()
-		if d > 0 && ms == 0 {
-			ms = 1
-		}
-	} else {
-		n, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil {
-			// A huge positive integer is clamped, like any long TTL.
-			if f, ferr := strconv.ParseFloat(string(raw), 64); ferr == nil && f > 0 && !strings.ContainsAny(string(raw), ".eE") {
-				n = model.MaxLeaseTTLMs
-			} else {
-				return 0, bad
-			}
-		}
-		ms = n
-	}
-	if ms < 0 {
-		return 0, &model.LeaseError{Code: model.CodeLeaseContextInvalid, Message: "ttlMs must not be negative"}
-	}
-	return model.ClampLeaseTTLMs(ms)
 }
 
 // newOwner mints an owner token: bwl_ + 43 base64url characters of 256
@@ -302,7 +134,7 @@ func newOwner() (string, error) {
 // the last word on each.
 func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clientKey, c leaseCall) {
 	g.lock()
-	route, err := g.eng.Resolve(c.model)
+	route, err := g.eng.Resolve(c.Model)
 	g.unlock()
 	if err != nil {
 		var me *model.Error
@@ -337,7 +169,7 @@ func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clie
 	busy := 0
 	for _, cand := range cands {
 		l, res, err := g.leases.arb.Acquire(r.Context(), store.AcquireRequest{Owner: owner, APIKeyID: key.id, Provider: cand.Provider,
-			Connection: cand.Connection, Model: route.Model, TTL: time.Duration(c.ttlMs) * time.Millisecond})
+			Connection: cand.Connection, Model: route.Model, TTL: time.Duration(c.TTLMs) * time.Millisecond})
 		var lc *store.LeaseConflict
 		switch {
 		case err == nil:
@@ -376,20 +208,20 @@ func (g *Gateway) leaseAcquire(w http.ResponseWriter, r *http.Request, key *clie
 func (g *Gateway) leaseOwnerAction(w http.ResponseWriter, r *http.Request, key *clientKey, c leaseCall) {
 	ctx := r.Context()
 	arb := g.leases.arb
-	claim := model.LeaseClaim{OwnerHash: hashOwner(c.owner), Generation: c.generation, APIKeyID: key.id}
+	claim := model.LeaseClaim{OwnerHash: hashOwner(c.Owner), Generation: c.Generation, APIKeyID: key.id}
 	var l store.Lease
 	var res string
 	var err error
-	switch c.action {
+	switch c.Action {
 	case "renew":
-		l, err = arb.Renew(ctx, c.owner, key.id, c.generation, time.Duration(c.ttlMs)*time.Millisecond)
+		l, err = arb.Renew(ctx, c.Owner, key.id, c.Generation, time.Duration(c.TTLMs)*time.Millisecond)
 		res = string(store.LeaseRenewed)
 	case "release":
-		l, err = arb.Release(ctx, c.owner, key.id, c.generation, c.reason)
+		l, err = arb.Release(ctx, c.Owner, key.id, c.Generation, c.Reason)
 		res = string(store.LeaseReleasedRes)
 	case "status":
 		var ok bool
-		if l, ok, err = arb.Status(ctx, c.owner); err == nil {
+		if l, ok, err = arb.Status(ctx, c.Owner); err == nil {
 			f := model.CheckFence(g.modelNow(), nil, &claim)
 			if ok {
 				row := rowOf(l)
@@ -416,7 +248,7 @@ func (g *Gateway) leaseOwnerAction(w http.ResponseWriter, r *http.Request, key *
 		g.writeLeaseStoreDown(w, err)
 		return
 	}
-	_, f, verr := g.leases.verify(ctx, c.owner, &claim)
+	_, f, verr := g.leases.verify(ctx, c.Owner, &claim)
 	if verr != nil {
 		g.writeLeaseStoreDown(w, verr)
 		return

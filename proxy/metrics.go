@@ -1,166 +1,56 @@
 package proxy
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/metrics"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the gateway's Prometheus series. Each gateway has its own
-// registry so tests can run several side by side.
-type metrics struct {
-	reg       *prometheus.Registry
-	requests  *prometheus.CounterVec   // client requests by final provider/connection/status
-	upstream  *prometheus.CounterVec   // upstream attempts by provider/connection/status|outcome
-	latency   *prometheus.HistogramVec // upstream attempt time to response headers
-	attempts  prometheus.Histogram     // upstream attempts per client request
-	queueWait *prometheus.HistogramVec // time spent in the admission queue
-	queueRej  *prometheus.CounterVec   // admission refusals by code
-	waits     *prometheus.CounterVec   // cooldown waits by kind
-	http      *prometheus.CounterVec   // every HTTP answer of the gateway by surface and code
-	httpOK    prometheus.Counter       // http{surface="client",code="200"}, looked up once
-	inflight  prometheus.Gauge
-	stream    *streamMetrics // stream resume and malformed events (proxy/resume.go)
+// gatewayMetrics are the request-path series (proxy/metrics) with the
+// lookups the request path makes by its own connection type, and the
+// stream series (proxy/resume.go) registered beside them.
+type gatewayMetrics struct {
+	*metrics.Metrics
+	stream *streamMetrics
 }
 
-func newMetrics(g *Gateway) *metrics {
-	reg := prometheus.NewRegistry()
-	m := &metrics{
-		reg: reg,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_requests_total",
-			Help: "Client chat requests by the provider and connection that answered last and the status the client got."},
-			[]string{"provider", "connection", "status"}),
-		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_upstream_attempts_total",
-			Help: "Upstream attempts by provider, connection and result (HTTP status or outcome kind)."},
-			[]string{"provider", "connection", "result"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "breakwater_upstream_latency_seconds",
-			Help:    "Upstream attempt latency until response headers.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}},
-			[]string{"provider", "connection"}),
-		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "breakwater_request_attempts",
-			Help: "Upstream attempts made for one client request.", Buckets: []float64{0, 1, 2, 3, 4, 6, 10}}),
-		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "breakwater_queue_wait_seconds",
-			Help:    "Time a request waited in the admission queue before a slot (or a refusal).",
-			Buckets: []float64{.001, .01, .05, .1, .5, 1, 5, 10, 30, 60}}, []string{"provider", "connection"}),
-		queueRej: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_admission_refusals_total",
-			Help: "Admission refusals by provider, connection and typed code."}, []string{"provider", "connection", "code"}),
-		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_cooldown_waits_total",
-			Help: "Cooldown-aware waits (waitForCooldown, comboCooldownWait, priorityWait)."}, []string{"kind"}),
-		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_http_responses_total",
-			Help: "Every HTTP answer of the gateway by surface and status code."}, []string{"surface", "code"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
-			Help: "Client requests being served."}),
-	}
-	m.httpOK = m.http.WithLabelValues("client", "200")
-	m.stream = newStreamMetrics(reg)
-	reg.MustRegister(m.requests, m.upstream, m.latency, m.attempts, m.queueWait, m.queueRej, m.waits, m.http, m.inflight,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{g: g})
-	reg.MustRegister(g.ops.met.collectors()...) // proxy/metrics_ops.go
+// connMetrics are a connection's series, resolved on first use.
+type connMetrics = metrics.ConnSeries
+
+func newMetrics(g *Gateway) *gatewayMetrics {
+	m := &gatewayMetrics{Metrics: metrics.New(metricsState{g}, g.ops.met.Collectors()...)}
+	m.stream = newStreamMetrics(m.Registry())
 	return m
 }
 
-// connMetrics are a connection's series on the request path, each looked
-// up once, when first used (so no series appears before it counts
-// something): WithLabelValues hashes its labels under a lock on every
-// call, and the request path would call it three times per request.
-type connMetrics struct {
-	requestsOK atomic.Pointer[counterRef]  // requests{status="200"}
-	upstreamOK atomic.Pointer[counterRef]  // upstream{result="200"}
-	latency    atomic.Pointer[observerRef] // latency
+func (m *gatewayMetrics) requestsOK(cr *connRuntime) prometheus.Counter {
+	return m.RequestsOK(&cr.met, cr.provider, cr.cfg.ID)
 }
 
-type counterRef struct{ prometheus.Counter }
-
-type observerRef struct{ prometheus.Observer }
-
-func (m *metrics) requestsOK(cr *connRuntime) prometheus.Counter {
-	return counterOf(&cr.met.requestsOK, m.requests, cr)
+func (m *gatewayMetrics) upstreamOK(cr *connRuntime) prometheus.Counter {
+	return m.UpstreamOK(&cr.met, cr.provider, cr.cfg.ID)
 }
 
-func (m *metrics) upstreamOK(cr *connRuntime) prometheus.Counter {
-	return counterOf(&cr.met.upstreamOK, m.upstream, cr)
+func (m *gatewayMetrics) latencyOf(cr *connRuntime) prometheus.Observer {
+	return m.LatencyOf(&cr.met, cr.provider, cr.cfg.ID)
 }
 
-func (m *metrics) latencyOf(cr *connRuntime) prometheus.Observer {
-	if r := cr.met.latency.Load(); r != nil {
-		return r.Observer
-	}
-	r := &observerRef{m.latency.WithLabelValues(cr.provider, cr.cfg.ID)}
-	cr.met.latency.Store(r)
-	return r.Observer
-}
+// metricsState is what the scrape-time series read of a gateway.
+type metricsState struct{ g *Gateway }
 
-// counterOf is vec's (provider, connection, "200") series, kept in p.
-func counterOf(p *atomic.Pointer[counterRef], vec *prometheus.CounterVec, cr *connRuntime) prometheus.Counter {
-	if r := p.Load(); r != nil {
-		return r.Counter
-	}
-	r := &counterRef{vec.WithLabelValues(cr.provider, cr.cfg.ID, "200")}
-	p.Store(r)
-	return r.Counter
-}
-
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-}
-
-var (
-	descBreaker = prometheus.NewDesc("breakwater_breaker_state",
-		"Provider circuit breaker state: 0 CLOSED, 1 DEGRADED, 2 OPEN, 3 HALF_OPEN.", []string{"provider"}, nil)
-	descBreakerFailures = prometheus.NewDesc("breakwater_breaker_failures",
-		"Consecutive provider-level failures counted by the breaker.", []string{"provider"}, nil)
-	descCooldown = prometheus.NewDesc("breakwater_connection_cooldown_seconds",
-		"Remaining connection cooldown (0 = not cooling).", []string{"provider", "connection"}, nil)
-	descConnStatus = prometheus.NewDesc("breakwater_connection_status",
-		"1 for the connection's current status.", []string{"provider", "connection", "status"}, nil)
-	descLockouts = prometheus.NewDesc("breakwater_model_lockouts",
-		"Active model lockouts per connection.", []string{"provider", "connection"}, nil)
-	descQueue = prometheus.NewDesc("breakwater_queue_depth",
-		"Requests waiting in a connection's admission queue.", []string{"provider", "connection"}, nil)
-	descSlots = prometheus.NewDesc("breakwater_connection_inflight",
-		"Admission slots in use per connection.", []string{"provider", "connection"}, nil)
-	descPins = prometheus.NewDesc("breakwater_session_pins", "Live session affinity pins.", nil, nil)
-)
-
-// stateCollector reads the model's refreshed views at scrape time, so the
-// breaker and cooldown series never go stale.
-type stateCollector struct{ g *Gateway }
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreaker, descBreakerFailures, descCooldown, descConnStatus, descLockouts, descQueue, descSlots, descPins} {
-		ch <- d
-	}
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	g := c.g
+func (s metricsState) Views() ([]model.ProviderView, []model.ConnectionView, int) {
+	g := s.g
 	now := g.modelNow()
 	g.lock()
-	provs := g.eng.Providers(now)
-	conns := g.eng.Connections(now, "")
-	pins := len(g.eng.Pins(now))
-	g.unlock()
-	for _, p := range provs {
-		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(p.State), p.Provider)
-		ch <- prometheus.MustNewConstMetric(descBreakerFailures, prometheus.GaugeValue, float64(p.FailureCount), p.Provider)
-	}
-	for _, cv := range conns {
-		ch <- prometheus.MustNewConstMetric(descCooldown, prometheus.GaugeValue, float64(cv.CooldownRemainingMs)/1000, cv.Provider, cv.Connection)
-		ch <- prometheus.MustNewConstMetric(descConnStatus, prometheus.GaugeValue, 1, cv.Provider, cv.Connection, cv.Status.String())
-		ch <- prometheus.MustNewConstMetric(descLockouts, prometheus.GaugeValue, float64(len(cv.Lockouts)), cv.Provider, cv.Connection)
-	}
-	g.gate.snapshot(func(p, cn string, inUse, queued int) {
-		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(queued), p, cn)
-		ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(inUse), p, cn)
-	})
-	ch <- prometheus.MustNewConstMetric(descPins, prometheus.GaugeValue, float64(pins))
+	defer g.unlock()
+	return g.eng.Providers(now), g.eng.Connections(now, ""), len(g.eng.Pins(now))
+}
+
+func (s metricsState) Gates(fn func(provider, connection string, inUse, queued int)) {
+	s.g.gate.snapshot(fn)
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }

@@ -9,13 +9,13 @@ import (
 	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
 	"net/http"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/mgmt"
 	"github.com/breakwater-gw/breakwater/store"
 	"github.com/gorilla/mux"
 )
@@ -76,7 +76,7 @@ func (g *Gateway) routes() http.Handler {
 	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
 	m("/api/providers/{id}/test", g.handleTestProvider, http.MethodPost)
 	m("/api/request-log", g.handleRequestLog, http.MethodGet) // incident export source (reqlog_api.go)
-	r.Handle("/metrics", g.mgmt(g.met.handler().ServeHTTP)).Methods(http.MethodGet)
+	r.Handle("/metrics", g.mgmt(g.met.Handler().ServeHTTP)).Methods(http.MethodGet)
 	g.uiRoutes(r, m) // the dashboard and its read-only views (mgmt_ui.go)
 	return g.wrap(r)
 }
@@ -111,9 +111,9 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 				}
 			}
 			if s, code := surface(r.URL.Path), rec.code(); s == "client" && code == http.StatusOK {
-				g.met.httpOK.Inc()
+				g.met.HTTPOK.Inc()
 			} else {
-				g.met.http.WithLabelValues(s, statusLabel(code)).Inc()
+				g.met.HTTP.WithLabelValues(s, statusLabel(code)).Inc()
 			}
 		}()
 		if strings.Contains(r.URL.Path, "//") {
@@ -230,100 +230,19 @@ func readManagementBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
-// decodeBody decodes a JSON management body strictly: unknown fields,
-// trailing data and wrong types are 400s naming the problem. An empty body
-// decodes to the zero value when allowEmpty.
+// decodeBody reads and decodes a JSON management body strictly
+// (mgmt.DecodeJSON), answering the 400 itself; an empty body decodes to
+// the zero value when allowEmpty.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
 	b, ok := readManagementBody(w, r)
 	if !ok {
 		return false
 	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		if allowEmpty {
-			return true
-		}
-		writeError(w, http.StatusBadRequest, "invalid_request", "a JSON body is required")
-		return false
-	}
-	// Every management body is an object: `null` would decode to the zero
-	// value (POST /api/resilience/reset with `null` reset every breaker) and
-	// an array's type error would name a Go struct.
-	if kind := jsonValueKind(b); kind != "an object" && kind != "invalid JSON" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got "+kind)
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: "+jsonProblem(err))
-		return false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: trailing data after the JSON value")
+	if problem := mgmt.DecodeJSON(b, v, allowEmpty); problem != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", problem)
 		return false
 	}
 	return true
-}
-
-// jsonValueKind names the kind of the JSON value b starts with.
-func jsonValueKind(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return "nothing"
-	}
-	switch c := b[0]; {
-	case c == '{':
-		return "an object"
-	case c == '[':
-		return "an array"
-	case c == '"':
-		return "a string"
-	case c == 'n':
-		return "null"
-	case c == 't' || c == 'f':
-		return "a boolean"
-	case c == '-' || (c >= '0' && c <= '9'):
-		return "a number"
-	}
-	return "invalid JSON"
-}
-
-// jsonTypeName names a Go type the way the JSON body spells it, so a
-// message never shows a Go struct or a package name.
-func jsonTypeName(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(jsonTypeName(t.Elem()), "an "), "a ") + "s"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "a " + t.String()
-}
-
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Type == millisType {
-			return fmt.Sprintf("field %q must be a whole, non-negative number of milliseconds or a Go duration such as \"30s\", got %s", te.Field, te.Value)
-		}
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be %s, got %s", te.Field, jsonTypeName(te.Type), te.Value)
-		}
-		return fmt.Sprintf("want %s, got %s", jsonTypeName(te.Type), te.Value)
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 func notFound(w http.ResponseWriter, err error) bool {
@@ -582,7 +501,7 @@ func (g *Gateway) handlePatchSettings(w http.ResponseWriter, r *http.Request) {
 	// A merge patch of null would change nothing and say 200; like every
 	// other management body it must be an object (the settings parser
 	// refuses arrays and scalars itself).
-	if jsonValueKind(b) == "null" {
+	if mgmt.JSONKind(b) == "null" {
 		writeError(w, http.StatusBadRequest, "invalid_request", "invalid body: want a JSON object, got null")
 		return
 	}
@@ -896,7 +815,7 @@ func (cs *connectionPatches) UnmarshalJSON(b []byte) error {
 		dec := json.NewDecoder(bytes.NewReader(r))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&out[i]); err != nil {
-			return fmt.Errorf("connections[%d]: %s", i, jsonProblem(err))
+			return fmt.Errorf("connections[%d]: %s", i, mgmt.JSONProblem(err))
 		}
 	}
 	*cs = out
@@ -919,91 +838,99 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
 		return
 	}
-	bad := func(format string, args ...any) {
+	next, changed, problem := body.apply(id, cur.cfg)
+	if problem != "" {
 		g.provMu.Unlock()
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf(format, args...))
+		writeError(w, http.StatusBadRequest, "invalid_request", problem)
+		return
 	}
+	out := g.replaceProvider(cur, next, changed) // unlocks provMu
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apply returns provider id's config cur with the patch applied and the
+// connections whose key it changes, or why the patch is refused.
+func (body *providerPatch) apply(id string, cur ProviderConfig) (next ProviderConfig, changed map[string]bool, problem string) {
 	switch {
 	case body.ID != nil && *body.ID != id:
-		bad("id %q does not match the path (%q); provider ids are set in the config file", *body.ID, id)
-		return
-	case body.Type != nil && *body.Type != cur.cfg.Type:
-		bad("type cannot change at run time (it is %q)", cur.cfg.Type)
-		return
-	case body.Profile != nil && *body.Profile != cur.cfg.Profile:
-		bad("profile cannot change at run time (it is %q)", cur.cfg.Profile)
-		return
-	case body.Models != nil && strings.Join(body.Models, "\x00") != strings.Join(cur.cfg.Models, "\x00"):
-		bad("models cannot change at run time; edit the config file")
-		return
+		return next, nil, fmt.Sprintf("id %q does not match the path (%q); provider ids are set in the config file", *body.ID, id)
+	case body.Type != nil && *body.Type != cur.Type:
+		return next, nil, fmt.Sprintf("type cannot change at run time (it is %q)", cur.Type)
+	case body.Profile != nil && *body.Profile != cur.Profile:
+		return next, nil, fmt.Sprintf("profile cannot change at run time (it is %q)", cur.Profile)
+	case body.Models != nil && strings.Join(body.Models, "\x00") != strings.Join(cur.Models, "\x00"):
+		return next, nil, "models cannot change at run time; edit the config file"
 	case body.MaxConcurrent != nil && *body.MaxConcurrent < 0:
-		bad("maxConcurrent must not be negative")
-		return
+		return next, nil, "maxConcurrent must not be negative"
 	case body.BaseURL != nil && baseURLProblem(*body.BaseURL) != "":
-		bad("baseURL: %s", baseURLProblem(*body.BaseURL))
-		return
+		return next, nil, "baseURL: " + baseURLProblem(*body.BaseURL)
 	}
-	next := cur.cfg
-	next.Connections = append([]ConnectionConfig(nil), cur.cfg.Connections...)
+	next = cur
+	next.Connections = append([]ConnectionConfig(nil), cur.Connections...)
 	// GET shows the baseURL redacted; putting that answer back keeps the
 	// real one instead of storing the mask as the password.
-	if body.BaseURL != nil && *body.BaseURL != redactURL(cur.cfg.BaseURL) {
+	if body.BaseURL != nil && *body.BaseURL != redactURL(cur.BaseURL) {
 		next.BaseURL = *body.BaseURL
 	}
 	if body.MaxConcurrent != nil {
 		next.MaxConcurrent = *body.MaxConcurrent
 	}
-	changed := map[string]bool{}
+	changed = map[string]bool{}
 	seen := map[string]bool{}
 	for i, cp := range body.Connections {
-		j := -1
-		for k := range next.Connections {
-			if next.Connections[k].ID == cp.ID {
-				j = k
-			}
-		}
-		if j < 0 {
-			bad("connections[%d].id: provider %q has no connection %q (connections are added in the config file)", i, id, cp.ID)
-			return
-		}
-		if seen[cp.ID] {
-			bad("connections[%d].id: %q appears twice", i, cp.ID)
-			return
+		j := slices.IndexFunc(next.Connections, func(c ConnectionConfig) bool { return c.ID == cp.ID })
+		switch {
+		case j < 0:
+			return next, nil, fmt.Sprintf("connections[%d].id: provider %q has no connection %q (connections are added in the config file)", i, id, cp.ID)
+		case seen[cp.ID]:
+			return next, nil, fmt.Sprintf("connections[%d].id: %q appears twice", i, cp.ID)
 		}
 		seen[cp.ID] = true
-		c := &next.Connections[j]
-		if cp.MaxConcurrent != nil {
-			if *cp.MaxConcurrent < 0 {
-				bad("connections[%d].maxConcurrent must not be negative", i)
-				return
-			}
-			c.MaxConcurrent = *cp.MaxConcurrent
+		if problem := cp.apply(&next.Connections[j], i, changed); problem != "" {
+			return next, nil, problem
 		}
-		if cp.RateLimitOverrides != nil {
-			o := *cp.RateLimitOverrides
-			if o.RPM < 0 || o.MaxWaitMs < 0 || o.ExecutionMaxWaitMs < 0 || o.MinTimeMs < 0 {
-				bad("connections[%d].rateLimitOverrides: values must not be negative", i)
-				return
-			}
-			for m, n := range o.ModelConcurrency {
-				if n < 0 {
-					bad("connections[%d].rateLimitOverrides.modelConcurrency.%s must not be negative", i, m)
-					return
-				}
-			}
-			c.RateLimitOverrides = o
+	}
+	return next, changed, ""
+}
+
+// apply applies the patch of connections[i] to c, noting in changed a new
+// key; it returns why the patch is refused, or "".
+func (cp *connectionPatch) apply(c *ConnectionConfig, i int, changed map[string]bool) string {
+	if cp.MaxConcurrent != nil {
+		if *cp.MaxConcurrent < 0 {
+			return fmt.Sprintf("connections[%d].maxConcurrent must not be negative", i)
 		}
-		if cp.APIKey != nil {
-			if problem := headerValueProblem(*cp.APIKey); problem != "" {
-				bad("connections[%d].apiKey: %s", i, problem)
-				return
+		c.MaxConcurrent = *cp.MaxConcurrent
+	}
+	if cp.RateLimitOverrides != nil {
+		o := *cp.RateLimitOverrides
+		if o.RPM < 0 || o.MaxWaitMs < 0 || o.ExecutionMaxWaitMs < 0 || o.MinTimeMs < 0 {
+			return fmt.Sprintf("connections[%d].rateLimitOverrides: values must not be negative", i)
+		}
+		for m, n := range o.ModelConcurrency {
+			if n < 0 {
+				return fmt.Sprintf("connections[%d].rateLimitOverrides.modelConcurrency.%s must not be negative", i, m)
 			}
 		}
-		if cp.APIKey != nil && *cp.APIKey != c.APIKey {
+		c.RateLimitOverrides = o
+	}
+	if cp.APIKey != nil {
+		if problem := headerValueProblem(*cp.APIKey); problem != "" {
+			return fmt.Sprintf("connections[%d].apiKey: %s", i, problem)
+		}
+		if *cp.APIKey != c.APIKey {
 			c.APIKey = *cp.APIKey
 			changed[c.ID] = true
 		}
 	}
+	return ""
+}
+
+// replaceProvider puts next in place of cur (the caller holds provMu,
+// which it releases) and hands the new caps and keys to the admission
+// gate and the model: a connection with a new key starts over.
+func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed map[string]bool) providerOut {
+	id := next.ID
 	np := newProvRuntime(next, cur.pool)
 	g.provs[id] = np
 	var cfgs []ProviderConfig
@@ -1032,7 +959,7 @@ func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
 			g.logOperator("new-credentials", id, c, "", nil)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 type testResult struct {

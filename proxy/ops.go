@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/proxy/metrics"
 	"github.com/breakwater-gw/breakwater/store"
 	"github.com/gorilla/mux"
 )
@@ -37,7 +38,7 @@ const hintEvery = 5 * time.Minute
 // replaced.
 type opsState struct {
 	g      *Gateway
-	met    *opsMetrics
+	met    *metrics.Ops
 	tracer *tracer // nil = tracing off (proxy/tracing.go)
 
 	reloadMu sync.Mutex // one reload at a time
@@ -51,7 +52,7 @@ type opsState struct {
 func newOps(g *Gateway, environ []string) *opsState {
 	o := &opsState{g: g, hinted: map[string]time.Time{}, environ: environ}
 	o.live.Store(newLiveView(g.cfg))
-	o.met = newOpsMetrics(g.cfg)
+	o.met = metrics.NewOps(opsLabels(g.cfg), metrics.BuildInfo(Build))
 	o.tracer = newTracer(g.cfg.Server.Tracing, g.log)
 	return o
 }
@@ -126,7 +127,7 @@ func (g *Gateway) handleReadyz(w http.ResponseWriter, r *http.Request) {
 // the separate listener of server.metricsListen.
 func (g *Gateway) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", g.met.handler())
+	mux.Handle("GET /metrics", g.met.Handler())
 	mux.HandleFunc("GET /livez", g.handleLivez)
 	mux.HandleFunc("GET /readyz", g.handleReadyz)
 	return mux

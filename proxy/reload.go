@@ -101,7 +101,7 @@ func (g *Gateway) reloadFailed(res ReloadResult, err error) ReloadResult {
 	} else if err != nil {
 		res.Errors = strings.Split(err.Error(), "\n")
 	}
-	g.ops.met.reloads.WithLabelValues("failure").Inc()
+	g.ops.met.Reloads.WithLabelValues("failure").Inc()
 	g.log.Error("config reload refused; still serving the previous config", "file", res.File, "errors", strings.Join(res.Errors, "; "))
 	return res
 }
@@ -123,38 +123,9 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 	res := ReloadResult{File: next.File, Added: []string{}, Removed: []string{}}
 	fail := func(err error) (ReloadResult, error) { return g.reloadFailed(res, err), err }
 
-	// What needs a restart keeps its running value.
-	for _, f := range []struct {
-		name      string
-		cur, next *string
-	}{{"server.listen", &cur.Server.Listen, &next.Server.Listen}, {"server.metricsListen", &cur.Server.MetricsListen, &next.Server.MetricsListen},
-		{"store.url", &cur.Store.URL, &next.Store.URL}} {
-		if *f.next != *f.cur {
-			res.Warnings = append(res.Warnings, f.name+" changed: it takes effect at the next restart")
-			*f.next = *f.cur
-		}
-	}
-	if !reflect.DeepEqual(next.Server.Tracing, cur.Server.Tracing) {
-		res.Warnings = append(res.Warnings, "server.tracing changed: it takes effect at the next restart")
-		next.Server.Tracing = cur.Server.Tracing
-	}
-	// A demo:// provider keeps the in-process demo upstream's address
-	// serve gave it; a new one has no upstream.
-	for i := range next.Providers {
-		p := &next.Providers[i]
-		if !strings.HasPrefix(p.BaseURL, "demo://") {
-			continue
-		}
-		j := slices.IndexFunc(cur.Providers, func(c ProviderConfig) bool { return c.ID == p.ID })
-		if j < 0 {
-			return fail(next.errAt(fmt.Sprintf("providers[%d].baseURL", i), "a demo:// provider cannot be added by a reload (restart to serve it)"))
-		}
-		p.BaseURL = cur.Providers[j].BaseURL
-		for k := range p.Connections {
-			if p.Connections[k].APIKey == "" {
-				p.Connections[k].APIKey = p.Connections[k].ID
-			}
-		}
+	res.Warnings = append(res.Warnings, keepRestartFields(cur, next)...)
+	if err := keepDemoUpstreams(cur, next); err != nil {
+		return fail(err)
 	}
 	if err := next.accessProblem(); err != nil {
 		return fail(err)
@@ -169,65 +140,17 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 	}
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
-	layers := append(append([]settings.NamedLayer(nil), lower...), settings.NamedLayer{Name: "saved", Tree: g.saved})
-	settings, src, err := settings.Resolve(layers...)
-	if err != nil {
-		return fail(next.settingsError(err))
-	}
-	// The topology is checked on a scratch engine before the live one is
-	// touched: UpdateTopology refuses the same topologies, so nothing
-	// below can fail half-way.
-	scratch, err := model.NewEngine(topo, settings, nil)
+	rt, err := g.checkReload(next, topo, lower)
 	if err != nil {
 		return fail(err)
 	}
-	if t := settings.EmergencyFallback.Target; t != "" {
-		if problem := fallbackTargetProblem(scratch, t); problem != "" {
-			return fail(next.errAt("resilience.emergencyFallback.target", "%s", problem))
-		}
-	}
-
-	g.provMu.Lock() // lock order: provMu, then the engine's
-	provs := map[string]*provRuntime{}
-	var order []string
-	var retired []*upstreamPool
-	for _, p := range next.Providers {
-		provs[p.ID] = newProvRuntime(p, reloadPool(g, g.provs[p.ID], p, settings.RequestQueue.GlobalMaxConcurrent))
-		order = append(order, p.ID)
-	}
-	for id, old := range g.provs {
-		if np := provs[id]; np == nil || np.pool != old.pool {
-			retired = append(retired, old.pool)
-		}
-	}
-	res.Added, res.Removed, res.Kept = topologyDiff(g.provs, provs)
-	g.provs, g.provOrder = provs, order
-	g.lock()
-	now := g.modelNow()
-	if err := g.eng.UpdateTopology(topo); err != nil { // cannot happen: checked above
-		g.unlock()
-		g.provMu.Unlock()
+	if res.Added, res.Removed, res.Kept, err = g.swapConfig(next, topo, lower, rt); err != nil {
 		return fail(err)
 	}
-	g.eng.UpdateSettings(now, settings)
-	for _, p := range next.Providers {
-		for _, c := range p.Connections {
-			_, _ = g.eng.SetCredential(now, model.ConnRef{Provider: p.ID, Connection: c.ID}, credentialFingerprint(c.APIKey))
-		}
-	}
-	o.live.Store(newLiveView(next))
-	g.lower = lower
-	g.rt.Store(&runtimeSettings{s: settings, src: src})
-	g.unlock()
-	g.provMu.Unlock()
-	for _, p := range retired {
-		p.closeIdle() // in-flight attempts keep their connections; idle ones go
-	}
-
-	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, next.Providers)
+	g.gate.configure(rt.s.RequestQueue.GlobalMaxConcurrent, next.Providers)
 	g.gate.prune(next.Providers)
-	o.met.setLabels(next)
-	o.met.reloads.WithLabelValues("success").Inc()
+	o.met.SetLabels(opsLabels(next))
+	o.met.Reloads.WithLabelValues("success").Inc()
 	res.OK = true
 	for _, w := range res.Warnings {
 		g.log.Warn("config reload: " + w)
@@ -235,6 +158,112 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 	g.log.Info("config reloaded", "file", next.File, "providers", len(next.Providers), "combos", len(next.Combos),
 		"clientKeys", len(next.ClientKeys), "added", strings.Join(res.Added, ","), "removed", strings.Join(res.Removed, ","), "keptConnections", res.Kept)
 	return res, nil
+}
+
+// keepRestartFields gives next the running values of what needs a restart
+// (the listen addresses, the store, tracing) and warns of each change.
+func keepRestartFields(cur, next *Config) (warnings []string) {
+	for _, f := range []struct {
+		name      string
+		cur, next *string
+	}{{"server.listen", &cur.Server.Listen, &next.Server.Listen}, {"server.metricsListen", &cur.Server.MetricsListen, &next.Server.MetricsListen},
+		{"store.url", &cur.Store.URL, &next.Store.URL}} {
+		if *f.next != *f.cur {
+			warnings = append(warnings, f.name+" changed: it takes effect at the next restart")
+			*f.next = *f.cur
+		}
+	}
+	if !reflect.DeepEqual(next.Server.Tracing, cur.Server.Tracing) {
+		warnings = append(warnings, "server.tracing changed: it takes effect at the next restart")
+		next.Server.Tracing = cur.Server.Tracing
+	}
+	return warnings
+}
+
+// keepDemoUpstreams gives a demo:// provider of next the in-process demo
+// upstream's address serve gave it; a new one has no upstream.
+func keepDemoUpstreams(cur, next *Config) error {
+	for i := range next.Providers {
+		p := &next.Providers[i]
+		if !strings.HasPrefix(p.BaseURL, "demo://") {
+			continue
+		}
+		j := slices.IndexFunc(cur.Providers, func(c ProviderConfig) bool { return c.ID == p.ID })
+		if j < 0 {
+			return next.errAt(fmt.Sprintf("providers[%d].baseURL", i), "a demo:// provider cannot be added by a reload (restart to serve it)")
+		}
+		p.BaseURL = cur.Providers[j].BaseURL
+		for k := range p.Connections {
+			if p.Connections[k].APIKey == "" {
+				p.Connections[k].APIKey = p.Connections[k].ID
+			}
+		}
+	}
+	return nil
+}
+
+// checkReload resolves next's settings with the saved layer (the caller
+// holds setMu) and checks its topology on a scratch engine before the live
+// one is touched: UpdateTopology refuses the same topologies, so the swap
+// cannot fail half-way.
+func (g *Gateway) checkReload(next *Config, topo model.Topology, lower []settings.NamedLayer) (*runtimeSettings, error) {
+	layers := append(append([]settings.NamedLayer(nil), lower...), settings.NamedLayer{Name: "saved", Tree: g.saved})
+	s, src, err := settings.Resolve(layers...)
+	if err != nil {
+		return nil, next.settingsError(err)
+	}
+	scratch, err := model.NewEngine(topo, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	if t := s.EmergencyFallback.Target; t != "" {
+		if problem := fallbackTargetProblem(scratch, t); problem != "" {
+			return nil, next.errAt("resilience.emergencyFallback.target", "%s", problem)
+		}
+	}
+	return &runtimeSettings{s: s, src: src}, nil
+}
+
+// swapConfig puts next's providers, topology and settings in place as one
+// step and closes the idle connections of the upstream pools it retires.
+func (g *Gateway) swapConfig(next *Config, topo model.Topology, lower []settings.NamedLayer, rt *runtimeSettings) (added, removed []string, kept int, err error) {
+	g.provMu.Lock() // lock order: provMu, then the engine's
+	provs := map[string]*provRuntime{}
+	var order []string
+	var retired []*upstreamPool
+	for _, p := range next.Providers {
+		provs[p.ID] = newProvRuntime(p, reloadPool(g, g.provs[p.ID], p, rt.s.RequestQueue.GlobalMaxConcurrent))
+		order = append(order, p.ID)
+	}
+	for id, old := range g.provs {
+		if np := provs[id]; np == nil || np.pool != old.pool {
+			retired = append(retired, old.pool)
+		}
+	}
+	added, removed, kept = topologyDiff(g.provs, provs)
+	g.provs, g.provOrder = provs, order
+	g.lock()
+	now := g.modelNow()
+	if err := g.eng.UpdateTopology(topo); err != nil { // cannot happen: checked above
+		g.unlock()
+		g.provMu.Unlock()
+		return added, removed, kept, err
+	}
+	g.eng.UpdateSettings(now, rt.s)
+	for _, p := range next.Providers {
+		for _, c := range p.Connections {
+			_, _ = g.eng.SetCredential(now, model.ConnRef{Provider: p.ID, Connection: c.ID}, credentialFingerprint(c.APIKey))
+		}
+	}
+	g.ops.live.Store(newLiveView(next))
+	g.lower = lower
+	g.rt.Store(rt)
+	g.unlock()
+	g.provMu.Unlock()
+	for _, p := range retired {
+		p.closeIdle() // in-flight attempts keep their connections; idle ones go
+	}
+	return added, removed, kept, nil
 }
 
 // topologyDiff lists the providers and connections added and removed

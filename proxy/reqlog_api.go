@@ -4,13 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 
+	"github.com/breakwater-gw/breakwater/proxy/mgmt"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
@@ -18,13 +15,6 @@ import (
 type attemptReader interface {
 	RecentAttempts(ctx context.Context, q store.LogQuery) ([]store.LogRecord, error)
 }
-
-const (
-	reqLogDefaultLimit = 10_000
-	reqLogMaxLimit     = 100_000
-)
-
-var reqLogParams = []string{"since", "until", "provider", "connection", "requestId", "limit", "format"}
 
 // handleRequestLog is GET /api/request-log: the request log records of a
 // window, oldest first, as JSON ({"records": [...], "truncated": bool}) or
@@ -39,60 +29,11 @@ var reqLogParams = []string{"since", "until", "provider", "connection", "request
 // (header X-Breakwater-Truncated: true): narrow the window rather than
 // export half an incident without noticing.
 func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k, vs := range q {
-		if !slices.Contains(reqLogParams, k) {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("unknown query parameter %q (known: %s)", k, strings.Join(reqLogParams, ", ")))
-			return
-		}
-		if len(vs) > 1 {
-			// Only one would be used: say so rather than filter on the first.
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("query parameter %q is given %d times; it takes one value", k, len(vs)))
-			return
-		}
-	}
-	// connection takes the bare id or, like the rest of the management
-	// API, "provider/connection" (which also sets provider).
-	provider, connection := q.Get("provider"), q.Get("connection")
-	if p, c, ok := strings.Cut(connection, "/"); ok {
-		if provider != "" && provider != p {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("connection %q is not of provider %q", connection, provider))
-			return
-		}
-		provider, connection = p, c
-	}
-	now := g.now()
-	since, err := parseLogTime(q.Get("since"), now.Add(-time.Hour), now)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "since: "+err.Error())
+	lq, problem := mgmt.ParseRequestLogQuery(r.URL.Query(), g.now())
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", problem)
 		return
 	}
-	until, err := parseLogTime(q.Get("until"), now, now)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "until: "+err.Error())
-		return
-	}
-	if !until.After(since) {
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("until (%s) must be after since (%s)", until.Format(time.RFC3339Nano), since.Format(time.RFC3339Nano)))
-		return
-	}
-	limit := reqLogDefaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > reqLogMaxLimit {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit: want 1..%d, got %q", reqLogMaxLimit, s))
-			return
-		}
-		limit = n
-	}
-	format := q.Get("format")
-	if format != "" && format != "json" && format != "jsonl" {
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("format: want json or jsonl, got %q", format))
-		return
-	}
-	// One more than asked tells truncation apart from an exact fit (at the
-	// store's own cap, a full answer counts as truncated).
-	asked := min(limit+1, reqLogMaxLimit)
 	// Bad parameters are a 400 whatever the store; only then: can it answer?
 	rd, ok := g.store.(attemptReader)
 	if !ok {
@@ -100,18 +41,27 @@ func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
 			"this gateway's store keeps no request log (an embedder's own state store; serve keeps one in memory or in Postgres)")
 		return
 	}
-	recs, err := rd.RecentAttempts(r.Context(), store.LogQuery{Since: since, Until: until,
-		Provider: provider, Connection: connection, RequestID: q.Get("requestId"), Limit: asked})
+	// One more than asked tells truncation apart from an exact fit (at the
+	// store's own cap, a full answer counts as truncated).
+	limit := lq.Limit
+	lq.Limit = min(limit+1, mgmt.RequestLogMaxLimit)
+	recs, err := rd.RecentAttempts(r.Context(), lq.LogQuery)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "request_log_unavailable", "reading the request log failed: the store is unavailable")
 		g.log.Warn("reading the request log failed", "err", err)
 		return
 	}
-	truncated := len(recs) > limit || (asked == limit && len(recs) == limit)
+	truncated := len(recs) > limit || (lq.Limit == limit && len(recs) == limit)
 	if truncated {
 		recs = recs[:limit]
 	}
 	slices.Reverse(recs) // the store answers newest first; an export reads in time order
+	writeRequestLog(w, recs, truncated, lq.Format)
+}
+
+// writeRequestLog answers the records as one JSON object, or as JSONL
+// (one record a line) for format=jsonl.
+func writeRequestLog(w http.ResponseWriter, recs []store.LogRecord, truncated bool, format string) {
 	if truncated {
 		w.Header().Set("X-Breakwater-Truncated", "true")
 	}
@@ -133,27 +83,4 @@ func (g *Gateway) handleRequestLog(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_ = bw.Flush()
-}
-
-// parseLogTime reads an RFC 3339 instant, "now", or a negative duration
-// relative to now; "" is def.
-func parseLogTime(s string, def, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "":
-		return def, nil
-	case s == "now":
-		return now, nil
-	case strings.HasPrefix(s, "-"):
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("want a relative time such as -1h, got %q", s)
-		}
-		return now.Add(d), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("want an RFC 3339 instant such as 2026-01-02T15:04:05Z, now, or a relative time such as -1h; got %q", s)
-	}
-	return t, nil
 }

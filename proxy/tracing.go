@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/metrics"
 )
 
 // TracingConfig is `server.tracing`: OpenTelemetry traces sent to an OTLP
@@ -332,7 +333,7 @@ func (t *tracer) encode(batch []*reqTrace) map[string]any {
 	for _, tr := range batch {
 		tid := hex.EncodeToString(tr.traceID[:])
 		sid := hex.EncodeToString(tr.spanID[:])
-		root := otlpSpan{TraceID: tid, SpanID: sid, Name: "chat " + surfaceOf(pathAttr(tr.attrs)), Kind: spanKindServer,
+		root := otlpSpan{TraceID: tid, SpanID: sid, Name: "chat " + metrics.SurfaceOf(pathAttr(tr.attrs)), Kind: spanKindServer,
 			Start: nanos(tr.start), End: nanos(tr.end), Attributes: tr.attrs, Status: otlpStatus{Code: 1}}
 		if tr.parent != [8]byte{} {
 			root.ParentSpanID = hex.EncodeToString(tr.parent[:])

@@ -106,7 +106,7 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		}
 		// A local refusal is reported to the model (neutral: never upstream
 		// health); the flow moves on, and answers with it if nothing serves.
-		g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
+		g.met.QueueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
 		out.outcome.Kind, out.local = model.OutcomeLocalQueue, refusal
 		return rs.record(a, &out)
 	}
@@ -246,7 +246,7 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *m
 		}
 	}
 	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
-		g.met.queueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
+		g.met.QueueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
 	}
 	return sl, execMax, refusal
 }
@@ -289,7 +289,7 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	case out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusOK && rs.cr.is(a.Provider, a.Connection):
 		g.met.upstreamOK(rs.cr).Inc()
 	default:
-		g.met.upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out)).Inc()
+		g.met.Upstream.WithLabelValues(a.Provider, a.Connection, resultLabel(out)).Inc()
 		if out.outcome.Kind == model.OutcomeResponse && out.outcome.Status == http.StatusNotFound {
 			g.ops.note404(a.Provider, a.Model) // the baseURL hint (proxy/ops.go)
 		}

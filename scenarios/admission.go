@@ -29,8 +29,7 @@ func (l *loader) connAdmission(key string, v *yaml.Node, f string, c *model.Conn
 			l.d.Errf(v, f, "want an IP address, got %q", c.EgressIP)
 		}
 	case "rateLimitOverrides":
-		l.d.Map(v, f, rateLimitKeys, func(k string, _, v *yaml.Node) {
-			kf := yamlnode.Join(f, k)
+		l.fields(v, f, rateLimitKeys, func(k, kf string, _, v *yaml.Node) {
 			switch k {
 			case "rpm":
 				c.Limits.RPM = l.d.NonNegInt(v, kf)

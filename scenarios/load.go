@@ -247,86 +247,17 @@ func (l *loader) providers(n *yaml.Node) {
 		l.d.Errf(l.root, "providers", "a scenario needs at least one provider")
 		return
 	}
-	l.d.Seq(n, "providers", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("providers", i)
+	l.items(n, "providers", func(i int, f string, v *yaml.Node) {
 		var p model.ProviderConfig
 		var resets []connAnswer // spendwall.go
-		l.d.Map(v, f, providerKeys, func(key string, k, v *yaml.Node) {
-			ff := yamlnode.Join(f, key)
-			switch key {
-			case "id":
-				p.ID = l.d.String(v, ff)
-			case "type":
-				p.Type = l.d.String(v, ff)
-				l.checkName(v, ff, "provider type", p.Type, model.ProviderTypes) // docs/classification.md#provider-types
-			case "profile":
-				s := l.d.String(v, ff)
-				pr, err := model.ParseProfile(s)
-				if err != nil {
-					l.d.Errf(v, ff, "%v", err)
-				}
-				p.Profile = pr
-			case "models":
-				p.Models = l.d.StringList(v, ff)
-			case "strategy":
-				p.Strategy = l.strategy(v, ff)
-			case "perModelQuota":
-				b := l.d.Bool(v, ff)
-				p.PerModelQuota = &b
-			case "dailyResetUtc":
-				p.DailyResetUTC = l.d.String(v, ff)
-			case "continuation": // how the provider continues a prefill (stream resume)
-				p.Continuation = l.d.String(v, ff)
-				if _, err := model.ParseContinuation(p.Continuation); err != nil {
-					l.d.Errf(v, ff, "%v", err)
-				}
-			case "quotaFamilies":
-				p.QuotaFamilies = map[string][]string{}
-				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
-					p.QuotaFamilies[key] = l.d.StringList(v, yamlnode.Join(ff, key))
+		l.fields(v, f, providerKeys, func(key, ff string, _, v *yaml.Node) {
+			if key == "connections" {
+				l.items(v, ff, func(j int, cf string, v *yaml.Node) {
+					p.Connections = append(p.Connections, l.connection(v, cf, j, &resets))
 				})
-			case "contextWindows":
-				p.ContextWindows = map[string]int{}
-				l.d.Map(v, ff, nil, func(key string, k, v *yaml.Node) {
-					kf := yamlnode.Join(ff, key)
-					if n := l.d.Int(v, kf); n > 0 {
-						p.ContextWindows[key] = n
-					} else {
-						l.d.Errf(v, kf, "want a context window in tokens > 0, got %d", n)
-					}
-				})
-			case "maxConcurrent":
-				p.MaxConcurrent = l.d.NonNegInt(v, ff) // the composite gate's provider layer (sim/admission.go)
-			case "baseURL":
-				l.warn(v, ff, "ignored by the simulator (used by replay and serve)")
-			case "connections":
-				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
-					cf := yamlnode.Index(ff, j)
-					var c model.ConnectionConfig
-					l.d.Map(v, cf, connectionKeys, func(key string, k, v *yaml.Node) {
-						kf := yamlnode.Join(cf, key)
-						switch key {
-						case "id":
-							c.ID = l.d.String(v, kf)
-						case "priority":
-							c.Priority = l.d.Int(v, kf)
-						case "weight":
-							c.Weight = l.d.NonNegInt(v, kf)
-						case "disableCooling":
-							c.DisableCooling = l.d.Bool(v, kf)
-						case "spendWall":
-							if a := l.spendWall(v, kf, &c); a != nil {
-								resets = append(resets, connAnswer{j, *a})
-							}
-						default:
-							if !l.connAdmission(key, v, kf, &c) { // admission.go
-								l.warn(v, kf, "ignored by the simulator (used by replay and serve)")
-							}
-						}
-					})
-					p.Connections = append(p.Connections, c)
-				})
+				return
 			}
+			l.providerField(key, ff, v, &p)
 		})
 		if p.ID == "" {
 			l.d.Errf(v, f+".id", "a provider needs an id")
@@ -339,12 +270,100 @@ func (l *loader) providers(n *yaml.Node) {
 	})
 }
 
+// providerField decodes a provider's member key (other than connections)
+// at field ff into p.
+func (l *loader) providerField(key, ff string, v *yaml.Node, p *model.ProviderConfig) {
+	switch key {
+	case "id":
+		p.ID = l.d.String(v, ff)
+	case "type":
+		p.Type = l.d.String(v, ff)
+		l.checkName(v, ff, "provider type", p.Type, model.ProviderTypes) // docs/classification.md#provider-types
+	case "profile":
+		s := l.d.String(v, ff)
+		pr, err := model.ParseProfile(s)
+		if err != nil {
+			l.d.Errf(v, ff, "%v", err)
+		}
+		p.Profile = pr
+	case "models":
+		p.Models = l.d.StringList(v, ff)
+	case "strategy":
+		p.Strategy = l.strategy(v, ff)
+	case "perModelQuota":
+		b := l.d.Bool(v, ff)
+		p.PerModelQuota = &b
+	case "dailyResetUtc":
+		p.DailyResetUTC = l.d.String(v, ff)
+	case "continuation": // how the provider continues a prefill (stream resume)
+		p.Continuation = l.d.String(v, ff)
+		if _, err := model.ParseContinuation(p.Continuation); err != nil {
+			l.d.Errf(v, ff, "%v", err)
+		}
+	case "quotaFamilies":
+		p.QuotaFamilies = map[string][]string{}
+		l.fields(v, ff, nil, func(key, kf string, _, v *yaml.Node) {
+			p.QuotaFamilies[key] = l.d.StringList(v, kf)
+		})
+	case "contextWindows":
+		p.ContextWindows = map[string]int{}
+		l.fields(v, ff, nil, func(key, kf string, _, v *yaml.Node) {
+			if n := l.d.Int(v, kf); n > 0 {
+				p.ContextWindows[key] = n
+			} else {
+				l.d.Errf(v, kf, "want a context window in tokens > 0, got %d", n)
+			}
+		})
+	case "maxConcurrent":
+		p.MaxConcurrent = l.d.NonNegInt(v, ff) // the composite gate's provider layer (sim/admission.go)
+	case "baseURL":
+		l.warn(v, ff, "ignored by the simulator (used by replay and serve)")
+	}
+}
+
+// connection decodes connection j of a provider, at field cf; a spend wall
+// adds its limit reset to resets.
+func (l *loader) connection(v *yaml.Node, cf string, j int, resets *[]connAnswer) model.ConnectionConfig {
+	var c model.ConnectionConfig
+	l.fields(v, cf, connectionKeys, func(key, kf string, _, v *yaml.Node) {
+		switch key {
+		case "id":
+			c.ID = l.d.String(v, kf)
+		case "priority":
+			c.Priority = l.d.Int(v, kf)
+		case "weight":
+			c.Weight = l.d.NonNegInt(v, kf)
+		case "disableCooling":
+			c.DisableCooling = l.d.Bool(v, kf)
+		case "spendWall":
+			if a := l.spendWall(v, kf, &c); a != nil {
+				*resets = append(*resets, connAnswer{j, *a})
+			}
+		default:
+			if !l.connAdmission(key, v, kf, &c) { // admission.go
+				l.warn(v, kf, "ignored by the simulator (used by replay and serve)")
+			}
+		}
+	})
+	return c
+}
+
+// fields decodes the mapping n at field as yamlnode.Decoder.Map does,
+// handing fn each member's key, path, key node and value.
+func (l *loader) fields(n *yaml.Node, field string, known []string, fn func(key, path string, k, v *yaml.Node)) bool {
+	return l.d.Map(n, field, known, func(key string, k, v *yaml.Node) { fn(key, yamlnode.Join(field, key), k, v) })
+}
+
+// items decodes the sequence n at field as yamlnode.Decoder.Seq does,
+// handing fn each element's index, path and node.
+func (l *loader) items(n *yaml.Node, field string, fn func(i int, path string, v *yaml.Node)) bool {
+	return l.d.Seq(n, field, func(i int, v *yaml.Node) { fn(i, yamlnode.Index(field, i), v) })
+}
+
 func (l *loader) combos(n *yaml.Node) {
-	l.d.Seq(n, "combos", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("combos", i)
+	l.items(n, "combos", func(i int, f string, v *yaml.Node) {
 		var c model.ComboConfig
-		l.d.Map(v, f, comboKeys, func(key string, k, v *yaml.Node) {
-			ff := yamlnode.Join(f, key)
+		l.fields(v, f, comboKeys, func(key, ff string, k, v *yaml.Node) {
 			switch key {
 			case "id":
 				c.ID = l.d.String(v, ff)
@@ -353,8 +372,7 @@ func (l *loader) combos(n *yaml.Node) {
 			case "mode":
 				c.Mode = l.comboMode(v, ff) // admission.go
 			case "targets":
-				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
-					tf := yamlnode.Index(ff, j)
+				l.items(v, ff, func(j int, tf string, v *yaml.Node) {
 					var t model.ComboTarget
 					parse := func(n *yaml.Node, field string) {
 						s := l.d.String(n, field)
@@ -367,8 +385,7 @@ func (l *loader) combos(n *yaml.Node) {
 					if v.Kind == yaml.ScalarNode {
 						parse(v, tf)
 					} else {
-						l.d.Map(v, tf, targetKeys, func(key string, k, v *yaml.Node) {
-							kf := yamlnode.Join(tf, key)
+						l.fields(v, tf, targetKeys, func(key, kf string, k, v *yaml.Node) {
 							switch key {
 							case "target":
 								parse(v, kf)
@@ -431,69 +448,82 @@ func (l *loader) traffic(n *yaml.Node) {
 	}
 	before := l.d.Count()
 	defer func() { l.trafficBad = l.d.Count() > before }()
-	l.d.Seq(n, "traffic", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("traffic", i)
+	l.items(n, "traffic", func(i int, f string, v *yaml.Node) {
 		t := sim.Traffic{Count: 1, Line: v.Line}
 		var modelNode *yaml.Node
-		l.d.Map(v, f, trafficKeys, func(key string, k, v *yaml.Node) {
-			ff := yamlnode.Join(f, key)
-			switch key {
-			case "at":
-				t.At = l.d.Duration(v, ff)
-			case "model":
-				t.Model, modelNode = l.d.String(v, ff), v
-			case "count":
-				t.Count = l.d.Int(v, ff)
-				if t.Count < 1 || t.Count > MaxRequests {
-					l.d.Errf(v, ff, "want 1..%d, got %d", MaxRequests, t.Count)
-				}
-			case "every":
-				t.Every = l.d.Duration(v, ff)
-			case "poisson":
-				t.Poisson = l.d.Bool(v, ff)
-			case "stream":
-				t.Stream = l.d.Bool(v, ff)
-			case "timeout":
-				t.Timeout = l.d.Duration(v, ff)
-			case "format":
-				t.Format = l.d.String(v, ff)
-				if !slices.Contains(sim.Formats, t.Format) {
-					l.d.Errf(v, ff, "want one of %s, got %q", strings.Join(sim.Formats, ", "), t.Format)
-				}
-				if t.Format == sim.FormatChat {
-					t.Format = ""
-				}
-			case "session":
-				// The gateway keys affinity by a hash of the header, never the
-				// raw id; the simulator does the same.
-				t.Session = sessionKey(l.d.String(v, ff))
+		l.fields(v, f, trafficKeys, func(key, ff string, _, v *yaml.Node) {
+			if key == "model" {
+				modelNode = v
 			}
+			l.trafficField(key, ff, v, &t)
 		})
-		if t.Model == "" {
-			l.d.Errf(v, f+".model", "a traffic item needs a model")
-		} else if l.eng != nil {
-			if _, err := l.eng.Resolve(t.Model); err != nil {
-				l.d.Errf(modelNode, f+".model", "%v", err)
-			}
-		}
-		if t.Format == sim.FormatEmbeddings && t.Stream {
-			l.d.Errf(v, f+".stream", "embeddings are not streamed")
-		}
-		if t.Poisson && t.Every <= 0 {
-			l.d.Errf(v, f+".every", "poisson traffic needs every (the mean gap)")
-		}
-		// The last arrival, at + (count-1)×every (the mean for poisson),
-		// stays within the duration bound: virtual time must not overflow.
-		if t.Count > 1 && t.Every > 0 && t.At <= yamlnode.MaxDuration &&
-			time.Duration(t.Count-1) > (yamlnode.MaxDuration-t.At)/t.Every {
-			l.d.Errf(v, f+".every", "the last request would arrive more than 10 years after the start (at %v + %d × every %v)", t.At, t.Count-1, t.Every)
-		}
+		l.checkTraffic(v, f, &t, modelNode)
 		l.sent += t.Count
 		if l.sent > MaxRequests {
 			l.d.Errf(v, f+".count", "the scenario sends more than %d requests", MaxRequests)
 		}
 		l.sc.Traffic = append(l.sc.Traffic, t)
 	})
+}
+
+// trafficField decodes a traffic item's member key at field ff into t.
+func (l *loader) trafficField(key, ff string, v *yaml.Node, t *sim.Traffic) {
+	switch key {
+	case "at":
+		t.At = l.d.Duration(v, ff)
+	case "model":
+		t.Model = l.d.String(v, ff)
+	case "count":
+		t.Count = l.d.Int(v, ff)
+		if t.Count < 1 || t.Count > MaxRequests {
+			l.d.Errf(v, ff, "want 1..%d, got %d", MaxRequests, t.Count)
+		}
+	case "every":
+		t.Every = l.d.Duration(v, ff)
+	case "poisson":
+		t.Poisson = l.d.Bool(v, ff)
+	case "stream":
+		t.Stream = l.d.Bool(v, ff)
+	case "timeout":
+		t.Timeout = l.d.Duration(v, ff)
+	case "format":
+		t.Format = l.d.String(v, ff)
+		if !slices.Contains(sim.Formats, t.Format) {
+			l.d.Errf(v, ff, "want one of %s, got %q", strings.Join(sim.Formats, ", "), t.Format)
+		}
+		if t.Format == sim.FormatChat {
+			t.Format = ""
+		}
+	case "session":
+		// The gateway keys affinity by a hash of the header, never the
+		// raw id; the simulator does the same.
+		t.Session = sessionKey(l.d.String(v, ff))
+	}
+}
+
+// checkTraffic checks a traffic item's members together: a model that
+// resolves, a format that streams, a mean gap for poisson, a last arrival
+// in range.
+func (l *loader) checkTraffic(v *yaml.Node, f string, t *sim.Traffic, modelNode *yaml.Node) {
+	if t.Model == "" {
+		l.d.Errf(v, f+".model", "a traffic item needs a model")
+	} else if l.eng != nil {
+		if _, err := l.eng.Resolve(t.Model); err != nil {
+			l.d.Errf(modelNode, f+".model", "%v", err)
+		}
+	}
+	if t.Format == sim.FormatEmbeddings && t.Stream {
+		l.d.Errf(v, f+".stream", "embeddings are not streamed")
+	}
+	if t.Poisson && t.Every <= 0 {
+		l.d.Errf(v, f+".every", "poisson traffic needs every (the mean gap)")
+	}
+	// The last arrival, at + (count-1)×every (the mean for poisson),
+	// stays within the duration bound: virtual time must not overflow.
+	if t.Count > 1 && t.Every > 0 && t.At <= yamlnode.MaxDuration &&
+		time.Duration(t.Count-1) > (yamlnode.MaxDuration-t.At)/t.Every {
+		l.d.Errf(v, f+".every", "the last request would arrive more than 10 years after the start (at %v + %d × every %v)", t.At, t.Count-1, t.Every)
+	}
 }
 
 var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "settings", "set"}
@@ -545,64 +575,19 @@ func (l *loader) checkName(n *yaml.Node, field, kind, name string, known []strin
 
 func (l *loader) actions(n *yaml.Node) {
 	var setLayers []settings.NamedLayer
-	l.d.Seq(n, "actions", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("actions", i)
+	l.items(n, "actions", func(i int, f string, v *yaml.Node) {
 		a := sim.Action{Line: v.Line}
 		var kindNode, settingsNode *yaml.Node
 		hasKind := false
-		l.d.Map(v, f, actionKeys, func(key string, k, v *yaml.Node) {
-			ff := yamlnode.Join(f, key)
+		l.fields(v, f, actionKeys, func(key, ff string, _, v *yaml.Node) {
 			switch key {
-			case "at":
-				a.At = l.d.Duration(v, ff)
 			case "action":
 				kindNode = v
-				s := l.d.String(v, ff)
-				kind, ok := sim.ParseAction(s)
-				if !ok {
-					msg := fmt.Sprintf("unknown action %q (actions: %s)", s, strings.Join(sim.ActionNames(), ", "))
-					if near := yamlnode.Nearest(s, sim.ActionNames()); near != "" {
-						msg = fmt.Sprintf("unknown action %q (did you mean %q?)", s, near)
-					}
-					l.d.Errf(v, ff, "%s", msg)
-				}
-				a.Kind, hasKind = kind, ok
-			case "provider":
-				a.Provider = l.d.String(v, ff)
-				l.checkProvider(v, ff, a.Provider)
-			case "connection":
-				a.Connections = append(a.Connections, l.connRef(v, ff))
-			case "connections":
-				l.d.Seq(v, ff, func(j int, v *yaml.Node) {
-					a.Connections = append(a.Connections, l.connRef(v, yamlnode.Index(ff, j)))
-				})
-			case "model":
-				a.Model = l.d.String(v, ff)
-			case "all":
-				a.All = l.d.Bool(v, ff)
-			case "settings":
+				a.Kind, hasKind = l.actionKind(v, ff)
+			case "settings", "set":
 				settingsNode = v
-				layer, err := settings.LayerOf(l.d.Value(v, ff))
-				if err != nil {
-					l.settingsErr(v, err, ff)
-				}
-				a.Settings = layer
-			case "set":
-				settingsNode = v
-				layer := settings.Layer{}
-				l.d.Map(v, ff, nil, func(path string, k, v *yaml.Node) {
-					val := l.d.String(v, yamlnode.Join(ff, path))
-					next, err := settings.SetPath(layer, path, val)
-					if err != nil {
-						for _, se := range model.SettingsErrors(err) {
-							l.d.Errf(k, yamlnode.Join(ff, path), "%s", se.Error())
-						}
-						return
-					}
-					layer = next
-				})
-				a.Settings = layer
 			}
+			l.actionField(key, ff, v, &a)
 		})
 		if !hasKind {
 			if kindNode == nil {
@@ -610,20 +595,7 @@ func (l *loader) actions(n *yaml.Node) {
 			}
 			return
 		}
-		switch a.Kind {
-		case sim.ActResetConnection, sim.ActConnectionTest, sim.ActLeaseAcquire, sim.ActLeaseRelease:
-			if len(a.Connections) == 0 {
-				l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection)", a.Kind)
-			}
-		case sim.ActClearCooldowns:
-			if len(a.Connections) == 0 {
-				a.All = true
-			}
-		case sim.ActClearLockout:
-			if !a.All && (len(a.Connections) == 0 || a.Model == "") {
-				l.d.Errf(v, f, "clear-lockout needs connection and model, or all: true")
-			}
-		case sim.ActSet:
+		if a.Kind == sim.ActSet {
 			if settingsNode == nil {
 				l.d.Errf(v, f+".settings", "set needs settings: {...} or set: {path: value}")
 				return
@@ -634,8 +606,89 @@ func (l *loader) actions(n *yaml.Node) {
 				l.settingsErr(settingsNode, err, f+".settings")
 			}
 		}
+		l.checkAction(v, f, &a)
 		l.sc.Actions = append(l.sc.Actions, a)
 	})
+}
+
+// actionKind reads an action's kind; ok is false for an unknown one.
+func (l *loader) actionKind(v *yaml.Node, ff string) (sim.ActionKind, bool) {
+	s := l.d.String(v, ff)
+	kind, ok := sim.ParseAction(s)
+	if !ok {
+		msg := fmt.Sprintf("unknown action %q (actions: %s)", s, strings.Join(sim.ActionNames(), ", "))
+		if near := yamlnode.Nearest(s, sim.ActionNames()); near != "" {
+			msg = fmt.Sprintf("unknown action %q (did you mean %q?)", s, near)
+		}
+		l.d.Errf(v, ff, "%s", msg)
+	}
+	return kind, ok
+}
+
+// actionField decodes an action's member key (other than its kind) at
+// field ff into a.
+func (l *loader) actionField(key, ff string, v *yaml.Node, a *sim.Action) {
+	switch key {
+	case "at":
+		a.At = l.d.Duration(v, ff)
+	case "provider":
+		a.Provider = l.d.String(v, ff)
+		l.checkProvider(v, ff, a.Provider)
+	case "connection":
+		a.Connections = append(a.Connections, l.connRef(v, ff))
+	case "connections":
+		l.items(v, ff, func(_ int, cf string, v *yaml.Node) {
+			a.Connections = append(a.Connections, l.connRef(v, cf))
+		})
+	case "model":
+		a.Model = l.d.String(v, ff)
+	case "all":
+		a.All = l.d.Bool(v, ff)
+	case "settings":
+		layer, err := settings.LayerOf(l.d.Value(v, ff))
+		if err != nil {
+			l.settingsErr(v, err, ff)
+		}
+		a.Settings = layer
+	case "set":
+		a.Settings = l.setLayer(v, ff)
+	}
+}
+
+// setLayer reads set: {path: value} into a settings layer.
+func (l *loader) setLayer(v *yaml.Node, ff string) settings.Layer {
+	layer := settings.Layer{}
+	l.fields(v, ff, nil, func(path, pf string, k, v *yaml.Node) {
+		val := l.d.String(v, pf)
+		next, err := settings.SetPath(layer, path, val)
+		if err != nil {
+			for _, se := range model.SettingsErrors(err) {
+				l.d.Errf(k, pf, "%s", se.Error())
+			}
+			return
+		}
+		layer = next
+	})
+	return layer
+}
+
+// checkAction checks that an action has what its kind needs; clearing
+// cooldowns of no connection clears all.
+func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
+	switch a.Kind {
+	case sim.ActResetConnection, sim.ActConnectionTest, sim.ActLeaseAcquire, sim.ActLeaseRelease:
+		if len(a.Connections) == 0 {
+			l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection)", a.Kind)
+		}
+	case sim.ActClearCooldowns:
+		if len(a.Connections) == 0 {
+			a.All = true
+		}
+	case sim.ActClearLockout:
+		if !a.All && (len(a.Connections) == 0 || a.Model == "") {
+			l.d.Errf(v, f, "clear-lockout needs connection and model, or all: true")
+		}
+	}
 }
 
 var (
@@ -665,8 +718,7 @@ func hasKey(n *yaml.Node, key string) bool {
 }
 
 func (l *loader) expects(n *yaml.Node) {
-	l.d.Seq(n, "expect", func(i int, v *yaml.Node) {
-		f := yamlnode.Index("expect", i)
+	l.items(n, "expect", func(i int, f string, v *yaml.Node) {
 		e := sim.Expect{Line: v.Line}
 		switch {
 		case hasKey(v, "request"):
@@ -696,8 +748,7 @@ func (l *loader) status(n *yaml.Node, field string) int {
 
 func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
 	checks, before := 0, l.d.Count()
-	l.d.Map(v, f, requestExpectKeys, func(key string, k, v *yaml.Node) {
-		ff := yamlnode.Join(f, key)
+	l.fields(v, f, requestExpectKeys, func(key, ff string, k, v *yaml.Node) {
 		switch key {
 		case "request":
 			e.Request = l.d.Int(v, ff)
@@ -749,87 +800,17 @@ func (l *loader) requestExpect(v *yaml.Node, f string, e *sim.Expect) {
 
 func (l *loader) stateExpect(v *yaml.Node, f string, e *sim.Expect) {
 	checks, before := 0, l.d.Count()
-	l.d.Map(v, f, stateExpectKeys, func(key string, k, v *yaml.Node) {
-		ff := yamlnode.Join(f, key)
+	l.fields(v, f, stateExpectKeys, func(key, ff string, _, v *yaml.Node) {
 		switch key {
 		case "at":
 			e.At = l.d.Duration(v, ff)
-			return
 		case "breaker":
-			e.Breaker = map[string]model.BreakerState{}
-			l.d.Map(v, ff, nil, func(p string, k, v *yaml.Node) {
-				pf := yamlnode.Join(ff, p)
-				l.checkProvider(k, pf, p)
-				s := l.d.String(v, pf)
-				var st model.BreakerState
-				if err := st.UnmarshalText([]byte(s)); err != nil {
-					l.d.Errf(v, pf, "unknown breaker state %q (states: %s)", s, strings.Join(breakerNames, ", "))
-				}
-				e.Breaker[p] = st
-				checks++
-			})
+			checks += l.breakerExpects(v, ff, e)
 		case "connections":
-			e.Connections = map[string]sim.ConnExpect{}
-			l.d.Map(v, ff, nil, func(ref string, k, v *yaml.Node) {
-				cf := yamlnode.Join(ff, ref)
-				l.checkConn(k, cf, ref)
-				var ce sim.ConnExpect
-				l.d.Map(v, cf, connExpectKeys, func(key string, k, v *yaml.Node) {
-					kf := yamlnode.Join(cf, key)
-					switch key {
-					case "status":
-						ce.Status = l.d.String(v, kf)
-						if !slices.Contains(connStatusNames, ce.Status) {
-							l.d.Errf(v, kf, "unknown connection status %q (statuses: %s)", ce.Status, strings.Join(connStatusNames, ", "))
-						}
-					case "backoffLevel":
-						x := l.d.NonNegInt(v, kf)
-						ce.BackoffLevel = &x
-					case "cooldown":
-						ce.Cooldown, ce.HasCooldown = l.d.Duration(v, kf), true
-					case "lastError":
-						ce.LastError = l.d.String(v, kf)
-						if _, err := model.ParseReason(ce.LastError); err != nil {
-							l.d.Errf(v, kf, "%v", err)
-						}
-					case "uses":
-						x := l.d.NonNegInt(v, kf)
-						ce.Uses = &x
-					case "lane":
-						ce.Lane = l.d.String(v, kf)
-						if !slices.Contains(laneNames, ce.Lane) {
-							l.d.Errf(v, kf, "unknown lane state %q (states: %s)", ce.Lane, strings.Join(laneNames, ", "))
-						}
-					}
-					checks++
-				})
-				e.Connections[ref] = ce
-			})
+			checks += l.connExpects(v, ff, e)
 		case "lockouts":
-			l.d.Seq(v, ff, func(j int, v *yaml.Node) {
-				lf := yamlnode.Index(ff, j)
-				var le sim.LockoutExpect
-				l.d.Map(v, lf, lockoutKeys, func(key string, k, v *yaml.Node) {
-					kf := yamlnode.Join(lf, key)
-					switch key {
-					case "connection":
-						le.Connection = l.d.String(v, kf)
-						l.checkConn(v, kf, le.Connection)
-					case "model":
-						le.Model = l.d.String(v, kf)
-					case "reason":
-						le.Reason = l.d.String(v, kf)
-						if _, err := model.ParseReason(le.Reason); err != nil {
-							l.d.Errf(v, kf, "%v", err)
-						}
-					case "remaining":
-						le.Remaining, le.HasRemaining = l.d.Duration(v, kf), true
-					}
-				})
-				if le.Connection == "" || le.Model == "" {
-					l.d.Errf(v, lf, "a lockout expect needs connection and model")
-				}
-				e.Lockouts = append(e.Lockouts, le)
+			l.items(v, ff, func(_ int, lf string, v *yaml.Node) {
+				e.Lockouts = append(e.Lockouts, l.lockoutExpect(v, lf))
 				checks++
 			})
 		case "noLockouts":
@@ -842,58 +823,103 @@ func (l *loader) stateExpect(v *yaml.Node, f string, e *sim.Expect) {
 	}
 }
 
+// breakerExpects reads breaker: {provider: state}; it returns the number of
+// checks.
+func (l *loader) breakerExpects(v *yaml.Node, ff string, e *sim.Expect) int {
+	checks := 0
+	e.Breaker = map[string]model.BreakerState{}
+	l.fields(v, ff, nil, func(p, pf string, k, v *yaml.Node) {
+		l.checkProvider(k, pf, p)
+		s := l.d.String(v, pf)
+		var st model.BreakerState
+		if err := st.UnmarshalText([]byte(s)); err != nil {
+			l.d.Errf(v, pf, "unknown breaker state %q (states: %s)", s, strings.Join(breakerNames, ", "))
+		}
+		e.Breaker[p] = st
+		checks++
+	})
+	return checks
+}
+
+// connExpects reads connections: {provider/connection: {...}}; it returns
+// the number of checks.
+func (l *loader) connExpects(v *yaml.Node, ff string, e *sim.Expect) int {
+	checks := 0
+	e.Connections = map[string]sim.ConnExpect{}
+	l.fields(v, ff, nil, func(ref, cf string, k, v *yaml.Node) {
+		l.checkConn(k, cf, ref)
+		var ce sim.ConnExpect
+		l.fields(v, cf, connExpectKeys, func(key, kf string, _, v *yaml.Node) {
+			l.connExpectField(key, kf, v, &ce)
+			checks++
+		})
+		e.Connections[ref] = ce
+	})
+	return checks
+}
+
+func (l *loader) connExpectField(key, kf string, v *yaml.Node, ce *sim.ConnExpect) {
+	switch key {
+	case "status":
+		ce.Status = l.d.String(v, kf)
+		if !slices.Contains(connStatusNames, ce.Status) {
+			l.d.Errf(v, kf, "unknown connection status %q (statuses: %s)", ce.Status, strings.Join(connStatusNames, ", "))
+		}
+	case "backoffLevel":
+		x := l.d.NonNegInt(v, kf)
+		ce.BackoffLevel = &x
+	case "cooldown":
+		ce.Cooldown, ce.HasCooldown = l.d.Duration(v, kf), true
+	case "lastError":
+		ce.LastError = l.d.String(v, kf)
+		if _, err := model.ParseReason(ce.LastError); err != nil {
+			l.d.Errf(v, kf, "%v", err)
+		}
+	case "uses":
+		x := l.d.NonNegInt(v, kf)
+		ce.Uses = &x
+	case "lane":
+		ce.Lane = l.d.String(v, kf)
+		if !slices.Contains(laneNames, ce.Lane) {
+			l.d.Errf(v, kf, "unknown lane state %q (states: %s)", ce.Lane, strings.Join(laneNames, ", "))
+		}
+	}
+}
+
+func (l *loader) lockoutExpect(v *yaml.Node, lf string) sim.LockoutExpect {
+	var le sim.LockoutExpect
+	l.fields(v, lf, lockoutKeys, func(key, kf string, _, v *yaml.Node) {
+		switch key {
+		case "connection":
+			le.Connection = l.d.String(v, kf)
+			l.checkConn(v, kf, le.Connection)
+		case "model":
+			le.Model = l.d.String(v, kf)
+		case "reason":
+			le.Reason = l.d.String(v, kf)
+			if _, err := model.ParseReason(le.Reason); err != nil {
+				l.d.Errf(v, kf, "%v", err)
+			}
+		case "remaining":
+			le.Remaining, le.HasRemaining = l.d.Duration(v, kf), true
+		}
+	})
+	if le.Connection == "" || le.Model == "" {
+		l.d.Errf(v, lf, "a lockout expect needs connection and model")
+	}
+	return le
+}
+
 func (l *loader) windowExpect(v *yaml.Node, f string, e *sim.Expect) {
 	checks, before := 0, l.d.Count()
 	var winNode *yaml.Node
-	l.d.Map(v, f, windowExpectKeys, func(key string, k, v *yaml.Node) {
-		ff := yamlnode.Join(f, key)
-		switch key {
-		case "requests":
+	l.fields(v, f, windowExpectKeys, func(key, ff string, _, v *yaml.Node) {
+		if key == "requests" {
 			winNode = v
-			hasUntil := false
-			l.d.Map(v, ff, windowKeys, func(key string, k, v *yaml.Node) {
-				if key == "from" {
-					e.From = l.d.Duration(v, yamlnode.Join(ff, key))
-				} else {
-					e.Until, hasUntil = l.d.Duration(v, yamlnode.Join(ff, key)), true
-				}
-			})
-			if !hasUntil {
-				e.Until = yamlnode.MaxDuration
-			}
-			if e.Until <= e.From {
-				l.d.Errf(v, ff, "can never be evaluated: the window [%v, %v) is empty", e.From, e.Until)
-			}
+			l.window(v, ff, e)
 			return
-		case "status":
-			e.Statuses = map[int]int{}
-			l.d.Map(v, ff, nil, func(st string, k, v *yaml.Node) {
-				sf := yamlnode.Join(ff, st)
-				code, err := strconv.Atoi(st)
-				if err != nil || code < 100 || code > 599 {
-					l.d.Errf(k, sf, "want an HTTP status as the key, got %q", st)
-				}
-				e.Statuses[code] = l.d.NonNegInt(v, sf)
-			})
-		case "upstreamCalls":
-			x := l.d.NonNegInt(v, ff)
-			e.UpstreamCalls = &x
-		case "count":
-			x := l.d.NonNegInt(v, ff)
-			e.Requests = &x
-		case "servedBy":
-			e.Served = map[string]int{}
-			l.d.Map(v, ff, nil, func(ref string, k, v *yaml.Node) {
-				sf := yamlnode.Join(ff, ref)
-				l.checkConn(k, sf, ref)
-				e.Served[ref] = l.d.NonNegInt(v, sf)
-			})
-		case "results":
-			e.Results = map[string]int{}
-			l.d.Map(v, ff, resultNames, func(r string, k, v *yaml.Node) {
-				e.Results[r] = l.d.NonNegInt(v, yamlnode.Join(ff, r))
-			})
 		}
+		l.windowExpectField(key, ff, v, e)
 		checks++
 	})
 	if checks == 0 && l.d.Count() == before { // an unknown key already said what is wrong
@@ -913,6 +939,57 @@ func (l *loader) windowExpect(v *yaml.Node, f string, e *sim.Expect) {
 		if e.Requests != nil && *e.Requests != sent {
 			l.d.Errf(winNode, f+".count", "can never hold: the traffic sends %d request(s) in [%v, %v)", sent, e.From, e.Until)
 		}
+	}
+}
+
+// window reads requests: {from, until}, the window of sending times; until
+// defaults to the end of time.
+func (l *loader) window(v *yaml.Node, ff string, e *sim.Expect) {
+	hasUntil := false
+	l.fields(v, ff, windowKeys, func(key, kf string, _, v *yaml.Node) {
+		if key == "from" {
+			e.From = l.d.Duration(v, kf)
+		} else {
+			e.Until, hasUntil = l.d.Duration(v, kf), true
+		}
+	})
+	if !hasUntil {
+		e.Until = yamlnode.MaxDuration
+	}
+	if e.Until <= e.From {
+		l.d.Errf(v, ff, "can never be evaluated: the window [%v, %v) is empty", e.From, e.Until)
+	}
+}
+
+// windowExpectField decodes a window expect's check key at field ff.
+func (l *loader) windowExpectField(key, ff string, v *yaml.Node, e *sim.Expect) {
+	switch key {
+	case "status":
+		e.Statuses = map[int]int{}
+		l.fields(v, ff, nil, func(st, sf string, k, v *yaml.Node) {
+			code, err := strconv.Atoi(st)
+			if err != nil || code < 100 || code > 599 {
+				l.d.Errf(k, sf, "want an HTTP status as the key, got %q", st)
+			}
+			e.Statuses[code] = l.d.NonNegInt(v, sf)
+		})
+	case "upstreamCalls":
+		x := l.d.NonNegInt(v, ff)
+		e.UpstreamCalls = &x
+	case "count":
+		x := l.d.NonNegInt(v, ff)
+		e.Requests = &x
+	case "servedBy":
+		e.Served = map[string]int{}
+		l.fields(v, ff, nil, func(ref, sf string, k, v *yaml.Node) {
+			l.checkConn(k, sf, ref)
+			e.Served[ref] = l.d.NonNegInt(v, sf)
+		})
+	case "results":
+		e.Results = map[string]int{}
+		l.fields(v, ff, resultNames, func(r, rf string, _, v *yaml.Node) {
+			e.Results[r] = l.d.NonNegInt(v, rf)
+		})
 	}
 }
 

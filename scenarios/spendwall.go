@@ -29,8 +29,7 @@ var (
 // simulated reset answer, if the block names one.
 func (l *loader) spendWall(n *yaml.Node, field string, c *model.ConnectionConfig) *sim.LimitResetAnswer {
 	var ans *sim.LimitResetAnswer
-	l.d.Map(n, field, spendWallKeys, func(key string, k, v *yaml.Node) {
-		f := yamlnode.Join(field, key)
+	l.fields(n, field, spendWallKeys, func(key, f string, k, v *yaml.Node) {
 		switch key {
 		case "slowLane":
 			c.SpendWall.SlowLane = l.d.Bool(v, f)
@@ -41,8 +40,7 @@ func (l *loader) spendWall(n *yaml.Node, field string, c *model.ConnectionConfig
 			l.warn(v, f, "ignored by the simulator (the reset URL is only built by serve and replay)")
 		case "resetAnswer":
 			ans = &sim.LimitResetAnswer{}
-			l.d.Map(v, f, resetAnswerKeys, func(key string, k, v *yaml.Node) {
-				ff := yamlnode.Join(f, key)
+			l.fields(v, f, resetAnswerKeys, func(key, ff string, k, v *yaml.Node) {
 				switch key {
 				case "result":
 					s := l.d.String(v, ff)

@@ -406,8 +406,7 @@ func (s *sim) quotaShare(id int32) bool {
 func (s *sim) traceQueue(id int32, q *queued, what string, ms int64) {
 	s.tr.rec()
 	s.tr.str("code", what)
-	s.scratch = append(append(append(s.scratch[:0], q.a.Provider...), '/'), q.a.Connection...)
-	s.tr.bytes("conn", s.scratch)
+	s.traceConn(q.a.Provider, q.a.Connection)
 	s.tr.ev("queue")
 	s.tr.str("model", q.a.Model)
 	s.tr.int("ms", ms)

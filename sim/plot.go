@@ -182,86 +182,139 @@ func (tl *Timeline) WriteHTML(w io.Writer, res *Result) error {
 	return err
 }
 
+// Plot geometry, in pixels.
+const (
+	plotLeft   = 170
+	plotWidth  = 1100
+	plotLaneH  = 18
+	plotGap    = 6
+	plotChartH = 120
+)
+
+// plot is one rendering of a Timeline: the SVG being written, the run's
+// end on the time axis and the current y position. Each section is one
+// method, written top to bottom.
+type plot struct {
+	tl  *Timeline
+	b   strings.Builder
+	end int64
+	y   int
+}
+
 func (tl *Timeline) svg(res *Result) string {
-	const (
-		left   = 170
-		width  = 1100
-		laneH  = 18
-		gap    = 6
-		chartH = 120
-	)
-	end := max(tl.end, res.Simulated.Milliseconds(), int64(len(tl.buckets))*tl.bucketMs, 1)
-	x := func(t int64) float64 { return left + float64(t)*float64(width)/float64(end) }
+	p := &plot{tl: tl, end: max(tl.end, res.Simulated.Milliseconds(), int64(len(tl.buckets))*tl.bucketMs, 1)}
 	provs := slices.Sorted(maps.Keys(tl.breakers))
-	connSet := map[string]bool{}
+	conns := tl.connLanes()
+	p.header(res, len(provs), len(conns))
+	p.breakers(provs)
+	p.conns(conns)
+	p.results()
+	p.timeAxis()
+	p.legend()
+	p.b.WriteString("</svg>\n")
+	return p.b.String()
+}
+
+// connLanes is every connection with a status point or a lockout bar.
+func (tl *Timeline) connLanes() []string {
+	set := map[string]bool{}
 	for c := range tl.conns {
-		connSet[c] = true
+		set[c] = true
 	}
 	for c := range tl.locks {
-		connSet[c] = true
+		set[c] = true
 	}
-	conns := slices.Sorted(maps.Keys(connSet))
-	h := 60 + (len(provs)+1)*(laneH+gap) + (len(conns)+1)*(laneH+gap) + chartH + 90
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, left+width+30, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`)
-	fmt.Fprintf(&b, `<text x="10" y="18" font-size="14" font-weight="bold">%s</text>`, html.EscapeString(res.Scenario))
-	fmt.Fprintf(&b, `<text x="10" y="34">seed %d · simulated %v · %d requests · %d upstream calls%s</text>`,
-		res.Seed, res.Simulated, res.Requests, res.Upstream, map[bool]string{true: " · (series truncated)", false: ""}[tl.truncated])
-	y := 50
-	section := func(title string) {
-		fmt.Fprintf(&b, `<text x="10" y="%d" font-weight="bold">%s</text>`, y+12, title)
-		y += laneH + gap
-	}
-	section("breaker")
-	for _, p := range provs {
-		fmt.Fprintf(&b, `<text x="20" y="%d">%s</text>`, y+13, html.EscapeString(p))
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, left, y, width, laneH, stateColor[model.Closed])
-		pts := tl.breakers[p]
+	return slices.Sorted(maps.Keys(set))
+}
+
+func (p *plot) x(t int64) float64 { return plotLeft + float64(t)*float64(plotWidth)/float64(p.end) }
+
+func (p *plot) header(res *Result, provs, conns int) {
+	h := 60 + (provs+1)*(plotLaneH+plotGap) + (conns+1)*(plotLaneH+plotGap) + plotChartH + 90
+	fmt.Fprintf(&p.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, plotLeft+plotWidth+30, h)
+	fmt.Fprintf(&p.b, `<rect width="100%%" height="100%%" fill="white"/>`)
+	fmt.Fprintf(&p.b, `<text x="10" y="18" font-size="14" font-weight="bold">%s</text>`, html.EscapeString(res.Scenario))
+	fmt.Fprintf(&p.b, `<text x="10" y="34">seed %d · simulated %v · %d requests · %d upstream calls%s</text>`,
+		res.Seed, res.Simulated, res.Requests, res.Upstream, map[bool]string{true: " · (series truncated)", false: ""}[p.tl.truncated])
+	p.y = 50
+}
+
+func (p *plot) section(title string) {
+	fmt.Fprintf(&p.b, `<text x="10" y="%d" font-weight="bold">%s</text>`, p.y+12, title)
+	p.y += plotLaneH + plotGap
+}
+
+// lane writes a lane's label and background.
+func (p *plot) lane(label, fill string) {
+	fmt.Fprintf(&p.b, `<text x="20" y="%d">%s</text>`, p.y+13, html.EscapeString(label))
+	fmt.Fprintf(&p.b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, plotLeft, p.y, plotWidth, plotLaneH, fill)
+}
+
+// breakers draws one lane per provider: closed is the background, every
+// other state a bar until the next change.
+func (p *plot) breakers(provs []string) {
+	p.section("breaker")
+	for _, prov := range provs {
+		p.lane(prov, stateColor[model.Closed])
+		pts := p.tl.breakers[prov]
 		for i, pt := range pts {
-			next := end
+			next := p.end
 			if i+1 < len(pts) {
 				next = pts[i+1].t
 			}
 			if pt.state == model.Closed {
 				continue
 			}
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s from %v</title></rect>`,
-				x(pt.t), y, max(x(next)-x(pt.t), 3), laneH, stateColor[pt.state], html.EscapeString(p), pt.state, time.Duration(pt.t)*time.Millisecond)
+			fmt.Fprintf(&p.b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s from %v</title></rect>`,
+				p.x(pt.t), p.y, max(p.x(next)-p.x(pt.t), 3), plotLaneH, stateColor[pt.state], html.EscapeString(prov), pt.state, ms(pt.t))
 		}
-		y += laneH + gap
+		p.y += plotLaneH + plotGap
 	}
-	section("connections (cooldown, terminal, lockouts)")
+}
+
+// conns draws one lane per connection: cooldown and terminal bars, and
+// lockouts as a thin strip at the bottom.
+func (p *plot) conns(conns []string) {
+	p.section("connections (cooldown, terminal, lockouts)")
 	for _, c := range conns {
-		fmt.Fprintf(&b, `<text x="20" y="%d">%s</text>`, y+13, html.EscapeString(c))
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#eeeeee"/>`, left, y, width, laneH)
-		pts := tl.conns[c]
-		for i, pt := range pts {
-			if pt.cooling {
-				until := pt.until
-				if i+1 < len(pts) && pts[i+1].t < until {
-					until = pts[i+1].t // cleared or replaced
-				}
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#1e88e5"><title>%s cooldown %v → %v</title></rect>`,
-					x(pt.t), y, max(x(until)-x(pt.t), 1), laneH-6, html.EscapeString(c), time.Duration(pt.t)*time.Millisecond, time.Duration(until)*time.Millisecond)
-			}
-			if pt.status.Terminal() {
-				next := end
-				if i+1 < len(pts) {
-					next = pts[i+1].t
-				}
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#212121"><title>%s %s from %v</title></rect>`,
-					x(pt.t), y, max(x(next)-x(pt.t), 1), laneH-6, html.EscapeString(c), pt.status, time.Duration(pt.t)*time.Millisecond)
-			}
+		p.lane(c, "#eeeeee")
+		pts := p.tl.conns[c]
+		for i := range pts {
+			p.connPoint(c, pts, i)
 		}
-		for _, l := range tl.locks[c] {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="5" fill="#8e24aa"><title>%s lockout %s %v → %v</title></rect>`,
-				x(l.from), y+laneH-5, max(x(l.until)-x(l.from), 1), html.EscapeString(c), html.EscapeString(l.label),
-				time.Duration(l.from)*time.Millisecond, time.Duration(l.until)*time.Millisecond)
+		for _, l := range p.tl.locks[c] {
+			fmt.Fprintf(&p.b, `<rect x="%.1f" y="%d" width="%.1f" height="5" fill="#8e24aa"><title>%s lockout %s %v → %v</title></rect>`,
+				p.x(l.from), p.y+plotLaneH-5, max(p.x(l.until)-p.x(l.from), 1), html.EscapeString(c), html.EscapeString(l.label),
+				ms(l.from), ms(l.until))
 		}
-		y += laneH + gap
+		p.y += plotLaneH + plotGap
 	}
-	section(fmt.Sprintf("request results per %v", time.Duration(tl.bucketMs)*time.Millisecond))
+}
+
+func (p *plot) connPoint(c string, pts []connPoint, i int) {
+	pt := pts[i]
+	if pt.cooling {
+		until := pt.until
+		if i+1 < len(pts) && pts[i+1].t < until {
+			until = pts[i+1].t // cleared or replaced
+		}
+		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#1e88e5"><title>%s cooldown %v → %v</title></rect>`,
+			p.x(pt.t), p.y, max(p.x(until)-p.x(pt.t), 1), plotLaneH-6, html.EscapeString(c), ms(pt.t), ms(until))
+	}
+	if pt.status.Terminal() {
+		next := p.end
+		if i+1 < len(pts) {
+			next = pts[i+1].t
+		}
+		fmt.Fprintf(&p.b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#212121"><title>%s %s from %v</title></rect>`,
+			p.x(pt.t), p.y, max(p.x(next)-p.x(pt.t), 1), plotLaneH-6, html.EscapeString(c), pt.status, ms(pt.t))
+	}
+}
+
+// results draws the stacked request results per time bucket.
+func (p *plot) results() {
+	tl := p.tl
+	p.section(fmt.Sprintf("request results per %v", ms(tl.bucketMs)))
 	peak := 1
 	for _, bk := range tl.buckets {
 		n := 0
@@ -270,48 +323,53 @@ func (tl *Timeline) svg(res *Result) string {
 		}
 		peak = max(peak, n)
 	}
-	base := y + chartH
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#666"/>`, left, base, left+width, base)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%d</text>`, left-4, y+8, peak)
+	base := p.y + plotChartH
+	fmt.Fprintf(&p.b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#666"/>`, plotLeft, base, plotLeft+plotWidth, base)
+	fmt.Fprintf(&p.b, `<text x="%d" y="%d" text-anchor="end">%d</text>`, plotLeft-4, p.y+8, peak)
 	for i, bk := range tl.buckets {
-		x0 := x(int64(i) * tl.bucketMs)
-		x1 := x(int64(i+1) * tl.bucketMs)
+		x0 := p.x(int64(i) * tl.bucketMs)
+		x1 := p.x(int64(i+1) * tl.bucketMs)
 		yy := float64(base)
 		for r, v := range bk {
 			if v == 0 {
 				continue
 			}
-			hh := float64(v) * chartH / float64(peak)
+			hh := float64(v) * plotChartH / float64(peak)
 			yy -= hh
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%v: %d %s</title></rect>`,
-				x0, yy, max(x1-x0-0.5, 0.5), hh, resultColor[r], time.Duration(int64(i)*tl.bucketMs)*time.Millisecond, v, resultOrder[r])
+			fmt.Fprintf(&p.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%v: %d %s</title></rect>`,
+				x0, yy, max(x1-x0-0.5, 0.5), hh, resultColor[r], ms(int64(i)*tl.bucketMs), v, resultOrder[r])
 		}
 	}
-	y = base + 4
-	// time axis
-	step := niceStep(end)
-	for t := int64(0); t <= end; t += step {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`,
-			x(t), y, x(t), y+4, x(t), y+16, time.Duration(t)*time.Millisecond)
+	p.y = base + 4
+}
+
+func (p *plot) timeAxis() {
+	step := niceStep(p.end)
+	for t := int64(0); t <= p.end; t += step {
+		fmt.Fprintf(&p.b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#999"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`,
+			p.x(t), p.y, p.x(t), p.y+4, p.x(t), p.y+16, ms(t))
 	}
-	y += 34
+	p.y += 34
+}
+
+func (p *plot) legend() {
 	lx := 10
-	legend := func(color, label string) {
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`, lx, y, color, lx+16, y+10, label)
+	item := func(color, label string) {
+		fmt.Fprintf(&p.b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`, lx, p.y, color, lx+16, p.y+10, label)
 		lx += 26 + 7*len(label)
 	}
 	for _, s := range []model.BreakerState{model.Closed, model.Degraded, model.Open, model.HalfOpen} {
-		legend(stateColor[s], s.String())
+		item(stateColor[s], s.String())
 	}
-	legend("#1e88e5", "cooldown")
-	legend("#212121", "terminal")
-	legend("#8e24aa", "lockout")
+	item("#1e88e5", "cooldown")
+	item("#212121", "terminal")
+	item("#8e24aa", "lockout")
 	for r := range resultOrder {
-		legend(resultColor[r], resultOrder[r])
+		item(resultColor[r], resultOrder[r])
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
 }
+
+func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
 
 func niceStep(end int64) int64 {
 	target := end / 10

@@ -549,17 +549,43 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		resp, rsm = resumeResponse(resp, r.delivered) // sim/resume.go
 	}
 	tl := attemptTimeline(resp, lat, &s.tm, r.stream)
-	end := tl.endMs
-	x.out = model.Outcome{Kind: tl.kind, Transport: tl.transport}
+	x.out = s.outcomeOf(&tl, resp)
+	endAt := s.cutAttempt(x, r, &tl)
+	x.committed = r.stream && !tl.success && tl.firstByte >= 0 && s.now.Add(tl.firstByte) <= endAt
+	if x.committed && !a.Resume && nativeFormat(s.sc.Traffic[r.item].Format, s.providerType(a.Provider)) {
+		// A native stream's text is not kept: it is never resumed
+		// (surface.go), as the gateway marks it on its first event.
+		r.flow.ResumeBlocked = true
+	}
+	if a.Resume || x.committed {
+		endAt = s.resumeEnd(r, x, &tl, &rsm, endAt) // sim/resume.go
+	}
+
+	s.traceBegin(x, a, r, rule)
+	s.heap.push(event{at: endAt, class: classFlow, kind: evAttemptEnd, idx: at})
+}
+
+// outcomeOf is what the gateway observes of an upstream answer resp whose
+// timeline is tl.
+func (s *sim) outcomeOf(tl *timeline, resp *faults.Response) model.Outcome {
+	out := model.Outcome{Kind: tl.kind, Transport: tl.transport}
 	if tl.kind == model.OutcomeResponse {
-		x.out.Status = resp.StatusOrOK()
+		out.Status = resp.StatusOrOK()
 		if cp := s.comp[resp]; cp != nil {
 			if cp.headers != nil {
-				x.out.Headers = cp.headers
+				out.Headers = cp.headers
 			}
-			x.out.Body = cp.body
+			out.Body = cp.body
 		}
 	}
+	return out
+}
+
+// cutAttempt is when the attempt x of r ends: its timeline's end, unless
+// the model's attempt bound, the client giving up or the request's
+// deadline cuts it first (x's outcome then says so and tl is no success).
+func (s *sim) cutAttempt(x *attempt, r *request, tl *timeline) model.Time {
+	end := tl.endMs
 	// The model's attempt bound, as the proxy times it; the deadline's cut
 	// is the flow's deadline event below.
 	if cut, at := s.tm.bound.Before(end); cut != model.TimerNone {
@@ -581,20 +607,15 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 		x.out = model.Outcome{Kind: model.OutcomeClientAbort}
 		tl.success = false
 	}
-	x.committed = r.stream && !tl.success && tl.firstByte >= 0 && s.now.Add(tl.firstByte) <= endAt
-	if x.committed && !a.Resume && nativeFormat(s.sc.Traffic[r.item].Format, s.providerType(a.Provider)) {
-		// A native stream's text is not kept: it is never resumed
-		// (surface.go), as the gateway marks it on its first event.
-		r.flow.ResumeBlocked = true
-	}
-	if a.Resume || x.committed {
-		endAt = s.resumeEnd(r, x, &tl, &rsm, endAt) // sim/resume.go
-	}
+	return endAt
+}
 
+// traceBegin traces an attempt begun; rule is the fault rule that chose
+// the upstream's behaviour (-1 for none).
+func (s *sim) traceBegin(x *attempt, a *model.Attempt, r *request, rule int) {
 	s.tr.rec()
 	s.tr.int("att", x.seq)
-	s.scratch = append(append(append(s.scratch[:0], a.Provider...), '/'), a.Connection...)
-	s.tr.bytes("conn", s.scratch)
+	s.traceConn(a.Provider, a.Connection)
 	s.tr.ev("begin")
 	s.tr.str("model", a.Model)
 	if a.Probe() {
@@ -612,7 +633,6 @@ func (s *sim) begin(id int32, a *model.Attempt) {
 	}
 	s.tr.end(s.off(s.now))
 	s.tr.close()
-	s.heap.push(event{at: endAt, class: classFlow, kind: evAttemptEnd, idx: at})
 }
 
 func (s *sim) attemptEnd(at int32) {
@@ -637,8 +657,7 @@ func (s *sim) attemptEnd(at int32) {
 	if x.committed {
 		s.tr.bool("committed", true)
 	}
-	s.scratch = append(append(append(s.scratch[:0], x.a.Provider...), '/'), x.a.Connection...)
-	s.tr.bytes("conn", s.scratch)
+	s.traceConn(x.a.Provider, x.a.Connection)
 	s.tr.ev("record")
 	s.tr.str("next", v.Next.String())
 	s.tr.str("outcome", outcomeLabel(&x.out))
@@ -787,66 +806,12 @@ func (s *sim) change(c *model.Change) {
 		return // implied by the begin record
 	case model.ChangeBreaker:
 		s.mirror.breaker(c)
-		s.tr.rec()
-		s.tr.ev("breaker")
-		s.tr.int("fails", int64(c.Breaker.FailureCount))
-		s.tr.str("prov", c.Provider)
-		s.tr.str("state", c.Breaker.State.String())
-		s.tr.end(s.off(c.At))
-		if c.Transition.Changed() {
-			s.tr.str("why", c.Transition.Reason)
-		}
-		s.tr.close()
-		if s.opts.Timeline != nil {
-			s.opts.Timeline.breaker(c.Provider, s.off(c.At), c.Breaker.State)
-		}
+		s.traceBreaker(c)
 	case model.ChangeConnection:
 		s.mirror.conn(c)
-		s.scratch = append(append(append(s.scratch[:0], c.Provider...), '/'), c.Connection...)
-		s.tr.rec()
-		s.tr.bytes("conn", s.scratch)
-		if c.Conn.LastErrorType != model.ReasonNone {
-			s.tr.str("err", c.Conn.LastErrorType.String())
-		}
-		s.tr.ev("conn")
-		s.tr.int("level", int64(c.Conn.BackoffLevel))
-		s.tr.str("status", c.Conn.Status.String())
-		s.tr.end(s.off(c.At))
-		if c.Conn.RateLimitedUntil > c.At {
-			s.tr.int("until", s.off(c.Conn.RateLimitedUntil))
-		}
-		s.tr.close()
-		if s.opts.Timeline != nil {
-			s.opts.Timeline.conn(c.Provider+"/"+c.Connection, s.off(c.At), c.Conn.Status, s.off(c.Conn.RateLimitedUntil), c.Conn.RateLimitedUntil > c.At)
-		}
+		s.traceConnChange(c)
 	case model.ChangeLockout, model.ChangeLockoutRemoved:
-		s.scratch = append(append(append(s.scratch[:0], c.Provider...), '/'), c.Connection...)
-		ev := "lockout"
-		if c.Kind == model.ChangeLockoutRemoved {
-			ev = "lockout_removed"
-		}
-		s.tr.rec()
-		s.tr.bytes("conn", s.scratch)
-		s.tr.ev(ev)
-		if c.Kind == model.ChangeLockout {
-			s.tr.int("fails", int64(c.Lockout.FailureCount))
-		}
-		s.tr.str("key", c.Lockout.Key.String())
-		if c.Kind == model.ChangeLockout && c.Lockout.Reason != model.ReasonNone {
-			s.tr.str("reason", c.Lockout.Reason.String())
-		}
-		s.tr.end(s.off(c.At))
-		if c.Kind == model.ChangeLockout {
-			s.tr.int("until", s.off(c.Lockout.Until))
-		}
-		s.tr.close()
-		if s.opts.Timeline != nil {
-			until := c.At
-			if c.Kind == model.ChangeLockout {
-				until = c.Lockout.Until
-			}
-			s.opts.Timeline.lockout(c.Provider+"/"+c.Connection, c.Lockout.Key.String(), s.off(c.At), s.off(until))
-		}
+		s.traceLockout(c)
 	case model.ChangeWindow:
 		s.tr.rec()
 		s.tr.ev("window")
@@ -858,20 +823,7 @@ func (s *sim) change(c *model.Change) {
 		}
 		s.tr.close()
 	case model.ChangePin, model.ChangePinRemoved:
-		// The session key is not traced: it stands for a client's session.
-		ev := "pin"
-		if c.Kind == model.ChangePinRemoved {
-			ev = "pin_removed"
-		}
-		s.scratch = append(append(append(s.scratch[:0], c.Pin.Provider...), '/'), c.Pin.Connection...)
-		s.tr.rec()
-		s.tr.bytes("conn", s.scratch)
-		s.tr.ev(ev)
-		s.tr.end(s.off(c.At))
-		if c.Kind == model.ChangePin {
-			s.tr.int("until", s.off(c.Pin.ExpiresAt))
-		}
-		s.tr.close()
+		s.tracePin(c)
 	case model.ChangeCursor:
 		s.tr.rec()
 		if c.Combo != "" {
@@ -887,9 +839,122 @@ func (s *sim) change(c *model.Change) {
 	}
 }
 
+// traceConn writes a record's "conn" field: provider/connection.
+func (s *sim) traceConn(provider, connection string) {
+	s.scratch = append(append(append(s.scratch[:0], provider...), '/'), connection...)
+	s.tr.bytes("conn", s.scratch)
+}
+
+func (s *sim) traceBreaker(c *model.Change) {
+	s.tr.rec()
+	s.tr.ev("breaker")
+	s.tr.int("fails", int64(c.Breaker.FailureCount))
+	s.tr.str("prov", c.Provider)
+	s.tr.str("state", c.Breaker.State.String())
+	s.tr.end(s.off(c.At))
+	if c.Transition.Changed() {
+		s.tr.str("why", c.Transition.Reason)
+	}
+	s.tr.close()
+	if s.opts.Timeline != nil {
+		s.opts.Timeline.breaker(c.Provider, s.off(c.At), c.Breaker.State)
+	}
+}
+
+func (s *sim) traceConnChange(c *model.Change) {
+	s.tr.rec()
+	s.traceConn(c.Provider, c.Connection)
+	if c.Conn.LastErrorType != model.ReasonNone {
+		s.tr.str("err", c.Conn.LastErrorType.String())
+	}
+	s.tr.ev("conn")
+	s.tr.int("level", int64(c.Conn.BackoffLevel))
+	s.tr.str("status", c.Conn.Status.String())
+	s.tr.end(s.off(c.At))
+	if c.Conn.RateLimitedUntil > c.At {
+		s.tr.int("until", s.off(c.Conn.RateLimitedUntil))
+	}
+	s.tr.close()
+	if s.opts.Timeline != nil {
+		s.opts.Timeline.conn(c.Provider+"/"+c.Connection, s.off(c.At), c.Conn.Status, s.off(c.Conn.RateLimitedUntil), c.Conn.RateLimitedUntil > c.At)
+	}
+}
+
+// traceLockout traces a lockout set (ChangeLockout) or removed.
+func (s *sim) traceLockout(c *model.Change) {
+	set := c.Kind == model.ChangeLockout
+	ev := "lockout"
+	if !set {
+		ev = "lockout_removed"
+	}
+	s.tr.rec()
+	s.traceConn(c.Provider, c.Connection)
+	s.tr.ev(ev)
+	if set {
+		s.tr.int("fails", int64(c.Lockout.FailureCount))
+	}
+	s.tr.str("key", c.Lockout.Key.String())
+	if set && c.Lockout.Reason != model.ReasonNone {
+		s.tr.str("reason", c.Lockout.Reason.String())
+	}
+	s.tr.end(s.off(c.At))
+	if set {
+		s.tr.int("until", s.off(c.Lockout.Until))
+	}
+	s.tr.close()
+	if s.opts.Timeline != nil {
+		until := c.At
+		if set {
+			until = c.Lockout.Until
+		}
+		s.opts.Timeline.lockout(c.Provider+"/"+c.Connection, c.Lockout.Key.String(), s.off(c.At), s.off(until))
+	}
+}
+
+// tracePin traces a session pin set (ChangePin) or removed. The session
+// key is not traced: it stands for a client's session.
+func (s *sim) tracePin(c *model.Change) {
+	ev := "pin"
+	if c.Kind == model.ChangePinRemoved {
+		ev = "pin_removed"
+	}
+	s.tr.rec()
+	s.traceConn(c.Pin.Provider, c.Pin.Connection)
+	s.tr.ev(ev)
+	s.tr.end(s.off(c.At))
+	if c.Kind == model.ChangePin {
+		s.tr.int("until", s.off(c.Pin.ExpiresAt))
+	}
+	s.tr.close()
+}
+
 // action applies one operator action through the model's operator API.
 func (s *sim) action(i int) {
 	a := &s.sc.Actions[i]
+	err := s.applyAction(a)
+	s.tr.rec()
+	s.tr.str("action", a.Kind.String())
+	s.tr.ev("action")
+	s.tr.int("line", int64(a.Line))
+	if err != nil {
+		s.tr.bool("ok", false)
+	}
+	if a.Provider != "" {
+		s.tr.str("prov", a.Provider)
+	}
+	s.tr.end(s.off(s.now))
+	s.tr.close()
+	s.mirror.inAction = true
+	s.drain()
+	s.mirror.inAction = false
+	if err != nil {
+		s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: s.offD(s.now), What: "action " + a.Kind.String(),
+			Expected: "the action to apply", Found: err.Error()})
+	}
+}
+
+// applyAction carries out an operator action: the first error, if any.
+func (s *sim) applyAction(a *Action) error {
 	var err error
 	switch a.Kind {
 	case ActResetBreaker:
@@ -912,52 +977,45 @@ func (s *sim) action(i int) {
 			}
 		}
 	case ActConnectionTest:
-		// A test checks every connection of the provider, as the
-		// gateway's POST /api/providers/{id}/test does, and the fault
-		// upstream's /models answers each of them.
-		seen := map[string]bool{}
-		for _, c := range a.Connections {
-			if seen[c.Provider] {
-				continue
-			}
-			seen[c.Provider] = true
-			if e := s.eng.ProviderTested(s.now, c.Provider, s.connIDs(c.Provider)); e != nil && err == nil {
-				err = e
-			}
-		}
+		err = s.connectionTest(a)
 	case ActLeaseAcquire, ActLeaseRelease:
 		s.leaseAction(a)
 	case ActSet:
-		s.actLayer = append(s.actLayer, settings.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
-		layers := append(slices.Clone(s.sc.Layers), s.actLayer...)
-		var set model.Settings
-		set, _, err = settings.Resolve(layers...)
-		if err == nil {
-			s.eng.UpdateSettings(s.now, set)
-			s.set = s.eng.Settings()
-			s.tm = timersOf(&s.set)
-			s.setGlobalCap()
+		err = s.setAction(a)
+	}
+	return err
+}
+
+// connectionTest checks every connection of each provider named, as the
+// gateway's POST /api/providers/{id}/test does, and the fault upstream's
+// /models answers each of them.
+func (s *sim) connectionTest(a *Action) error {
+	var err error
+	seen := map[string]bool{}
+	for _, c := range a.Connections {
+		if seen[c.Provider] {
+			continue
+		}
+		seen[c.Provider] = true
+		if e := s.eng.ProviderTested(s.now, c.Provider, s.connIDs(c.Provider)); e != nil && err == nil {
+			err = e
 		}
 	}
-	s.tr.rec()
-	s.tr.str("action", a.Kind.String())
-	s.tr.ev("action")
-	s.tr.int("line", int64(a.Line))
-	if err != nil {
-		s.tr.bool("ok", false)
+	return err
+}
+
+// setAction adds the action's settings as a layer above the scenario's.
+func (s *sim) setAction(a *Action) error {
+	s.actLayer = append(s.actLayer, settings.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
+	layers := append(slices.Clone(s.sc.Layers), s.actLayer...)
+	set, _, err := settings.Resolve(layers...)
+	if err == nil {
+		s.eng.UpdateSettings(s.now, set)
+		s.set = s.eng.Settings()
+		s.tm = timersOf(&s.set)
+		s.setGlobalCap()
 	}
-	if a.Provider != "" {
-		s.tr.str("prov", a.Provider)
-	}
-	s.tr.end(s.off(s.now))
-	s.tr.close()
-	s.mirror.inAction = true
-	s.drain()
-	s.mirror.inAction = false
-	if err != nil {
-		s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: s.offD(s.now), What: "action " + a.Kind.String(),
-			Expected: "the action to apply", Found: err.Error()})
-	}
+	return err
 }
 
 // Repro is the one command that reproduces a scenario run.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,9 +22,21 @@ import (
 // TestNoRuleInSim: the simulator never compares an HTTP status; every
 // decision about a status belongs to the model (docs/README.md#one-model-two-shells).
 func TestNoRuleInSim(t *testing.T) {
-	files, _ := filepath.Glob("*.go")
 	cmp := regexp.MustCompile(`(==|!=|<=|>=|<|>)\s*[2-5][0-9][0-9]\b|\b[2-5][0-9][0-9]\s*(==|!=|<=|>=|<|>)`)
 	status := regexp.MustCompile(`(?i)status\s*(==|!=|<=|>=|<|>)\s*[1-9]`)
+	eachSourceLine(t, func(at, code, line string) {
+		if cmp.MatchString(code) || status.MatchString(code) {
+			t.Errorf("%s compares a status; that decision belongs in model/: %s", at, line)
+		}
+	})
+}
+
+// eachSourceLine calls fn with every line of the package's non-test
+// files: where it is (file:line), its code without a comment, and the line
+// trimmed.
+func eachSourceLine(t *testing.T, fn func(at, code, line string)) {
+	t.Helper()
+	files, _ := filepath.Glob("*.go")
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -34,9 +47,7 @@ func TestNoRuleInSim(t *testing.T) {
 		}
 		for i, line := range strings.Split(string(b), "\n") {
 			code, _, _ := strings.Cut(line, "//")
-			if cmp.MatchString(code) || status.MatchString(code) {
-				t.Errorf("%s:%d compares a status; that decision belongs in model/: %s", f, i+1, strings.TrimSpace(line))
-			}
+			fn(fmt.Sprintf("%s:%d", f, i+1), code, strings.TrimSpace(line))
 		}
 	}
 }
@@ -46,23 +57,12 @@ func TestNoRuleInSim(t *testing.T) {
 // one the proxy drives (so both make the same decisions by construction).
 // The engine's per-attempt calls and the loop's helpers are Flow's to make.
 func TestRequestLoopIsFlow(t *testing.T) {
-	files, _ := filepath.Glob("*.go")
 	banned := regexp.MustCompile(`\.eng\.(Select|Begin|Record)\(|model\.(WaitDecision|Unavailable)\(|\bSkip\s*[:=]|\.Skip\b`)
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+	eachSourceLine(t, func(at, code, line string) {
+		if banned.MatchString(code) {
+			t.Errorf("%s takes a request-loop decision; that is model.Flow's: %s", at, line)
 		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			code, _, _ := strings.Cut(line, "//")
-			if banned.MatchString(code) {
-				t.Errorf("%s:%d takes a request-loop decision; that is model.Flow's: %s", f, i+1, strings.TrimSpace(line))
-			}
-		}
-	}
+	})
 }
 
 func TestEventOrderAtOneInstant(t *testing.T) {

@@ -33,8 +33,7 @@ func (s *sim) limitReset(id int32, ref model.ConnRef) {
 		}
 	}
 	s.tr.rec()
-	s.scratch = append(append(append(s.scratch[:0], ref.Provider...), '/'), ref.Connection...)
-	s.tr.bytes("conn", s.scratch)
+	s.traceConn(ref.Provider, ref.Connection)
 	s.tr.ev("limit_reset")
 	s.tr.int("req", int64(r.id))
 	s.tr.str("result", res.Outcome.String())

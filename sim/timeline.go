@@ -78,80 +78,54 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 		}
 		return tl
 	}
+	return streamTimeline(r, latencyMs, tm)
+}
+
+// chunkTimes: chunk i arrives at latency + i·interval (+ the stall gap for
+// i ≥ k).
+type chunkTimes struct {
+	latencyMs, iv int64
+	k             int64 // the chunk a stall or a cut comes before
+	stall         bool
+	gap           int64 // the stall's extra silence after chunk k
+}
+
+func chunkTimesOf(r *faults.Response, latencyMs int64) chunkTimes {
+	ct := chunkTimes{latencyMs: latencyMs, iv: durMs(r.ChunkInterval()), k: int64(r.Stream.StallAfter), stall: r.Fault == faults.Stall}
+	if ct.stall {
+		ct.gap = durMs(r.Stream.StallFor)
+		if ct.gap == 0 {
+			ct.gap = never
+		}
+	}
+	return ct
+}
+
+func (ct chunkTimes) at(i int64) int64 {
+	t := ct.latencyMs + i*ct.iv
+	if ct.stall && i >= ct.k {
+		if ct.gap >= never {
+			return never
+		}
+		t += ct.gap
+	}
+	return t
+}
+
+// streamTimeline is a 2xx streamed answer: the chunks under the model's
+// watchdogs, then how the stream ends.
+func streamTimeline(r *faults.Response, latencyMs int64, tm *timers) timeline {
+	tl := timeline{firstByte: -1}
 	n := int64(r.Chunks())
-	iv := durMs(r.ChunkInterval())
-	k := int64(r.Stream.StallAfter)
-	gap := int64(0) // the stall's extra silence after chunk k
-	if r.Fault == faults.Stall {
-		gap = durMs(r.Stream.StallFor)
-		if gap == 0 {
-			gap = never
-		}
-	}
-	// chunk i arrives at latency + i·interval (+ the stall gap for i ≥ k)
-	at := func(i int64) int64 {
-		t := latencyMs + i*iv
-		if r.Fault == faults.Stall && i >= k {
-			if gap >= never {
-				return never
-			}
-			t += gap
-		}
-		return t
-	}
+	ct := chunkTimesOf(r, latencyMs)
 	last := n // chunks the upstream sends before ending or breaking
-	switch r.Fault {
-	case faults.Cut:
-		last = min(k, n)
+	if r.Fault == faults.Cut {
+		last = min(ct.k, n)
 	}
-	w := model.NewWatchdog(tm.set, 0)
-	checked := int64(-1)
-	// tick runs the watchdog timer up to (not including) instant t.
-	tick := func(t int64) (int64, model.OutcomeKind, bool) {
-		for {
-			d := int64(w.Deadline())
-			if d >= t || d <= checked {
-				return 0, 0, false
-			}
-			checked = d
-			if kind, abort := w.Check(model.Time(d)); abort {
-				return d, kind, true
-			}
-		}
+	if watchChunks(&tl, ct, last, tm) {
+		return tl
 	}
-	// Chunks arriving at one instant are fed as one event (same progress
-	// time, same window sum); the last instant is not fed at all, as
-	// nothing reads the watchdog after the stream ends. A plain answer
-	// (all chunks at once) therefore costs one deadline check.
-	for i := int64(0); i < last; {
-		t := at(i)
-		j := i + 1
-		for j < last && at(j) == t {
-			j++
-		}
-		if end, kind, abort := tick(min(t, never-1)); abort {
-			tl.endMs, tl.kind = end, kind
-			return tl
-		}
-		if t >= never {
-			break
-		}
-		if t > checked {
-			if kind, abort := w.Check(model.Time(t)); abort {
-				tl.endMs, tl.kind = t, kind
-				return tl
-			}
-		}
-		if tl.firstByte < 0 {
-			tl.firstByte = t
-		}
-		if j < last {
-			w.Observe(model.Time(t), model.StreamEvent{UsefulBytes: int(j-i) * faults.ChunkBytes})
-		}
-		tl.chunks = j
-		i = j
-	}
-	end := at(max(last-1, 0))
+	end := ct.at(max(last-1, 0))
 	if last == 0 {
 		end = latencyMs
 	}
@@ -162,21 +136,87 @@ func attemptTimeline(r *faults.Response, latencyMs int64, tm *timers, stream boo
 	case faults.MalformedChunk:
 		// One event that is not JSON, before chunk k: skipped, unless the
 		// model's bound on malformed events says the stream is broken.
-		var m model.MalformedEvents
-		ok := true
-		for range max(r.Stream.Malformed, 1) {
-			ok = m.Bad(tm.set)
-			if !ok {
-				break
-			}
-		}
-		if !ok {
-			tl.endMs, tl.kind = at(min(k, max(n-1, 0))), model.OutcomeQuality
+		if malformedBreaks(r, tm) {
+			tl.endMs, tl.kind = ct.at(min(ct.k, max(n-1, 0))), model.OutcomeQuality
 			return tl
 		}
 	}
 	tl.endMs, tl.kind, tl.success = end, model.OutcomeResponse, true
 	return tl
+}
+
+// malformedBreaks: the stream's malformed events (at least one) pass the
+// model's bound on them.
+func malformedBreaks(r *faults.Response, tm *timers) bool {
+	var m model.MalformedEvents
+	for range max(r.Stream.Malformed, 1) {
+		if !m.Bad(tm.set) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchChunks feeds the first last chunks to the model's stream watchdog,
+// ticking it at its deadlines, and records them in tl. It is true when the
+// watchdog ended the attempt (tl then says when and why).
+//
+// Chunks arriving at one instant are fed as one event (same progress time,
+// same window sum); the last instant is not fed at all, as nothing reads
+// the watchdog after the stream ends. A plain answer (all chunks at once)
+// therefore costs one deadline check.
+func watchChunks(tl *timeline, ct chunkTimes, last int64, tm *timers) bool {
+	wt := watchdogTicker{w: model.NewWatchdog(tm.set, 0), checked: -1}
+	for i := int64(0); i < last; {
+		t := ct.at(i)
+		j := i + 1
+		for j < last && ct.at(j) == t {
+			j++
+		}
+		if end, kind, abort := wt.tick(min(t, never-1)); abort {
+			tl.endMs, tl.kind = end, kind
+			return true
+		}
+		if t >= never {
+			break
+		}
+		if t > wt.checked {
+			if kind, abort := wt.w.Check(model.Time(t)); abort {
+				tl.endMs, tl.kind = t, kind
+				return true
+			}
+		}
+		if tl.firstByte < 0 {
+			tl.firstByte = t
+		}
+		if j < last {
+			wt.w.Observe(model.Time(t), model.StreamEvent{UsefulBytes: int(j-i) * faults.ChunkBytes})
+		}
+		tl.chunks = j
+		i = j
+	}
+	return false
+}
+
+// watchdogTicker runs a watchdog's timer: checked is the last deadline it
+// checked.
+type watchdogTicker struct {
+	w       model.Watchdog
+	checked int64
+}
+
+// tick runs the watchdog timer up to (not including) instant t.
+func (wt *watchdogTicker) tick(t int64) (int64, model.OutcomeKind, bool) {
+	for {
+		d := int64(wt.w.Deadline())
+		if d >= t || d <= wt.checked {
+			return 0, 0, false
+		}
+		wt.checked = d
+		if kind, abort := wt.w.Check(model.Time(d)); abort {
+			return d, kind, true
+		}
+	}
 }
 
 // jsonTimeline is a 2xx answer to a non-streaming request: the gateway

@@ -49,109 +49,142 @@ func runIncident(args []string) int {
 }
 
 func runIncidentExport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &incidentExport{stdin: stdin, stdout: stdout, stderr: stderr}
+	opts, code, ok := c.parse(args)
+	if !ok {
+		return code
+	}
+	recs, code, ok := c.read(&opts)
+	if !ok {
+		return code
+	}
+	out, sum, err := incident.Export(recs, opts)
+	if err != nil {
+		if errors.Is(err, incident.ErrEmptyWindow) {
+			return c.fail(1, "%v: nothing to export (check -from/-to, which are UTC unless they carry an offset)", err)
+		}
+		return c.fail(2, "%v", err)
+	}
+	return c.write(out, sum)
+}
+
+// incidentExport is one run of `breakwater incident export`.
+type incidentExport struct {
+	stdin                   io.Reader
+	stdout, stderr          io.Writer
+	dbURL, logPath, outPath string
+}
+
+func (c *incidentExport) fail(code int, format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "breakwater incident export: "+format+"\n", a...)
+	return code
+}
+
+// parse reads the flags into the export's options and the source and
+// output paths; ok false ends the command with code.
+func (c *incidentExport) parse(args []string) (opts incident.Options, code int, ok bool) {
 	fs := flag.NewFlagSet("incident export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(c.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, incidentUsage)
+		fmt.Fprintln(c.stderr, incidentUsage)
 		fs.PrintDefaults()
 	}
 	fromS := fs.String("from", "", "window start: RFC 3339, now, or relative (-1h)")
 	toS := fs.String("to", "now", "window end (exclusive): RFC 3339, now, or relative (-10m)")
-	dbURL := fs.String("database", "", "read the request log table of this Postgres database (postgres://...)")
-	logPath := fs.String("log", "", "read request log records from this JSONL file (- = stdin)")
+	fs.StringVar(&c.dbURL, "database", "", "read the request log table of this Postgres database (postgres://...)")
+	fs.StringVar(&c.logPath, "log", "", "read request log records from this JSONL file (- = stdin)")
 	cfgPath := fs.String("config", "", "the gateway config: providers, combos, aliases and resilience settings (else derived from the log)")
-	outPath := fs.String("o", "", "write the scenario here (default stdout)")
+	fs.StringVar(&c.outPath, "o", "", "write the scenario here (default stdout)")
 	window := fs.Duration("window", time.Minute, "width of the recorded-facts expect windows")
 	name := fs.String("name", "", "scenario name (default: incident FROM .. TO)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return opts, 0, false
 		}
-		return 2
-	}
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "breakwater incident export: "+format+"\n", a...)
-		return code
+		return opts, 2, false
 	}
 	if fs.NArg() > 0 {
-		return fail(2, "unexpected argument %q (flags only)", fs.Arg(0))
+		return opts, c.fail(2, "unexpected argument %q (flags only)", fs.Arg(0)), false
 	}
 	from, to, err := incident.ParseWindow(*fromS, *toS, incidentNow())
 	if err != nil {
-		return fail(2, "%v", err)
+		return opts, c.fail(2, "%v", err), false
 	}
-	if (*dbURL == "") == (*logPath == "") {
-		return fail(2, "give exactly one source: -database postgres://... or -log FILE.jsonl")
+	if (c.dbURL == "") == (c.logPath == "") {
+		return opts, c.fail(2, "give exactly one source: -database postgres://... or -log FILE.jsonl"), false
 	}
 	if *window <= 0 {
-		return fail(2, "-window must be positive, got %v", *window)
+		return opts, c.fail(2, "-window must be positive, got %v", *window), false
 	}
-	opts := incident.Options{From: from, To: to, Window: *window, Name: *name}
+	opts = incident.Options{From: from, To: to, Window: *window, Name: *name}
 	if *cfgPath != "" {
 		cfg, _, err := proxy.LoadConfig(*cfgPath, os.Environ())
 		if err != nil {
-			fmt.Fprintf(stderr, "breakwater incident export: -config:\n")
+			fmt.Fprintf(c.stderr, "breakwater incident export: -config:\n")
 			for _, line := range strings.Split(err.Error(), "\n") {
-				fmt.Fprintf(stderr, "  %s\n", line)
+				fmt.Fprintf(c.stderr, "  %s\n", line)
 			}
-			return 2
+			return opts, 2, false
 		}
 		opts.Config = topologyOf(cfg)
 	}
+	return opts, 0, true
+}
 
-	var recs []store.LogRecord
-	switch {
-	case *logPath != "":
-		in, label := stdin, "stdin"
-		if *logPath != "-" {
-			f, err := os.Open(*logPath)
+// read reads the window's records from the JSONL file (or stdin) or the
+// database, and names the source in opts.
+func (c *incidentExport) read(opts *incident.Options) (recs []store.LogRecord, code int, ok bool) {
+	from, to := opts.From, opts.To
+	if c.logPath != "" {
+		in, label := c.stdin, "stdin"
+		if c.logPath != "-" {
+			f, err := os.Open(c.logPath)
 			if err != nil {
-				return fail(2, "-log: %v", err)
+				return nil, c.fail(2, "-log: %v", err), false
 			}
 			defer f.Close()
-			in, label = f, *logPath
+			in, label = f, c.logPath
 		}
 		opts.Source = "JSONL file " + label
-		recs, err = incident.ReadJSONL(in, label, from, to)
+		recs, err := incident.ReadJSONL(in, label, from, to)
 		if err != nil {
 			var ie *incident.InputError
 			if errors.As(err, &ie) {
-				return fail(2, "%v", err)
+				return nil, c.fail(2, "%v", err), false
 			}
-			return fail(1, "%v", err)
+			return nil, c.fail(1, "%v", err), false
 		}
-	default:
-		u, err := url.Parse(*dbURL)
-		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			// Never echo the URL: it may carry a password.
-			return fail(2, "-database wants a postgres:// URL")
-		}
-		opts.Source = "Postgres request log (proxy_logs) on " + redactDBURL(u)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		recs, err = incident.ReadPostgres(ctx, *dbURL, from, to)
-		cancel()
-		if err != nil {
-			return fail(1, "reading the request log from %s: %v", redactDBURL(u), redactURLErr(err, *dbURL))
-		}
+		return recs, 0, true
 	}
-
-	out, sum, err := incident.Export(recs, opts)
+	u, err := url.Parse(c.dbURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		// Never echo the URL: it may carry a password.
+		return nil, c.fail(2, "-database wants a postgres:// URL"), false
+	}
+	opts.Source = "Postgres request log (proxy_logs) on " + redactDBURL(u)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	recs, err = incident.ReadPostgres(ctx, c.dbURL, from, to)
+	cancel()
 	if err != nil {
-		if errors.Is(err, incident.ErrEmptyWindow) {
-			return fail(1, "%v: nothing to export (check -from/-to, which are UTC unless they carry an offset)", err)
-		}
-		return fail(2, "%v", err)
+		return nil, c.fail(1, "reading the request log from %s: %v", redactDBURL(u), redactURLErr(err, c.dbURL)), false
 	}
-	target := cmpOr(*outPath, "-")
+	return recs, 0, true
+}
+
+// write checks the scenario, writes it to -o (atomically) or stdout and
+// says what was exported.
+func (c *incidentExport) write(out []byte, sum incident.Summary) int {
+	stderr := c.stderr
+	target := cmpOr(c.outPath, "-")
 	if _, err := incident.Check(target, out); err != nil {
-		return fail(1, "%v", err)
+		return c.fail(1, "%v", err)
 	}
-	if *outPath == "" || *outPath == "-" {
-		if _, err := stdout.Write(out); err != nil {
-			return fail(1, "%v", err)
+	if c.outPath == "" || c.outPath == "-" {
+		if _, err := c.stdout.Write(out); err != nil {
+			return c.fail(1, "%v", err)
 		}
-	} else if err := writeFileAtomic(*outPath, out); err != nil {
-		return fail(1, "%v", err)
+	} else if err := writeFileAtomic(c.outPath, out); err != nil {
+		return c.fail(1, "%v", err)
 	}
 	fmt.Fprintf(stderr, "exported %d attempt(s) of %d request(s) (%d ended on a 2xx) over %d connection(s), %d rule(s)",
 		sum.Records, sum.Requests, sum.Succeeded, sum.Connections, sum.Rules)

@@ -173,13 +173,7 @@ func TestIncidentExportFromGateway(t *testing.T) {
 	to := time.Now().UTC().Add(time.Second)
 
 	// The operator's path: fetch JSONL from the running gateway.
-	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", srv.URL, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	resp, err := http.Get(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logBytes, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, logBytes := requestLogJSONL(t, srv.URL, from, to)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("GET /api/request-log: %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), logBytes)
 	}
@@ -209,18 +203,7 @@ func TestIncidentExportFromGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{}
-	for _, r := range recs {
-		want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
-	}
-	got := map[string][]string{}
-	s := bufio.NewScanner(&trace)
-	for s.Scan() {
-		var ev struct{ Ev, Conn, Outcome string }
-		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
-			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
-		}
-	}
+	want, got := loggedAnswers(recs), replayedAnswers(&trace)
 	for _, c := range []string{"glm/k1", "glm/k2", "openai/o1"} {
 		if !slices.Equal(want[c], got[c]) {
 			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
@@ -391,20 +374,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{}
-	for _, r := range recs {
-		if r.ErrorType != store.OperatorAction {
-			want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
-		}
-	}
-	got := map[string][]string{}
-	s := bufio.NewScanner(&trace)
-	for s.Scan() {
-		var ev struct{ Ev, Conn, Outcome string }
-		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
-			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
-		}
-	}
+	want, got := loggedAnswers(recs), replayedAnswers(&trace)
 	if len(want["glm/k1"]) != 3 {
 		t.Errorf("the gateway's log has k1 answering %v, want three 503s", want["glm/k1"])
 	}
@@ -520,10 +490,7 @@ func TestIncidentExportReplaysConcurrentSession(t *testing.T) {
 	// compare the answers in begin order on both sides (the log and the
 	// trace are written as attempts end).
 	slices.SortStableFunc(recs, func(a, b store.LogRecord) int { return a.Time.Compare(b.Time) })
-	want := map[string][]string{}
-	for _, r := range recs {
-		want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
-	}
+	want := loggedAnswers(recs)
 	got, replayed := answersInBeginOrder(t, &trace)
 	if replayed != len(recs) {
 		t.Errorf("the replay made %d upstream calls, the gateway %d", replayed, len(recs))
@@ -583,13 +550,7 @@ func answersInBeginOrder(t *testing.T, trace io.Reader) (map[string][]string, in
 // the scenario, its text and the log.
 func exportSession(t *testing.T, base, dir, cfgPath string, from, to time.Time) ([]store.LogRecord, *sim.Scenario, []byte, []byte) {
 	t.Helper()
-	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", base, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
-	resp, err := http.Get(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logBytes, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, logBytes := requestLogJSONL(t, base, from, to)
 	logPath := filepath.Join(dir, "incident.jsonl")
 	os.WriteFile(logPath, logBytes, 0o644)
 	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
@@ -608,4 +569,45 @@ func exportSession(t *testing.T, base, dir, cfgPath string, from, to time.Time) 
 		t.Fatal(err)
 	}
 	return recs, sc, src, logBytes
+}
+
+// requestLogJSONL fetches the request log of [from, to) as JSONL from the
+// gateway at base, as an operator would.
+func requestLogJSONL(t *testing.T, base string, from, to time.Time) (*http.Response, []byte) {
+	t.Helper()
+	q := fmt.Sprintf("%s/api/request-log?since=%s&until=%s&format=jsonl", base, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	resp, err := http.Get(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, logBytes
+}
+
+// loggedAnswers lists per connection the statuses the gateway's request
+// log recorded for its upstream attempts (operator actions are not
+// attempts).
+func loggedAnswers(recs []store.LogRecord) map[string][]string {
+	want := map[string][]string{}
+	for _, r := range recs {
+		if r.ErrorType != store.OperatorAction {
+			want[r.Provider+"/"+r.Connection] = append(want[r.Provider+"/"+r.Connection], strconv.Itoa(r.Status))
+		}
+	}
+	return want
+}
+
+// replayedAnswers lists per connection the outcomes of the attempts in a
+// simulator trace.
+func replayedAnswers(trace *bytes.Buffer) map[string][]string {
+	got := map[string][]string{}
+	s := bufio.NewScanner(trace)
+	for s.Scan() {
+		var ev struct{ Ev, Conn, Outcome string }
+		if json.Unmarshal(s.Bytes(), &ev) == nil && ev.Ev == "record" {
+			got[ev.Conn] = append(got[ev.Conn], ev.Outcome)
+		}
+	}
+	return got
 }

@@ -88,21 +88,7 @@ func TestHealthcheckCommand(t *testing.T) {
 // make run's demo config reloads: its demo:// providers keep the address
 // of the in-process demo upstream serve gave them.
 func TestDemoConfigReloads(t *testing.T) {
-	cfg, _, err := proxy.LoadConfig("../../examples/demo.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	stop, err := startDemo(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	g, err := proxy.New(context.Background(), cfg, proxy.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close(context.Background())
+	g := demoGateway(t)
 	res, err := g.Reload(context.Background())
 	if err != nil || !res.OK || len(res.Added) != 0 || len(res.Removed) != 0 {
 		t.Fatalf("reload: %+v %v", res, err)

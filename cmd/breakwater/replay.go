@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/replay"
@@ -48,16 +44,9 @@ func runReplay(args []string) int {
 	sf := addScenarioFlags(fs, "override a setting: path=value (repeatable)")
 	asJSON := fs.Bool("json", false, "print results as JSON")
 	quiet := fs.Bool("q", false, "print failures only")
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(files) == 0 {
-		fs.Usage()
-		return 2
+	files, code, ok := parseFiles(fs, args)
+	if !ok {
+		return code
 	}
 	if *speed <= 0 {
 		fmt.Fprintf(os.Stderr, "breakwater replay: -speed must be positive, got %v\n", *speed)
@@ -78,45 +67,52 @@ func runReplay(args []string) int {
 	exit := 0
 	var outs []replayOutput
 	for _, file := range files {
-		sc, err := scenarios.LoadFile(file, opts)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-			exit = max(exit, 2)
+		out, code := replayFile(ctx, file, opts, ro, *compare, !*asJSON && !*quiet && isTerminal(os.Stderr))
+		exit = max(exit, code)
+		if out == nil {
 			continue
 		}
-		if !*asJSON && !*quiet && isTerminal(os.Stderr) {
-			fmt.Fprintf(os.Stderr, "  %s: replaying at %v× …\r", file, *speed)
-		}
-		res, err := replay.Run(ctx, sc, ro)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "breakwater replay: %s: %v\n", file, err)
-			exit = max(exit, 2)
-			continue
-		}
-		out := replayOutput{Result: res}
-		if *compare {
-			var ob replay.Observed
-			if _, err := sim.Run(sc, sim.Options{Observe: ob.Observe()}); err != nil {
-				fmt.Fprintf(os.Stderr, "breakwater replay: %s: simulator: %v\n", file, err)
-				exit = max(exit, 2)
-				continue
-			}
-			out.Diffs = replay.Compare(&ob, res)
-		}
-		if !res.Passed || len(out.Diffs) > 0 {
-			exit = max(exit, 1)
-		}
-		outs = append(outs, out)
+		outs = append(outs, *out)
 		if !*asJSON {
-			printReplay(os.Stdout, &out, *quiet)
+			printReplay(os.Stdout, out, *quiet)
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(outs)
+		printJSON(outs)
 	}
 	return exit
+}
+
+// replayFile loads and replays one file, and with compare plays it in
+// the simulator too. It returns the result (nil when there is none to
+// print) and the exit code it earns.
+func replayFile(ctx context.Context, file string, opts scenarios.Options, ro replay.Options, compare, progress bool) (*replayOutput, int) {
+	sc, err := scenarios.LoadFile(file, opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return nil, 2
+	}
+	if progress {
+		fmt.Fprintf(os.Stderr, "  %s: replaying at %v× …\r", file, ro.Speed)
+	}
+	res, err := replay.Run(ctx, sc, ro)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "breakwater replay: %s: %v\n", file, err)
+		return nil, 2
+	}
+	out := &replayOutput{Result: res}
+	if compare {
+		var ob replay.Observed
+		if _, err := sim.Run(sc, sim.Options{Observe: ob.Observe()}); err != nil {
+			fmt.Fprintf(os.Stderr, "breakwater replay: %s: simulator: %v\n", file, err)
+			return nil, 2
+		}
+		out.Diffs = replay.Compare(&ob, res)
+	}
+	if !res.Passed || len(out.Diffs) > 0 {
+		return out, 1
+	}
+	return out, 0
 }
 
 func printReplay(w io.Writer, out *replayOutput, quiet bool) {
@@ -140,27 +136,14 @@ func printReplay(w io.Writer, out *replayOutput, quiet bool) {
 	if res.Upstream >= 0 {
 		calls = strconv.Itoa(res.Upstream)
 	}
-	codes := slices.Sorted(func(yield func(int) bool) {
-		for c := range res.Statuses {
-			if !yield(c) {
-				return
-			}
-		}
-	})
-	var st []string
-	for _, c := range codes {
-		st = append(st, fmt.Sprintf("%d×%d", res.Statuses[c], c))
-	}
-	fmt.Fprintf(w, "  requests %d  upstream calls %s  expects %d  statuses %s\n", res.Requests, calls, res.Expects, strings.Join(st, " "))
+	fmt.Fprintf(w, "  requests %d  upstream calls %s  expects %d  statuses %s\n", res.Requests, calls, res.Expects, statusCounts(res.Statuses))
 	for _, s := range res.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", s)
 	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(w, "  not checked: %s\n", s)
 	}
-	for _, f := range res.Failures {
-		fmt.Fprintf(w, "  FAILED %s:%d at %v: %s\n    expected: %s\n    found:    %s\n", res.File, f.Line, f.At, f.What, f.Expected, f.Found)
-	}
+	printFailures(w, res.File, res.Failures)
 	for _, d := range out.Diffs {
 		fmt.Fprintf(w, "  DIFFERS from the simulator: %s\n    sim:     %s\n    gateway: %s\n", d.What, d.Sim, d.Gateway)
 	}

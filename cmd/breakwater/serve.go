@@ -28,45 +28,9 @@ func init() {
 }
 
 func runServe(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configPath := fs.String("config", "", "config file (YAML, docs/config.md)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "text or json")
-	check := fs.Bool("check", false, "validate the config (with its environment) and exit: 0 when it would start")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_DATABASE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlagsOnly(fs, args, "the config file is given with -config FILE"); !ok {
+	cfg, log, environ, code, ok := loadServeConfig(args)
+	if !ok {
 		return code
-	}
-	if *configPath == "" {
-		fmt.Fprintln(os.Stderr, "breakwater serve: -config FILE is required")
-		fs.Usage()
-		return 2
-	}
-	log, err := newLogger(*logLevel, *logFormat)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
-		return 2
-	}
-	slog.SetDefault(log)
-
-	environ := os.Environ()
-	cfg, warnings, err := proxy.LoadConfig(*configPath, environ)
-	for _, w := range warnings {
-		log.Warn(w)
-	}
-	for _, w := range envTypoWarnings(environ, cfg.ReferencesEnv) {
-		log.Warn(w)
-	}
-	if err != nil {
-		printConfigError(err)
-		return 2
-	}
-	if *check {
-		fmt.Printf("%s: ok (%d providers, %d combos, %d client keys)\n", *configPath, len(cfg.Providers), len(cfg.Combos), len(cfg.ClientKeys))
-		return 0
 	}
 	if _, err := startHeapFloor(os.Getenv); err != nil { // heapfloor.go
 		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
@@ -81,22 +45,9 @@ func runServe(args []string) int {
 	}
 	defer stopDemo()
 
-	st, err := openStore(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
-		return 1
-	}
-	g, err := proxy.New(ctx, cfg, proxy.Options{Logger: log, Store: st, Environ: environ})
-	if err != nil {
-		_ = st.Close(ctx)
-		printConfigError(err)
-		return 2
-	}
-	l, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		_ = g.Close(ctx)
-		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
-		return 1
+	g, l, code, ok := listenGateway(ctx, cfg, log, environ)
+	if !ok {
+		return code
 	}
 	open := ""
 	if len(cfg.ClientKeys) == 0 {
@@ -112,7 +63,82 @@ func runServe(args []string) int {
 		return 1
 	}
 	defer stopOps()
+	return serveUntilSignal(ctx, g, l, cfg, log)
+}
 
+// loadServeConfig parses serve's flags, sets up the logger and loads the
+// config with its warnings. It ends the command (ok false, with the exit
+// code) on bad input, or after -check.
+func loadServeConfig(args []string) (cfg *proxy.Config, log *slog.Logger, environ []string, code int, ok bool) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "config file (YAML, docs/config.md)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	check := fs.Bool("check", false, "validate the config (with its environment) and exit: 0 when it would start")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_DATABASE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlagsOnly(fs, args, "the config file is given with -config FILE"); !ok {
+		return nil, nil, nil, code, false
+	}
+	if *configPath == "" {
+		fmt.Fprintln(os.Stderr, "breakwater serve: -config FILE is required")
+		fs.Usage()
+		return nil, nil, nil, 2, false
+	}
+	log, err := newLogger(*logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return nil, nil, nil, 2, false
+	}
+	slog.SetDefault(log)
+
+	environ = os.Environ()
+	cfg, warnings, err := proxy.LoadConfig(*configPath, environ)
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	for _, w := range envTypoWarnings(environ, cfg.ReferencesEnv) {
+		log.Warn(w)
+	}
+	if err != nil {
+		printConfigError(err)
+		return nil, nil, nil, 2, false
+	}
+	if *check {
+		fmt.Printf("%s: ok (%d providers, %d combos, %d client keys)\n", *configPath, len(cfg.Providers), len(cfg.Combos), len(cfg.ClientKeys))
+		return nil, nil, nil, 0, false
+	}
+	return cfg, log, environ, 0, true
+}
+
+// listenGateway opens the store, builds the gateway on it and listens on
+// the configured address; on failure it closes what it opened.
+func listenGateway(ctx context.Context, cfg *proxy.Config, log *slog.Logger, environ []string) (*proxy.Gateway, net.Listener, int, bool) {
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return nil, nil, 1, false
+	}
+	g, err := proxy.New(ctx, cfg, proxy.Options{Logger: log, Store: st, Environ: environ})
+	if err != nil {
+		_ = st.Close(ctx)
+		printConfigError(err)
+		return nil, nil, 2, false
+	}
+	l, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		_ = g.Close(ctx)
+		fmt.Fprintln(os.Stderr, "breakwater serve:", err)
+		return nil, nil, 1, false
+	}
+	return g, l, 0, true
+}
+
+// serveUntilSignal serves on l until the server stops or SIGINT/SIGTERM
+// comes, then drains.
+func serveUntilSignal(ctx context.Context, g *proxy.Gateway, l net.Listener, cfg *proxy.Config, log *slog.Logger) int {
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(l) }()
 	sig := make(chan os.Signal, 1)
@@ -128,6 +154,12 @@ func runServe(args []string) int {
 	case s := <-sig:
 		log.Info("shutting down: draining in-flight requests", "signal", s.String())
 	}
+	return drain(ctx, g, sig, cfg, log)
+}
+
+// drain shuts the gateway down within server.shutdownTimeoutMs (a second
+// signal cuts it short) and returns the exit code.
+func drain(ctx context.Context, g *proxy.Gateway, sig <-chan os.Signal, cfg *proxy.Config, log *slog.Logger) int {
 	timeout := cfg.Server.ShutdownTimeoutMs.Duration()
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -258,24 +290,7 @@ func openStore(ctx context.Context, cfg *proxy.Config, log *slog.Logger) (proxy.
 	if err != nil {
 		return nil, err
 	}
-	return tolerantLoad{pg, log}, nil
-}
-
-// tolerantLoad keeps a partial load (rows the store skipped) instead of
-// refusing to start.
-type tolerantLoad struct {
-	*store.Postgres
-	log *slog.Logger
-}
-
-func (t tolerantLoad) Load(ctx context.Context) (model.State, error) {
-	s, err := t.Postgres.Load(ctx)
-	var le *store.LoadError
-	if errors.As(err, &le) {
-		t.log.Warn("some stored state was skipped", "err", err)
-		return s, nil
-	}
-	return s, err
+	return store.TolerantLoad{Postgres: pg, Log: log}, nil
 }
 
 // startDemo serves every provider whose baseURL is demo:// from one

@@ -36,21 +36,7 @@ func TestServeRejectsBadConfig(t *testing.T) {
 // make run's wiring: the demo config served by the in-process fault
 // upstream answers offline, through the combo and a flaky provider.
 func TestDemoConfigServes(t *testing.T) {
-	cfg, _, err := proxy.LoadConfig("../../examples/demo.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	stop, err := startDemo(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	g, err := proxy.New(context.Background(), cfg, proxy.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close(context.Background())
+	g := demoGateway(t)
 	srv := httptest.NewServer(g.Handler())
 	defer srv.Close()
 	ok := 0
@@ -146,4 +132,26 @@ func TestUpstreamArgumentErrors(t *testing.T) {
 			t.Errorf("upstream %q: exit %d, stderr %q; want 2 with a message", args, code, out)
 		}
 	}
+}
+
+// demoGateway starts make run's demo config with its in-process demo
+// upstream, both stopped when the test ends.
+func demoGateway(t *testing.T) *proxy.Gateway {
+	t.Helper()
+	cfg, _, err := proxy.LoadConfig("../../examples/demo.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	stop, err := startDemo(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	return g
 }

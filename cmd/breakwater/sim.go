@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,6 +92,40 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string, hint string) (code int, ok 
 	return 0, true
 }
 
+// parseFiles parses a command that takes files and flags in any order;
+// with no file it prints the usage. code is the exit code when ok is
+// false (0 for -h).
+func parseFiles(fs *flag.FlagSet, args []string) (files []string, code int, ok bool) {
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, false
+		}
+		return nil, 2, false
+	}
+	if len(files) == 0 {
+		fs.Usage()
+		return nil, 2, false
+	}
+	return files, 0, true
+}
+
+// printJSON prints v as indented JSON on stdout.
+func printJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// simCmd is one run of `breakwater sim` over its files.
+type simCmd struct {
+	opts              scenarios.Options
+	files             []string
+	traceOut, plotOut []string // one per file, nil without -trace / -plot
+	asJSON, quiet     bool
+	progress          bool
+}
+
 func runSim(args []string) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -102,16 +137,9 @@ func runSim(args []string) int {
 	plotPath := fs.String("plot", "", "write a timeline plot here (.svg or .html)")
 	asJSON := fs.Bool("json", false, "print results as JSON")
 	quiet := fs.Bool("q", false, "print failures only")
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(files) == 0 {
-		fs.Usage()
-		return 2
+	files, code, ok := parseFiles(fs, args)
+	if !ok {
+		return code
 	}
 	opts, ok := sf.options("sim")
 	if !ok {
@@ -121,85 +149,106 @@ func runSim(args []string) int {
 		fmt.Fprintf(os.Stderr, "breakwater sim: -plot wants a .svg or .html file, got %q\n", *plotPath)
 		return 2
 	}
-	progress := !*asJSON && isTerminal(os.Stderr)
-	traceOut, plotOut := perFileNames(*tracePath, files), perFileNames(*plotPath, files)
+	c := &simCmd{opts: opts, files: files, asJSON: *asJSON, quiet: *quiet,
+		progress: !*asJSON && isTerminal(os.Stderr),
+		traceOut: perFileNames(*tracePath, files), plotOut: perFileNames(*plotPath, files)}
 	var results []*sim.Result
 	exit := 0
-	for i, file := range files {
-		sc, err := scenarios.LoadFile(file, opts)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-			exit = max(exit, 2)
+	for i := range files {
+		res, code, stop := c.runFile(i)
+		exit = max(exit, code)
+		if stop {
+			return code
+		}
+		if res == nil {
 			continue
 		}
-		for _, w := range sc.Warnings {
-			if !*quiet && !*asJSON {
-				fmt.Fprintf(os.Stderr, "warning: %s\n", w)
-			}
-		}
-		var runOpts sim.Options
-		var traceFile *os.File
-		if *tracePath != "" {
-			traceFile, err = os.Create(traceOut[i])
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "breakwater sim: %v\n", err)
-				return 2
-			}
-			runOpts.Trace = traceFile
-		}
-		if *plotPath != "" {
-			runOpts.Timeline = sim.NewTimeline()
-		}
-		if progress {
-			runOpts.Progress = func(d time.Duration) {
-				fmt.Fprintf(os.Stderr, "\r  %s: simulated %v   ", file, d.Truncate(time.Second))
-			}
-		}
-		res, err := sim.Run(sc, runOpts)
-		if progress {
-			fmt.Fprint(os.Stderr, "\r\033[K")
-		}
-		if traceFile != nil {
-			if cerr := traceFile.Close(); err == nil && cerr != nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "breakwater sim: %s: %v\n", file, err)
-			exit = max(exit, 2)
-			if res == nil {
-				continue
-			}
-		}
-		if runOpts.Timeline != nil {
-			if err := writePlot(plotOut[i], runOpts.Timeline, res); err != nil {
-				fmt.Fprintf(os.Stderr, "breakwater sim: %v\n", err)
-				exit = max(exit, 2)
-			}
-		}
-		if !res.Passed {
-			exit = max(exit, 1)
-		}
 		results = append(results, res)
-		if !*asJSON {
-			printResult(os.Stdout, res, *quiet)
-			if len(files) > 1 && !*quiet {
-				// derived names: say which file is whose
-				if traceOut != nil {
-					fmt.Printf("  trace written to %s\n", traceOut[i])
-				}
-				if plotOut != nil {
-					fmt.Printf("  plot written to %s\n", plotOut[i])
-				}
-			}
+		if !c.asJSON {
+			c.print(i, res)
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(results)
+	if c.asJSON {
+		printJSON(results)
 	}
 	return exit
+}
+
+// runFile loads and runs file i, writing its trace and plot. code is
+// the worst exit code it met; stop means the command ends here with
+// code (a trace file that cannot be created). A nil result has nothing
+// to print.
+func (c *simCmd) runFile(i int) (res *sim.Result, code int, stop bool) {
+	file := c.files[i]
+	sc, err := scenarios.LoadFile(file, c.opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return nil, 2, false
+	}
+	for _, w := range sc.Warnings {
+		if !c.quiet && !c.asJSON {
+			fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+		}
+	}
+	var runOpts sim.Options
+	var traceFile *os.File
+	if c.traceOut != nil {
+		traceFile, err = os.Create(c.traceOut[i])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "breakwater sim: %v\n", err)
+			return nil, 2, true
+		}
+		runOpts.Trace = traceFile
+	}
+	if c.plotOut != nil {
+		runOpts.Timeline = sim.NewTimeline()
+	}
+	if c.progress {
+		runOpts.Progress = func(d time.Duration) {
+			fmt.Fprintf(os.Stderr, "\r  %s: simulated %v   ", file, d.Truncate(time.Second))
+		}
+	}
+	res, err = sim.Run(sc, runOpts)
+	if c.progress {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if traceFile != nil {
+		if cerr := traceFile.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "breakwater sim: %s: %v\n", file, err)
+		code = 2
+		if res == nil {
+			return nil, code, false
+		}
+	}
+	if runOpts.Timeline != nil {
+		if err := writePlot(c.plotOut[i], runOpts.Timeline, res); err != nil {
+			fmt.Fprintf(os.Stderr, "breakwater sim: %v\n", err)
+			code = 2
+		}
+	}
+	if !res.Passed {
+		code = max(code, 1)
+	}
+	return res, code, false
+}
+
+// print prints file i's result and, when several files ran, which
+// derived trace and plot names are its.
+func (c *simCmd) print(i int, res *sim.Result) {
+	printResult(os.Stdout, res, c.quiet)
+	if len(c.files) > 1 && !c.quiet {
+		// derived names: say which file is whose
+		if c.traceOut != nil {
+			fmt.Printf("  trace written to %s\n", c.traceOut[i])
+		}
+		if c.plotOut != nil {
+			fmt.Printf("  plot written to %s\n", c.plotOut[i])
+		}
+	}
 }
 
 // perFileNames names one output per scenario when several files run
@@ -268,24 +317,30 @@ func printResult(w io.Writer, res *sim.Result, quiet bool) {
 	// Over the canonical binary encoding of the records (docs/sim.md), so
 	// it is the same with or without -trace; not the JSONL file's bytes.
 	fmt.Fprintf(w, "  trace sha256 %s (%d records)\n", res.TraceSHA256, res.TraceLines)
-	codes := make([]int, 0, len(res.Statuses))
-	for c := range res.Statuses {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
-	var st []string
-	for _, c := range codes {
-		st = append(st, fmt.Sprintf("%d×%d", res.Statuses[c], c))
-	}
-	fmt.Fprintf(w, "  statuses %s\n", strings.Join(st, " "))
-	for _, f := range res.Failures {
-		fmt.Fprintf(w, "  FAILED %s:%d at %v: %s\n    expected: %s\n    found:    %s\n", res.File, f.Line, f.At, f.What, f.Expected, f.Found)
-	}
+	fmt.Fprintf(w, "  statuses %s\n", statusCounts(res.Statuses))
+	printFailures(w, res.File, res.Failures)
 	for _, v := range res.Violations {
 		fmt.Fprintf(w, "  VIOLATION %s\n", v)
 	}
 	if !res.Passed {
 		fmt.Fprintf(w, "  reproduce: %s\n", res.Repro)
+	}
+}
+
+// statusCounts lists how many answers had each status, "N×STATUS" in
+// status order.
+func statusCounts(statuses map[int]int) string {
+	var st []string
+	for _, c := range slices.Sorted(maps.Keys(statuses)) {
+		st = append(st, fmt.Sprintf("%d×%d", statuses[c], c))
+	}
+	return strings.Join(st, " ")
+}
+
+// printFailures prints each failed expect with what it wanted and found.
+func printFailures(w io.Writer, file string, fs []sim.Failure) {
+	for _, f := range fs {
+		fmt.Fprintf(w, "  FAILED %s:%d at %v: %s\n    expected: %s\n    found:    %s\n", file, f.Line, f.At, f.What, f.Expected, f.Found)
 	}
 }
 

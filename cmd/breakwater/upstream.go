@@ -21,10 +21,7 @@ func init() {
 	register("upstream", "run a fake OpenAI-compatible upstream driven by the fault catalog", runUpstream)
 }
 
-func runUpstream(args []string) int {
-	fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: breakwater upstream -listen ADDR [-faults FILE] [-speed N] [-seed N] [-max-hold D] [-catalog]
+const upstreamUsage = `usage: breakwater upstream -listen ADDR [-faults FILE] [-speed N] [-seed N] [-max-hold D] [-catalog]
 
 Serves, for any <provider>, in each API's own format (JSON and SSE):
   POST /<provider>/v1/chat/completions              OpenAI chat completions
@@ -36,7 +33,12 @@ Serves, for any <provider>, in each API's own format (JSON and SSE):
 Answers honour max_tokens (cut, with the format's length reason), tools (a call of the first
 tool) and JSON response formats. The connection is the API key (Bearer, x-api-key or
 x-goog-api-key). Control API: GET|PUT|DELETE /_faults, GET|DELETE /_stats,
-GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section).`)
+GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section).`
+
+func runUpstream(args []string) int {
+	fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), upstreamUsage)
 		fs.PrintDefaults()
 	}
 	listen := fs.String("listen", "127.0.0.1:8099", "address to listen on (loopback only)")
@@ -59,26 +61,12 @@ GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section
 		}
 		return 0
 	}
-	host, _, err := net.SplitHostPort(*listen)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "breakwater upstream: -listen: %v\n", err)
+	if !loopbackListen(*listen) {
 		return 2
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		fmt.Fprintf(os.Stderr, "breakwater upstream: refusing to listen on %s: the fake upstream serves loopback only\n", *listen)
+	rules, ok := readUpstreamRules(*file)
+	if !ok {
 		return 2
-	}
-	var rules []faults.Rule
-	if *file != "" {
-		src, err := os.ReadFile(*file)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "breakwater upstream: %v\n", err)
-			return 2
-		}
-		if rules, err = faults.ParseRules(*file, src); err != nil {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-			return 2
-		}
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -86,7 +74,46 @@ GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	srv := faults.NewServer(rules, faults.Options{Speed: *speed, Seed: *seed, MaxHold: *maxHold, Logger: log})
-	ln, err := net.Listen("tcp", *listen)
+	return serveUpstream(*listen, srv, len(rules), log)
+}
+
+// loopbackListen says whether listen is a loopback address, and why not
+// on stderr: the fake upstream never serves beyond the machine.
+func loopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "breakwater upstream: -listen: %v\n", err)
+		return false
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		fmt.Fprintf(os.Stderr, "breakwater upstream: refusing to listen on %s: the fake upstream serves loopback only\n", listen)
+		return false
+	}
+	return true
+}
+
+// readUpstreamRules reads the -faults file ("" is no rules); a bad file
+// is reported on stderr.
+func readUpstreamRules(file string) ([]faults.Rule, bool) {
+	if file == "" {
+		return nil, true
+	}
+	src, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "breakwater upstream: %v\n", err)
+		return nil, false
+	}
+	rules, err := faults.ParseRules(file, src)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return nil, false
+	}
+	return rules, true
+}
+
+// serveUpstream serves srv on listen until SIGINT or SIGTERM.
+func serveUpstream(listen string, srv http.Handler, rules int, log *slog.Logger) int {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "breakwater upstream: %v\n", err)
 		return 1
@@ -100,7 +127,7 @@ GET /_catalog. FILE is a list of rules or a scenario file (its upstream: section
 		defer cancel()
 		hs.Shutdown(sctx)
 	}()
-	log.Info("fault upstream listening", "addr", ln.Addr().String(), "rules", len(rules),
+	log.Info("fault upstream listening", "addr", ln.Addr().String(), "rules", rules,
 		"baseURL", "http://"+ln.Addr().String()+"/<provider>/v1", "apiKey", "<connection id>")
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("serve", "err", err)

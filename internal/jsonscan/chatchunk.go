@@ -81,12 +81,9 @@ const (
 // scanChunk reads the top-level object: only "choices" is read here, the
 // other names are the decoder's.
 func scanChunk(b []byte, i int, out *Chunk) int {
-	if i >= len(b) || b[i] != '{' {
-		return -1
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
+	i, done := enter(b, i, '{', false)
+	if done {
+		return i
 	}
 	seen := false
 	for {
@@ -139,10 +136,6 @@ func scanChunk(b []byte, i int, out *Chunk) int {
 		default: // "choices" again, or a name of another event shape
 			return -1
 		}
-		if comma(b, i) {
-			i++
-			continue
-		}
 		var more bool
 		if i, more = scanNext(b, i, '}'); !more {
 			return i
@@ -150,32 +143,40 @@ func scanChunk(b []byte, i int, out *Chunk) int {
 	}
 }
 
+// enter reads the container that open starts at i, or null when nullable:
+// done, with the index past null or an empty container (-1 for anything
+// else), or not done, with the index of the first member or element.
+func enter(b []byte, i int, open byte, nullable bool) (next int, done bool) {
+	switch {
+	case i >= len(b):
+		return -1, true
+	case nullable && b[i] == 'n':
+		return scanLit(b, i, "null"), true
+	case b[i] != open:
+		return -1, true
+	}
+	close := byte('}')
+	if open == '[' {
+		close = ']'
+	}
+	if i = skipWS(b, i+1); i < len(b) && b[i] == close {
+		return i + 1, true
+	}
+	return i, false
+}
+
 // scanChoices reads the "choices" value: null or an array of choice
 // objects (a null choice decodes as an empty one).
 func scanChoices(b []byte, i int, out *Chunk) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case 'n':
-		return scanLit(b, i, "null")
-	case '[':
-	default:
-		return -1
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1
+	i, done := enter(b, i, '[', true)
+	if done {
+		return i
 	}
 	for {
 		if i = skipWS(b, i); i < len(b) && b[i] == 'n' {
 			i = scanLit(b, i, "null")
 		} else {
 			i = scanChoice(b, i, out)
-		}
-		if comma(b, i) {
-			i++
-			continue
 		}
 		var more bool
 		if i, more = scanNext(b, i, ']'); !more {
@@ -186,12 +187,9 @@ func scanChoices(b []byte, i int, out *Chunk) int {
 
 // scanChoice reads one choice object.
 func scanChoice(b []byte, i int, out *Chunk) int {
-	if i >= len(b) || b[i] != '{' {
-		return -1
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
+	i, done := enter(b, i, '{', false)
+	if done {
+		return i
 	}
 	var seen uint
 	for {
@@ -236,10 +234,6 @@ func scanChoice(b []byte, i int, out *Chunk) int {
 		case choiceFinish:
 			i = scanFinish(b, v, out)
 		}
-		if comma(b, i) {
-			i++
-			continue
-		}
 		var more bool
 		if i, more = scanNext(b, i, '}'); !more {
 			return i
@@ -249,19 +243,9 @@ func scanChoice(b []byte, i int, out *Chunk) int {
 
 // scanDelta reads a choice's "delta" value: null or an object.
 func scanDelta(b []byte, i int, out *Chunk) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case 'n':
-		return scanLit(b, i, "null")
-	case '{':
-	default:
-		return -1
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
+	i, done := enter(b, i, '{', true)
+	if done {
+		return i
 	}
 	var seen uint
 	for {
@@ -306,10 +290,6 @@ func scanDelta(b []byte, i int, out *Chunk) int {
 				out.ToolCall = true
 				i = skipValue(b, v)
 			}
-		}
-		if comma(b, i) {
-			i++
-			continue
 		}
 		var more bool
 		if i, more = scanNext(b, i, '}'); !more {
@@ -622,9 +602,9 @@ func skipUsage(b []byte, i int) int {
 	if i >= len(b) || b[i] != '{' {
 		return skipValue(b, i)
 	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
+	i, done := enter(b, i, '{', false)
+	if done {
+		return i
 	}
 	for {
 		i = skipWS(b, i)
@@ -650,10 +630,6 @@ func skipUsage(b []byte, i int) int {
 		} else {
 			i = skipValue(b, v)
 		}
-		if comma(b, i) {
-			i++
-			continue
-		}
 		var more bool
 		if i, more = scanNext(b, i, '}'); !more {
 			return i
@@ -668,8 +644,9 @@ func skipNested(b []byte, i, depth int) int {
 	top, member := depth, false
 	for {
 		if member {
-			// An object member at i: its key (as scanKey reads it), its
-			// colon, then its value.
+			// An object member at i: its key (as scanKey reads it, inline
+			// here: nested values are mostly keys), its colon, then its
+			// value.
 			if i >= len(b) || b[i] != '"' {
 				return -1
 			}
@@ -719,29 +696,36 @@ func skipNested(b []byte, i, depth int) int {
 		default:
 			i = skipValue(b, i)
 		}
-		// A value ended at i: close the containers it ends, up to the
-		// next member or element.
-		for {
-			if i < 0 {
-				return -1
-			}
-			if depth == top {
-				return i
-			}
-			member = objects>>(depth-1)&1 != 0
-			if i = skipWS(b, i); i >= len(b) {
-				return -1
-			}
-			if c := b[i]; c == ',' {
-				i = skipWS(b, i+1)
-				break
-			} else if member && c == '}' || !member && c == ']' {
-				i++
-				depth--
-				continue
-			}
-			return -1
+		if i, depth, member = closeNested(b, i, depth, top, objects); i < 0 || depth == top {
+			return i
 		}
+	}
+}
+
+// closeNested: a value ended at i, depth deep. It closes the containers the
+// value ends and returns the index of the next member or element, its depth
+// and whether it is an object member; depth is top when the outermost
+// container closed (i is past it), i is -1 when the JSON is invalid.
+func closeNested(b []byte, i, depth, top int, objects uint64) (next, d int, member bool) {
+	for {
+		if i < 0 {
+			return -1, depth, false
+		}
+		if depth == top {
+			return i, depth, false
+		}
+		member = objects>>(depth-1)&1 != 0
+		if i = skipWS(b, i); i >= len(b) {
+			return -1, depth, false
+		}
+		if c := b[i]; c == ',' {
+			return skipWS(b, i+1), depth, member
+		} else if member && c == '}' || !member && c == ']' {
+			i++
+			depth--
+			continue
+		}
+		return -1, depth, false
 	}
 }
 

@@ -155,14 +155,14 @@ func withSettingsSource(err error, source string) error {
 func checkSettingsLayer(l Layer) error {
 	var d settingsDecoder
 	d.check(map[string]any(l), settingsSchema, "", 0)
-	return d.p.err()
+	return d.p.Err()
 }
 
 // decodeSettingsTree decodes a full canonical tree into Settings, strictly.
 func decodeSettingsTree(tree map[string]any) (model.Settings, error) {
 	var d settingsDecoder
 	checked := d.check(tree, settingsSchema, "", 0)
-	if err := d.p.err(); err != nil {
+	if err := d.p.Err(); err != nil {
 		return model.Settings{}, err
 	}
 	// checked now holds only known keys and values of the right JSON kind,
@@ -539,57 +539,10 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 	if depth > maxSettingsTreeDepth {
 		return nil, &model.SettingsError{Field: path, Problem: "nested too deeply"}
 	}
-	num := func(s string) (any, error) { return json.Number(s), nil }
+	if c, ok, err := canonSettingsScalar(v, path); ok {
+		return c, err
+	}
 	switch x := v.(type) {
-	case string:
-		if strings.IndexByte(x, 0) >= 0 {
-			// No setting has a use for one, and the Postgres store
-			// cannot keep it (jsonb refuses \u0000): bad input, not a
-			// failed save.
-			return nil, &model.SettingsError{Field: path, Problem: "must not contain a NUL character (\\u0000)"}
-		}
-		return x, nil
-	case nil, bool:
-		return x, nil
-	case json.Number:
-		return x, nil
-	case time.Duration:
-		if x%time.Millisecond != 0 {
-			return nil, &model.SettingsError{Field: path, Problem: fmt.Sprintf("duration %v is not a whole number of milliseconds", x)}
-		}
-		return num(strconv.FormatInt(int64(x/time.Millisecond), 10))
-	case model.Millis:
-		return num(strconv.FormatInt(int64(x), 10))
-	case int:
-		return num(strconv.Itoa(x))
-	case int8:
-		return num(strconv.FormatInt(int64(x), 10))
-	case int16:
-		return num(strconv.FormatInt(int64(x), 10))
-	case int32:
-		return num(strconv.FormatInt(int64(x), 10))
-	case int64:
-		return num(strconv.FormatInt(x, 10))
-	case uint:
-		return num(strconv.FormatUint(uint64(x), 10))
-	case uint8:
-		return num(strconv.FormatUint(uint64(x), 10))
-	case uint16:
-		return num(strconv.FormatUint(uint64(x), 10))
-	case uint32:
-		return num(strconv.FormatUint(uint64(x), 10))
-	case uint64:
-		return num(strconv.FormatUint(x, 10))
-	case float64:
-		return canonSettingsFloat(x, path)
-	case float32:
-		return canonSettingsFloat(float64(x), path)
-	case interface{ MarshalText() ([]byte, error) }:
-		b, err := x.MarshalText()
-		if err != nil {
-			return nil, &model.SettingsError{Field: path, Problem: err.Error()}
-		}
-		return string(b), nil
 	case Layer:
 		return canonSettingsObject(x, path, depth)
 	case map[string]any:
@@ -615,7 +568,80 @@ func canonSettingsValue(v any, path string, depth int) (any, error) {
 		}
 		return out, nil
 	}
-	// Anything else (typed slices and maps, structs): through encoding/json.
+	return canonSettingsViaJSON(v, path, depth)
+}
+
+// canonSettingsScalar canonicalises a string, bool, null, number, duration
+// or text-marshalling value; ok is false for anything else.
+func canonSettingsScalar(v any, path string) (c any, ok bool, err error) {
+	if n, ok := settingsIntegerText(v); ok {
+		return json.Number(n), true, nil
+	}
+	switch x := v.(type) {
+	case string:
+		if strings.IndexByte(x, 0) >= 0 {
+			// No setting has a use for one, and the Postgres store
+			// cannot keep it (jsonb refuses \u0000): bad input, not a
+			// failed save.
+			return nil, true, &model.SettingsError{Field: path, Problem: "must not contain a NUL character (\\u0000)"}
+		}
+		return x, true, nil
+	case nil, bool, json.Number:
+		return x, true, nil
+	case time.Duration:
+		if x%time.Millisecond != 0 {
+			return nil, true, &model.SettingsError{Field: path, Problem: fmt.Sprintf("duration %v is not a whole number of milliseconds", x)}
+		}
+		return json.Number(strconv.FormatInt(int64(x/time.Millisecond), 10)), true, nil
+	case float64:
+		c, err := canonSettingsFloat(x, path)
+		return c, true, err
+	case float32:
+		c, err := canonSettingsFloat(float64(x), path)
+		return c, true, err
+	case interface{ MarshalText() ([]byte, error) }:
+		b, err := x.MarshalText()
+		if err != nil {
+			return nil, true, &model.SettingsError{Field: path, Problem: err.Error()}
+		}
+		return string(b), true, nil
+	}
+	return nil, false, nil
+}
+
+// settingsIntegerText is an integer's decimal text; ok is false for a value
+// of any other type.
+func settingsIntegerText(v any) (string, bool) {
+	switch x := v.(type) {
+	case model.Millis:
+		return strconv.FormatInt(int64(x), 10), true
+	case int:
+		return strconv.Itoa(x), true
+	case int8:
+		return strconv.FormatInt(int64(x), 10), true
+	case int16:
+		return strconv.FormatInt(int64(x), 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case uint:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	}
+	return "", false
+}
+
+// canonSettingsViaJSON canonicalises anything else (typed slices and maps,
+// structs) through encoding/json.
+func canonSettingsViaJSON(v any, path string, depth int) (any, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, &model.SettingsError{Field: path, Problem: fmt.Sprintf("unsupported value of type %T", v)}
@@ -780,7 +806,7 @@ func unknownSettingsKey(field, key string, n *settingsNode) *model.SettingsError
 
 type settingsDecoder struct{ p settingProblems }
 
-func (d *settingsDecoder) fail(path, format string, args ...any) { d.p.add(path, format, args...) }
+func (d *settingsDecoder) fail(path, format string, args ...any) { d.p.Add(path, format, args...) }
 
 // check validates the canonical tree value v against schema node n, recording
 // every problem with its path, and returns v in the exact JSON form
@@ -793,35 +819,9 @@ func (d *settingsDecoder) check(v any, n *settingsNode, path string, depth int) 
 	}
 	switch n.kind {
 	case schemaMs:
-		ms, err := parseSettingMillis(v)
-		if err != nil {
-			d.fail(path, "%s", err.Error())
-			return nil
-		}
-		// One validation for every source (file, env, PATCH, scenario):
-		// a negative value means nothing anywhere (the named env variables
-		// always refused it), and a timer of 0 would clamp to 1 ms and
-		// cut every request. Values above a range still clamp (docs/settings.md#layers).
-		switch {
-		case ms < 0:
-			d.fail(path, "must not be negative, got %s", describeSettingValue(v))
-			return nil
-		case ms == 0 && n.positive:
-			d.fail(path, "must be at least 1 ms (this timer cannot be turned off), got %s", describeSettingValue(v))
-			return nil
-		}
-		return json.Number(strconv.FormatInt(int64(ms), 10))
+		return d.checkMs(v, n, path)
 	case schemaInt:
-		i, err := parseSettingInt(v)
-		if err != nil {
-			d.fail(path, "%s", err.Error())
-			return nil
-		}
-		if i < 0 {
-			d.fail(path, "must not be negative, got %s", describeSettingValue(v))
-			return nil
-		}
-		return json.Number(strconv.FormatInt(i, 10))
+		return d.checkInt(v, path)
 	case schemaBool:
 		b, err := parseSettingBool(v)
 		if err != nil {
@@ -830,62 +830,113 @@ func (d *settingsDecoder) check(v any, n *settingsNode, path string, depth int) 
 		}
 		return b
 	case schemaString, schemaScope, schemaReason:
-		s, ok := v.(string)
-		if !ok {
-			d.fail(path, "want a string, got %s", describeSettingValue(v))
-			return nil
-		}
-		switch n.kind {
-		case schemaScope:
-			if _, err := model.ParseScope(s); err != nil {
-				d.fail(path, "want model, provider or connection, got %q", s)
-			}
-		case schemaReason:
-			if _, err := model.ParseReason(s); err != nil {
-				d.fail(path, "%s", err.Error())
-			}
-		}
-		return s
+		return d.checkString(v, n, path)
 	case schemaList:
-		arr, ok := v.([]any)
-		if !ok {
-			d.fail(path, "want an array, got %s", describeSettingValue(v))
-			return nil
-		}
-		out := make([]any, len(arr))
-		for i, e := range arr {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			if e == nil {
-				d.fail(p, "must not be null")
-				continue
-			}
-			out[i] = d.check(e, n.elem, p, depth+1)
-		}
-		return out
+		return d.checkList(v, n, path, depth)
 	case schemaMap, schemaObject:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			d.fail(path, "want an object, got %s", describeSettingValue(v))
-			return nil
-		}
-		out := make(map[string]any, len(obj))
-		for _, k := range sortedSettingKeys(obj) {
-			child := n.elem
-			if n.kind == schemaObject {
-				if child = n.field(k); child == nil {
-					d.p = append(d.p, unknownSettingsKey(joinSettingsPath(path, k), k, n))
-					continue
-				}
-			}
-			if obj[k] == nil {
-				continue
-			}
-			out[k] = d.check(obj[k], child, joinSettingsPath(path, k), depth+1)
-		}
-		return out
+		return d.checkObject(v, n, path, depth)
 	}
 	d.fail(path, "unsupported setting")
 	return nil
+}
+
+func (d *settingsDecoder) checkMs(v any, n *settingsNode, path string) any {
+	ms, err := parseSettingMillis(v)
+	if err != nil {
+		d.fail(path, "%s", err.Error())
+		return nil
+	}
+	// One validation for every source (file, env, PATCH, scenario):
+	// a negative value means nothing anywhere (the named env variables
+	// always refused it), and a timer of 0 would clamp to 1 ms and
+	// cut every request. Values above a range still clamp (docs/settings.md#layers).
+	switch {
+	case ms < 0:
+		d.fail(path, "must not be negative, got %s", describeSettingValue(v))
+		return nil
+	case ms == 0 && n.positive:
+		d.fail(path, "must be at least 1 ms (this timer cannot be turned off), got %s", describeSettingValue(v))
+		return nil
+	}
+	return json.Number(strconv.FormatInt(int64(ms), 10))
+}
+
+func (d *settingsDecoder) checkInt(v any, path string) any {
+	i, err := parseSettingInt(v)
+	if err != nil {
+		d.fail(path, "%s", err.Error())
+		return nil
+	}
+	if i < 0 {
+		d.fail(path, "must not be negative, got %s", describeSettingValue(v))
+		return nil
+	}
+	return json.Number(strconv.FormatInt(i, 10))
+}
+
+// checkString checks a string and, for a scope or a reason, that it names
+// one.
+func (d *settingsDecoder) checkString(v any, n *settingsNode, path string) any {
+	s, ok := v.(string)
+	if !ok {
+		d.fail(path, "want a string, got %s", describeSettingValue(v))
+		return nil
+	}
+	switch n.kind {
+	case schemaScope:
+		if _, err := model.ParseScope(s); err != nil {
+			d.fail(path, "want model, provider or connection, got %q", s)
+		}
+	case schemaReason:
+		if _, err := model.ParseReason(s); err != nil {
+			d.fail(path, "%s", err.Error())
+		}
+	}
+	return s
+}
+
+// checkList checks each element; a null element is a problem.
+func (d *settingsDecoder) checkList(v any, n *settingsNode, path string, depth int) any {
+	arr, ok := v.([]any)
+	if !ok {
+		d.fail(path, "want an array, got %s", describeSettingValue(v))
+		return nil
+	}
+	out := make([]any, len(arr))
+	for i, e := range arr {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if e == nil {
+			d.fail(p, "must not be null")
+			continue
+		}
+		out[i] = d.check(e, n.elem, p, depth+1)
+	}
+	return out
+}
+
+// checkObject checks a struct's members (an unknown key is a problem) or a
+// map's values; a null member is dropped.
+func (d *settingsDecoder) checkObject(v any, n *settingsNode, path string, depth int) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		d.fail(path, "want an object, got %s", describeSettingValue(v))
+		return nil
+	}
+	out := make(map[string]any, len(obj))
+	for _, k := range sortedSettingKeys(obj) {
+		child := n.elem
+		if n.kind == schemaObject {
+			if child = n.field(k); child == nil {
+				d.p = append(d.p, unknownSettingsKey(joinSettingsPath(path, k), k, n))
+				continue
+			}
+		}
+		if obj[k] == nil {
+			continue
+		}
+		out[k] = d.check(obj[k], child, joinSettingsPath(path, k), depth+1)
+	}
+	return out
 }
 
 func parseSettingBool(v any) (bool, error) {
@@ -1052,16 +1103,7 @@ func EnvLayer(environ []string) (Layer, error) {
 		byName[v.Name] = v
 		names[i] = v.Name
 	}
-	values := map[string]string{}
-	for _, kv := range environ {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, settingsEnvPrefix) {
-			continue
-		}
-		if _, dup := values[k]; !dup {
-			values[k] = v
-		}
-	}
+	values := settingsEnvValues(environ)
 	var p settingProblems
 	l := Layer{}
 	setBy := map[string]string{} // path → variable
@@ -1070,33 +1112,15 @@ func EnvLayer(environ []string) (Layer, error) {
 		if strings.TrimSpace(raw) == "" {
 			continue
 		}
-		source := "env " + name
-		var path string
-		var err error
-		next := l
-		if ev, ok := byName[name]; ok {
-			path = ev.Path
-			var v any
-			v, err = parseEnvSettingValue(ev.Kind, raw)
-			if n := settingsPathNode(path); err == nil && n != nil && n.positive && v == json.Number("0") {
-				// Here, not in the later check, so the error names the variable.
-				err = fmt.Errorf("must be at least 1 ms (this timer cannot be turned off), got %q", raw)
+		path, next, ok, err := envSetting(l, byName, name, raw)
+		if !ok {
+			if EnvOwned(name) {
+				p = append(p, &model.SettingsError{Field: name, Problem: model.ProblemUnknownVariable,
+					Suggestion: suggest.Nearest(name, names), Source: "env"})
 			}
-			if err == nil {
-				next = Layer(setSettingsIn(map[string]any(cloneSettingsValue(map[string]any(l)).(map[string]any)), strings.Split(path, "."), v))
-			} else {
-				err = &model.SettingsError{Field: path, Problem: err.Error()}
-			}
-		} else if rest, ok := strings.CutPrefix(name, settingsEnvGenericPfx); ok {
-			path = strings.ReplaceAll(rest, "__", ".")
-			next, err = SetPath(l, path, raw)
-		} else if EnvOwned(name) {
-			p = append(p, &model.SettingsError{Field: name, Problem: model.ProblemUnknownVariable,
-				Suggestion: suggest.Nearest(name, names), Source: "env"})
-			continue
-		} else {
 			continue
 		}
+		source := "env " + name
 		if err != nil {
 			for _, se := range model.SettingsErrors(err) {
 				se.Source = source
@@ -1113,10 +1137,53 @@ func EnvLayer(environ []string) (Layer, error) {
 		setBy[path] = name
 		l = next
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// settingsEnvValues picks the settings variables out of environ; the first
+// of a repeated name wins.
+func settingsEnvValues(environ []string) map[string]string {
+	values := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, settingsEnvPrefix) {
+			continue
+		}
+		if _, dup := values[k]; !dup {
+			values[k] = v
+		}
+	}
+	return values
+}
+
+// envSetting sets variable name, a named one or a generic path, in a copy
+// of l; ok is false when name is neither.
+func envSetting(l Layer, byName map[string]EnvVar, name, raw string) (path string, next Layer, ok bool, err error) {
+	if ev, ok := byName[name]; ok {
+		next, err := envNamedSetting(l, ev, raw)
+		return ev.Path, next, true, err
+	}
+	if rest, ok := strings.CutPrefix(name, settingsEnvGenericPfx); ok {
+		path = strings.ReplaceAll(rest, "__", ".")
+		next, err = SetPath(l, path, raw)
+		return path, next, true, err
+	}
+	return "", nil, false, nil
+}
+
+func envNamedSetting(l Layer, ev EnvVar, raw string) (Layer, error) {
+	v, err := parseEnvSettingValue(ev.Kind, raw)
+	if n := settingsPathNode(ev.Path); err == nil && n != nil && n.positive && v == json.Number("0") {
+		// Here, not in the later check, so the error names the variable.
+		err = fmt.Errorf("must be at least 1 ms (this timer cannot be turned off), got %q", raw)
+	}
+	if err != nil {
+		return l, &model.SettingsError{Field: ev.Path, Problem: err.Error()}
+	}
+	return Layer(setSettingsIn(map[string]any(cloneSettingsValue(map[string]any(l)).(map[string]any)), strings.Split(ev.Path, "."), v)), nil
 }
 
 // EnvOwned reports whether name is under a variable prefix the

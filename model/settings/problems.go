@@ -1,9 +1,6 @@
 package settings
 
 import (
-	"errors"
-	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/breakwater-gw/breakwater/internal/lenient"
@@ -12,27 +9,7 @@ import (
 
 // settingProblems collects SettingsErrors and reports them sorted by field,
 // in the order model.Normalize reports its own.
-type settingProblems []*model.SettingsError
-
-func (p *settingProblems) add(field, format string, args ...any) {
-	*p = append(*p, &model.SettingsError{Field: field, Problem: fmt.Sprintf(format, args...)})
-}
-
-func (p settingProblems) err() error {
-	if len(p) == 0 {
-		return nil
-	}
-	sorted := slices.Clone(p)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Field < sorted[j].Field })
-	errs := make([]error, len(sorted))
-	for i, e := range sorted {
-		errs[i] = e
-	}
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return errors.Join(errs...)
-}
+type settingProblems = model.SettingsProblems
 
 // describeSettingValue names a value in an error message; a Layer is an
 // object like any other.

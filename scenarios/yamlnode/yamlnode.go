@@ -8,9 +8,11 @@
 package yamlnode
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"github.com/breakwater-gw/breakwater/internal/suggest"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -56,7 +58,16 @@ const maxErrors = 50
 // Decoder collects problems while the caller walks a document.
 type Decoder struct {
 	File string
-	errs []*Error
+	// Expand, when set, rewrites every scalar before it is read (the
+	// gateway config's ${VAR} expansion); n and field name the value.
+	Expand func(n *yaml.Node, field, s string) string
+	// Merge applies YAML merge keys (<<: *anchor) in Map, as Merged does;
+	// unset, a merge key is refused.
+	Merge bool
+	// SingleDocument makes Parse refuse a second document (---): whatever
+	// follows it would otherwise go unread, unknown keys and all.
+	SingleDocument bool
+	errs           []*Error
 }
 
 // Errf records a problem at node n (n may be nil).
@@ -106,11 +117,19 @@ func (d *Decoder) Err() error {
 // document node). An empty document gives nil.
 func (d *Decoder) Parse(src []byte) *yaml.Node {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		line, msg := syntaxError(err)
 		line = problemLine(src, line, msg)
 		d.errs = append(d.errs, &Error{File: d.File, Line: line, Msg: "invalid YAML: " + msg})
 		return nil
+	}
+	if d.SingleDocument {
+		var next yaml.Node
+		if err := dec.Decode(&next); err != io.EOF && (err != nil || len(next.Content) > 0) {
+			d.errs = append(d.errs, &Error{File: d.File, Line: next.Line, Msg: "the file holds more than one YAML document (---): put it all in one"})
+			return nil
+		}
 	}
 	if doc.Kind == 0 { // empty, or only comments
 		return nil
@@ -226,6 +245,9 @@ func (d *Decoder) Map(n *yaml.Node, field string, known []string, fn func(key st
 		d.Errf(n, field, "want a mapping, got %s", describe(n))
 		return false
 	}
+	if d.Merge {
+		n = d.Merged(n, field)
+	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := Resolve(n.Content[i]), Resolve(n.Content[i+1])
@@ -244,16 +266,78 @@ func (d *Decoder) Map(n *yaml.Node, field string, known []string, fn func(key st
 		}
 		seen[key] = true
 		if known != nil && !slices.Contains(known, key) {
-			if near := Nearest(key, known); near != "" {
-				d.Errf(k, Join(field, key), "unknown key %q (did you mean %q?)", key, near)
-			} else {
-				d.Errf(k, Join(field, key), "unknown key %q (known keys: %s)", key, strings.Join(known, ", "))
-			}
+			d.UnknownKey(k, field, key, known)
 			continue
 		}
 		fn(key, k, v)
 	}
 	return true
+}
+
+// UnknownKey records that key (node k) under field is none of known, naming
+// the nearest known key, or all of them when none is near.
+func (d *Decoder) UnknownKey(k *yaml.Node, field, key string, known []string) {
+	if near := Nearest(key, known); near != "" {
+		d.Errf(k, Join(field, key), "unknown key %q (did you mean %q?)", key, near)
+	} else {
+		d.Errf(k, Join(field, key), "unknown key %q (known keys: %s)", key, strings.Join(known, ", "))
+	}
+}
+
+// Merged returns mapping n with its YAML merge keys applied
+// ({<<: *common, id: k2}): n's own keys first, then each merged mapping's
+// keys n does not have (an earlier source wins, as the YAML merge spec
+// says). Anything but a mapping is returned as it is; n is not modified.
+func (d *Decoder) Merged(n *yaml.Node, field string) *yaml.Node {
+	n = Resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return n
+	}
+	own, sources := d.mergeSources(n, field)
+	if sources == nil && len(own) == len(n.Content) {
+		return n
+	}
+	has := map[string]bool{}
+	for i := 0; i < len(own); i += 2 {
+		has[own[i].Value] = true
+	}
+	out := *n
+	out.Content = own
+	for _, src := range sources {
+		for i := 0; i+1 < len(src.Content); i += 2 {
+			if key := src.Content[i].Value; !has[key] {
+				has[key] = true
+				out.Content = append(out.Content, src.Content[i], src.Content[i+1])
+			}
+		}
+	}
+	return &out
+}
+
+// mergeSources splits mapping n into its own key/value nodes and the
+// (already merged) mappings its merge keys name, in order.
+func (d *Decoder) mergeSources(n *yaml.Node, field string) (own, sources []*yaml.Node) {
+	own = make([]*yaml.Node, 0, len(n.Content))
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Value != "<<" || (k.Tag != "!!merge" && k.Style != 0) {
+			own = append(own, k, v)
+			continue
+		}
+		items := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			items = v.Content
+		}
+		for _, it := range items {
+			it = Resolve(it)
+			if it == nil || it.Kind != yaml.MappingNode {
+				d.Errf(k, Join(field, "<<"), "a merge key takes a mapping or a list of mappings (an anchor like *common), got %s", describe(it))
+				continue
+			}
+			sources = append(sources, d.Merged(it, field))
+		}
+	}
+	return own, sources
 }
 
 // Seq walks a sequence node; a null node is an empty sequence. A scalar
@@ -274,6 +358,9 @@ func (d *Decoder) Seq(n *yaml.Node, field string, fn func(i int, v *yaml.Node)) 
 }
 
 func describe(n *yaml.Node) string {
+	if n == nil {
+		return "nothing"
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
@@ -288,7 +375,9 @@ func describe(n *yaml.Node) string {
 	return "an unsupported node"
 }
 
-func (d *Decoder) scalar(n *yaml.Node, field, want string) (string, bool) {
+// Scalar returns the text of a non-null scalar, expanded by Expand when
+// it is set; anything else is recorded as "want <want>, got ...".
+func (d *Decoder) Scalar(n *yaml.Node, field, want string) (string, bool) {
 	n = Resolve(n)
 	if n == nil || n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		if n == nil {
@@ -298,18 +387,21 @@ func (d *Decoder) scalar(n *yaml.Node, field, want string) (string, bool) {
 		}
 		return "", false
 	}
+	if d.Expand != nil {
+		return d.Expand(n, field, n.Value), true
+	}
 	return n.Value, true
 }
 
 // String decodes a scalar as a string.
 func (d *Decoder) String(n *yaml.Node, field string) string {
-	s, _ := d.scalar(n, field, "a string")
+	s, _ := d.Scalar(n, field, "a string")
 	return s
 }
 
 // Int decodes an integer.
 func (d *Decoder) Int(n *yaml.Node, field string) int {
-	s, ok := d.scalar(n, field, "an integer")
+	s, ok := d.Scalar(n, field, "an integer")
 	if !ok {
 		return 0
 	}
@@ -337,7 +429,7 @@ func (d *Decoder) NonNegInt(n *yaml.Node, field string) int {
 
 // Int64 decodes a 64-bit integer.
 func (d *Decoder) Int64(n *yaml.Node, field string) int64 {
-	s, ok := d.scalar(n, field, "an integer")
+	s, ok := d.Scalar(n, field, "an integer")
 	if !ok {
 		return 0
 	}
@@ -351,7 +443,7 @@ func (d *Decoder) Int64(n *yaml.Node, field string) int64 {
 
 // Float decodes a number.
 func (d *Decoder) Float(n *yaml.Node, field string) float64 {
-	s, ok := d.scalar(n, field, "a number")
+	s, ok := d.Scalar(n, field, "a number")
 	if !ok {
 		return 0
 	}
@@ -365,7 +457,7 @@ func (d *Decoder) Float(n *yaml.Node, field string) float64 {
 
 // Bool decodes true or false.
 func (d *Decoder) Bool(n *yaml.Node, field string) bool {
-	s, ok := d.scalar(n, field, "true or false")
+	s, ok := d.Scalar(n, field, "true or false")
 	if !ok {
 		return false
 	}
@@ -385,7 +477,7 @@ const MaxDuration = 10 * 365 * 24 * time.Hour
 // Duration decodes a Go duration string ("1500ms", "2m", "0s"); a bare 0
 // is accepted. Negative durations are errors.
 func (d *Decoder) Duration(n *yaml.Node, field string) time.Duration {
-	s, ok := d.scalar(n, field, "a duration such as 1500ms or 2m")
+	s, ok := d.Scalar(n, field, "a duration such as 1500ms or 2m")
 	if !ok {
 		return 0
 	}

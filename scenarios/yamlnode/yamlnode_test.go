@@ -68,3 +68,39 @@ func TestParseNamesTheLineOfASyntaxError(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeExpandAndSingleDocument pins the options the gateway config
+// decodes with: merge keys apply (own keys win, then earlier sources),
+// Expand rewrites every scalar read, and a second document is refused
+// rather than left unread. Without the options merge keys stay refused.
+func TestMergeExpandAndSingleDocument(t *testing.T) {
+	src := []byte("base: &b {a: 1, b: 2}\nother: &o {b: 3, c: 4}\nuse: {<<: [*b, *o], a: 9}\n")
+	d := &Decoder{File: "f.yaml", Merge: true, Expand: func(_ *yaml.Node, _, s string) string { return "x" + s }}
+	root := d.Parse(src)
+	got := map[string]string{}
+	d.Map(Find(root, "use"), "use", nil, func(key string, _, v *yaml.Node) { got[key] = d.String(v, key) })
+	if want := map[string]string{"a": "x9", "b": "x2", "c": "x4"}; len(got) != 3 || got["a"] != want["a"] || got["b"] != want["b"] || got["c"] != want["c"] || d.Failed() {
+		t.Errorf("merged %v (errors %v), want %v", got, d.Err(), want)
+	}
+
+	plain := &Decoder{File: "f.yaml"}
+	plain.Map(Find(plain.Parse(src), "use"), "use", nil, func(string, *yaml.Node, *yaml.Node) {})
+	if err := plain.Err(); err == nil || !strings.Contains(err.Error(), "merge keys (<<) are not supported") {
+		t.Errorf("without Merge: %v", err)
+	}
+
+	bad := &Decoder{File: "f.yaml", Merge: true}
+	bad.Map(Find(bad.Parse([]byte("k: {<<: 3}\n")), "k"), "k", nil, func(string, *yaml.Node, *yaml.Node) {})
+	if err := bad.Err(); err == nil || !strings.Contains(err.Error(), "f.yaml:1:5: k.<<: a merge key takes a mapping") {
+		t.Errorf("bad merge source: %v", err)
+	}
+
+	two := []byte("a: 1\n---\nb: 2\n")
+	single := &Decoder{File: "f.yaml", SingleDocument: true}
+	if root := single.Parse(two); root != nil || single.Err() == nil || !strings.HasPrefix(single.Err().Error(), "f.yaml:2: the file holds more than one YAML document") {
+		t.Errorf("SingleDocument: root %v, err %v", root, single.Err())
+	}
+	if multi := (&Decoder{File: "f.yaml"}); multi.Parse(two) == nil || multi.Failed() {
+		t.Errorf("without SingleDocument the first document is read: %v", multi.Err())
+	}
+}
