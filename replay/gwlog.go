@@ -102,17 +102,19 @@ func (h *requestRecorder) WithGroup(name string) slog.Handler {
 // noteStep closes the stepped channel of the request a "flow step" line
 // names.
 func (h *requestRecorder) noteStep(r slog.Record) {
-	n := -1
+	n, attempt := -1, false
 	find := func(a slog.Attr) bool {
-		if a.Key != "request_id" {
-			return true
-		}
-		if v, ok := strings.CutPrefix(a.Value.String(), replayRequestID); ok {
-			if i, err := strconv.Atoi(v); err == nil {
-				n = i
+		switch a.Key {
+		case "step":
+			attempt = a.Value.String() == "attempt"
+		case "request_id":
+			if v, ok := strings.CutPrefix(a.Value.String(), replayRequestID); ok {
+				if i, err := strconv.Atoi(v); err == nil {
+					n = i
+				}
 			}
 		}
-		return false
+		return true
 	}
 	for _, a := range h.attrs {
 		find(a)
@@ -122,7 +124,7 @@ func (h *requestRecorder) noteStep(r slog.Record) {
 		return
 	}
 	if h.prog != nil {
-		h.prog.step(n)
+		h.prog.step(n, attempt)
 	}
 	h.st.mu.Lock()
 	defer h.st.mu.Unlock()

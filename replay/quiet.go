@@ -23,6 +23,10 @@ type reqProgress struct {
 	waits   int    // upstream waits in progress
 	upEnd   uint64 // seq of the last upstream wait's end
 	stepped uint64 // seq of the last flow step
+	// transit: the last flow step was an attempt that has not reached
+	// an upstream wait yet (on its way, answered at once, or queued by
+	// the gateway's admission, which no line shows).
+	transit bool
 	done    bool
 }
 
@@ -43,18 +47,20 @@ func (p *progress) upstream(n, d int) {
 	defer p.mu.Unlock()
 	r := p.of(n)
 	r.waits += d
+	r.transit = false
 	if d < 0 {
 		p.seq++
 		r.upEnd = p.seq
 	}
 }
 
-// step notes a flow step of request n.
-func (p *progress) step(n int) {
+// step notes a flow step of request n; attempt says it was an attempt.
+func (p *progress) step(n int, attempt bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
-	p.of(n).stepped = p.seq
+	r := p.of(n)
+	r.stepped, r.transit = p.seq, attempt
 }
 
 // finished notes that request n's client has its answer.
@@ -65,16 +71,22 @@ func (p *progress) finished(n int) {
 }
 
 // behind reports whether some request's last upstream wait ended by
-// mark (a seq) and the gateway has not taken the step after it yet.
-func (p *progress) behind(mark uint64) bool {
+// mark (a seq) and the gateway has not taken the step after it yet, and
+// whether some attempt is in transit.
+func (p *progress) behind(mark uint64) (caughtUp, transit bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	caughtUp = true
 	for _, r := range p.req {
-		if !r.done && r.waits == 0 && r.upEnd > r.stepped && r.upEnd <= mark {
-			return true
+		if r.done || r.waits > 0 {
+			continue
 		}
+		if r.upEnd > r.stepped && r.upEnd <= mark {
+			caughtUp = false
+		}
+		transit = transit || r.transit
 	}
-	return false
+	return caughtUp, transit
 }
 
 // quietBound bounds the wait for the gateway to catch up: its own work
@@ -82,15 +94,23 @@ func (p *progress) behind(mark uint64) bool {
 const quietBound = 10 * time.Second
 
 // awaitCaughtUp polls until the gateway took the step after every upstream
-// wait that has ended so far, bounded by quietBound. Waits ending
-// meanwhile are not waited for: what the upstream did after the read began
-// belongs to a later instant.
-func (p *progress) awaitCaughtUp() {
+// wait that has ended so far (bounded by quietBound), and no attempt is in
+// transit (bounded by transitBound: an attempt the gateway's admission
+// queued waits on a timer of the gateway's). Waits ending meanwhile are
+// not waited for: what the upstream did after the read began belongs to a
+// later instant. An attempt answered at once is part of the instant, as in
+// the simulator.
+func (p *progress) awaitCaughtUp(transitBound time.Duration) {
 	p.mu.Lock()
 	mark := p.seq
 	p.mu.Unlock()
-	deadline := time.Now().Add(quietBound)
-	for p.behind(mark) && time.Now().Before(deadline) {
+	start := time.Now()
+	for {
+		caughtUp, transit := p.behind(mark)
+		waited := time.Since(start)
+		if (caughtUp || waited > quietBound) && (!transit || waited > transitBound) {
+			return
+		}
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -550,13 +550,15 @@ func (r *runner) staggerSameInstant(n int, done, wrote chan struct{}) {
 }
 
 // readAt reads `at:` expect i with the clock standing at its instant,
-// once the requests sent at the instant answered (bounded by half the gap
-// to the next instant) and the gateway took in every upstream answer due
-// by then (quiet.go).
+// once the requests sent at the instant answered and no attempt is in
+// transit (both bounded by half the gap to the next instant), and the
+// gateway took in every upstream answer that came before (quiet.go).
 func (r *runner) readAt(ctx context.Context, i int, in *instant) {
 	r.clk.freeze(true)
 	defer r.clk.freeze(false)
-	wctx, cancel := context.WithTimeout(ctx, max(r.o.Settle, in.gap/2))
+	budget := max(r.o.Settle, in.gap/2)
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, budget)
 	for _, d := range in.sent {
 		select {
 		case <-d:
@@ -568,7 +570,7 @@ func (r *runner) readAt(ctx context.Context, i int, in *instant) {
 		time.Sleep(min(r.o.Settle, in.gap/2))
 	}
 	if r.e.prog != nil {
-		r.e.prog.awaitCaughtUp()
+		r.e.prog.awaitCaughtUp(budget - time.Since(start)) // in transit: what is left of the budget
 	}
 	r.expectState(ctx, i)
 }
