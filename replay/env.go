@@ -166,6 +166,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		up = h
 	}
 	e.counter = newCallCounter(up)
+	e.counter.prog = e.prog
 	up = e.counter
 	e.fsSrv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	e.fsDone = make(chan struct{})

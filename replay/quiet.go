@@ -25,9 +25,11 @@ type reqProgress struct {
 	stepped uint64 // seq of the last flow step
 	// transit: the last flow step was an attempt that has not reached
 	// an upstream wait yet (on its way, answered at once, or queued by
-	// the gateway's admission, which no line shows).
-	transit bool
-	done    bool
+	// the gateway's admission, which no line shows); received: the
+	// upstream has that attempt's call, so what is left until the next
+	// step is work, no gateway timer.
+	transit, received bool
+	done              bool
 }
 
 func newProgress() *progress { return &progress{req: map[int]*reqProgress{}} }
@@ -47,7 +49,7 @@ func (p *progress) upstream(n, d int) {
 	defer p.mu.Unlock()
 	r := p.of(n)
 	r.waits += d
-	r.transit = false
+	r.transit, r.received = false, false
 	if d < 0 {
 		p.seq++
 		r.upEnd = p.seq
@@ -60,7 +62,16 @@ func (p *progress) step(n int, attempt bool) {
 	defer p.mu.Unlock()
 	p.seq++
 	r := p.of(n)
-	r.stepped, r.transit = p.seq, attempt
+	r.stepped, r.transit, r.received = p.seq, attempt, false
+}
+
+// receivedCall notes that the fault upstream has a call of request n.
+func (p *progress) receivedCall(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.of(n); r.transit {
+		r.received = true
+	}
 }
 
 // finished notes that request n's client has its answer.
@@ -70,8 +81,9 @@ func (p *progress) finished(n int) {
 	p.of(n).done = true
 }
 
-// behind reports whether some request's last upstream wait ended by
-// mark (a seq) and the gateway has not taken the step after it yet, and
+// behind reports whether the gateway has caught up: no request's last
+// upstream wait ended by mark (a seq) without the step after it, and no
+// attempt the upstream received (answered at once) without it; and
 // whether some attempt is in transit.
 func (p *progress) behind(mark uint64) (caughtUp, transit bool) {
 	p.mu.Lock()
@@ -81,7 +93,7 @@ func (p *progress) behind(mark uint64) (caughtUp, transit bool) {
 		if r.done || r.waits > 0 {
 			continue
 		}
-		if r.upEnd > r.stepped && r.upEnd <= mark {
+		if (r.upEnd > r.stepped && r.upEnd <= mark) || r.received {
 			caughtUp = false
 		}
 		transit = transit || r.transit
