@@ -311,17 +311,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	// A minute's cooldown: k1 is tried again only because of the
 	// operator's actions, however slowly the session runs.
 	cfgText := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL) + "  connectionCooldown: {apikey: {baseCooldownMs: 60000}}\n"
-	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
-	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: store.NewMemory(store.MemoryOptions{}), Seed: 1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.Handler())
-	defer func() { srv.Close(); g.Close(context.Background()) }()
+	srv := incidentGateway(t, cfgPath, cfgText)
 	call := func(method, path, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
@@ -421,17 +411,7 @@ func TestIncidentExportReplaysConcurrentSession(t *testing.T) {
 	cfgPath := filepath.Join(dir, "gw.yaml")
 	cfgText := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL) + "  connectionCooldown: {apikey: {baseCooldownMs: 60000}}\n"
 	cfgText = strings.Replace(cfgText, "{id: k2, apiKey: k2}", "{id: k2, apiKey: k2, disableCooling: true}", 1)
-	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
-	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: store.NewMemory(store.MemoryOptions{}), Seed: 1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.Handler())
-	defer func() { srv.Close(); g.Close(context.Background()) }()
+	srv := incidentGateway(t, cfgPath, cfgText)
 	chat := func(m string, c, i int) error {
 		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi %d %d"}]}`, m, c, i)
 		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -610,4 +590,22 @@ func replayedAnswers(trace *bytes.Buffer) map[string][]string {
 		}
 	}
 	return got
+}
+
+// incidentGateway writes cfgText to cfgPath and serves a gateway with that
+// config and a memory store (its request log) until the test ends.
+func incidentGateway(t *testing.T, cfgPath, cfgText string) *httptest.Server {
+	t.Helper()
+	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
+	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: store.NewMemory(store.MemoryOptions{}), Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
+	return srv
 }
