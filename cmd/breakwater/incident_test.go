@@ -368,17 +368,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	if len(want["glm/k1"]) != 3 {
 		t.Errorf("the gateway's log has k1 answering %v, want three 503s", want["glm/k1"])
 	}
-	for _, c := range []string{"glm/k1", "glm/k2"} {
-		if !slices.Equal(want[c], got[c]) {
-			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
-		}
-	}
-	if !res.Passed {
-		t.Errorf("the exported incident fails its own recorded expects in the simulator: %v %v", res.Failures, res.Violations)
-	}
-	if t.Failed() {
-		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
-	}
+	checkReplay(t, []string{"glm/k1", "glm/k2"}, want, got, res, logBytes, src)
 }
 
 // TestIncidentExportReplaysConcurrentSession drives a session of
@@ -475,17 +465,7 @@ func TestIncidentExportReplaysConcurrentSession(t *testing.T) {
 	if replayed != len(recs) {
 		t.Errorf("the replay made %d upstream calls, the gateway %d", replayed, len(recs))
 	}
-	for _, c := range []string{"glm/k1", "glm/k2", "openai/o1"} {
-		if !slices.Equal(want[c], got[c]) {
-			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
-		}
-	}
-	if !res.Passed {
-		t.Errorf("the exported incident fails its own recorded expects in the simulator: %v %v", res.Failures, res.Violations)
-	}
-	if t.Failed() {
-		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
-	}
+	checkReplay(t, []string{"glm/k1", "glm/k2", "openai/o1"}, want, got, res, logBytes, src)
 }
 
 // answersInBeginOrder reads a simulator trace: what each connection
@@ -608,4 +588,22 @@ func incidentGateway(t *testing.T, cfgPath, cfgText string) *httptest.Server {
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
 	return srv
+}
+
+// checkReplay fails each of conns whose answers in the replay (got) differ
+// from the gateway's (want), and a replay that fails its own recorded
+// expects; on failure it logs the request log and the scenario.
+func checkReplay(t *testing.T, conns []string, want, got map[string][]string, res *sim.Result, logBytes, src []byte) {
+	t.Helper()
+	for _, c := range conns {
+		if !slices.Equal(want[c], got[c]) {
+			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
+		}
+	}
+	if !res.Passed {
+		t.Errorf("the exported incident fails its own recorded expects in the simulator: %v %v", res.Failures, res.Violations)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
+	}
 }
