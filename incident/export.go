@@ -322,7 +322,10 @@ func (x *exporter) group() {
 				targets = append(targets, t)
 			}
 		}
-		r.model = x.trafficModel(targets, observed)
+		r.model = x.askedModel(x.atts[r.atts[0]].rec.Route, targets)
+		if r.model == "" {
+			r.model = x.trafficModel(targets, observed)
+		}
 		last := &x.atts[r.atts[len(r.atts)-1]]
 		lr := &last.rec
 		switch {
@@ -348,11 +351,70 @@ func (x *exporter) group() {
 	x.sum.Requests = len(x.reqs)
 }
 
-// trafficModel names what the replayed client asks for. The log keeps the
-// upstream target of each attempt, not the model the client asked for: one
-// target is that target; several (a fail-over across providers or models)
-// is the first config combo that holds them all, else a combo synthesised
-// from the targets in the order they were tried.
+// askedModel is the route the client asked for, as the log recorded it,
+// when the scenario's topology resolves it to a route that holds every
+// target the request tried; else "" (an older log without routes, or a
+// combo or alias the exported topology lacks). Replaying the asked route
+// keeps a combo request whose first target answered a combo request: in
+// the replay that target may be cooling (concurrent requests answered in
+// another order), and the request must fall back as the gateway would have.
+func (x *exporter) askedModel(route string, targets []string) string {
+	route = strings.TrimSpace(route)
+	if !validModel(route) {
+		return ""
+	}
+	reach := x.routeTargets(route, true)
+	for _, t := range targets {
+		if !slices.Contains(reach, t) {
+			if reach != nil {
+				x.note("requests whose recorded route does not hold the targets they tried replay as those targets")
+			}
+			return ""
+		}
+	}
+	return route
+}
+
+// routeTargets lists the provider/model targets name resolves to in the
+// exported topology, the way the model resolves a client's model: a combo,
+// an alias (one level), provider/model, or a model name one provider
+// serves. nil when it does not resolve.
+func (x *exporter) routeTargets(name string, aliases bool) []string {
+	for _, c := range x.combos {
+		if c.id == name && !c.observed {
+			var out []string
+			for _, t := range c.targets {
+				out = append(out, t.target)
+			}
+			return out
+		}
+	}
+	if target, ok := x.aliases[name]; ok && aliases {
+		return x.routeTargets(target, false)
+	}
+	if p, m, ok := strings.Cut(name, "/"); ok {
+		if po := x.provByID[p]; po != nil && m != "" && (len(po.models) == 0 || slices.Contains(po.models, m)) {
+			return []string{name}
+		}
+		return nil
+	}
+	var found []string
+	for _, po := range x.provs {
+		if slices.Contains(po.models, name) {
+			found = append(found, po.id+"/"+name)
+		}
+	}
+	if len(found) == 1 {
+		return found
+	}
+	return nil
+}
+
+// trafficModel names what the replayed client asks for when the log kept
+// no usable route, from the upstream targets the request tried: one target
+// is that target; several (a fail-over across providers or models) is the
+// first config combo that holds them all, else a combo synthesised from the
+// targets in the order they were tried.
 func (x *exporter) trafficModel(targets []string, observed map[string]string) string {
 	if len(targets) == 1 {
 		return targets[0]
@@ -440,26 +502,44 @@ func (x *exporter) item(r *store.LogRecord) *yaml.Node {
 		chunksBefore = 1
 	}
 	m := newMap(true)
+	if et := r.ErrorType; r.Status >= 400 || (r.Status != 0 && (et == "" || et == "response")) {
+		x.statusFields(m, r, head)
+	} else {
+		x.faultFields(m, r, lat, head, chunksBefore)
+	}
+	if r.ErrorType == "throughput" || r.ErrorType == "stall" {
+		x.note("stream stalls and slow streams are replayed from the first byte on (the recorded chunk timing is not in the log)")
+	}
+	return m.n
+}
+
+// statusFields replays an answer: its status, classification headers,
+// redacted error body and time to headers.
+func (x *exporter) statusFields(m mapNode, r *store.LogRecord, head time.Duration) {
+	m.add("status", r.Status)
+	if len(r.Headers) > 0 {
+		h := newMap(true)
+		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+			lk := strings.ToLower(k)
+			if lk == "x-request-id" || lk == "request-id" {
+				continue // identifies the upstream's request, classifies nothing
+			}
+			h.add(lk, store.Redact(r.Headers[k]))
+		}
+		if len(h.n.Content) > 0 {
+			m.addNode("headers", h.n)
+		}
+	}
+	if r.ErrorBody != "" && r.Status >= 400 {
+		m.add("body", store.Redact(r.ErrorBody))
+	}
+	m.addLatency(head)
+}
+
+// faultFields replays a transport or stream outcome as the fault that
+// produces it in the simulator.
+func (x *exporter) faultFields(m mapNode, r *store.LogRecord, lat, head time.Duration, chunksBefore int) {
 	switch et := r.ErrorType; {
-	case r.Status >= 400 || (r.Status != 0 && et == "") || (r.Status != 0 && et == "response"):
-		m.add("status", r.Status)
-		if len(r.Headers) > 0 {
-			h := newMap(true)
-			for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
-				lk := strings.ToLower(k)
-				if lk == "x-request-id" || lk == "request-id" {
-					continue // identifies the upstream's request, classifies nothing
-				}
-				h.add(lk, store.Redact(r.Headers[k]))
-			}
-			if len(h.n.Content) > 0 {
-				m.addNode("headers", h.n)
-			}
-		}
-		if r.ErrorBody != "" && r.Status >= 400 {
-			m.add("body", store.Redact(r.ErrorBody))
-		}
-		m.addLatency(head)
 	case et == "refused" || et == "reset":
 		m.add("fault", "reset")
 		m.addLatency(lat)
@@ -494,10 +574,6 @@ func (x *exporter) item(r *store.LogRecord) *yaml.Node {
 		m.add("fault", "reset")
 		m.addLatency(lat)
 	}
-	if r.ErrorType == "throughput" || r.ErrorType == "stall" {
-		x.note("stream stalls and slow streams are replayed from the first byte on (the recorded chunk timing is not in the log)")
-	}
-	return m.n
 }
 
 // write renders the scenario.
@@ -868,107 +944,135 @@ func flowMapDur(k1 string, d1 time.Duration, k2 string, d2 time.Duration) *yaml.
 func (x *exporter) actionsNode() *yaml.Node {
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, op := range x.ops {
-		r := &op.rec
-		var params struct {
-			ConnectionIDs []string `json:"connectionIds"`
-			All           bool     `json:"all"`
-			Passed        []string `json:"passed"`
-		}
-		_ = json.Unmarshal([]byte(r.ErrorBody), &params)
 		m := newMap(true)
 		m.addDur("at", op.off)
-		conn := func(p, c string) bool {
-			if !x.has(p, c) {
-				x.note("skipped an operator action naming a connection the scenario does not have")
-				return false
-			}
-			return true
+		if x.actionFields(m, &op.rec) {
+			seq.Content = append(seq.Content, m.n)
 		}
-		switch r.Reason {
-		case "reset-breaker":
-			m.add("action", r.Reason)
-			if r.Provider != "" {
-				if !x.has(r.Provider, "") {
-					x.note("skipped an operator action naming a provider the scenario does not have")
-					continue
-				}
-				m.add("provider", r.Provider)
-			}
-		case "clear-cooldowns":
-			m.add("action", r.Reason)
-			if params.All || len(params.ConnectionIDs) == 0 {
-				if r.Provider != "" {
-					if !x.has(r.Provider, "") {
-						x.note("skipped an operator action naming a provider the scenario does not have")
-						continue
-					}
-					m.add("provider", r.Provider)
-				}
-				break
-			}
-			refs := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-			for _, id := range params.ConnectionIDs {
-				p, c, _ := strings.Cut(id, "/")
-				if conn(p, c) {
-					refs.Content = append(refs.Content, scalar(p+"/"+c))
-				}
-			}
-			if len(refs.Content) == 0 {
-				continue
-			}
-			m.addNode("connections", refs)
-		case "reset-connection", "new-credentials":
-			if !conn(r.Provider, r.Connection) {
-				continue
-			}
-			if r.Reason == "new-credentials" {
-				x.note("a connection's new credentials replay as a reset of the connection")
-			}
-			m.add("action", "reset-connection")
-			m.add("connection", r.Provider+"/"+r.Connection)
-		case "clear-lockout":
-			m.add("action", r.Reason)
-			if params.All {
-				m.add("all", true)
-				break
-			}
-			if !conn(r.Provider, r.Connection) || !validModel(r.Model) {
-				continue
-			}
-			m.add("connection", r.Provider+"/"+r.Connection)
-			m.add("model", r.Model)
-		case "connection-test":
-			if len(params.Passed) == 0 {
-				continue // nothing passed: nothing changed
-			}
-			if !conn(r.Provider, params.Passed[0]) {
-				continue
-			}
-			if p := x.provByID[r.Provider]; p != nil && len(params.Passed) < len(p.conns) {
-				x.note("a connection test replays as passed on every connection of its provider (some did not pass)")
-			}
-			m.add("action", r.Reason)
-			m.add("connection", r.Provider+"/"+params.Passed[0])
-		case "set":
-			var layer map[string]any
-			if err := json.Unmarshal([]byte(r.ErrorBody), &layer); err != nil || len(layer) == 0 {
-				x.note("skipped a settings change whose patch was not kept")
-				continue
-			}
-			node := &yaml.Node{}
-			if err := node.Encode(layer); err != nil {
-				x.note("skipped a settings change whose patch was not kept")
-				continue
-			}
-			m.add("action", r.Reason)
-			m.addNode("settings", node)
-		default:
-			x.note("skipped an operator action the scenario format has no action for")
-			continue
-		}
-		seq.Content = append(seq.Content, m.n)
 	}
 	return seq
+}
+
+// actionParams are the parameters an operator action's record keeps in
+// its error body.
+type actionParams struct {
+	ConnectionIDs []string `json:"connectionIds"`
+	All           bool     `json:"all"`
+	Passed        []string `json:"passed"`
+}
+
+// actionFields adds the fields of the action r records to m; false when
+// the scenario cannot take it (noted).
+func (x *exporter) actionFields(m mapNode, r *store.LogRecord) bool {
+	var params actionParams
+	_ = json.Unmarshal([]byte(r.ErrorBody), &params)
+	switch r.Reason {
+	case "reset-breaker":
+		m.add("action", r.Reason)
+		return x.optionalProvider(m, r.Provider)
+	case "clear-cooldowns":
+		m.add("action", r.Reason)
+		return x.clearCooldownsFields(m, r, &params)
+	case "reset-connection", "new-credentials":
+		if !x.knownConn(r.Provider, r.Connection) {
+			return false
+		}
+		if r.Reason == "new-credentials" {
+			x.note("a connection's new credentials replay as a reset of the connection")
+		}
+		m.add("action", "reset-connection")
+		m.add("connection", r.Provider+"/"+r.Connection)
+		return true
+	case "clear-lockout":
+		m.add("action", r.Reason)
+		if params.All {
+			m.add("all", true)
+			return true
+		}
+		if !x.knownConn(r.Provider, r.Connection) || !validModel(r.Model) {
+			return false
+		}
+		m.add("connection", r.Provider+"/"+r.Connection)
+		m.add("model", r.Model)
+		return true
+	case "connection-test":
+		return x.connectionTestFields(m, r, &params)
+	case "set":
+		return x.setFields(m, r)
+	}
+	x.note("skipped an operator action the scenario format has no action for")
+	return false
+}
+
+// optionalProvider adds the provider an action names, if any; false (noted)
+// when the scenario does not have it.
+func (x *exporter) optionalProvider(m mapNode, p string) bool {
+	if p == "" {
+		return true
+	}
+	if !x.has(p, "") {
+		x.note("skipped an operator action naming a provider the scenario does not have")
+		return false
+	}
+	m.add("provider", p)
+	return true
+}
+
+// knownConn reports whether the scenario has connection p/c (noted when
+// not).
+func (x *exporter) knownConn(p, c string) bool {
+	if !x.has(p, c) {
+		x.note("skipped an operator action naming a connection the scenario does not have")
+		return false
+	}
+	return true
+}
+
+// clearCooldownsFields: every connection (of a provider), or the listed
+// ones the scenario has.
+func (x *exporter) clearCooldownsFields(m mapNode, r *store.LogRecord, params *actionParams) bool {
+	if params.All || len(params.ConnectionIDs) == 0 {
+		return x.optionalProvider(m, r.Provider)
+	}
+	refs := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, id := range params.ConnectionIDs {
+		p, c, _ := strings.Cut(id, "/")
+		if x.knownConn(p, c) {
+			refs.Content = append(refs.Content, scalar(p+"/"+c))
+		}
+	}
+	if len(refs.Content) == 0 {
+		return false
+	}
+	m.addNode("connections", refs)
+	return true
+}
+
+// connectionTestFields: a test that passed replays as passed on its first
+// passing connection; one where nothing passed changed nothing.
+func (x *exporter) connectionTestFields(m mapNode, r *store.LogRecord, params *actionParams) bool {
+	if len(params.Passed) == 0 || !x.knownConn(r.Provider, params.Passed[0]) {
+		return false
+	}
+	if p := x.provByID[r.Provider]; p != nil && len(params.Passed) < len(p.conns) {
+		x.note("a connection test replays as passed on every connection of its provider (some did not pass)")
+	}
+	m.add("action", r.Reason)
+	m.add("connection", r.Provider+"/"+params.Passed[0])
+	return true
+}
+
+// setFields: a settings change replays its recorded patch.
+func (x *exporter) setFields(m mapNode, r *store.LogRecord) bool {
+	var layer map[string]any
+	node := &yaml.Node{}
+	if err := json.Unmarshal([]byte(r.ErrorBody), &layer); err != nil || len(layer) == 0 || node.Encode(layer) != nil {
+		x.note("skipped a settings change whose patch was not kept")
+		return false
+	}
+	m.add("action", r.Reason)
+	m.addNode("settings", node)
+	return true
 }
 
 // has reports whether the scenario's topology has provider p and, when c is

@@ -147,6 +147,59 @@ func TestExportSynthesisesComboForUnknownFailover(t *testing.T) {
 	}
 }
 
+// TestExportReplaysTheRouteTheClientAsked pins that a request replays as
+// the route the log recorded (the model the client asked for) when the
+// exported topology resolves it to targets holding every target tried: a
+// combo request its first target served stays a combo request (so it can
+// fall back in the replay), an alias stays the alias. A route the topology
+// cannot resolve, or one that does not hold the targets tried, and a record
+// without a route, fall back to the targets.
+func TestExportReplaysTheRouteTheClientAsked(t *testing.T) {
+	topo := &Topology{
+		Providers: []Provider{
+			{ID: "glm", Models: []string{"glm-5"}, Connections: []Connection{{ID: "k1"}}},
+			{ID: "openai", Models: []string{"gpt-5"}, Connections: []Connection{{ID: "o1"}}},
+		},
+		Combos:  []Combo{{ID: "coding", Strategy: "priority", Targets: []Target{{Target: "glm/glm-5"}, {Target: "openai/gpt-5"}}}},
+		Aliases: map[string]string{"fast": "openai/gpt-5"},
+	}
+	cases := []struct{ route, provider, model, want string }{
+		{"coding", "glm", "glm-5", "coding"},
+		{"coding", "openai", "gpt-5", "coding"},
+		{" fast ", "openai", "gpt-5", "fast"},
+		{"gpt-5", "openai", "gpt-5", "gpt-5"},
+		{"", "glm", "glm-5", "glm/glm-5"},
+		{"fast", "glm", "glm-5", "glm/glm-5"},            // the alias does not reach glm
+		{"unknown-combo", "glm", "glm-5", "glm/glm-5"},   // not in the topology
+		{"openai/gpt-5", "glm", "glm-5", "glm/glm-5"},    // does not hold the target tried
+		{"glm/nonexistent", "glm", "glm-5", "glm/glm-5"}, // the provider does not serve it
+	}
+	for _, c := range cases {
+		recs := []store.LogRecord{{Time: at(time.Second), RequestID: "r", Provider: c.provider, Connection: map[string]string{"glm": "k1", "openai": "o1"}[c.provider],
+			Model: c.model, Route: c.route, Status: 200}}
+		out, _, err := Export(recs, Options{From: t0, To: at(time.Minute), Config: topo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := Check("x.yaml", out)
+		if err != nil {
+			t.Fatalf("route %q: %v\n%s", c.route, err, out)
+		}
+		if got := sc.Traffic[0].Model; got != c.want {
+			t.Errorf("route %q served by %s/%s replays as %q, want %q", c.route, c.provider, c.model, got, c.want)
+		}
+	}
+	// Without the config the combo is unknown: the targets decide.
+	recs := []store.LogRecord{{Time: at(time.Second), Provider: "glm", Connection: "k1", Model: "glm-5", Route: "coding", Status: 200}}
+	out, _, err := Export(recs, Options{From: t0, To: at(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := Check("x.yaml", out); err != nil || sc.Traffic[0].Model != "glm/glm-5" {
+		t.Errorf("without a config: %v %+v", err, sc)
+	}
+}
+
 // TestExportTopologyFromConfig: the config gives types, profiles,
 // strategies, combos and the resilience settings; connections and models the
 // log names but the config lacks are added (and marked); nothing secret can

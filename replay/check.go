@@ -32,6 +32,13 @@ func (r *runner) expectState(ctx context.Context, i int) {
 	// after the instant, takes readTook, and the gateway's own events ran a
 	// little after their scaled instants.
 	tol := r.o.Settle + readTook + r.o.Slack
+	r.checkBreakers(e, &st)
+	r.checkConnections(e, &st, tol)
+	r.checkLockouts(e, &st, tol)
+}
+
+// checkBreakers checks an `at:` expect's breaker states.
+func (r *runner) checkBreakers(e *sim.Expect, st *sim.StateObservation) {
 	for _, p := range slices.Sorted(maps.Keys(e.Breaker)) {
 		want := e.Breaker[p]
 		idx := slices.IndexFunc(st.Providers, func(v model.ProviderView) bool { return v.Provider == p })
@@ -43,6 +50,11 @@ func (r *runner) expectState(ctx context.Context, i int) {
 			r.fail(e.Line, e.At, "breaker "+p, want.String(), fmt.Sprintf("%s (failureCount %d, retryAfter %dms)", v.State, v.FailureCount, v.RetryAfterMs))
 		}
 	}
+}
+
+// checkConnections checks an `at:` expect's connection states; tol is
+// how far a remaining time may be off.
+func (r *runner) checkConnections(e *sim.Expect, st *sim.StateObservation, tol time.Duration) {
 	for _, ref := range slices.Sorted(maps.Keys(e.Connections)) {
 		want := e.Connections[ref]
 		idx := slices.IndexFunc(st.Connections, func(v model.ConnectionView) bool { return v.Provider+"/"+v.Connection == ref })
@@ -68,30 +80,35 @@ func (r *runner) expectState(ctx context.Context, i int) {
 			r.fail(e.Line, e.At, "connection "+ref+" uses", strconv.Itoa(*want.Uses), strconv.FormatUint(v.Uses, 10))
 		}
 	}
-	if len(e.Lockouts) > 0 || e.NoLockouts {
-		var active []model.LockoutView
-		for _, c := range st.Connections {
-			active = append(active, c.Lockouts...)
-		}
-		if e.NoLockouts && len(active) > 0 {
-			r.fail(e.Line, e.At, "lockouts", "none", sim.DescribeLockouts(active))
-		}
-		for _, want := range e.Lockouts {
-			ok := slices.ContainsFunc(active, func(l model.LockoutView) bool {
-				return l.Provider+"/"+l.Connection == want.Connection && sim.LockName(l) == want.Model &&
-					(want.Reason == "" || l.Reason.String() == want.Reason) &&
-					(!want.HasRemaining || near(l.RemainingMs, want.Remaining, tol))
-			})
-			if !ok {
-				exp := want.Connection + " " + want.Model
-				if want.Reason != "" {
-					exp += " (" + want.Reason + ")"
-				}
-				if want.HasRemaining {
-					exp += fmt.Sprintf(" %dms ±%dms left", want.Remaining.Milliseconds(), tol.Milliseconds())
-				}
-				r.fail(e.Line, e.At, "lockout", exp, sim.DescribeLockouts(active))
+}
+
+// checkLockouts checks an `at:` expect's model lockouts.
+func (r *runner) checkLockouts(e *sim.Expect, st *sim.StateObservation, tol time.Duration) {
+	if len(e.Lockouts) == 0 && !e.NoLockouts {
+		return
+	}
+	var active []model.LockoutView
+	for _, c := range st.Connections {
+		active = append(active, c.Lockouts...)
+	}
+	if e.NoLockouts && len(active) > 0 {
+		r.fail(e.Line, e.At, "lockouts", "none", sim.DescribeLockouts(active))
+	}
+	for _, want := range e.Lockouts {
+		ok := slices.ContainsFunc(active, func(l model.LockoutView) bool {
+			return l.Provider+"/"+l.Connection == want.Connection && sim.LockName(l) == want.Model &&
+				(want.Reason == "" || l.Reason.String() == want.Reason) &&
+				(!want.HasRemaining || near(l.RemainingMs, want.Remaining, tol))
+		})
+		if !ok {
+			exp := want.Connection + " " + want.Model
+			if want.Reason != "" {
+				exp += " (" + want.Reason + ")"
 			}
+			if want.HasRemaining {
+				exp += fmt.Sprintf(" %dms ±%dms left", want.Remaining.Milliseconds(), tol.Milliseconds())
+			}
+			r.fail(e.Line, e.At, "lockout", exp, sim.DescribeLockouts(active))
 		}
 	}
 }
@@ -109,110 +126,10 @@ func (r *runner) finishExpects() {
 		e := &r.sc.Expects[i]
 		switch e.Kind {
 		case sim.ExpectRequest:
-			o := r.done[e.Request]
-			what := fmt.Sprintf("request %d", e.Request)
-			if o == nil {
-				r.failFile(e.Line, r.res.Simulated, what, "to have been sent and answered", "never answered")
-				continue
-			}
-			at := o.DoneAt
-			found := fmt.Sprintf("status %d, servedBy %q, attempts %s, result %s", o.Status, o.ServedBy, attemptsStr(o.Attempts), o.Result)
-			if o.Code != "" {
-				found += ", code " + o.Code
-			}
-			if e.Status != 0 && o.Status != e.Status {
-				r.failFile(e.Line, at, what+" status", strconv.Itoa(e.Status), found)
-			}
-			if e.ServedBy != "" && o.ServedBy != e.ServedBy {
-				r.failFile(e.Line, at, what+" servedBy", e.ServedBy, found)
-			}
-			if e.Attempts != nil && o.Attempts != *e.Attempts {
-				r.failFile(e.Line, at, what+" attempts", strconv.Itoa(*e.Attempts), found)
-			}
-			if e.Code != "" && o.Code != e.Code {
-				r.failFile(e.Line, at, what+" code", e.Code, found)
-			}
-			if e.Result != "" && o.Result != e.Result {
-				r.failFile(e.Line, at, what+" result", e.Result, found)
-			}
-			// took is in the file's time, as SentAt and DoneAt are; the
-			// wall-clock tolerance grows with the speed-up.
-			if took, tol := o.DoneAt-o.SentAt, time.Duration(float64(r.o.Settle+r.o.Slack)*r.o.Speed); (e.TookAtLeast > 0 && took < e.TookAtLeast-tol) ||
-				(e.TookAtMost > 0 && took > e.TookAtMost+tol) {
-				r.failFile(e.Line, at, what+" took", fmt.Sprintf("between %v and %v (±%v)", e.TookAtLeast, e.TookAtMost, tol), fmt.Sprintf("%v; %s", took, found))
-			}
-			if e.RetryAfter != nil {
-				// The gateway rounds up what is left when it answers, a
-				// moment after the simulator's instant: one second less is
-				// the same answer.
-				got := int(o.RetryAfterMs / 1000)
-				if got != *e.RetryAfter && got != *e.RetryAfter-1 {
-					r.failFile(e.Line, at, what+" retryAfter", fmt.Sprintf("%ds (or %ds)", *e.RetryAfter, *e.RetryAfter-1), fmt.Sprintf("%ds; %s", got, found))
-				}
-			}
+			r.checkRequest(e)
 		case sim.ExpectWindow:
-			// Membership by the file's own send times (no rounding).
-			oe := &r.orig.Expects[i]
-			what := fmt.Sprintf("requests sent in [%v, %v)", oe.From, oe.Until)
-			at := oe.Until
-			statuses, served, results := map[int]int{}, map[string]int{}, map[string]int{}
-			calls, count, unknownCalls := 0, 0, false
-			for n, sent := range r.sent {
-				o := r.done[n]
-				if o == nil {
-					continue
-				}
-				if sent < oe.From || (oe.Until > 0 && sent >= oe.Until) {
-					continue
-				}
-				count++
-				statuses[o.Status]++
-				results[o.Result]++
-				switch {
-				case r.e.counter != nil:
-					calls += r.e.counter.of(n) // the upstream's own count (upcount.go)
-				case o.Attempts < 0:
-					unknownCalls = true
-				default:
-					calls += o.Attempts
-				}
-				if (o.Result == sim.ResultServed || o.Result == sim.ResultFallback) && o.ServedBy != "" {
-					served[o.ServedBy]++
-				}
-			}
-			for _, st := range slices.Sorted(maps.Keys(e.Statuses)) {
-				if got := statuses[st]; got != e.Statuses[st] {
-					r.failFile(e.Line, at, what+fmt.Sprintf(" with status %d", st), strconv.Itoa(e.Statuses[st]), fmt.Sprintf("%d (all: %v)", got, statuses))
-				}
-			}
-			if e.UpstreamCalls != nil {
-				if unknownCalls {
-					// A request the client gave up on carries no attempts
-					// header: count from the fault upstream when the window
-					// covers the whole run.
-					if r.stats != nil && oe.From == 0 && oe.Until == 0 {
-						calls = r.stats.Total
-						unknownCalls = false
-					}
-				}
-				if unknownCalls {
-					skippedCalls = true
-				} else if calls != *e.UpstreamCalls {
-					r.failFile(e.Line, at, what+" upstreamCalls", strconv.Itoa(*e.UpstreamCalls), strconv.Itoa(calls))
-				}
-			}
-			if e.Requests != nil && count != *e.Requests {
-				r.failFile(e.Line, at, what+" count", strconv.Itoa(*e.Requests), strconv.Itoa(count))
-			}
-			for _, k := range slices.Sorted(maps.Keys(e.Served)) {
-				if got := served[k]; got != e.Served[k] {
-					r.failFile(e.Line, at, what+" served by "+k, strconv.Itoa(e.Served[k]), fmt.Sprintf("%d (all: %v)", got, served))
-				}
-			}
-			for _, k := range slices.Sorted(maps.Keys(e.Results)) {
-				if got := results[k]; got != e.Results[k] {
-					r.failFile(e.Line, at, what+" with result "+k, strconv.Itoa(e.Results[k]), fmt.Sprintf("%d (all: %v)", got, results))
-				}
+			if !r.checkWindow(e, &r.orig.Expects[i]) {
+				skippedCalls = true
 			}
 		}
 	}
@@ -220,6 +137,128 @@ func (r *runner) finishExpects() {
 		r.res.Skipped = append(r.res.Skipped, "upstreamCalls of a window with a request the client gave up on (no X-Breakwater-Attempts header)")
 	}
 	slices.SortStableFunc(r.res.RequestLog, func(a, b sim.RequestObservation) int { return a.N - b.N })
+}
+
+// checkRequest checks a `request: N` expect against what its client saw.
+func (r *runner) checkRequest(e *sim.Expect) {
+	o := r.done[e.Request]
+	what := fmt.Sprintf("request %d", e.Request)
+	if o == nil {
+		r.failFile(e.Line, r.res.Simulated, what, "to have been sent and answered", "never answered")
+		return
+	}
+	at := o.DoneAt
+	found := fmt.Sprintf("status %d, servedBy %q, attempts %s, result %s", o.Status, o.ServedBy, attemptsStr(o.Attempts), o.Result)
+	if o.Code != "" {
+		found += ", code " + o.Code
+	}
+	if e.Status != 0 && o.Status != e.Status {
+		r.failFile(e.Line, at, what+" status", strconv.Itoa(e.Status), found)
+	}
+	if e.ServedBy != "" && o.ServedBy != e.ServedBy {
+		r.failFile(e.Line, at, what+" servedBy", e.ServedBy, found)
+	}
+	if e.Attempts != nil && o.Attempts != *e.Attempts {
+		r.failFile(e.Line, at, what+" attempts", strconv.Itoa(*e.Attempts), found)
+	}
+	if e.Code != "" && o.Code != e.Code {
+		r.failFile(e.Line, at, what+" code", e.Code, found)
+	}
+	if e.Result != "" && o.Result != e.Result {
+		r.failFile(e.Line, at, what+" result", e.Result, found)
+	}
+	// took is in the file's time, as SentAt and DoneAt are; the
+	// wall-clock tolerance grows with the speed-up.
+	if took, tol := o.DoneAt-o.SentAt, time.Duration(float64(r.o.Settle+r.o.Slack)*r.o.Speed); (e.TookAtLeast > 0 && took < e.TookAtLeast-tol) ||
+		(e.TookAtMost > 0 && took > e.TookAtMost+tol) {
+		r.failFile(e.Line, at, what+" took", fmt.Sprintf("between %v and %v (±%v)", e.TookAtLeast, e.TookAtMost, tol), fmt.Sprintf("%v; %s", took, found))
+	}
+	if e.RetryAfter != nil {
+		// The gateway rounds up what is left when it answers, a
+		// moment after the simulator's instant: one second less is
+		// the same answer.
+		got := int(o.RetryAfterMs / 1000)
+		if got != *e.RetryAfter && got != *e.RetryAfter-1 {
+			r.failFile(e.Line, at, what+" retryAfter", fmt.Sprintf("%ds (or %ds)", *e.RetryAfter, *e.RetryAfter-1), fmt.Sprintf("%ds; %s", got, found))
+		}
+	}
+}
+
+// windowTally is what the requests sent in one expect window saw.
+type windowTally struct {
+	statuses        map[int]int
+	served, results map[string]int
+	calls, count    int
+	unknownCalls    bool
+}
+
+// tallyWindow counts the answered requests sent in oe's window, by the
+// file's own send times (no rounding).
+func (r *runner) tallyWindow(oe *sim.Expect) windowTally {
+	w := windowTally{statuses: map[int]int{}, served: map[string]int{}, results: map[string]int{}}
+	for n, sent := range r.sent {
+		o := r.done[n]
+		if o == nil || sent < oe.From || (oe.Until > 0 && sent >= oe.Until) {
+			continue
+		}
+		w.count++
+		w.statuses[o.Status]++
+		w.results[o.Result]++
+		switch {
+		case r.e.counter != nil:
+			w.calls += r.e.counter.of(n) // the upstream's own count (upcount.go)
+		case o.Attempts < 0:
+			w.unknownCalls = true
+		default:
+			w.calls += o.Attempts
+		}
+		if (o.Result == sim.ResultServed || o.Result == sim.ResultFallback) && o.ServedBy != "" {
+			w.served[o.ServedBy]++
+		}
+	}
+	return w
+}
+
+// checkWindow checks a `requests:` window expect e (scaled; oe as in the
+// file). It reports false when its upstreamCalls could not be checked.
+func (r *runner) checkWindow(e, oe *sim.Expect) bool {
+	what := fmt.Sprintf("requests sent in [%v, %v)", oe.From, oe.Until)
+	at := oe.Until
+	w := r.tallyWindow(oe)
+	for _, st := range slices.Sorted(maps.Keys(e.Statuses)) {
+		if got := w.statuses[st]; got != e.Statuses[st] {
+			r.failFile(e.Line, at, what+fmt.Sprintf(" with status %d", st), strconv.Itoa(e.Statuses[st]), fmt.Sprintf("%d (all: %v)", got, w.statuses))
+		}
+	}
+	checked := true
+	if e.UpstreamCalls != nil {
+		if w.unknownCalls && r.stats != nil && oe.From == 0 && oe.Until == 0 {
+			// A request the client gave up on carries no attempts
+			// header: count from the fault upstream when the window
+			// covers the whole run.
+			w.calls, w.unknownCalls = r.stats.Total, false
+		}
+		if w.unknownCalls {
+			checked = false
+		} else if w.calls != *e.UpstreamCalls {
+			r.failFile(e.Line, at, what+" upstreamCalls", strconv.Itoa(*e.UpstreamCalls), strconv.Itoa(w.calls))
+		}
+	}
+	if e.Requests != nil && w.count != *e.Requests {
+		r.failFile(e.Line, at, what+" count", strconv.Itoa(*e.Requests), strconv.Itoa(w.count))
+	}
+	r.checkCounts(e.Line, at, what+" served by ", e.Served, w.served)
+	r.checkCounts(e.Line, at, what+" with result ", e.Results, w.results)
+	return checked
+}
+
+// checkCounts fails each expected count found different.
+func (r *runner) checkCounts(line int, at time.Duration, what string, want, got map[string]int) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g := got[k]; g != want[k] {
+			r.failFile(line, at, what+k, strconv.Itoa(want[k]), fmt.Sprintf("%d (all: %v)", g, got))
+		}
+	}
 }
 
 func attemptsStr(n int) string {

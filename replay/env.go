@@ -53,6 +53,9 @@ type env struct {
 	// requests holds the in-process gateway's own line on each finished
 	// request (gwlog.go); nil against a target.
 	requests *requestRecorder
+	// prog follows each request between the fault upstream and the
+	// gateway's model (quiet.go); nil against a target.
+	prog *progress
 	// uses0: each connection's use counter when the run started ("p/c" →
 	// uses), target mode only. The management API cannot reset it, so a
 	// target that served traffic before carries it; readState reports uses
@@ -131,7 +134,7 @@ const connKeyPrefix = "rk_"
 // startLocal starts the fault upstream and the gateway of a scenario on
 // loopback listeners. now is the gateway's clock.
 func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() time.Time) (*env, error) {
-	e := &env{log: cmpOr(o.Logger, discard()), mgmtKey: randomKey()}
+	e := &env{log: cmpOr(o.Logger, discard()), mgmtKey: randomKey(), prog: newProgress()}
 	e.ctl, e.cli = newClients()
 	ok := false
 	defer func() {
@@ -150,6 +153,9 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 			if d > 0 && e.counter != nil {
 				e.counter.waitBegins(ctx)
 			}
+			if n, ok := reqNum(ctx); ok {
+				e.prog.upstream(n, d)
+			}
 		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,6 +166,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		up = h
 	}
 	e.counter = newCallCounter(up)
+	e.counter.prog = e.prog
 	up = e.counter
 	e.fsSrv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	e.fsDone = make(chan struct{})
@@ -171,7 +178,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		e.clientKey = e.leases.client
 	}
 	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
-	e.requests = newRequestRecorder(e.log.Handler())
+	e.requests = newRequestRecorder(e.log.Handler(), e.prog)
 	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(e.requests),
 		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now})
 	if err != nil {

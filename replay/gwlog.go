@@ -19,12 +19,17 @@ type requestRecorder struct {
 	next  slog.Handler
 	attrs []slog.Attr
 	st    *recorderState
+	prog  *progress
 }
 
 type recorderState struct {
 	mu   sync.Mutex
 	seen map[int]gatewayRequest
 	cond *sync.Cond
+	// stepped: closed at request n's first "flow step" line, once the
+	// model has made its first decision for it (an attempt, a wait or an
+	// answer).
+	stepped map[int]chan struct{}
 }
 
 // gatewayRequest is one "chat request" log line.
@@ -33,10 +38,10 @@ type gatewayRequest struct {
 	provider, connection string
 }
 
-func newRequestRecorder(next slog.Handler) *requestRecorder {
-	st := &recorderState{seen: map[int]gatewayRequest{}}
+func newRequestRecorder(next slog.Handler, prog *progress) *requestRecorder {
+	st := &recorderState{seen: map[int]gatewayRequest{}, stepped: map[int]chan struct{}{}}
 	st.cond = sync.NewCond(&st.mu)
-	return &requestRecorder{next: next, st: st}
+	return &requestRecorder{next: next, st: st, prog: prog}
 }
 
 // Enabled takes every level: the gateway logs a request's line at debug
@@ -44,6 +49,9 @@ func newRequestRecorder(next slog.Handler) *requestRecorder {
 func (h *requestRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *requestRecorder) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "flow step" {
+		h.noteStep(r)
+	}
 	if r.Message == "chat request" {
 		var g gatewayRequest
 		n := -1
@@ -84,11 +92,56 @@ func (h *requestRecorder) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *requestRecorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &requestRecorder{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), st: h.st}
+	return &requestRecorder{next: h.next.WithAttrs(as), attrs: append(h.attrs[:len(h.attrs):len(h.attrs)], as...), st: h.st, prog: h.prog}
 }
 
 func (h *requestRecorder) WithGroup(name string) slog.Handler {
-	return &requestRecorder{next: h.next.WithGroup(name), attrs: h.attrs, st: h.st}
+	return &requestRecorder{next: h.next.WithGroup(name), attrs: h.attrs, st: h.st, prog: h.prog}
+}
+
+// noteStep closes the stepped channel of the request a "flow step" line
+// names.
+func (h *requestRecorder) noteStep(r slog.Record) {
+	n, attempt := -1, false
+	find := func(a slog.Attr) bool {
+		switch a.Key {
+		case "step":
+			attempt = a.Value.String() == "attempt"
+		case "request_id":
+			if v, ok := strings.CutPrefix(a.Value.String(), replayRequestID); ok {
+				if i, err := strconv.Atoi(v); err == nil {
+					n = i
+				}
+			}
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		find(a)
+	}
+	r.Attrs(find)
+	if n < 0 {
+		return
+	}
+	if h.prog != nil {
+		h.prog.step(n, attempt)
+	}
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	ch := chanOf(h.st.stepped, n)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// stepped returns a channel closed once the gateway's model made its
+// first decision for request n.
+func (h *requestRecorder) stepped(n int) <-chan struct{} {
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	return chanOf(h.st.stepped, n)
 }
 
 // of returns request n's line, waiting for it while ctx lasts (the gateway

@@ -128,26 +128,7 @@ type event struct {
 
 // Run replays sc (as loaded, unscaled) and checks its expects.
 func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
-	if o.Speed == 0 {
-		o.Speed = 1
-	}
-	if o.Settle <= 0 {
-		o.Settle = 100 * time.Millisecond
-	}
-	if o.Slack <= 0 {
-		o.Slack = 50 * time.Millisecond
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Target != "" {
-		if o.ManagementKey == "" {
-			o.ManagementKey = os.Getenv("BREAKWATER_ADMIN_KEY")
-		}
-		if o.ClientKey == "" {
-			o.ClientKey = os.Getenv("BREAKWATER_CLIENT_KEY")
-		}
-	}
+	o.fillDefaults()
 	scaled, warns, err := Scale(sc, o.Speed)
 	if err != nil {
 		return nil, err
@@ -180,6 +161,39 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 		}
 	}
 	r := &runner{o: &o, orig: sc, sc: scaled, e: e, res: res, done: map[int]*sim.RequestObservation{}, clk: clk, idle: make(chan struct{}, 1)}
+	if err := r.run(ctx); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// fillDefaults gives unset options their defaults; against a target the
+// keys come from the environment.
+func (o *Options) fillDefaults() {
+	if o.Speed == 0 {
+		o.Speed = 1
+	}
+	if o.Settle <= 0 {
+		o.Settle = 100 * time.Millisecond
+	}
+	if o.Slack <= 0 {
+		o.Slack = 50 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Target != "" {
+		if o.ManagementKey == "" {
+			o.ManagementKey = os.Getenv("BREAKWATER_ADMIN_KEY")
+		}
+		if o.ClientKey == "" {
+			o.ClientKey = os.Getenv("BREAKWATER_CLIENT_KEY")
+		}
+	}
+}
+
+// run plays the schedule from now and checks the expects into r.res.
+func (r *runner) run(ctx context.Context) error {
 	evs := r.schedule()
 	wall := time.Now()
 	t0 := time.Now()
@@ -188,25 +202,26 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	if len(evs) > 0 {
 		next = evs[0].at
 	}
-	clk.start(t0, next)
-	if err := e.installRules(ctx, scaled.Rules); err != nil {
-		return nil, fmt.Errorf("installing the upstream rules: %w", err)
+	r.clk.start(t0, next)
+	if err := r.e.installRules(ctx, r.sc.Rules); err != nil {
+		return fmt.Errorf("installing the upstream rules: %w", err)
 	}
 	if err := r.play(ctx, evs); err != nil {
-		return nil, err
+		return err
 	}
+	res := r.res
 	res.Wall = time.Since(wall)
 	if len(evs) > 0 {
-		res.Simulated = max(res.Simulated, time.Duration(float64(evs[len(evs)-1].at)*o.Speed))
+		res.Simulated = max(res.Simulated, time.Duration(float64(evs[len(evs)-1].at)*r.o.Speed))
 	}
-	if st, err := e.upstreamStats(ctx); err == nil {
+	if st, err := r.e.upstreamStats(ctx); err == nil {
 		res.Upstream = st.Total
 		r.stats = st
 	}
 	r.fillAborted(ctx)
 	r.finishExpects()
 	res.Passed = len(res.Failures) == 0
-	return res, nil
+	return nil
 }
 
 // prepareTarget checks the target has the scenario's topology, optionally
@@ -228,55 +243,80 @@ func prepareTarget(ctx context.Context, e *env, sc *sim.Scenario, o *Options, re
 			return fmt.Errorf("applying the scenario's settings: %w", err)
 		}
 	} else {
-		var v struct {
-			Settings json.RawMessage `json:"settings"`
-		}
-		if err := e.mgmt(ctx, http.MethodGet, "/api/resilience", nil, &v); err == nil {
-			got := model.DefaultSettings()
-			if json.Unmarshal(v.Settings, &got) == nil {
-				a, b := flatten(settings.Full(sc.Settings)), flatten(settings.Full(got))
-				var diff []string
-				for _, k := range sortedKeys(a) {
-					if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
-						diff = append(diff, fmt.Sprintf("%s=%v (target %v)", k, a[k], b[k]))
-					}
-				}
-				if len(diff) > 0 {
-					res.Warnings = append(res.Warnings, "the target runs other settings than the scenario (use -apply-settings): "+strings.Join(diff, ", "))
-				}
-			}
-		}
+		warnOtherSettings(ctx, e, sc, res)
 	}
 	if o.Clean {
-		for _, step := range []struct {
-			method, path string
-			body         any
-		}{
-			{http.MethodPost, "/api/resilience/reset", map[string]any{}},
-			{http.MethodPost, "/api/resilience/cooldowns", map[string]any{"all": true}},
-			{http.MethodDelete, "/api/resilience/model-cooldowns", map[string]any{"all": true}},
-		} {
-			if err := e.mgmt(ctx, step.method, step.path, step.body, nil); err != nil {
+		if err := cleanTarget(ctx, e, sc, st); err != nil {
+			return err
+		}
+	}
+	return noteTargetHistory(ctx, e, sc, res)
+}
+
+// warnOtherSettings warns when the target runs other settings than the
+// scenario.
+func warnOtherSettings(ctx context.Context, e *env, sc *sim.Scenario, res *Result) {
+	var v struct {
+		Settings json.RawMessage `json:"settings"`
+	}
+	if e.mgmt(ctx, http.MethodGet, "/api/resilience", nil, &v) != nil {
+		return
+	}
+	got := model.DefaultSettings()
+	if json.Unmarshal(v.Settings, &got) != nil {
+		return
+	}
+	a, b := flatten(settings.Full(sc.Settings)), flatten(settings.Full(got))
+	var diff []string
+	for _, k := range sortedKeys(a) {
+		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
+			diff = append(diff, fmt.Sprintf("%s=%v (target %v)", k, a[k], b[k]))
+		}
+	}
+	if len(diff) > 0 {
+		res.Warnings = append(res.Warnings, "the target runs other settings than the scenario (use -apply-settings): "+strings.Join(diff, ", "))
+	}
+}
+
+// cleanTarget resets the target's breakers, cooldowns and lockouts, and
+// every connection of the scenario (and any terminal one); st is the
+// target's state before.
+func cleanTarget(ctx context.Context, e *env, sc *sim.Scenario, st sim.StateObservation) error {
+	for _, step := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodPost, "/api/resilience/reset", map[string]any{}},
+		{http.MethodPost, "/api/resilience/cooldowns", map[string]any{"all": true}},
+		{http.MethodDelete, "/api/resilience/model-cooldowns", map[string]any{"all": true}},
+	} {
+		if err := e.mgmt(ctx, step.method, step.path, step.body, nil); err != nil {
+			return fmt.Errorf("cleaning the target: %w", err)
+		}
+	}
+	// A connection's reset clears its terminal state and every error
+	// field: lastError / lastErrorType, error code, backoff, refusal
+	// streaks, the provider-window entry (clearing cooldowns keeps
+	// the last error, and health shows no time for it, so an error an
+	// earlier run left could not be told from one this run produced).
+	// Every connection of the scenario, and any terminal one.
+	for _, c := range st.Connections {
+		if c.Status.Terminal() || usesConn(&sc.Topology, c.Provider, c.Connection) {
+			if err := e.mgmt(ctx, http.MethodPost, "/api/resilience/connections/"+c.Provider+"/"+c.Connection+"/reset", map[string]any{}, nil); err != nil {
 				return fmt.Errorf("cleaning the target: %w", err)
 			}
 		}
-		// A connection's reset clears its terminal state and every error
-		// field: lastError / lastErrorType, error code, backoff, refusal
-		// streaks, the provider-window entry (clearing cooldowns keeps
-		// the last error, and health shows no time for it, so an error an
-		// earlier run left could not be told from one this run produced).
-		// Every connection of the scenario, and any terminal one.
-		for _, c := range st.Connections {
-			if c.Status.Terminal() || usesConn(&sc.Topology, c.Provider, c.Connection) {
-				if err := e.mgmt(ctx, http.MethodPost, "/api/resilience/connections/"+c.Provider+"/"+c.Connection+"/reset", map[string]any{}, nil); err != nil {
-					return fmt.Errorf("cleaning the target: %w", err)
-				}
-			}
-		}
 	}
+	return nil
+}
+
+// noteTargetHistory remembers where the target's use counters start and
+// warns about what earlier traffic left that the run would read as its
+// own.
+func noteTargetHistory(ctx context.Context, e *env, sc *sim.Scenario, res *Result) error {
 	// The use counters survive a clean (no API resets them): remember
 	// where they start, so `uses` and -compare count this run only.
-	st, err = e.readState(ctx, &sc.Topology)
+	st, err := e.readState(ctx, &sc.Topology)
 	if err != nil {
 		return fmt.Errorf("reading the target's health: %w", err)
 	}
@@ -426,83 +466,143 @@ func splitmix64(x uint64) uint64 {
 // at their own instant (at most half the gap to the next instant; a
 // zero-latency answer is part of the instant in the simulator).
 func (r *runner) play(ctx context.Context, evs []event) error {
+	var prev arrival
 	for i := 0; i < len(evs); {
 		at := evs[i].at
 		j := i
 		for j < len(evs) && evs[j].at == at {
 			j++
 		}
-		next, gap := time.Duration(-1), time.Duration(0)
+		in := instant{at: at, next: -1, gap: 2 * time.Second, events: j - i}
 		if j < len(evs) {
-			next, gap = evs[j].at, evs[j].at-at
-		} else {
-			gap = 2 * time.Second
+			in.next, in.gap = evs[j].at, evs[j].at-at
 		}
 		if err := r.sleepUntil(ctx, at); err != nil {
 			return err
 		}
-		r.clk.dispatch(at, next, gap)
-		var sameInstant []chan struct{}
+		r.clk.dispatch(at, in.next, in.gap)
 		for _, ev := range evs[i:j] {
 			switch ev.kind {
 			case evAction:
 				r.action(ctx, ev.idx)
 			case evArrival:
-				r.wg.Add(1)
-				r.inflight.Add(1)
-				done, wrote := make(chan struct{}), make(chan struct{})
-				sameInstant = append(sameInstant, done)
-				go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
-				// Arrivals of one instant reach the gateway in the
-				// simulator's order (a saturated gate, a pacer or a
-				// fill-first pick decides by arrival order): in-process the
-				// next is sent once this one was answered or is waiting on
-				// a deliberate upstream latency or stall (its turn is
-				// taken, and its outcome so far recorded), bounded; against a
-				// target once it is on the wire, plus a moment for the
-				// gateway to take it up. The gateway's work does not move
-				// the clock, so the instant lasts while they are sent.
-				if j-i > 1 {
-					t := time.NewTimer(sameInstantStagger)
-					if r.e.counter != nil {
-						select {
-						case <-done:
-						case <-r.e.counter.waiting(ev.idx):
-						case <-t.C:
-						}
-					} else {
-						select {
-						case <-wrote:
-							time.Sleep(sameInstantGap)
-						case <-t.C:
-						}
-					}
-					t.Stop()
-					// The instant lasts while its arrivals are sent: the
-					// quantum counts from the last one.
-					r.clk.dispatch(at, next, gap)
-				}
+				r.takenUp(prev)
+				prev = r.arrive(ctx, ev, &in)
 			case evExpect:
-				r.clk.freeze(true)
-				wctx, cancel := context.WithTimeout(ctx, max(r.o.Settle, gap/2))
-				for _, d := range sameInstant {
-					select {
-					case <-d:
-					case <-wctx.Done():
-					}
-				}
-				cancel()
-				if len(sameInstant) == 0 {
-					time.Sleep(min(r.o.Settle, gap/2))
-				}
-				r.expectState(ctx, ev.idx)
-				r.clk.freeze(false)
+				r.readAt(ctx, ev.idx, &in)
 			}
 		}
 		i = j
 	}
 	r.wg.Wait()
 	return ctx.Err()
+}
+
+// instant is the scheduled instant play is running: when it is, the next
+// one (-1 for none) and the gap to it, how many events it has, and the
+// done channels of the arrivals sent so far.
+type instant struct {
+	at, next, gap time.Duration
+	events        int
+	sent          []chan struct{}
+}
+
+// arrive sends one arrival of instant in.
+func (r *runner) arrive(ctx context.Context, ev event, in *instant) arrival {
+	r.wg.Add(1)
+	r.inflight.Add(1)
+	done, wrote := make(chan struct{}), make(chan struct{})
+	in.sent = append(in.sent, done)
+	go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
+	if in.events > 1 {
+		r.staggerSameInstant(ev.idx, done, wrote)
+		// The instant lasts while its arrivals are sent: the quantum
+		// counts from the last one.
+		r.clk.dispatch(in.at, in.next, in.gap)
+	}
+	return arrival{n: ev.idx, done: done}
+}
+
+// staggerSameInstant makes arrivals of one instant reach the gateway in
+// the simulator's order (a saturated gate, a pacer or a fill-first pick
+// decides by arrival order): in-process the next is sent once this one
+// was answered or is waiting on a deliberate upstream latency or stall
+// (its turn is taken, and its outcome so far recorded), bounded; against a
+// target once it is on the wire, plus a moment for the gateway to take it
+// up. The gateway's work does not move the clock, so the instant lasts
+// while they are sent.
+func (r *runner) staggerSameInstant(n int, done, wrote chan struct{}) {
+	t := time.NewTimer(sameInstantStagger)
+	defer t.Stop()
+	if r.e.counter != nil {
+		select {
+		case <-done:
+		case <-r.e.counter.waiting(n):
+		case <-t.C:
+		}
+		return
+	}
+	select {
+	case <-wrote:
+		time.Sleep(sameInstantGap)
+	case <-t.C:
+	}
+}
+
+// readAt reads `at:` expect i with the clock standing at its instant,
+// once the requests sent at the instant answered and no attempt is in
+// transit (both bounded by half the gap to the next instant), and the
+// gateway took in every upstream answer that came before (quiet.go).
+func (r *runner) readAt(ctx context.Context, i int, in *instant) {
+	r.clk.freeze(true)
+	defer r.clk.freeze(false)
+	budget := max(r.o.Settle, in.gap/2)
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, budget)
+	for _, d := range in.sent {
+		select {
+		case <-d:
+		case <-wctx.Done():
+		}
+	}
+	cancel()
+	if len(in.sent) == 0 {
+		time.Sleep(min(r.o.Settle, in.gap/2))
+	}
+	if r.e.prog != nil {
+		r.e.prog.awaitCaughtUp(budget - time.Since(start)) // in transit: what is left of the budget
+	}
+	r.expectState(ctx, i)
+}
+
+// arrival is a request play sent: its number and its done channel.
+type arrival struct {
+	n    int
+	done chan struct{}
+}
+
+// takenUpBound bounds the wait for the gateway to take up the previous
+// arrival. Taking it up is the gateway's own work (parse, select, the
+// first decision; no timer of the gateway's or the upstream's runs
+// first), so the bound is reached only by a stalled machine.
+const takenUpBound = 10 * time.Second
+
+// takenUp waits until the in-process gateway's model made its first
+// decision for the previous arrival (or answered it), so requests reach
+// the model in the simulator's arrival order however late a loaded
+// machine runs a request's goroutine: a request sent 50 ms after another
+// must not take the upstream's first answer, or a paced slot, before it.
+func (r *runner) takenUp(prev arrival) {
+	if prev.done == nil || r.e.requests == nil {
+		return
+	}
+	t := time.NewTimer(takenUpBound)
+	defer t.Stop()
+	select {
+	case <-prev.done:
+	case <-r.e.requests.stepped(prev.n):
+	case <-t.C:
+	}
 }
 
 // skipIdleKeep is the real time an idle gap keeps when SkipIdle cuts it:
@@ -647,33 +747,25 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	defer r.wg.Done()
 	defer r.answered()
 	defer close(done)
+	if r.e.prog != nil {
+		defer r.e.prog.finished(n)
+	}
 	var wroteOnce sync.Once
 	markWrote := func() { wroteOnce.Do(func() { close(wrote) }) }
 	defer markWrote()
 	t := &r.sc.Traffic[item]
 	ob := sim.RequestObservation{N: n, SentAt: r.offset(sentAt), Attempts: -1}
-	path, body := requestFor(t, n) // format.go: the client's format
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if t.Timeout > 0 {
 		rctx, cancel = context.WithDeadline(ctx, sentAt.Add(t.Timeout))
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.e.base+path, bytes.NewReader(body))
+	req, err := r.clientRequest(rctx, t, n, markWrote)
 	if err != nil {
 		ob.Status, ob.Result, ob.Code = 0, "error", err.Error()
 		r.record(ob, time.Now())
 		return
-	}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { markWrote() }}))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", replayRequestID+strconv.Itoa(n))
-	if r.e.clientKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.e.clientKey)
-	}
-	if t.Session != "" {
-		req.Header.Set("X-Session-Id", t.Session)
 	}
 	resp, err := r.e.cli.Do(req)
 	if err != nil {
@@ -686,33 +778,8 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		return
 	}
 	defer resp.Body.Close()
-	ob.Status = modelStatus(t.Format, resp.StatusCode)
-	if p, c := resp.Header.Get("X-Breakwater-Provider"), resp.Header.Get("X-Breakwater-Connection"); p != "" && c != "" {
-		ob.ServedBy = p + "/" + c
-	}
-	if v, err := strconv.Atoi(resp.Header.Get("X-Breakwater-Attempts")); err == nil {
-		ob.Attempts = v
-	}
-	waited := resp.Header.Get("X-Breakwater-Waits") != ""
-	if v, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
-		ob.RetryAfterMs = v * 1000
-	}
-	streamErr := ""
-	var readErr error
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var resumedBy string
-		var resumedAttempts int
-		streamErr, resumedBy, resumedAttempts, readErr = readFormatSSE(t.Format, resp.Body)
-		if resumedBy != "" { // a resumed stream names who continued it (proxy.ResumeComment)
-			ob.ServedBy, ob.Attempts = resumedBy, resumedAttempts
-		}
-	} else {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-		readErr = err
-		if resp.StatusCode/100 != 2 {
-			ob.Code = formatErrorCode(t.Format, b)
-		}
-	}
+	waited := observeHeaders(&ob, t, resp)
+	streamErr, readErr := readAnswer(&ob, t, resp)
 	switch {
 	case readErr != nil && rctx.Err() != nil && ctx.Err() == nil:
 		ob.Status, ob.Result, ob.Code = 499, sim.ResultClientAbort, "client_abort"
@@ -728,6 +795,64 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		ob.Result = sim.ResultFailed
 	}
 	r.record(ob, time.Now())
+}
+
+// clientRequest builds replay request n in its client's format
+// (format.go), numbered by its X-Request-Id; wrote is called once it is on
+// the wire.
+func (r *runner) clientRequest(ctx context.Context, t *sim.Traffic, n int, wrote func()) (*http.Request, error) {
+	path, body := requestFor(t, n)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.e.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }}))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", replayRequestID+strconv.Itoa(n))
+	if r.e.clientKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.e.clientKey)
+	}
+	if t.Session != "" {
+		req.Header.Set("X-Session-Id", t.Session)
+	}
+	return req, nil
+}
+
+// observeHeaders records what the answer's headers say: status, who
+// served it, the attempts, the Retry-After; and reports whether the
+// gateway waited out a cooldown for it.
+func observeHeaders(ob *sim.RequestObservation, t *sim.Traffic, resp *http.Response) (waited bool) {
+	ob.Status = modelStatus(t.Format, resp.StatusCode)
+	if p, c := resp.Header.Get("X-Breakwater-Provider"), resp.Header.Get("X-Breakwater-Connection"); p != "" && c != "" {
+		ob.ServedBy = p + "/" + c
+	}
+	if v, err := strconv.Atoi(resp.Header.Get("X-Breakwater-Attempts")); err == nil {
+		ob.Attempts = v
+	}
+	if v, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
+		ob.RetryAfterMs = v * 1000
+	}
+	return resp.Header.Get("X-Breakwater-Waits") != ""
+}
+
+// readAnswer reads the body: a stream's error event (and who resumed it),
+// or an error answer's code.
+func readAnswer(ob *sim.RequestObservation, t *sim.Traffic, resp *http.Response) (streamErr string, readErr error) {
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var resumedBy string
+		var resumedAttempts int
+		streamErr, resumedBy, resumedAttempts, readErr = readFormatSSE(t.Format, resp.Body)
+		if resumedBy != "" { // a resumed stream names who continued it (proxy.ResumeComment)
+			ob.ServedBy, ob.Attempts = resumedBy, resumedAttempts
+		}
+		return streamErr, readErr
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode/100 != 2 {
+		ob.Code = formatErrorCode(t.Format, b)
+	}
+	return "", err
 }
 
 // readSSE reads a stream to its end; it returns the code of an error event

@@ -65,75 +65,96 @@ func Scale(sc *sim.Scenario, speed float64) (*sim.Scenario, []string, error) {
 	}
 	out.Settings = set
 	out.Layers = []settings.NamedLayer{{Name: fmt.Sprintf("scenario ÷%v", speed), Tree: settings.Full(set)}}
-	out.Actions = slices.Clone(sc.Actions)
-	var stack []settings.NamedLayer
-	for i := range out.Actions {
-		a := &out.Actions[i]
-		a.At = d(a.At)
-		if a.Kind != sim.ActSet {
-			continue
-		}
-		stack = append(stack, settings.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
-		full, _, err := settings.Resolve(append(slices.Clone(sc.Layers), stack...)...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("action line %d: %w", a.Line, err)
-		}
-		fs, err := s.settings(full)
-		if err != nil {
-			return nil, nil, err
-		}
-		a.Settings = settings.Full(fs)
+	if out.Actions, err = s.actions(sc); err != nil {
+		return nil, nil, err
 	}
 	out.Rules = make([]faults.Rule, len(sc.Rules))
 	for i, r := range sc.Rules {
-		r.From, r.Until = d(r.From), d(r.Until)
-		if r.Flap != nil {
-			f := *r.Flap
-			f.Down, f.Up = d(f.Down), d(f.Up)
-			r.Flap = &f
-		}
-		if r.Respond != nil {
-			x := s.response(*r.Respond, r.Line)
-			r.Respond = &x
-		}
-		if r.Sequence != nil {
-			seq := make([]faults.Response, len(r.Sequence))
-			for j := range r.Sequence {
-				seq[j] = s.response(r.Sequence[j], r.Line)
-			}
-			r.Sequence = seq
-		}
-		out.Rules[i] = r
+		out.Rules[i] = s.rule(r)
 	}
 	if s.spend || anySpendWall(sc) {
 		s.warn("the spend wall's timers are model constants, not scaled (model/spendwall.go: lane grace 60 s, slow retry-after clamp 5–600 s ±30 %% jitter, max wait ≥ 1 min, re-accept block 10 min): decisions that depend on them differ from the simulator at speed %v", speed)
 	}
 	out.Expects = slices.Clone(sc.Expects)
 	for i := range out.Expects {
-		e := &out.Expects[i]
-		e.At, e.From, e.Until = d(e.At), d(e.From), d(e.Until)
-		// took: stays in the file's time, as the observations it is checked
-		// against are (offset).
-		if e.RetryAfter != nil {
-			s.warn("line %d: retryAfter (whole seconds) cannot be scaled; not checked at speed %v", e.Line, speed)
-			e.RetryAfter = nil
-		}
-		if len(e.Connections) > 0 {
-			m := make(map[string]sim.ConnExpect, len(e.Connections))
-			for k, c := range e.Connections {
-				c.Cooldown = d(c.Cooldown)
-				m[k] = c
-			}
-			e.Connections = m
-		}
-		if len(e.Lockouts) > 0 {
-			e.Lockouts = slices.Clone(e.Lockouts)
-			for j := range e.Lockouts {
-				e.Lockouts[j].Remaining = d(e.Lockouts[j].Remaining)
-			}
-		}
+		s.expect(&out.Expects[i])
 	}
 	return &out, s.warnings, nil
+}
+
+// actions scales the actions' instants; a settings action becomes the
+// full scaled tree of the settings stacked up to it, since scaling is not
+// a merge patch.
+func (s *scaler) actions(sc *sim.Scenario) ([]sim.Action, error) {
+	out := slices.Clone(sc.Actions)
+	var stack []settings.NamedLayer
+	for i := range out {
+		a := &out[i]
+		a.At = s.d(a.At)
+		if a.Kind != sim.ActSet {
+			continue
+		}
+		stack = append(stack, settings.NamedLayer{Name: fmt.Sprintf("action line %d", a.Line), Tree: a.Settings})
+		full, _, err := settings.Resolve(append(slices.Clone(sc.Layers), stack...)...)
+		if err != nil {
+			return nil, fmt.Errorf("action line %d: %w", a.Line, err)
+		}
+		fs, err := s.settings(full)
+		if err != nil {
+			return nil, err
+		}
+		a.Settings = settings.Full(fs)
+	}
+	return out, nil
+}
+
+// rule scales an upstream rule's window, flap and answers.
+func (s *scaler) rule(r faults.Rule) faults.Rule {
+	d := s.d
+	r.From, r.Until = d(r.From), d(r.Until)
+	if r.Flap != nil {
+		f := *r.Flap
+		f.Down, f.Up = d(f.Down), d(f.Up)
+		r.Flap = &f
+	}
+	if r.Respond != nil {
+		x := s.response(*r.Respond, r.Line)
+		r.Respond = &x
+	}
+	if r.Sequence != nil {
+		seq := make([]faults.Response, len(r.Sequence))
+		for j := range r.Sequence {
+			seq[j] = s.response(r.Sequence[j], r.Line)
+		}
+		r.Sequence = seq
+	}
+	return r
+}
+
+// expect scales an expect's instants and remaining times in place.
+func (s *scaler) expect(e *sim.Expect) {
+	d := s.d
+	e.At, e.From, e.Until = d(e.At), d(e.From), d(e.Until)
+	// took: stays in the file's time, as the observations it is checked
+	// against are (offset).
+	if e.RetryAfter != nil {
+		s.warn("line %d: retryAfter (whole seconds) cannot be scaled; not checked at speed %v", e.Line, s.speed)
+		e.RetryAfter = nil
+	}
+	if len(e.Connections) > 0 {
+		m := make(map[string]sim.ConnExpect, len(e.Connections))
+		for k, c := range e.Connections {
+			c.Cooldown = d(c.Cooldown)
+			m[k] = c
+		}
+		e.Connections = m
+	}
+	if len(e.Lockouts) > 0 {
+		e.Lockouts = slices.Clone(e.Lockouts)
+		for j := range e.Lockouts {
+			e.Lockouts[j].Remaining = d(e.Lockouts[j].Remaining)
+		}
+	}
 }
 
 func anySpendWall(sc *sim.Scenario) bool {

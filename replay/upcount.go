@@ -25,6 +25,7 @@ type callCounter struct {
 	calls map[int]int
 	seen  map[int]chan struct{} // closed at request n's first call
 	waits map[int]chan struct{} // closed as request n's first deliberate upstream wait begins
+	prog  *progress             // told of each call (quiet.go); nil = none
 }
 
 // reqNumKey keys a replay request's number in the context of its calls to
@@ -61,6 +62,9 @@ func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 						close(chanOf(c.seen, n))
 					}
 					c.mu.Unlock()
+					if c.prog != nil {
+						c.prog.receivedCall(n)
+					}
 					r = r.WithContext(context.WithValue(r.Context(), reqNumKey{}, n))
 				}
 			}
@@ -77,10 +81,16 @@ func (c *callCounter) waiting(n int) <-chan struct{} {
 	return chanOf(c.waits, n)
 }
 
+// reqNum is the replay request number of an upstream call's context.
+func reqNum(ctx context.Context) (int, bool) {
+	n, ok := ctx.Value(reqNumKey{}).(int)
+	return n, ok
+}
+
 // waitBegins notes that a call of the request in ctx started a deliberate
 // wait.
 func (c *callCounter) waitBegins(ctx context.Context) {
-	n, ok := ctx.Value(reqNumKey{}).(int)
+	n, ok := reqNum(ctx)
 	if !ok {
 		return
 	}

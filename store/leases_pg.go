@@ -145,51 +145,67 @@ func ownerAndConn(ctx context.Context, tx *sql.Tx, h, provider, conn string) (ow
 func (p *pgLeases) Acquire(ctx context.Context, r AcquireRequest) (Lease, LeaseResult, error) {
 	h := HashOwner(r.Owner)
 	ttl := ClampLeaseTTL(r.TTL)
-	for attempt := 0; ; attempt++ {
-		var out Lease
-		var res LeaseResult
-		err := p.leaseTx(ctx, func(tx *sql.Tx, now time.Time) error {
-			// The owner's active lease and the connection's, in one locked
-			// read (at most two rows; one when the owner holds this one).
-			own, held, err := ownerAndConn(ctx, tx, h, r.Provider, r.Connection)
-			if err != nil {
-				return err
-			}
-			if own != nil {
-				if own.APIKeyID == r.APIKeyID && own.Provider == r.Provider && own.Connection == r.Connection {
-					out, err = scanLease(tx.QueryRowContext(ctx, `UPDATE exclusive_connection_leases
+	var out Lease
+	var res LeaseResult
+	err := p.raceRetried(ctx, func(tx *sql.Tx, now time.Time) error {
+		out, res = Lease{}, ""
+		// The owner's active lease and the connection's, in one locked
+		// read (at most two rows; one when the owner holds this one).
+		own, held, err := ownerAndConn(ctx, tx, h, r.Provider, r.Connection)
+		if err != nil {
+			return err
+		}
+		if own != nil {
+			if own.APIKeyID == r.APIKeyID && own.Provider == r.Provider && own.Connection == r.Connection {
+				out, err = scanLease(tx.QueryRowContext(ctx, `UPDATE exclusive_connection_leases
 						SET renewed_at = $2, expires_at = $3, model = CASE WHEN $4 = '' THEN model ELSE $4 END
 						WHERE id = $1 RETURNING `+leaseCols, own.ID, now, now.Add(ttl), r.Model))
-					res = LeaseReused
-					return err
-				}
-				return &LeaseConflict{Kind: OwnerAlreadyActive, Lease: *own}
+				res = LeaseReused
+				return err
 			}
-			if held != nil {
-				return &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: held.ExpiresAt}
-			}
-			out, err = scanLease(tx.QueryRowContext(ctx, `INSERT INTO exclusive_connection_leases
+			return &LeaseConflict{Kind: OwnerAlreadyActive, Lease: *own}
+		}
+		if held != nil {
+			return &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: held.ExpiresAt}
+		}
+		out, err = scanLease(tx.QueryRowContext(ctx, `INSERT INTO exclusive_connection_leases
 				(lease_owner_hash, api_key_id, provider, connection_id, model, generation, state, acquired_at, renewed_at, expires_at)
 				VALUES ($1, $2, $3, $4, $5,
 				        (SELECT COALESCE(max(generation), 0) + 1 FROM exclusive_connection_leases WHERE lease_owner_hash = $1),
 				        'ACTIVE', $6, $6, $7)
 				RETURNING `+leaseCols, h, r.APIKeyID, r.Provider, r.Connection, r.Model, now, now.Add(ttl)))
-			if isUniqueViolation(err) {
-				return errUniqueRace
-			}
-			res = LeaseAcquired
+		if isUniqueViolation(err) {
+			return errUniqueRace
+		}
+		res = LeaseAcquired
+		return err
+	})
+	if lost, raced := err.(*raceLost); raced {
+		return Lease{}, "", lost.conflict
+	}
+	return out, res, err
+}
+
+// raceLost is a lease change that lost the unique-index race every time.
+type raceLost struct{ conflict *LeaseConflict }
+
+func (r *raceLost) Error() string { return r.conflict.Error() }
+
+// raceRetried runs a lease change (fn, in one transaction) and runs it
+// again when another transaction took the owner or the connection between
+// its check and its insert (errUniqueRace): the next run maps that to the
+// typed conflict, or succeeds if that lease is already gone. fn starts
+// from scratch each time. A change that keeps losing the race is a
+// raceLost holding the connection-busy conflict.
+func (p *pgLeases) raceRetried(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
+	for attempt := 0; ; attempt++ {
+		err := p.leaseTx(ctx, fn)
+		if !errors.Is(err, errUniqueRace) {
 			return err
-		})
-		if errors.Is(err, errUniqueRace) && attempt < leaseConflictRetries {
-			// Another transaction took the owner or the connection between
-			// our check and our insert: run again, which maps it to the
-			// typed conflict (or succeeds if that lease is already gone).
-			continue
 		}
-		if errors.Is(err, errUniqueRace) {
-			return Lease{}, "", &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: time.Now().Add(time.Second)}
+		if attempt >= leaseConflictRetries {
+			return &raceLost{&LeaseConflict{Kind: ConnectionBusy, ExpiresAt: time.Now().Add(time.Second)}}
 		}
-		return out, res, err
 	}
 }
 
@@ -239,50 +255,46 @@ func (p *pgLeases) Release(ctx context.Context, owner, apiKeyID string, gen int6
 
 func (p *pgLeases) Transition(ctx context.Context, owner, apiKeyID string, gen int64, provider, conn, reason string) (Lease, LeaseResult, error) {
 	h := HashOwner(owner)
-	for attempt := 0; ; attempt++ {
-		var out Lease
-		var res LeaseResult
-		err := p.leaseTx(ctx, func(tx *sql.Tx, now time.Time) error {
-			own, err := activeWhere(ctx, tx, `lease_owner_hash = $1`, h)
-			if err != nil {
-				return err
-			}
-			if own == nil || own.Generation != gen || own.APIKeyID != apiKeyID {
-				return ErrLeaseStale
-			}
-			if own.Provider == provider && own.Connection == conn {
-				out, res = *own, LeaseReused
-				return nil
-			}
-			held, err := activeWhere(ctx, tx, `provider = $1 AND connection_id = $2`, provider, conn)
-			if err != nil {
-				return err
-			}
-			if held != nil {
-				return &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: held.ExpiresAt}
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE exclusive_connection_leases SET state = 'INVALIDATED', end_reason = $2, ended_at = $3
+	var out Lease
+	var res LeaseResult
+	err := p.raceRetried(ctx, func(tx *sql.Tx, now time.Time) error {
+		out, res = Lease{}, ""
+		own, err := activeWhere(ctx, tx, `lease_owner_hash = $1`, h)
+		if err != nil {
+			return err
+		}
+		if own == nil || own.Generation != gen || own.APIKeyID != apiKeyID {
+			return ErrLeaseStale
+		}
+		if own.Provider == provider && own.Connection == conn {
+			out, res = *own, LeaseReused
+			return nil
+		}
+		held, err := activeWhere(ctx, tx, `provider = $1 AND connection_id = $2`, provider, conn)
+		if err != nil {
+			return err
+		}
+		if held != nil {
+			return &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: held.ExpiresAt}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE exclusive_connection_leases SET state = 'INVALIDATED', end_reason = $2, ended_at = $3
 				WHERE id = $1`, own.ID, reason, now); err != nil {
-				return err
-			}
-			out, err = scanLease(tx.QueryRowContext(ctx, `INSERT INTO exclusive_connection_leases
+			return err
+		}
+		out, err = scanLease(tx.QueryRowContext(ctx, `INSERT INTO exclusive_connection_leases
 				(lease_owner_hash, api_key_id, provider, connection_id, model, generation, state, acquired_at, renewed_at, expires_at)
 				VALUES ($1, $2, $3, $4, $5, $6, 'ACTIVE', $7, $7, $8) RETURNING `+leaseCols,
-				h, apiKeyID, provider, conn, own.Model, gen, now, now.Add(own.TTL())))
-			if isUniqueViolation(err) {
-				return errUniqueRace
-			}
-			res = LeaseTransitioned
-			return err
-		})
-		if errors.Is(err, errUniqueRace) && attempt < leaseConflictRetries {
-			continue
+			h, apiKeyID, provider, conn, own.Model, gen, now, now.Add(own.TTL())))
+		if isUniqueViolation(err) {
+			return errUniqueRace
 		}
-		if errors.Is(err, errUniqueRace) {
-			return Lease{}, "", &LeaseConflict{Kind: ConnectionBusy, ExpiresAt: time.Now().Add(time.Second)}
-		}
-		return out, res, err
+		res = LeaseTransitioned
+		return err
+	})
+	if lost, raced := err.(*raceLost); raced {
+		return Lease{}, "", lost.conflict
 	}
+	return out, res, err
 }
 
 func (p *pgLeases) Status(ctx context.Context, owner string) (Lease, bool, error) {

@@ -81,18 +81,20 @@ const (
 	slotErrorType
 	slotReason
 	slotEgressIP
+	slotRoute
 	slotStrings
 )
 
-// logSlotData is the room a slot has for a record's strings; 212 bytes make
+// logSlotData is the room a slot has for a record's strings; 211 bytes make
 // the slot 256 and the ring 2.5 MB (the LogRecords alone were 1.8 MB, their
-// strings extra). A typical record needs 41 bytes (a 24-hex-char request id,
-// "mock", "k1", "gpt-4o-mini"); one with a UUID request id, a 50-byte model
-// name, a transport error, a reason and an IPv6 egress address about 175.
-// Only a client's request id near its 128-byte cap together with long
-// names does not fit, and goes to the side map. It must stay below 256 so
-// that a length fits its uint8.
-const logSlotData = 212
+// strings extra). A typical record needs 57 bytes (a 24-hex-char request id,
+// "mock", "k1", "gpt-4o-mini" and the route "mock/gpt-4o-mini"); one with a
+// UUID request id, a 50-byte model name asked for by name, a transport
+// error, a reason and an IPv6 egress address about 195. Only a client's
+// request id near its 128-byte cap together with long names does not fit,
+// and goes to the side map. It must stay below 256 so that a length fits
+// its uint8.
+const logSlotData = 211
 
 // logSlot is one record, encoded. String i of the record is the lens[i]
 // bytes of data after those of the strings before it. When side is set the
@@ -120,7 +122,7 @@ func (s *logSlot) encode(r *LogRecord) bool {
 	if time.Unix(sec, int64(nsec)).UTC() != r.Time {
 		return false
 	}
-	strs := [slotStrings]string{r.RequestID, r.Provider, r.Connection, r.Model, r.ErrorType, r.Reason, r.EgressIP}
+	strs := [slotStrings]string{r.RequestID, r.Provider, r.Connection, r.Model, r.ErrorType, r.Reason, r.EgressIP, r.Route}
 	total := 0
 	for _, v := range strs {
 		total += len(v)
@@ -166,7 +168,7 @@ func (s *logSlot) decode() LogRecord {
 	for _, n := range s.lens {
 		total += int(n)
 	}
-	all := string(s.data[:total]) // one allocation for the seven strings
+	all := string(s.data[:total]) // one allocation for the eight strings
 	var strs [slotStrings]string
 	off := 0
 	for i, n := range s.lens {
@@ -175,5 +177,6 @@ func (s *logSlot) decode() LogRecord {
 	}
 	return LogRecord{Time: s.time(), RequestID: strs[slotRequestID], Provider: strs[slotProvider],
 		Connection: strs[slotConnection], Model: strs[slotModel], Status: int(s.status), LatencyMs: s.latencyMs,
-		FirstByteMs: s.firstByteMs, ErrorType: strs[slotErrorType], Reason: strs[slotReason], EgressIP: strs[slotEgressIP]}
+		FirstByteMs: s.firstByteMs, ErrorType: strs[slotErrorType], Reason: strs[slotReason], EgressIP: strs[slotEgressIP],
+		Route: strs[slotRoute]}
 }

@@ -92,6 +92,20 @@ func greater[T cmp.Ordered](a, b T) T { return max(a, b) }
 
 func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 	var out model.Conn
+	mergeConnHealth(&out, &anc, &mine, &theirs)
+	mergeConnErrors(&out, &anc, &mine, &theirs)
+	mergeConnUse(&out, &anc, &mine, &theirs)
+	out.InFlight = mine.InFlight
+	out.Retired = pick3(anc.Retired, mine.Retired, theirs.Retired, model.MergeRetired)
+	if out.Status.Terminal() {
+		out.RateLimitedUntil = 0 // a terminal connection carries no cooldown
+	}
+	return out
+}
+
+// mergeConnHealth merges status (terminal wins, else the worse), cooldown
+// and backoff level (the later / higher).
+func mergeConnHealth(out, anc, mine, theirs *model.Conn) {
 	out.Status = pick3(anc.Status, mine.Status, theirs.Status, func(m, t model.ConnStatus) model.ConnStatus {
 		if m.Terminal() != t.Terminal() {
 			if m.Terminal() {
@@ -108,12 +122,23 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 		})
 	out.RateLimitedUntil, out.CooldownSetAt = cd.until, cd.set
 	out.BackoffLevel = pick3(anc.BackoffLevel, mine.BackoffLevel, theirs.BackoffLevel, greater[int])
-	type failure struct {
-		at  model.Time
-		has bool
-	}
+}
+
+// failure is a last-failure instant with whether there was one; merged,
+// the later instant and either's flag.
+type failure struct {
+	at  model.Time
+	has bool
+}
+
+func mergeFailure(m, t failure) failure { return failure{max(m.at, t.at), m.has || t.has} }
+
+// mergeConnErrors merges what the connection's failures recorded: the last
+// failure, the last error (the later one), the refusal streaks, the
+// breaker failure and the provider-window count.
+func mergeConnErrors(out, anc, mine, theirs *model.Conn) {
 	f := pick3(failure{anc.LastFailureAt, anc.HasFailure}, failure{mine.LastFailureAt, mine.HasFailure},
-		failure{theirs.LastFailureAt, theirs.HasFailure}, func(m, t failure) failure { return failure{max(m.at, t.at), m.has || t.has} })
+		failure{theirs.LastFailureAt, theirs.HasFailure}, mergeFailure)
 	out.LastFailureAt, out.HasFailure = f.at, f.has
 	type lastErr struct {
 		msg  string
@@ -133,15 +158,19 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 	out.Rejected = pick3(anc.Rejected, mine.Rejected, theirs.Rejected, mergeStreak)
 	out.Auth = pick3(anc.Auth, mine.Auth, theirs.Auth, mergeStreak)
 	bf := pick3(failure{anc.LastBreakerFailAt, anc.HasBreakerFail}, failure{mine.LastBreakerFailAt, mine.HasBreakerFail},
-		failure{theirs.LastBreakerFailAt, theirs.HasBreakerFail}, func(m, t failure) failure { return failure{max(m.at, t.at), m.has || t.has} })
+		failure{theirs.LastBreakerFailAt, theirs.HasBreakerFail}, mergeFailure)
 	out.LastBreakerFailAt, out.HasBreakerFail = bf.at, bf.has
 	out.WindowFailures = pick3(anc.WindowFailures, mine.WindowFailures, theirs.WindowFailures, greater[int])
 	out.WindowLastAt = pick3(anc.WindowLastAt, mine.WindowLastAt, theirs.WindowLastAt, greater[model.Time])
+}
+
+// mergeConnUse merges use counts, the last seen egress IP
+// (docs/cooldowns.md#egress-buckets) and the operator's
+// rateLimitProtection switch (docs/admission.md); on a true conflict the
+// later sighting / "off" wins.
+func mergeConnUse(out, anc, mine, theirs *model.Conn) {
 	out.Uses = pick3(anc.Uses, mine.Uses, theirs.Uses, greater[uint64])
 	out.LastUsedAt = pick3(anc.LastUsedAt, mine.LastUsedAt, theirs.LastUsedAt, greater[model.Time])
-	out.InFlight = mine.InFlight
-	// The last seen egress IP (docs/cooldowns.md#egress-buckets) and the operator's rateLimitProtection
-	// switch (docs/admission.md); on a true conflict the later sighting / "off" wins.
 	type egress struct {
 		ip string
 		at model.Time
@@ -155,11 +184,6 @@ func mergeConn3(anc, mine, theirs model.Conn) model.Conn {
 		})
 	out.EgressIP, out.EgressAt = eg.ip, eg.at
 	out.RateLimitProtection = pick3(anc.RateLimitProtection, mine.RateLimitProtection, theirs.RateLimitProtection, greater[model.Toggle])
-	out.Retired = pick3(anc.Retired, mine.Retired, theirs.Retired, model.MergeRetired)
-	if out.Status.Terminal() {
-		out.RateLimitedUntil = 0 // a terminal connection carries no cooldown
-	}
-	return out
 }
 
 // merge reconciles two concurrent values without an ancestor (both

@@ -45,17 +45,7 @@ func schemaDump(t *testing.T, db *sql.DB) string {
 func TestMigrationsUpDownUp(t *testing.T) {
 	// docs/testing.md#postgres-in-tests: every down undoes its up exactly — up →
 	// down → up gives the same schema, and down leaves nothing behind.
-	db, err := sql.Open("postgres", pgtest.NewEmptyDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	g, err := NewMigrator(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	db, g := newEmptyMigrator(t)
 	latest, err := Latest()
 	if err != nil || latest < 3 {
 		t.Fatalf("latest migration: %d %v", latest, err)
@@ -110,17 +100,7 @@ func onlyMigrationsTable(dump string) bool {
 func TestMigrateDirtyStopsWithTheFix(t *testing.T) {
 	// A dirty version is never forced automatically: Up stops with a
 	// *DirtyError that names the command to run; Force is explicit.
-	db, err := sql.Open("postgres", pgtest.NewEmptyDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	g, err := NewMigrator(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	db, g := newEmptyMigrator(t)
 	if err := g.Down(0); err != nil { // creates schema_migrations
 		t.Fatal(err)
 	}
@@ -130,7 +110,7 @@ func TestMigrateDirtyStopsWithTheFix(t *testing.T) {
 	if _, err := db.Exec(`UPDATE schema_migrations SET dirty = true, version = 2`); err != nil {
 		t.Fatal(err)
 	}
-	err = g.Up()
+	err := g.Up()
 	var de *DirtyError
 	if !errors.As(err, &de) || de.Version != 2 || !strings.Contains(err.Error(), "breakwater migrate force 2") {
 		t.Fatalf("up on a dirty schema: %v", err)
@@ -161,7 +141,9 @@ func TestOpenWithMigrate(t *testing.T) {
 	}
 }
 
-func newMigratedDB(t *testing.T) (*sql.DB, *Migrator) {
+// newEmptyMigrator opens an empty database (no schema_migrations yet)
+// and a migrator on it, both closed when the test ends.
+func newEmptyMigrator(t *testing.T) (*sql.DB, *Migrator) {
 	t.Helper()
 	db, err := sql.Open("postgres", pgtest.NewEmptyDB(t))
 	if err != nil {
@@ -173,6 +155,12 @@ func newMigratedDB(t *testing.T) (*sql.DB, *Migrator) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
+	return db, g
+}
+
+func newMigratedDB(t *testing.T) (*sql.DB, *Migrator) {
+	t.Helper()
+	db, g := newEmptyMigrator(t)
 	if err := g.Up(); err != nil {
 		t.Fatal(err)
 	}

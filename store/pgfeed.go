@@ -72,24 +72,8 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	// last is the feed sequence's high-water mark: it never goes below a
-	// seq this replica has read unless the feed was recreated under it
-	// (`migrate down` + `up`, a restore from a backup). Then the rows after
-	// feedSeq would never come (or be other rows): reload everything.
-	var pruned, last int64
-	if err := tx.QueryRowContext(ctx, `SELECT pruned_through, (SELECT last_value FROM state_changes_seq_seq)
-		FROM state_feed_meta`).Scan(&pruned, &last); err != nil {
+	if reload, err := s.feedBehind(ctx, tx); reload || err != nil {
 		return 0, err
-	}
-	if last < s.feedSeq {
-		s.log.Warn("store: the change feed was recreated under this replica (its sequence went back); reloading every table")
-		s.m.mu.Lock()
-		s.m.forgetVersions()
-		s.m.mu.Unlock()
-		return 0, s.resync(ctx, tx)
-	}
-	if pruned > s.feedSeq {
-		return 0, s.resync(ctx, tx)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT seq, version, origin, kind, provider, connection_id, name, exact, payload
 		FROM state_changes WHERE seq > $1 ORDER BY seq LIMIT $2`, s.feedSeq, feedBatch)
@@ -101,43 +85,16 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 	var layer settings.Layer
 	s.m.mu.Lock()
 	for rows.Next() {
-		var seq, version int64
-		var origin, kname string
-		var k key
-		var payload []byte
-		if err := rows.Scan(&seq, &version, &origin, &kname, &k.provider, &k.conn, &k.name, &k.exact, &payload); err != nil {
+		var r polledRow
+		if err := rows.Scan(&r.seq, &r.version, &r.origin, &r.kind, &r.k.provider, &r.k.conn, &r.k.name, &r.k.exact, &r.payload); err != nil {
 			s.m.mu.Unlock()
 			return n, err
 		}
 		n++
-		s.feedSeq = seq
-		if origin == s.opts.Origin {
-			continue
+		s.feedSeq = r.seq
+		if r.origin != s.opts.Origin && s.applyFeedRow(&r, &layer) {
+			queued++
 		}
-		kd, ok := parseKind(kname)
-		if !ok {
-			s.log.Warn("store: change feed row of unknown kind skipped", "seq", seq, "kind", kname)
-			continue
-		}
-		k.kind = kd
-		if kd == kindSettings {
-			l, err := settings.ParseLayerJSON(payload)
-			if err != nil {
-				s.log.Warn("store: unreadable settings in the change feed skipped", "seq", seq, "err", err)
-				continue
-			}
-			layer = l
-			continue
-		}
-		var v value
-		if payload != nil {
-			if v, err = tableOf(kd).decode(k, payload); err != nil {
-				s.log.Warn("store: unreadable change feed row skipped", "seq", seq, "kind", kname, "key", keyString(k), "err", err)
-				continue
-			}
-		}
-		s.m.enqueueRemote(k, v, version)
-		queued++
 	}
 	s.m.mu.Unlock()
 	if err := rows.Err(); err != nil {
@@ -154,6 +111,72 @@ func (s *Postgres) pollFeed(ctx context.Context) (int, error) {
 		s.signal()
 	}
 	return n, nil
+}
+
+// feedBehind reports whether the replica had to reload every table (and
+// did, in tx) because the rows after the feed position it has read are
+// gone. last is the feed sequence's high-water mark: it never goes below a
+// seq this replica has read unless the feed was recreated under it
+// (`migrate down` + `up`, a restore from a backup). Then the rows after
+// feedSeq would never come (or be other rows): reload everything.
+func (s *Postgres) feedBehind(ctx context.Context, tx *sql.Tx) (bool, error) {
+	var pruned, last int64
+	if err := tx.QueryRowContext(ctx, `SELECT pruned_through, (SELECT last_value FROM state_changes_seq_seq)
+		FROM state_feed_meta`).Scan(&pruned, &last); err != nil {
+		return true, err
+	}
+	if last < s.feedSeq {
+		s.log.Warn("store: the change feed was recreated under this replica (its sequence went back); reloading every table")
+		s.m.mu.Lock()
+		s.m.forgetVersions()
+		s.m.mu.Unlock()
+		return true, s.resync(ctx, tx)
+	}
+	if pruned > s.feedSeq {
+		return true, s.resync(ctx, tx)
+	}
+	return false, nil
+}
+
+// polledRow is one row of the change feed as pollFeed reads it.
+type polledRow struct {
+	seq, version int64
+	origin, kind string
+	k            key
+	payload      []byte
+}
+
+// applyFeedRow queues another replica's change (the caller holds s.m.mu);
+// a settings change is kept in layer, the last one winning. It reports
+// whether an entity change was queued; rows it cannot read are logged and
+// skipped.
+func (s *Postgres) applyFeedRow(r *polledRow, layer *settings.Layer) bool {
+	kd, ok := parseKind(r.kind)
+	if !ok {
+		s.log.Warn("store: change feed row of unknown kind skipped", "seq", r.seq, "kind", r.kind)
+		return false
+	}
+	k := r.k
+	k.kind = kd
+	if kd == kindSettings {
+		l, err := settings.ParseLayerJSON(r.payload)
+		if err != nil {
+			s.log.Warn("store: unreadable settings in the change feed skipped", "seq", r.seq, "err", err)
+			return false
+		}
+		*layer = l
+		return false
+	}
+	var v value
+	if r.payload != nil {
+		var err error
+		if v, err = tableOf(kd).decode(k, r.payload); err != nil {
+			s.log.Warn("store: unreadable change feed row skipped", "seq", r.seq, "kind", r.kind, "key", keyString(k), "err", err)
+			return false
+		}
+	}
+	s.m.enqueueRemote(k, v, r.version)
+	return true
 }
 
 // resync queues every stored row (and the removal of every lockout or pin

@@ -70,63 +70,13 @@ func (s *Postgres) writeBatch(ctx context.Context, batch []entry) (batchResult, 
 	}
 	var feed []feedRow
 	for _, t := range tables {
-		es := byKind[t.kind]
-		if len(es) == 0 {
-			continue
-		}
-		cur, problems, err := s.current(ctx, tx, t, es)
-		if err != nil {
-			return res, err
-		}
-		res.problems = append(res.problems, problems...)
-		var ups, dels []map[string]any
-		for _, e := range es {
-			final := e.val
-			c, exists := cur[e.key]
-			switch {
-			case !exists && !final.present:
-				continue // removing what was never stored
-			case exists && c.ok && c.version != e.base:
-				final = merge3(t.kind, e.anc, e.val, c.val)
-				if !equalVal(t.kind, final, e.val) {
-					res.merged = append(res.merged, mergedEntry{key: e.key, final: final, local: e.val})
-				}
-			}
-			res.finals[e.key] = final
-			fr := feedKey(e.key)
-			if final.present {
-				row, err := t.row(e.key, final)
-				if err != nil {
-					return res, fmt.Errorf("%s %s: %w", t.table, keyString(e.key), err)
-				}
-				ups = append(ups, row)
-				if fr.Payload, err = t.payload(final); err != nil {
-					return res, err
-				}
-			} else {
-				dels = append(dels, t.keyJSON(e.key))
-			}
-			feed = append(feed, fr)
-		}
-		if len(ups) > 0 {
-			b, err := json.Marshal(ups)
+		if es := byKind[t.kind]; len(es) > 0 {
+			rows, err := s.writeTable(ctx, tx, t, es, &res)
 			if err != nil {
 				return res, err
 			}
-			if _, err := tx.ExecContext(ctx, t.upsertSQL(), string(b), res.version, s.opts.Origin); err != nil {
-				return res, fmt.Errorf("%s upsert: %w", t.table, err)
-			}
+			feed = append(feed, rows...)
 		}
-		if len(dels) > 0 {
-			b, err := json.Marshal(dels)
-			if err != nil {
-				return res, err
-			}
-			if _, err := tx.ExecContext(ctx, t.deleteSQL(), string(b)); err != nil {
-				return res, fmt.Errorf("%s delete: %w", t.table, err)
-			}
-		}
-		res.written += len(ups) + len(dels)
 	}
 	if len(feed) > 0 {
 		if err := s.appendFeed(ctx, tx, res.version, feed); err != nil {
@@ -134,6 +84,77 @@ func (s *Postgres) writeBatch(ctx context.Context, batch []entry) (batchResult, 
 		}
 	}
 	return res, tx.Commit()
+}
+
+// writeTable writes the batch's entries es of table t: each merged with
+// what another replica stored since its base version (three-way), upserted
+// or deleted. It records the finals, merges and count in res and returns
+// the change feed rows.
+func (s *Postgres) writeTable(ctx context.Context, tx *sql.Tx, t *tableDef, es []entry, res *batchResult) ([]feedRow, error) {
+	cur, problems, err := s.current(ctx, tx, t, es)
+	if err != nil {
+		return nil, err
+	}
+	res.problems = append(res.problems, problems...)
+	var ups, dels []map[string]any
+	var feed []feedRow
+	for _, e := range es {
+		final := e.val
+		c, exists := cur[e.key]
+		switch {
+		case !exists && !final.present:
+			continue // removing what was never stored
+		case exists && c.ok && c.version != e.base:
+			final = merge3(t.kind, e.anc, e.val, c.val)
+			if !equalVal(t.kind, final, e.val) {
+				res.merged = append(res.merged, mergedEntry{key: e.key, final: final, local: e.val})
+			}
+		}
+		res.finals[e.key] = final
+		fr := feedKey(e.key)
+		if final.present {
+			row, err := t.row(e.key, final)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", t.table, keyString(e.key), err)
+			}
+			ups = append(ups, row)
+			if fr.Payload, err = t.payload(final); err != nil {
+				return nil, err
+			}
+		} else {
+			dels = append(dels, t.keyJSON(e.key))
+		}
+		feed = append(feed, fr)
+	}
+	if err := s.execRows(ctx, tx, t, ups, dels, res.version); err != nil {
+		return nil, err
+	}
+	res.written += len(ups) + len(dels)
+	return feed, nil
+}
+
+// execRows upserts ups and deletes dels (rows as JSON) in table t, one
+// statement each.
+func (s *Postgres) execRows(ctx context.Context, tx *sql.Tx, t *tableDef, ups, dels []map[string]any, version int64) error {
+	if len(ups) > 0 {
+		b, err := json.Marshal(ups)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, t.upsertSQL(), string(b), version, s.opts.Origin); err != nil {
+			return fmt.Errorf("%s upsert: %w", t.table, err)
+		}
+	}
+	if len(dels) > 0 {
+		b, err := json.Marshal(dels)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, t.deleteSQL(), string(b)); err != nil {
+			return fmt.Errorf("%s delete: %w", t.table, err)
+		}
+	}
+	return nil
 }
 
 func (s *Postgres) appendFeed(ctx context.Context, tx *sql.Tx, version int64, feed []feedRow) error {

@@ -176,7 +176,7 @@ func (l *pgLog) write(ctx context.Context, batch []LogRecord) error {
 			break
 		}
 	}
-	cols := []string{"ts", "request_id", "provider", "connection_id", "model", "status", "latency_ms", "first_byte_ms"}
+	cols := []string{"ts", "request_id", "provider", "connection_id", "model", "status", "latency_ms", "first_byte_ms", "route"}
 	if !plain {
 		cols = append(cols, "error_type", "reason", "egress_ip", "headers", "error_body")
 	}
@@ -192,6 +192,12 @@ func (l *pgLog) write(ctx context.Context, batch []LogRecord) error {
 		}
 	}
 	l.text = text
+	return l.copyRows(ctx, cols, text)
+}
+
+// copyRows runs one COPY of text (rows in COPY's text format, each ending
+// in a newline) into proxy_logs' cols, in a transaction of its own.
+func (l *pgLog) copyRows(ctx context.Context, cols []string, text []byte) error {
 	conn, err := l.s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -295,6 +301,7 @@ func appendCopyRow(b []byte, r *LogRecord, plain bool) ([]byte, error) {
 	} else {
 		b = append(b, `\N`...)
 	}
+	b = appendCopyText(append(b, '\t'), r.Route)
 	if !plain {
 		b = appendCopyText(append(b, '\t'), r.ErrorType)
 		b = appendCopyText(append(b, '\t'), r.Reason)
@@ -367,7 +374,7 @@ func (s *Postgres) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord,
 		until = q.Until
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT ts, request_id, provider, connection_id, model, status, latency_ms,
-		COALESCE(first_byte_ms, 0), error_type, reason, COALESCE(egress_ip, ''), headers, error_body
+		COALESCE(first_byte_ms, 0), error_type, reason, COALESCE(egress_ip, ''), headers, error_body, route
 		FROM proxy_logs
 		WHERE ($1::timestamptz IS NULL OR ts >= $1) AND ($2::timestamptz IS NULL OR ts < $2)
 		  AND ($3 = '' OR provider = $3) AND ($4 = '' OR connection_id = $4) AND ($6 = '' OR request_id = $6)
@@ -381,7 +388,7 @@ func (s *Postgres) RecentAttempts(ctx context.Context, q LogQuery) ([]LogRecord,
 		var r LogRecord
 		var hb []byte
 		if err := rows.Scan(&r.Time, &r.RequestID, &r.Provider, &r.Connection, &r.Model, &r.Status, &r.LatencyMs,
-			&r.FirstByteMs, &r.ErrorType, &r.Reason, &r.EgressIP, &hb, &r.ErrorBody); err != nil {
+			&r.FirstByteMs, &r.ErrorType, &r.Reason, &r.EgressIP, &hb, &r.ErrorBody, &r.Route); err != nil {
 			return nil, s.wrapRead(err)
 		}
 		if len(hb) > 2 {

@@ -26,7 +26,7 @@ func ScanAttemptLog(ctx context.Context, db *sql.DB, since, until time.Time, max
 		// (ts, id) keyset: the index on ts serves it, and rows written with
 		// the same timestamp keep their insertion order.
 		rows, err := db.QueryContext(ctx, `SELECT id, ts, request_id, provider, connection_id, model, status, latency_ms,
-			COALESCE(first_byte_ms, 0), error_type, reason, COALESCE(egress_ip, ''), headers, error_body
+			COALESCE(first_byte_ms, 0), error_type, reason, COALESCE(egress_ip, ''), headers, error_body, route
 			FROM proxy_logs
 			WHERE ts >= $1 AND ts < $2 AND ($3 OR (ts, id) > ($4, $5))
 			ORDER BY ts, id LIMIT $6`, since, until, first, lastTS, lastID, page)
@@ -39,7 +39,7 @@ func ScanAttemptLog(ctx context.Context, db *sql.DB, since, until time.Time, max
 			var hb []byte
 			var id int64
 			if err := rows.Scan(&id, &r.Time, &r.RequestID, &r.Provider, &r.Connection, &r.Model, &r.Status, &r.LatencyMs,
-				&r.FirstByteMs, &r.ErrorType, &r.Reason, &r.EgressIP, &hb, &r.ErrorBody); err != nil {
+				&r.FirstByteMs, &r.ErrorType, &r.Reason, &r.EgressIP, &hb, &r.ErrorBody, &r.Route); err != nil {
 				rows.Close()
 				return fmt.Errorf("reading the request log: %w", err)
 			}

@@ -11,17 +11,21 @@ import (
 // LogRecord is one upstream attempt in the request log (docs/store.md#request-log). It
 // never holds a prompt or a completion.
 type LogRecord struct {
-	Time        time.Time `json:"time"`
-	RequestID   string    `json:"requestId,omitempty"`
-	Provider    string    `json:"provider"`
-	Connection  string    `json:"connection"`
-	Model       string    `json:"model,omitempty"`
-	Status      int       `json:"status"`
-	LatencyMs   int64     `json:"latencyMs"`
-	FirstByteMs int64     `json:"firstByteMs,omitempty"` // 0 = no byte came
-	ErrorType   string    `json:"errorType,omitempty"`   // transport / timeout / upstream status class
-	Reason      string    `json:"reason,omitempty"`      // the verdict reason (model.Reason name)
-	EgressIP    string    `json:"egressIp,omitempty"`
+	Time       time.Time `json:"time"`
+	RequestID  string    `json:"requestId,omitempty"`
+	Provider   string    `json:"provider"`
+	Connection string    `json:"connection"`
+	Model      string    `json:"model,omitempty"`
+	// Route is the model the client asked for (a combo id, an alias or
+	// provider/model): an export replays the request to it, so a combo
+	// request its first target served still falls back in the replay.
+	Route       string `json:"route,omitempty"`
+	Status      int    `json:"status"`
+	LatencyMs   int64  `json:"latencyMs"`
+	FirstByteMs int64  `json:"firstByteMs,omitempty"` // 0 = no byte came
+	ErrorType   string `json:"errorType,omitempty"`   // transport / timeout / upstream status class
+	Reason      string `json:"reason,omitempty"`      // the verdict reason (model.Reason name)
+	EgressIP    string `json:"egressIp,omitempty"`
 	// Headers keeps only the classification-relevant response headers
 	// (retry-after*, x-ratelimit-*, provider reset headers); LogAttempt
 	// drops the rest.
@@ -77,7 +81,8 @@ func sanitize(r LogRecord) LogRecord {
 		r.ErrorBody = storableText(truncateUTF8(Redact(truncateUTF8(r.ErrorBody, 2*maxErrorBody)), maxErrorBody))
 	}
 	r.RequestID, r.Provider, r.Connection = storableText(r.RequestID), storableText(r.Provider), storableText(r.Connection)
-	r.Model, r.ErrorType, r.Reason = storableText(r.Model), storableText(r.ErrorType), storableText(r.Reason)
+	r.Model, r.Route = storableText(r.Model), storableText(r.Route)
+	r.ErrorType, r.Reason = storableText(r.ErrorType), storableText(r.Reason)
 	r.EgressIP = storableText(r.EgressIP)
 	if r.Time.IsZero() {
 		r.Time = time.Now()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -309,17 +311,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	// A minute's cooldown: k1 is tried again only because of the
 	// operator's actions, however slowly the session runs.
 	cfgText := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL) + "  connectionCooldown: {apikey: {baseCooldownMs: 60000}}\n"
-	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
-	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: store.NewMemory(store.MemoryOptions{}), Seed: 1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.Handler())
-	defer func() { srv.Close(); g.Close(context.Background()) }()
+	srv := incidentGateway(t, cfgPath, cfgText)
 	call := func(method, path, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
@@ -359,7 +351,166 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	chat(5) // k1 cooling: k2
 	to := time.Now().UTC().Add(time.Second)
 
-	_, logBytes := requestLogJSONL(t, srv.URL, from, to)
+	recs, sc, src, logBytes := exportSession(t, srv.URL, dir, cfgPath, from, to)
+	var kinds []string
+	for _, a := range sc.Actions {
+		kinds = append(kinds, a.Kind.String())
+	}
+	if want := []string{"clear-cooldowns", "set", "reset-connection"}; !slices.Equal(kinds, want) {
+		t.Errorf("exported actions %v, want %v", kinds, want)
+	}
+	var trace bytes.Buffer
+	res, err := sim.Run(sc, sim.Options{Trace: &trace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := loggedAnswers(recs), replayedAnswers(&trace)
+	if len(want["glm/k1"]) != 3 {
+		t.Errorf("the gateway's log has k1 answering %v, want three 503s", want["glm/k1"])
+	}
+	checkReplay(t, []string{"glm/k1", "glm/k2"}, want, got, res, logBytes, src)
+}
+
+// TestIncidentExportReplaysConcurrentSession drives a session of
+// concurrent clients through a real gateway, exports the request log and
+// replays it in the simulator: every recorded upstream call is replayed
+// (each connection answers what it answered through the gateway, in the
+// same order), the scenario passes its own recorded expects, and every
+// request replays as the route the client asked for (the combo), also the
+// ones the combo's first target served. No decision of the session hinges
+// on which of two concurrent attempts ended first (the log and the
+// simulator keep milliseconds): k1 fails once and cools for a minute, k2
+// never cools, so only k2's answers, in the order its attempts began,
+// decide which requests fall back to openai.
+func TestIncidentExportReplaysConcurrentSession(t *testing.T) {
+	k2 := []faults.Response{}
+	for i := range 40 {
+		r := faults.Response{Latency: 20 * time.Millisecond}
+		if i%10 == 4 {
+			r = faults.Response{Status: 503, Latency: 5 * time.Millisecond}
+		}
+		k2 = append(k2, r)
+	}
+	up := httptest.NewServer(faults.NewServer([]faults.Rule{
+		{Match: faults.Match{Provider: "openai"}, Respond: &faults.Response{Latency: 20 * time.Millisecond}},
+		{Match: faults.Match{Provider: "glm", Connection: "k1"}, Respond: &faults.Response{Status: 503, Latency: 5 * time.Millisecond}},
+		{Match: faults.Match{Provider: "glm", Connection: "k2"}, Sequence: k2},
+	}, faults.Options{}))
+	defer up.Close()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "gw.yaml")
+	cfgText := strings.ReplaceAll(gatewayIncidentConfig, "{{UP}}", up.URL) + "  connectionCooldown: {apikey: {baseCooldownMs: 60000}}\n"
+	cfgText = strings.Replace(cfgText, "{id: k2, apiKey: k2}", "{id: k2, apiKey: k2, disableCooling: true}", 1)
+	srv := incidentGateway(t, cfgPath, cfgText)
+	chat := func(m string, c, i int) error {
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi %d %d"}]}`, m, c, i)
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+
+	from := time.Now().UTC().Add(-time.Second)
+	// One request first: k1's 503 cools it before the clients start, so
+	// no concurrent request races that answer to k1.
+	if err := chat("coding", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{"coding": 1}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 6 {
+				m := "coding"
+				if (c+i)%4 == 0 {
+					m = "openai/gpt-5"
+				}
+				if err := chat(m, c+1, i); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				asked[m]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	to := time.Now().UTC().Add(time.Second)
+
+	recs, sc, src, logBytes := exportSession(t, srv.URL, dir, cfgPath, from, to)
+	var trace bytes.Buffer
+	res, err := sim.Run(sc, sim.Options{Trace: &trace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayedAsked := map[string]int{}
+	for _, tr := range sc.Traffic {
+		replayedAsked[tr.Model] += max(tr.Count, 1)
+	}
+	if !maps.Equal(replayedAsked, asked) {
+		t.Errorf("the replay asks for %v, the clients asked for %v", replayedAsked, asked)
+	}
+	// Each connection answers its sequence in the order attempts begin:
+	// compare the answers in begin order on both sides (the log and the
+	// trace are written as attempts end).
+	slices.SortStableFunc(recs, func(a, b store.LogRecord) int { return a.Time.Compare(b.Time) })
+	want := loggedAnswers(recs)
+	got, replayed := answersInBeginOrder(t, &trace)
+	if replayed != len(recs) {
+		t.Errorf("the replay made %d upstream calls, the gateway %d", replayed, len(recs))
+	}
+	checkReplay(t, []string{"glm/k1", "glm/k2", "openai/o1"}, want, got, res, logBytes, src)
+}
+
+// answersInBeginOrder reads a simulator trace: what each connection
+// answered, in the order the attempts began, and how many attempts ended.
+func answersInBeginOrder(t *testing.T, trace io.Reader) (map[string][]string, int) {
+	t.Helper()
+	type att struct{ conn, outcome string }
+	var order []int64
+	byAtt := map[int64]*att{}
+	s := bufio.NewScanner(trace)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	ended := 0
+	for s.Scan() {
+		var ev struct {
+			Ev, Conn, Outcome string
+			Att               int64
+		}
+		if json.Unmarshal(s.Bytes(), &ev) != nil {
+			t.Fatalf("trace line %q", s.Text())
+		}
+		switch ev.Ev {
+		case "begin":
+			byAtt[ev.Att] = &att{conn: ev.Conn}
+			order = append(order, ev.Att)
+		case "record":
+			if a := byAtt[ev.Att]; a != nil {
+				a.outcome = ev.Outcome
+				ended++
+			}
+		}
+	}
+	out := map[string][]string{}
+	for _, k := range order {
+		out[byAtt[k].conn] = append(out[byAtt[k].conn], byAtt[k].outcome)
+	}
+	return out, ended
+}
+
+// exportSession is the operator's path after a session on the gateway at
+// base: fetch the request log of [from, to) as JSONL, export it with the
+// gateway's config and load the scenario. It returns the log's records,
+// the scenario, its text and the log.
+func exportSession(t *testing.T, base, dir, cfgPath string, from, to time.Time) ([]store.LogRecord, *sim.Scenario, []byte, []byte) {
+	t.Helper()
+	_, logBytes := requestLogJSONL(t, base, from, to)
 	logPath := filepath.Join(dir, "incident.jsonl")
 	os.WriteFile(logPath, logBytes, 0o644)
 	recs, err := incident.ReadJSONL(bytes.NewReader(logBytes), "incident.jsonl", from, to)
@@ -377,33 +528,7 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
-	for _, a := range sc.Actions {
-		kinds = append(kinds, a.Kind.String())
-	}
-	if want := []string{"clear-cooldowns", "set", "reset-connection"}; !slices.Equal(kinds, want) {
-		t.Errorf("exported actions %v, want %v", kinds, want)
-	}
-	var trace bytes.Buffer
-	res, err := sim.Run(sc, sim.Options{Trace: &trace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, got := loggedAnswers(recs), replayedAnswers(&trace)
-	if len(want["glm/k1"]) != 3 {
-		t.Errorf("the gateway's log has k1 answering %v, want three 503s", want["glm/k1"])
-	}
-	for _, c := range []string{"glm/k1", "glm/k2"} {
-		if !slices.Equal(want[c], got[c]) {
-			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
-		}
-	}
-	if !res.Passed {
-		t.Errorf("the exported incident fails its own recorded expects in the simulator: %v %v", res.Failures, res.Violations)
-	}
-	if t.Failed() {
-		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
-	}
+	return recs, sc, src, logBytes
 }
 
 // requestLogJSONL fetches the request log of [from, to) as JSONL from the
@@ -445,4 +570,40 @@ func replayedAnswers(trace *bytes.Buffer) map[string][]string {
 		}
 	}
 	return got
+}
+
+// incidentGateway writes cfgText to cfgPath and serves a gateway with that
+// config and a memory store (its request log) until the test ends.
+func incidentGateway(t *testing.T, cfgPath, cfgText string) *httptest.Server {
+	t.Helper()
+	os.WriteFile(cfgPath, []byte(cfgText), 0o644)
+	cfg, _, err := proxy.LoadConfig(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := proxy.New(context.Background(), cfg, proxy.Options{Store: store.NewMemory(store.MemoryOptions{}), Seed: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { srv.Close(); g.Close(context.Background()) })
+	return srv
+}
+
+// checkReplay fails each of conns whose answers in the replay (got) differ
+// from the gateway's (want), and a replay that fails its own recorded
+// expects; on failure it logs the request log and the scenario.
+func checkReplay(t *testing.T, conns []string, want, got map[string][]string, res *sim.Result, logBytes, src []byte) {
+	t.Helper()
+	for _, c := range conns {
+		if !slices.Equal(want[c], got[c]) {
+			t.Errorf("%s: the gateway's upstream answered %v, the replay %v", c, want[c], got[c])
+		}
+	}
+	if !res.Passed {
+		t.Errorf("the exported incident fails its own recorded expects in the simulator: %v %v", res.Failures, res.Violations)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s\nscenario:\n%s", logBytes, src)
+	}
 }

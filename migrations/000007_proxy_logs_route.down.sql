@@ -1,0 +1,1 @@
+ALTER TABLE proxy_logs DROP COLUMN IF EXISTS route;
