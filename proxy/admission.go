@@ -71,7 +71,7 @@ type slot struct {
 }
 
 func (s *slot) release() {
-	if s == nil || !s.hold.Held() {
+	if !s.hold.Held() {
 		return
 	}
 	h := s.hold
@@ -89,9 +89,9 @@ type admitError struct {
 }
 
 // acquire takes the composite gate for one candidate, waiting at most
-// queueLeft. It returns the held slot (nil held when failing open), or a
-// typed error.
-func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (*slot, *admitError) {
+// queueLeft. It returns the held slot (holding nothing when failing open),
+// or a typed error. The slot is a value: the caller keeps it on its stack.
+func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (slot, *admitError) {
 	r := model.GateRequest{Conn: model.ConnRef{Provider: provider, Connection: connection}, Model: modelID,
 		MaxQueueDepth: maxQueueDepth, QueueLeftMs: queueLeft.Milliseconds(), FailOpen: failOpen, NoConnectionCap: noConnCap}
 	g.mu.Lock()
@@ -101,10 +101,10 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	switch d.Action {
 	case model.AdmitGo, model.AdmitBypass:
 		g.mu.Unlock()
-		return &slot{g: g, hold: h}, nil
+		return slot{g: g, hold: h}, nil
 	case model.AdmitReject:
 		g.mu.Unlock()
-		return nil, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
+		return slot{}, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
 	}
 	w := &waiter{ready: make(chan struct{})}
 	g.waiters[id] = w
@@ -116,7 +116,7 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	var cause error
 	select {
 	case <-w.ready:
-		return &slot{g: g, hold: w.hold}, nil
+		return slot{g: g, hold: w.hold}, nil
 	case <-t.C:
 	case <-ctx.Done():
 		cause = ctx.Err()
@@ -125,20 +125,20 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	if !g.m.Leave(id) { // granted while we gave up: keep it
 		g.mu.Unlock()
 		<-w.ready
-		return &slot{g: g, hold: w.hold}, nil
+		return slot{g: g, hold: w.hold}, nil
 	}
 	delete(g.waiters, id)
 	g.mu.Unlock()
 	waited := time.Since(start)
 	x := model.GateWaitExpired(failOpen)
 	if x.Action == model.AdmitBypass {
-		return &slot{}, nil
+		return slot{}, nil
 	}
 	if cause != nil {
-		return nil, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
+		return slot{}, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
 			Message: "client went away while queued"}, waited: waited}
 	}
-	return nil, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
+	return slot{}, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
 		RetryAfterMs: x.RetryAfterMs(), Message: fmt.Sprintf("no free slot on %s/%s for %s within the queue budget (%s); blocked by the %s cap",
 			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}, waited: waited}
 }

@@ -76,54 +76,73 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 			g.unlock()
 		}
 	}()
-	rs.provider, rs.conn = a.Provider, a.Connection
-	if done, status := rs.leaseFenceRefuses(a); done { // docs/leases.md: before every managed dispatch
+	prov, conn, over, done, status := rs.target(a)
+	if over {
 		recorded = true
 		return done, status
-	}
-	var out execResult
-	prov := g.provider(a.Provider)
-	if prov == nil || prov.conns[a.Connection] == nil {
-		recorded = true
-		out.outcome.Kind = model.OutcomeLocalQueue
-		return rs.record(a, &out)
-	}
-	conn := prov.conns[a.Connection]
-	rs.cr = conn
-	if wa := rs.wireFor(prov); wa != nil {
-		var err error
-		if rs.wireURL, rs.wireBody, err = wa.encode(rs.reqFor(a), a.Model); err != nil {
-			recorded = true
-			return rs.unsupported(a, err)
-		}
 	}
 	sl, execMax, refusal := rs.admit(a, conn)
 	if refusal != nil {
 		recorded = true
-		if rs.ctx.Err() != nil {
-			out.outcome.Kind = model.OutcomeClientAbort
-			return rs.record(a, &out)
-		}
-		// A local refusal is reported to the model (neutral: never upstream
-		// health); the flow moves on, and answers with it if nothing serves.
-		g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
-		out.outcome.Kind, out.local = model.OutcomeLocalQueue, refusal
-		return rs.record(a, &out)
+		return rs.refused(a, refusal)
 	}
-	released := false
-	defer func() {
-		if !released {
-			sl.release()
-		}
-	}()
+	defer sl.release() // a no-op once settle released it
 	if len(g.leases.managed) > 0 {
 		if stop, done, status := rs.leasedWhileQueued(a); stop {
 			recorded = true
 			return done, status
 		}
 	}
-	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
-	sent := g.now()
+	out, sent := rs.dispatch(prov, conn, a, execMax)
+	recorded = true
+	return rs.settle(a, conn, &out, sent, &sl)
+}
+
+// target finds the attempt's provider and connection and encodes the
+// request for a native wire format; over: the attempt ended before
+// admission (a lease fence, a connection no longer there, a request the
+// provider type cannot express) and was recorded.
+func (rs *reqState) target(a *model.Attempt) (prov *provRuntime, conn *connRuntime, over, done bool, status int) {
+	rs.provider, rs.conn = a.Provider, a.Connection
+	if done, status := rs.leaseFenceRefuses(a); done { // docs/leases.md: before every managed dispatch
+		return nil, nil, true, done, status
+	}
+	if prov = rs.g.provider(a.Provider); prov != nil {
+		conn = prov.conns[a.Connection]
+	}
+	if conn == nil {
+		done, status = rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}})
+		return nil, nil, true, done, status
+	}
+	rs.cr = conn
+	if wa := rs.wireFor(prov); wa != nil {
+		var err error
+		if rs.wireURL, rs.wireBody, err = wa.encode(rs.reqFor(a), a.Model); err != nil {
+			done, status = rs.unsupported(a, err)
+			return nil, nil, true, done, status
+		}
+	}
+	return prov, conn, false, false, 0
+}
+
+// refused records an attempt the admission stage refused. A local refusal
+// is reported to the model (neutral: never upstream health); the flow
+// moves on, and answers with it if nothing serves.
+func (rs *reqState) refused(a *model.Attempt, refusal *model.Error) (bool, int) {
+	var out execResult
+	if rs.ctx.Err() != nil {
+		out.outcome.Kind = model.OutcomeClientAbort
+		return rs.record(a, &out)
+	}
+	rs.g.met.queueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
+	out.outcome.Kind, out.local = model.OutcomeLocalQueue, refusal
+	return rs.record(a, &out)
+}
+
+// dispatch sends the admitted attempt upstream; sent is when.
+func (rs *reqState) dispatch(prov *provRuntime, conn *connRuntime, a *model.Attempt, execMax int64) (out execResult, sent time.Time) {
+	sent = rs.g.now()
+	a.Dispatch(model.TimeOf(sent)) // request-local; the herd guard counts from dispatch, not from the queue
 	rs.headersAt = time.Time{}
 	if prov.egress {
 		// Learn the attempt's egress IP (docs/classification.md, proxy/egress.go); only
@@ -137,9 +156,14 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		out = rs.execute(prov, conn, a, execMax)
 	}
 	out.dispatched = true
-	recorded = true
+	return out, sent
+}
+
+// settle records a dispatched attempt and, when it delivered, frees its
+// slot and flushes the answer.
+func (rs *reqState) settle(a *model.Attempt, conn *connRuntime, out *execResult, sent time.Time, sl *slot) (bool, int) {
 	if a.Resume {
-		rs.resumeResult(a, &out) // proxy/resume.go
+		rs.resumeResult(a, out) // proxy/resume.go
 	}
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
@@ -151,14 +175,13 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		// the model does not know it.
 		out.outcome.Body = string(redact([]byte(out.outcome.Body), conn.cfg.APIKey))
 	}
-	done, status := rs.record(a, &out)
-	rs.logAttempt(a, &out, sent)
+	done, status := rs.record(a, out)
+	rs.logAttempt(a, out, sent)
 	if out.delivered {
 		// The model and the request log have the outcome and the slot is
 		// free (a read or a next request after the response sees that); the
 		// rest (metrics, the request's log line) need not delay the client.
 		sl.release()
-		released = true
 		rs.count(status)
 		if f, ok := rs.w.(http.Flusher); ok {
 			f.Flush()
@@ -221,10 +244,10 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 // "Measuring").
 //
 //go:noinline
-func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *model.Error) {
+func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (slot, int64, *model.Error) {
 	if a.Resume {
 		if err := rs.prefillError(a); err != nil { // proxy/resume.go: never sent, neutral
-			return nil, 0, err
+			return slot{}, 0, err
 		}
 	}
 	g := rs.g
@@ -242,7 +265,6 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *m
 		queueLeft -= time.Since(qStart)
 		if _, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
 			sl.release()
-			sl = nil
 		}
 	}
 	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
@@ -320,45 +342,66 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 // execute makes one upstream call under the phase timers and, on success,
 // delivers it to the client.
 func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) (res execResult) {
-	to := &rs.s.UpstreamTimeouts
-	// A parent of its own per attempt (not reused in reqState: a finished
-	// attempt's timer may still be unlinking its context from it).
-	cctx := &clockCtx{Context: rs.ctx}
-	actx, cancel := context.WithCancelCause(cctx)
+	// The attempt's parent and its clock, in one allocation per attempt
+	// (not reused in reqState: a finished attempt's timer may still be
+	// unlinking its context from it).
+	run := &attemptRun{}
+	run.clockCtx = clockCtx{Context: rs.ctx, clock: &run.clock} // the dialer finds the clock (dialUpstream)
+	actx, cancel := context.WithCancelCause(&run.clockCtx)
 	defer cancel(nil)
-	// A cut attempt (watchdog, timeout, drain) does not wait on a client
-	// that reads nothing (request.go); runs before cancel(nil) above.
-	rs.cw.watch(actx, rs.w, rs.g.clientWriteGrace)
+	// A cut attempt (its clock, a stream watchdog) does not wait on a
+	// client that reads nothing (clientWrites, request.go): the cut gives
+	// the client grace. end runs before cancel(nil) above.
+	rs.cw.begin()
 	defer func() {
 		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
 	}()
+	run.clock.cw = &rs.cw
+	rs.startClock(&run.clock, execMaxMs, cancel)
+	defer run.clock.stop()
+	req, err := rs.upstreamRequest(withReuseGuard(actx), prov, conn, cand) // the reuse guard (transport.go)
+	if err != nil {
+		return transport(model.TransportRefused)
+	}
+	return rs.exchange(actx, cancel, &run.clock, prov, conn, cand, req)
+}
 
-	// The whole attempt: the model's bound (attemptMs, the execution bound,
-	// the request's deadline), the same rule the simulator times by.
-	boundMs, cut := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(rs.g.now()).Milliseconds())
-	attemptD, cause := time.Duration(boundMs)*time.Millisecond, errAttemptTimeout
-	switch cut {
+// attemptRun is an attempt's parent context with the clock it carries.
+type attemptRun struct {
+	clockCtx
+	clock attemptClock
+}
+
+// startClock starts the attempt's clock: the model's bound of the whole
+// attempt (attemptMs, the execution bound, the request's deadline: the
+// same rule the simulator times by), then the header budget.
+func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, cancel context.CancelCauseFunc) {
+	boundMs, why := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(rs.g.now()).Milliseconds())
+	cause := errAttemptTimeout
+	switch why {
 	case model.CutExecution:
 		cause = errExecTimeout
 	case model.CutDeadline:
 		cause = errDeadline
 	}
-	clock := startAttemptClock(attemptD, cause, to.ResponseHeaderMs.Duration(), cancel)
-	cctx.clock = clock // the dialer finds it (dialUpstream), on this goroutine or the transport's after Do
-	defer clock.stop()
+	c.start(time.Duration(boundMs)*time.Millisecond, cause, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration(), cancel)
+}
 
+// upstreamRequest builds the attempt's upstream request on ctx: the
+// provider's native wire format (encoded by attempt) or the client's body
+// with the upstream model id, and the gateway's headers.
+func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn *connRuntime, cand *model.Attempt) (*http.Request, error) {
 	var req *http.Request
 	var err error
-	rctx := withReuseGuard(actx)           // the reuse guard (transport.go)
-	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go), encoded by attempt
-		if req, err = newJSONRequest(rctx, rs.wireURL, rs.wireBody); err == nil {
+	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go)
+		if req, err = newJSONRequest(ctx, rs.wireURL, rs.wireBody); err == nil {
 			wa.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(rctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
+		req = newPostRequest(ctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
 	}
 	if err != nil {
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
+		return nil, err
 	}
 	// Shared value slices (hdrJSON, conn.authHdr, …): the upstream call
 	// only reads the request's header, so one copy serves every request.
@@ -375,9 +418,14 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // docs/spendwall.md: the model put this attempt on the lane
 	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
+	return req, nil
+}
 
+// exchange sends the attempt's request and reads what came back: an
+// error status, a stream, or one JSON answer.
+func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, clock *attemptClock, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
 	t0 := time.Now()
-	resp, err := prov.roundTrip(req, to.ResponseHeaderMs.Duration())
+	resp, err := prov.roundTrip(req)
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
@@ -391,20 +439,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	scrubHeader(resp.Header, conn.cfg.APIKey)
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// An error body is small and comes at once: it reads under the
-		// idle budget, so an upstream that sends a status and then stalls
-		// is cut like a stalled stream, not after the whole attempt's
-		// bound (attemptMs, 600 s by default).
-		clock.headersIn(to.StreamIdleMs.Duration())
-		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		// Cut by the idle budget, the answer is still the status the
-		// upstream sent (with what of its body came): classified as such.
-		stalled := context.Cause(actx) == errStall && rs.ctx.Err() == nil
-		if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
-			return rs.failure(actx, rerr, true)
-		}
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
-			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
+		return rs.errorAnswer(actx, clock, resp)
 	}
 	if ce := headerValue(resp.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		// Encoded in a way the gateway did not ask for and does not decode
@@ -422,12 +457,34 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 		}
 		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
-		if cand.Resume {
-			return rs.pipeContinuation(actx, cancel, resp, cand) // proxy/resume.go
+		// A watchdog's cut gives the client grace too.
+		cut := func(cause error) {
+			cancel(cause)
+			rs.cw.cut()
 		}
-		return rs.pipeStream(actx, cancel, resp, conn.cfg.APIKey)
+		if cand.Resume {
+			return rs.pipeContinuation(actx, cut, resp, cand) // proxy/resume.go
+		}
+		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey)
 	}
 	return rs.deliverJSON(actx, clock, resp)
+}
+
+// errorAnswer reads an upstream's error status and body. An error body is
+// small and comes at once: it reads under the idle budget, so an upstream
+// that sends a status and then stalls is cut like a stalled stream, not
+// after the whole attempt's bound (attemptMs, 600 s by default).
+func (rs *reqState) errorAnswer(actx context.Context, clock *attemptClock, resp *http.Response) execResult {
+	clock.headersIn(rs.s.UpstreamTimeouts.StreamIdleMs.Duration())
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// Cut by the idle budget, the answer is still the status the
+	// upstream sent (with what of its body came): classified as such.
+	stalled := context.Cause(actx) == errStall && rs.ctx.Err() == nil
+	if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
+		return rs.failure(actx, rerr, true)
+	}
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
+		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 }
 
 // newPostRequest is http.NewRequestWithContext(ctx, tmpl.Method, tmpl.URL,
@@ -575,12 +632,32 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	if id := firstValue(resp.Header, "X-Request-Id"); id != nil {
 		h["X-Upstream-Request-Id"] = id
 	}
-	rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
+	if cl := firstValue(resp.Header, "Content-Length"); cl != nil && isLength(cl[0], buf.Len()) {
+		h["Content-Length"] = cl // the upstream's own, which the body matched: no formatting
+	} else {
+		rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
+	}
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes()) // flushed by attempt once the outcome is recorded and counted
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
 		delivered: true, committed: true, status: resp.StatusCode}
+}
+
+// isLength reports whether v is n in decimal as strconv writes it (no
+// sign, space or leading zero).
+func isLength(v string, n int) bool {
+	if v == "" || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	m := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+		m = m*10 + int(v[i]-'0')
+	}
+	return m == n
 }
 
 // streamWatch runs the model's stream watchdogs (docs/streams.md) for one attempt:
