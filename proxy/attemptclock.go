@@ -59,14 +59,21 @@ func (c *attemptClock) start(end time.Duration, endErr error, header time.Durati
 // headersIn ends the header phase; a JSON body then runs under
 // firstContent (0 = no phase: a stream, an error body).
 func (c *attemptClock) headersIn(firstContent time.Duration) {
+	c.headersInAt(time.Since(c.base), firstContent)
+}
+
+// headersInAt is headersIn with the head's arrival (since the clock's
+// start) already read.
+func (c *attemptClock) headersInAt(now, firstContent time.Duration) {
 	c.stall.Store(true)
-	c.progress(firstContent)
+	c.progressAt(now, firstContent)
 }
 
 // progress records that the body moved and sets the budget until the
 // next progress.
-func (c *attemptClock) progress(budget time.Duration) {
-	now := time.Since(c.base)
+func (c *attemptClock) progress(budget time.Duration) { c.progressAt(time.Since(c.base), budget) }
+
+func (c *attemptClock) progressAt(now, budget time.Duration) {
 	c.last.Store(int64(now))
 	if old := time.Duration(c.budget.Swap(int64(budget))); budget > 0 && (old <= 0 || budget < old) {
 		// Due earlier than the timer may be armed for (the common

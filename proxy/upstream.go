@@ -149,11 +149,11 @@ func (rs *reqState) dispatch(prov *provRuntime, conn *connRuntime, a *model.Atte
 		// egress-bucketed providers need it, the others skip the trace.
 		ctx0, probe := rs.ctx, &egressProbe{}
 		rs.ctx = probe.trace(ctx0)
-		out = rs.execute(prov, conn, a, execMax)
+		out = rs.execute(prov, conn, a, execMax, sent)
 		rs.ctx = ctx0
 		out.egressIP = egressOf(conn, probe)
 	} else {
-		out = rs.execute(prov, conn, a, execMax)
+		out = rs.execute(prov, conn, a, execMax, sent)
 	}
 	out.dispatched = true
 	return out, sent
@@ -253,22 +253,26 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (slot, int64, *mo
 	g := rs.g
 	ov := conn.cfg.RateLimitOverrides
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
-	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
-	qStart := time.Now()
+	now := g.now()
+	queueLeft := min(time.Duration(maxWait)*time.Millisecond-now.Sub(rs.start), rs.dl.Sub(now))
 	var refusal *model.Error
 	failOpen, noConnCap := rs.quotaShareAdmission() // docs/admission.md#concurrency-gates quota-share
-	sl, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
+	// The gate and the pacer each say how long they held the attempt
+	// (0 without a clock read when they let it through at once).
+	sl, waited, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
 	if aerr != nil {
 		refusal = aerr.err
 	}
 	if refusal == nil && a.Limited { // docs/admission.md: the engine says this connection goes through the admission queue
-		queueLeft -= time.Since(qStart)
-		if _, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
+		queueLeft -= waited
+		var paced time.Duration
+		if paced, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
 			sl.release()
 		}
+		waited += paced
 	}
-	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
-		g.met.queueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
+	if waited > time.Millisecond || refusal != nil {
+		g.met.queueWait.WithLabelValues(a.Provider, a.Connection).Observe(waited.Seconds())
 	}
 	return sl, execMax, refusal
 }
@@ -285,21 +289,22 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	var ans *model.Step
 	var fb model.LimiterFeedback
 	g.lock()
+	now := g.modelNow() // one reading for the whole record
 	if out.egressIP != "" {
 		// Before Record: a 429 on an egress-bucketed provider cools the
 		// siblings sharing this attempt's egress IP (docs/classification.md).
-		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
+		_ = g.eng.SetEgressIP(now, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
 	if out.local != nil && out.local.Code == model.CodeShuttingDown {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportCut, Err: out.local, Committed: out.committed})
+		v, ans = rs.flow.Record(now, g.eng, a, model.Report{Kind: model.ReportCut, Err: out.local, Committed: out.committed})
 	} else if !out.dispatched && out.local != nil {
 		// The admission stage refused it: as the simulator records it.
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportLocal, Err: out.local})
+		v, ans = rs.flow.Record(now, g.eng, a, model.Report{Kind: model.ReportLocal, Err: out.local})
 	} else {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Outcome: out.outcome, Committed: out.committed})
+		v, ans = rs.flow.Record(now, g.eng, a, model.Report{Outcome: out.outcome, Committed: out.committed})
 	}
 	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
-		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)
+		fb = g.eng.LimiterFeedback(now, a, &out.outcome, &v, maxWait)
 	}
 	g.unlock()
 	g.pace.feedback(model.ConnRef{Provider: a.Provider, Connection: a.Connection}, fb)
@@ -340,8 +345,8 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 }
 
 // execute makes one upstream call under the phase timers and, on success,
-// delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) (res execResult) {
+// delivers it to the client; sent is when it was dispatched.
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64, sent time.Time) (res execResult) {
 	// The attempt's parent and its clock, in one allocation per attempt
 	// (not reused in reqState: a finished attempt's timer may still be
 	// unlinking its context from it).
@@ -357,7 +362,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
 	}()
 	run.clock.cw = &rs.cw
-	rs.startClock(&run.clock, execMaxMs, cancel)
+	rs.startClock(&run.clock, execMaxMs, sent, cancel)
 	defer run.clock.stop()
 	req, err := rs.upstreamRequest(withReuseGuard(actx), prov, conn, cand) // the reuse guard (transport.go)
 	if err != nil {
@@ -375,8 +380,8 @@ type attemptRun struct {
 // startClock starts the attempt's clock: the model's bound of the whole
 // attempt (attemptMs, the execution bound, the request's deadline: the
 // same rule the simulator times by), then the header budget.
-func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, cancel context.CancelCauseFunc) {
-	boundMs, why := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(rs.g.now()).Milliseconds())
+func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, sent time.Time, cancel context.CancelCauseFunc) {
+	boundMs, why := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(sent).Milliseconds())
 	cause := errAttemptTimeout
 	switch why {
 	case model.CutExecution:
@@ -424,12 +429,12 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 // exchange sends the attempt's request and reads what came back: an
 // error status, a stream, or one JSON answer.
 func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, clock *attemptClock, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
-	t0 := time.Now()
 	resp, err := prov.roundTrip(req)
+	head := time.Since(clock.base) // the latency from the clock's start, read once
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
-	rs.g.met.latencyOf(conn).Observe(time.Since(t0).Seconds())
+	rs.g.met.latencyOf(conn).Observe(head.Seconds())
 	if err != nil {
 		return rs.failure(actx, err, false)
 	}
@@ -438,8 +443,10 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 	resp.Request = nil
 	scrubHeader(resp.Header, conn.cfg.APIKey)
 	defer resp.Body.Close()
+	to := &rs.s.UpstreamTimeouts
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return rs.errorAnswer(actx, clock, resp)
+		clock.headersInAt(head, to.StreamIdleMs.Duration()) // see errorAnswer
+		return rs.errorAnswer(actx, resp)
 	}
 	if ce := headerValue(resp.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		// Encoded in a way the gateway did not ask for and does not decode
@@ -456,7 +463,7 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 			// output validation case, retried elsewhere).
 			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 		}
-		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
+		clock.headersInAt(head, 0) // the stream watchdogs take over (streamWatch)
 		// A watchdog's cut gives the client grace too.
 		cut := func(cause error) {
 			cancel(cause)
@@ -467,6 +474,7 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 		}
 		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey)
 	}
+	clock.headersInAt(head, to.FirstContentMs.Duration())
 	return rs.deliverJSON(actx, clock, resp)
 }
 
@@ -474,8 +482,7 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 // small and comes at once: it reads under the idle budget, so an upstream
 // that sends a status and then stalls is cut like a stalled stream, not
 // after the whole attempt's bound (attemptMs, 600 s by default).
-func (rs *reqState) errorAnswer(actx context.Context, clock *attemptClock, resp *http.Response) execResult {
-	clock.headersIn(rs.s.UpstreamTimeouts.StreamIdleMs.Duration())
+func (rs *reqState) errorAnswer(actx context.Context, resp *http.Response) execResult {
 	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	// Cut by the idle budget, the answer is still the status the
 	// upstream sent (with what of its body came): classified as such.
@@ -578,7 +585,6 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // be retried elsewhere), then writes it to the client.
 func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp *http.Response) execResult {
 	to := &rs.s.UpstreamTimeouts
-	clock.headersIn(to.FirstContentMs.Duration())
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
