@@ -273,8 +273,8 @@ func (c *clientWrites) setReading(on bool) {
 // started holds the mutex until it is done; one that starts later finds
 // the request over and leaves the connection alone.
 func (c *clientWrites) release() {
-	if c.stop == nil || c.stop() {
-		return
+	if c.stop != nil {
+		c.stop()
 	}
 	c.mu.Lock()
 	c.over = true

@@ -775,9 +775,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	sw := newStreamWatch(rs.g, rs.s, cancel)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
-	defer rd.release()
 	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
 		eager: rs.g.conf().Server.StreamCommit == "first-event"}
+	p.raw, p.data, p.held = rd.buffers() // the last stream's, pooled with the reader
+	defer func() {
+		rd.keep(p.raw, p.data, p.held) // nothing holds them once the stream is over
+		rd.release()
+	}()
 	p.flusher, _ = rs.w.(http.Flusher)
 	for {
 		var err error
@@ -829,7 +833,7 @@ func (p *ssePipe) commit() bool {
 	rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(p.held)
-	p.held = nil
+	p.held = kept(p.held) // not read again: a large one goes now, not with the stream
 	// The first event goes out now, not after the rest of what the
 	// upstream sent in the same read has been checked: time to first
 	// token is what a streaming client waits on. Later events are
