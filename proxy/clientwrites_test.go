@@ -19,6 +19,17 @@ func (d *deadlines) SetWriteDeadline(t time.Time) error { d.write = append(d.wri
 
 func newDeadlines() *deadlines { return &deadlines{ResponseRecorder: httptest.NewRecorder()} }
 
+// watchedReading is a request's clientWrites watching its context, with
+// the body being read; cancel ends the request.
+func watchedReading() (*deadlines, *clientWrites, context.CancelFunc) {
+	d := newDeadlines()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &clientWrites{}
+	c.watch(ctx, d, time.Second)
+	c.setReading(true)
+	return d, c, cancel
+}
+
 // A cut gives the client grace only while an attempt runs, once per
 // attempt; a client that took what was written has the deadline cleared
 // when the attempt ends, so the next attempt streams unbounded.
@@ -58,11 +69,7 @@ func TestClientWritesGraceOnlyWhileAnAttemptRuns(t *testing.T) {
 // progress is cut at once, a running attempt gets the grace, and an
 // attempt begun after the end is cut as it begins.
 func TestClientWritesRequestEndCutsReadAndAttempts(t *testing.T) {
-	d := newDeadlines()
-	ctx, cancel := context.WithCancel(context.Background())
-	var c clientWrites
-	c.watch(ctx, d, time.Second)
-	c.setReading(true)
+	d, c, cancel := watchedReading()
 	cancel()
 	eventually(t, "the body read cut", func() bool {
 		c.mu.Lock()
@@ -84,11 +91,7 @@ func TestClientWritesRequestEndCutsReadAndAttempts(t *testing.T) {
 // Once the handler returned the connection may carry the next request:
 // a request-end hook that runs late leaves it alone.
 func TestClientWritesLeaveTheConnectionAfterRelease(t *testing.T) {
-	d := newDeadlines()
-	ctx, cancel := context.WithCancel(context.Background())
-	var c clientWrites
-	c.watch(ctx, d, time.Second)
-	c.setReading(true)
+	d, c, cancel := watchedReading()
 	c.begin()
 	c.release()
 	cancel()
