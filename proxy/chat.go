@@ -137,12 +137,8 @@ func newRequestID(r *http.Request) (id, logID string) {
 }
 
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
-	g.met.inflight.Inc()
-	g.active.Add(1)
-	defer func() {
-		g.active.Add(-1)
-		g.met.inflight.Dec()
-	}()
+	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
+	defer g.active.Add(-1)
 	rs, ok := g.startChat(w, r)
 	defer rs.cw.release()
 	if !ok {

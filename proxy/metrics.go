@@ -25,8 +25,8 @@ type metrics struct {
 	waits     *prometheus.CounterVec   // cooldown waits by kind
 	http      *prometheus.CounterVec   // every HTTP answer of the gateway by surface and code
 	httpOK    prometheus.Counter       // http{surface="client",code="200"}, looked up once
-	inflight  prometheus.Gauge
-	stream    *streamMetrics // stream resume and malformed events (proxy/resume.go)
+	inflight  prometheus.GaugeFunc     // chat requests in their handler (Gateway.active)
+	stream    *streamMetrics           // stream resume and malformed events (proxy/resume.go)
 }
 
 func newMetrics(g *Gateway) *metrics {
@@ -54,8 +54,10 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Cooldown-aware waits (waitForCooldown, comboCooldownWait, priorityWait)."}, []string{"kind"}),
 		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_http_responses_total",
 			Help: "Every HTTP answer of the gateway by surface and status code."}, []string{"surface", "code"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
-			Help: "Client requests being served."}),
+		// Read from the gateway's own count at scrape time: no gauge
+		// update on every request.
+		inflight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
+			Help: "Client requests being served."}, func() float64 { return float64(g.active.Load()) }),
 	}
 	m.httpOK = m.http.WithLabelValues("client", "200")
 	m.stream = newStreamMetrics(reg)
