@@ -71,7 +71,7 @@ type slot struct {
 }
 
 func (s *slot) release() {
-	if s == nil || !s.hold.Held() {
+	if !s.hold.Held() {
 		return
 	}
 	h := s.hold
@@ -82,16 +82,17 @@ func (s *slot) release() {
 	g.mu.Unlock()
 }
 
-// admitError is a typed admission refusal with how long the request waited.
+// admitError is a typed admission refusal.
 type admitError struct {
-	err    *model.Error
-	waited time.Duration
+	err *model.Error
 }
 
 // acquire takes the composite gate for one candidate, waiting at most
-// queueLeft. It returns the held slot (nil held when failing open), or a
-// typed error.
-func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (*slot, *admitError) {
+// queueLeft. It returns the held slot (holding nothing when failing open)
+// and how long it was parked (0 when the gate answered at once, read on
+// no clock), or a typed error. The slot is a value: the caller keeps it
+// on its stack.
+func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (slot, time.Duration, *admitError) {
 	r := model.GateRequest{Conn: model.ConnRef{Provider: provider, Connection: connection}, Model: modelID,
 		MaxQueueDepth: maxQueueDepth, QueueLeftMs: queueLeft.Milliseconds(), FailOpen: failOpen, NoConnectionCap: noConnCap}
 	g.mu.Lock()
@@ -101,10 +102,10 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	switch d.Action {
 	case model.AdmitGo, model.AdmitBypass:
 		g.mu.Unlock()
-		return &slot{g: g, hold: h}, nil
+		return slot{g: g, hold: h}, 0, nil
 	case model.AdmitReject:
 		g.mu.Unlock()
-		return nil, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
+		return slot{}, 0, &admitError{err: admissionError(d, provider, connection, modelID, maxQueueDepth, queueLeft)}
 	}
 	w := &waiter{ready: make(chan struct{})}
 	g.waiters[id] = w
@@ -116,7 +117,7 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	var cause error
 	select {
 	case <-w.ready:
-		return &slot{g: g, hold: w.hold}, nil
+		return slot{g: g, hold: w.hold}, time.Since(start), nil
 	case <-t.C:
 	case <-ctx.Done():
 		cause = ctx.Err()
@@ -125,22 +126,22 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	if !g.m.Leave(id) { // granted while we gave up: keep it
 		g.mu.Unlock()
 		<-w.ready
-		return &slot{g: g, hold: w.hold}, nil
+		return slot{g: g, hold: w.hold}, time.Since(start), nil
 	}
 	delete(g.waiters, id)
 	g.mu.Unlock()
 	waited := time.Since(start)
 	x := model.GateWaitExpired(failOpen)
 	if x.Action == model.AdmitBypass {
-		return &slot{}, nil
+		return slot{}, waited, nil
 	}
 	if cause != nil {
-		return nil, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
-			Message: "client went away while queued"}, waited: waited}
+		return slot{}, waited, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
+			Message: "client went away while queued"}}
 	}
-	return nil, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
+	return slot{}, waited, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
 		RetryAfterMs: x.RetryAfterMs(), Message: fmt.Sprintf("no free slot on %s/%s for %s within the queue budget (%s); blocked by the %s cap",
-			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}, waited: waited}
+			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}}
 }
 
 func admissionError(d model.AdmitDecision, provider, connection, modelID string, depth int, queueLeft time.Duration) *model.Error {

@@ -32,12 +32,21 @@ type attemptClock struct {
 	budget  atomic.Int64 // ns; 0 = no phase running
 	stall   atomic.Bool  // the running phase is the body's (errStall), not the headers'
 	stopped atomic.Bool
+	cw      *clientWrites // told of a cut, when the clock is an attempt's (attemptRun)
 }
 
 // startAttemptClock starts the clock of an attempt that may take end in
 // all (endErr when it runs out) and header until its response headers.
 func startAttemptClock(end time.Duration, endErr error, header time.Duration, cancel context.CancelCauseFunc) *attemptClock {
-	c := &attemptClock{cancel: cancel, base: time.Now(), end: end, endErr: endErr}
+	c := &attemptClock{}
+	c.start(end, endErr, header, cancel)
+	return c
+}
+
+// start is startAttemptClock for a clock allocated with the attempt's
+// context (attemptRun).
+func (c *attemptClock) start(end time.Duration, endErr error, header time.Duration, cancel context.CancelCauseFunc) {
+	c.cancel, c.base, c.end, c.endErr = cancel, time.Now(), end, endErr
 	p := model.HeaderPlan(int64(end), model.CutAttempt, int64(header))
 	c.budget.Store(p.Budget)
 	_, first := p.Due(0)
@@ -45,20 +54,26 @@ func startAttemptClock(end time.Duration, endErr error, header time.Duration, ca
 	// deadline is always due: timers never fire early), and progress runs on
 	// this goroutine after this store, publishing it through c.last.
 	c.t = time.AfterFunc(time.Duration(first), c.fire)
-	return c
 }
 
 // headersIn ends the header phase; a JSON body then runs under
 // firstContent (0 = no phase: a stream, an error body).
 func (c *attemptClock) headersIn(firstContent time.Duration) {
+	c.headersInAt(time.Since(c.base), firstContent)
+}
+
+// headersInAt is headersIn with the head's arrival (since the clock's
+// start) already read.
+func (c *attemptClock) headersInAt(now, firstContent time.Duration) {
 	c.stall.Store(true)
-	c.progress(firstContent)
+	c.progressAt(now, firstContent)
 }
 
 // progress records that the body moved and sets the budget until the
 // next progress.
-func (c *attemptClock) progress(budget time.Duration) {
-	now := time.Since(c.base)
+func (c *attemptClock) progress(budget time.Duration) { c.progressAt(time.Since(c.base), budget) }
+
+func (c *attemptClock) progressAt(now, budget time.Duration) {
 	c.last.Store(int64(now))
 	if old := time.Duration(c.budget.Swap(int64(budget))); budget > 0 && (old <= 0 || budget < old) {
 		// Due earlier than the timer may be armed for (the common
@@ -74,15 +89,21 @@ func (c *attemptClock) fire() {
 	}
 	now := time.Since(c.base)
 	p := model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
+	var cause error
 	switch x, next := p.Due(int64(now)); x {
 	case model.TimerBound:
-		c.cancel(c.endErr)
+		cause = c.endErr
 	case model.TimerHeader:
-		c.cancel(errHeaderTimeout)
+		cause = errHeaderTimeout
 	case model.TimerBody:
-		c.cancel(errStall)
+		cause = errStall
 	default:
 		c.t.Reset(time.Duration(next) - now)
+		return
+	}
+	c.cancel(cause)
+	if c.cw != nil {
+		c.cw.cut() // the client gets grace to take what is pending (request.go)
 	}
 }
 

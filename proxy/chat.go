@@ -137,14 +137,11 @@ func newRequestID(r *http.Request) (id, logID string) {
 }
 
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
-	g.met.Inflight.Inc()
-	g.active.Add(1)
-	defer func() {
-		g.active.Add(-1)
-		g.met.Inflight.Dec()
-	}()
-	rs := g.startChat(w, r)
-	if rs == nil {
+	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
+	defer g.active.Add(-1)
+	rs, ok := g.startChat(w, r)
+	defer rs.cw.release()
+	if !ok {
 		return
 	}
 	rs.sel = selPool.Get().(*model.Selection)
@@ -152,12 +149,12 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 	rs.finish(rs.run())
 }
 
-// startChat authenticates and reads the request; nil when it was answered
-// already. Out of line, so its locals are not under run while a stream is
-// held (stack per held stream, docs/gateway.md "Measuring").
+// startChat authenticates and reads the request; false when it was
+// answered already. Out of line, so its locals are not under run while a
+// stream is held (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
+func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) (*reqState, bool) {
 	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now()}
 	rs.id, rs.logID = newRequestID(r)
 	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
@@ -165,35 +162,24 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	if !ok {
 		rs.setHeaders(w.Header()) // X-Breakwater-Attempts: 0, like every chat answer
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
-		return nil
+		return rs, false
 	}
 	rs.key = key
-	rs.wireOver = surfaceWire(r)
+	rs.wireOver = surfaceWire(r, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration())
 	limit := g.conf().Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes
 	}
-	body, err := readBody(w, r, limit, g.bodyReadTimeout)
+	rs.cw.watch(rs.ctx, w, g.clientWriteGrace) // cuts the body read and the attempts' writes (request.go)
+	rs.cw.setReading(true)
+	body, err := readBodyWatched(w, r, limit, g.bodyReadTimeout)
+	rs.cw.setReading(false)
 	if err == nil {
 		rs.req, err = parseChatRequest(body)
 	}
 	if err != nil {
-		rs.setHeaders(w.Header())
-		if context.Cause(r.Context()) == errShutdown {
-			// The drain ran out while the body was still arriving: not the
-			// client's bad request.
-			rs.finish(rs.answerModelError(shuttingDown()))
-			return nil
-		}
-		var be *errBadRequest
-		if errors.As(err, &be) {
-			writeError(w, be.status, be.code, be.msg)
-			rs.finish(be.status)
-			return nil
-		}
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		rs.finish(http.StatusBadRequest)
-		return nil
+		rs.refuseBody(err)
+		return rs, false
 	}
 	keyID := ""
 	if rs.key != nil {
@@ -202,7 +188,28 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) *reqState {
 	if k, ok := sessionKey(r, keyID); ok {
 		rs.session = hex.EncodeToString(k[:])
 	}
-	return rs
+	return rs, true
+}
+
+// refuseBody answers a request whose body could not be read or is not a
+// chat request.
+func (rs *reqState) refuseBody(err error) {
+	w := rs.w
+	rs.setHeaders(w.Header())
+	if context.Cause(rs.ctx) == errShutdown {
+		// The drain ran out while the body was still arriving: not the
+		// client's bad request.
+		rs.finish(rs.answerModelError(shuttingDown()))
+		return
+	}
+	var be *errBadRequest
+	if errors.As(err, &be) {
+		writeError(w, be.status, be.code, be.msg)
+		rs.finish(be.status)
+		return
+	}
+	writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	rs.finish(http.StatusBadRequest)
 }
 
 // count adds the request to the request metrics, once: before a delivered

@@ -566,7 +566,7 @@ func TestReuseGuardStaysShared(t *testing.T) {
 	wrote := false
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true }})
 	req, _ := http.NewRequestWithContext(ctx, "POST", up.baseURL()+"/chat/completions", strings.NewReader("{}"))
-	res, err := g.g.provider("p").roundTrip(req, time.Second)
+	res, err := g.g.provider("p").roundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,8 @@ func (s metricsState) Views() ([]model.ProviderView, []model.ConnectionView, int
 	return g.eng.Providers(now), g.eng.Connections(now, ""), len(g.eng.Pins(now))
 }
 
+func (s metricsState) Inflight() int { return int(s.g.active.Load()) }
+
 func (s metricsState) Gates(fn func(provider, connection string, inUse, queued int)) {
 	s.g.gate.snapshot(fn)
 }

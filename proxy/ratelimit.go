@@ -49,24 +49,28 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 
 // wait books a dispatch slot for modelID on ref and sleeps until it
 // (model.Limiter.Enter / Wake: every decision is the model's, the same
-// steps the simulator schedules). It returns how long it waited, or a typed
-// refusal (neutral for upstream health).
+// steps the simulator schedules). It returns how long it slept (0, read
+// on no clock, when the slot was free at once), or a typed refusal
+// (neutral for upstream health).
 func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration) (time.Duration, *model.Error) {
-	start := ps.now()
-	now := start.UnixMilli()
+	now := ps.now().UnixMilli()
 	ps.mu.Lock()
 	l := ps.limiter(ref)
 	pw, st := l.Enter(now, modelID, limitsOf(o), depth, queueLeft.Milliseconds())
 	ps.mu.Unlock()
+	if st.Go {
+		return 0, nil
+	}
+	start := time.Now()
 	for !st.Go {
 		if st.Code != "" {
-			return ps.now().Sub(start), refusal(ref, modelID, o, depth, st)
+			return time.Since(start), refusal(ref, modelID, o, depth, st)
 		}
 		if w := time.Duration(st.WakeAtMs-now) * time.Millisecond; w > 0 && !sleepCtx(ctx, w) {
 			ps.mu.Lock()
 			l.Leave(pw)
 			ps.mu.Unlock()
-			return ps.now().Sub(start), &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Model: modelID,
+			return time.Since(start), &model.Error{Code: model.CodeRateLimitQueueTimeout, Provider: ref.Provider, Model: modelID,
 				Message: "client went away while queued"}
 		}
 		now = ps.now().UnixMilli()
@@ -74,7 +78,7 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o
 		st = l.Wake(now, modelID, pw)
 		ps.mu.Unlock()
 	}
-	return ps.now().Sub(start), nil
+	return time.Since(start), nil
 }
 
 func refusal(ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, st model.PaceStep) *model.Error {

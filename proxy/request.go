@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
@@ -34,28 +35,35 @@ type errBadRequest struct {
 
 func (e *errBadRequest) Error() string { return e.msg }
 
-// readBody reads the request body up to limit bytes (413 past it) within
-// timeout (408 past it; 0: no bound of its own). The buffer grows with the
-// bytes that arrive, never from the declared Content-Length: a head that
-// declares limit bytes and sends one costs what arrived, not limit.
+// readBody is readBodyWatched with its own hook on the request's context:
+// no context interrupts a body read, so a request cut (the shutdown's
+// drain ran out) ends its read through the deadline, and is answered.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetReadDeadline(time.Now()) })
+	defer stop()
+	return readBodyWatched(w, r, limit, timeout)
+}
+
+// readBodyWatched reads the request body up to limit bytes (413 past it)
+// within timeout (408 past it; 0: no bound of its own), for a caller whose
+// own hook cuts the read when the request's context ends (readBody, or a
+// chat request's clientWrites). The buffer grows with the bytes that
+// arrive, never from the declared Content-Length: a head that declares
+// limit bytes and sends one costs what arrived, not limit.
 //
 // Once the body has been read to its end, net/http clears the deadline and
 // watches the connection for the client going away, which cancels the
 // request's context. After a failed read the deadline stays and the
 // connection closes after the answer.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+func readBodyWatched(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
 		return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, limit)}
 	}
-	rc := http.NewResponseController(w)
 	if timeout > 0 {
-		_ = rc.SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
 	}
-	// No context interrupts a body read: a request cut (the shutdown's
-	// drain ran out) ends its read through the deadline, and is answered.
-	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetReadDeadline(time.Now()) })
-	defer stop()
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	body := make([]byte, 0, min(limit+1, firstBodyBuffer))
 	for {
@@ -213,23 +221,91 @@ func keyEquals(raw []byte, key string) bool {
 // after the watchdogs or the attempt's bound cut the upstream. When the
 // attempt's context ends, the client gets grace to take what is pending
 // (a stream's error event); a write still blocked then fails, the attempt
-// ends as the client's abort, and the slot is freed. One per request,
-// armed per attempt (attempts run one after another).
+// ends as the client's abort, and the slot is freed.
+//
+// One per request, armed per attempt (attempts run one after another).
+// The attempt's own cuts (its clock, the stream watchdogs) call cut; the
+// request's context ending (the client gone, the shutdown's cut) reaches
+// it through the one context.AfterFunc the request registers, which also
+// cuts a body read still in progress: one hook per request, not one per
+// attempt and one per body read.
 type clientWrites struct {
-	w     http.ResponseWriter
-	grace time.Duration
-	stop  func() bool
-	done  chan struct{}
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	grace   time.Duration
+	stop    func() bool // the request's AfterFunc; nil before watch
+	reading bool        // the body is being read
+	armed   bool        // an attempt is running
+	fired   bool        // its write deadline was set
+	ended   bool        // the request's context ended
+	over    bool        // the handler returned: the connection is not ours
 }
 
+// watch hooks the request's end, which cuts a body read (no context
+// interrupts it: a request cut by the shutdown's drain ends its read
+// through the deadline, and is answered) and a running attempt's writes.
 func (c *clientWrites) watch(ctx context.Context, w http.ResponseWriter, grace time.Duration) {
-	c.w, c.grace, c.done = w, grace, make(chan struct{})
-	c.stop = context.AfterFunc(ctx, c.fire)
+	c.w, c.grace = w, grace
+	c.stop = context.AfterFunc(ctx, c.requestEnded)
 }
 
-func (c *clientWrites) fire() {
+func (c *clientWrites) requestEnded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.over {
+		return
+	}
+	c.ended = true
+	if c.reading {
+		_ = http.NewResponseController(c.w).SetReadDeadline(time.Now())
+	}
+	c.cutLocked()
+}
+
+// setReading says whether the body is being read.
+func (c *clientWrites) setReading(on bool) {
+	c.mu.Lock()
+	c.reading = on
+	c.mu.Unlock()
+}
+
+// release ends the watch when the handler returns. A requestEnded already
+// started holds the mutex until it is done; one that starts later finds
+// the request over and leaves the connection alone.
+func (c *clientWrites) release() {
+	if c.stop != nil {
+		c.stop()
+	}
+	c.mu.Lock()
+	c.over = true
+	c.mu.Unlock()
+}
+
+// begin arms the watch for one attempt; one begun after the request's
+// context ended is cut at once, as its own context is.
+func (c *clientWrites) begin() {
+	c.mu.Lock()
+	c.armed, c.fired = true, false
+	if c.ended {
+		c.cutLocked()
+	}
+	c.mu.Unlock()
+}
+
+// cut gives the client grace to take what is pending: the attempt's
+// context ended.
+func (c *clientWrites) cut() {
+	c.mu.Lock()
+	c.cutLocked()
+	c.mu.Unlock()
+}
+
+func (c *clientWrites) cutLocked() {
+	if !c.armed || c.fired {
+		return
+	}
+	c.fired = true
 	_ = http.NewResponseController(c.w).SetWriteDeadline(time.Now().Add(c.grace))
-	close(c.done)
 }
 
 // end runs once the attempt's writes are done, before its context is
@@ -239,10 +315,13 @@ func (c *clientWrites) fire() {
 // (gone, or the flush fails), it stays. net/http clears it when the
 // request is over, and does not reuse a connection a write failed on.
 func (c *clientWrites) end(committed, gone bool) {
-	if c.stop() {
-		return // the context did not end during the attempt
+	c.mu.Lock()
+	fired := c.fired
+	c.armed, c.fired = false, false
+	c.mu.Unlock()
+	if !fired {
+		return
 	}
-	<-c.done
 	rc := http.NewResponseController(c.w)
 	if gone || (committed && rc.Flush() != nil) {
 		return

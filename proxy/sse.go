@@ -26,7 +26,15 @@ type sseReader struct {
 	pre  []byte        // bytes of the small read not yet in r
 	err  error         // the small read's error, after pre
 	head [64]byte
+	// The event buffers of the stream read last (raw bytes, data, what
+	// was held before commit), kept with the pooled reader up to
+	// keptBuffer each: the next stream starts with them instead of
+	// growing its own.
+	raw, data, held []byte
 }
+
+// keptBuffer bounds an event buffer kept with a pooled reader.
+const keptBuffer = 4 << 10
 
 // maxStreamEvent bounds one stream event (its raw bytes), and what a
 // stream holds before it commits: an ordinary chunk is a few hundred bytes,
@@ -54,8 +62,29 @@ func newSSEReader(r io.Reader) *sseReader {
 // the pool whenever it waits, at the end of the body too.)
 func (s *sseReader) release() {
 	s.drop()
-	*s = sseReader{}
+	raw, data, held := s.raw, s.data, s.held
+	*s = sseReader{raw: raw, data: data, held: held}
 	sseReaders.Put(s)
+}
+
+// buffers hands the kept event buffers to a stream (empty, possibly nil).
+func (s *sseReader) buffers() (raw, data, held []byte) {
+	raw, data, held = s.raw[:0], s.data[:0], s.held[:0]
+	s.raw, s.data, s.held = nil, nil, nil
+	return raw, data, held
+}
+
+// keep takes a finished stream's event buffers back, each up to
+// keptBuffer; nothing may use them afterwards.
+func (s *sseReader) keep(raw, data, held []byte) {
+	s.raw, s.data, s.held = kept(raw), kept(data), kept(held)
+}
+
+func kept(b []byte) []byte {
+	if cap(b) > keptBuffer {
+		return nil
+	}
+	return b[:0]
 }
 
 // drop puts the read buffer back in the pool.

@@ -25,8 +25,10 @@ const embeddingsPath = "/v1/embeddings"
 
 // surfaceWire is a request's wire override: nil for chat completions,
 // the embeddings adapters for an embeddings request, the Messages native
-// pass-through for a Messages request (surface_native.go).
-func surfaceWire(r *http.Request) func(*provRuntime) wireAdapter {
+// pass-through for a Messages request (surface_native.go). header bounds
+// each later Gemini embeddings batch, as the attempt clock bounds the
+// first call's wait for its answer.
+func surfaceWire(r *http.Request, header time.Duration) func(*provRuntime) wireAdapter {
 	if r.URL == nil {
 		return nil
 	}
@@ -48,7 +50,7 @@ func surfaceWire(r *http.Request) func(*provRuntime) wireAdapter {
 		if cache == nil {
 			cache = map[*provRuntime]wireAdapter{}
 		}
-		w := &embedWire{typ: p.cfg.Type, base: strings.TrimRight(p.cfg.BaseURL, "/"), ctx: ctx, prov: p}
+		w := &embedWire{typ: p.cfg.Type, base: strings.TrimRight(p.cfg.BaseURL, "/"), ctx: ctx, header: header, prov: p}
 		cache[p] = w
 		return w
 	}
@@ -76,6 +78,7 @@ type embedWire struct {
 	b64       bool // the client asked for base64 (gemini answers floats)
 
 	ctx    context.Context // the client's request: the later batches end with it
+	header time.Duration   // responseHeaderMs: the bound of one later batch
 	prov   *provRuntime
 	url    string   // gemini: the batchEmbedContents URL
 	rest   [][]byte // gemini: the batches after the first
@@ -134,7 +137,13 @@ func (e *embedWire) wrap(resp *http.Response, model string) {
 
 // batch makes one later batchEmbedContents call and reads its answer.
 func (e *embedWire) batch(body []byte) ([]byte, error) {
-	req, err := newJSONRequest(e.ctx, e.url, body)
+	ctx := e.ctx
+	if e.header > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.header)
+		defer cancel()
+	}
+	req, err := newJSONRequest(ctx, e.url, body)
 	if err != nil {
 		return nil, err
 	}
@@ -142,11 +151,7 @@ func (e *embedWire) batch(body []byte) ([]byte, error) {
 	req.Header["Accept"] = hdrJSON
 	req.Header["User-Agent"] = hdrUserAgent
 	e.setAuth(req.Header, e.apiKey)
-	var header time.Duration // the budget the attempt's transport is tuned for: the same pool
-	if t := e.prov.pool.cur.Load(); t != nil {
-		header = t.header
-	}
-	resp, err := e.prov.roundTrip(req, header)
+	resp, err := e.prov.roundTrip(req)
 	if err != nil {
 		return nil, err
 	}

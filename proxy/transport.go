@@ -11,7 +11,6 @@ import (
 	"net/http/httptrace"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,54 +35,23 @@ const maxResponseHeaderBytes = 1 << 20
 // upstreamIdleFor closes an idle upstream connection.
 const upstreamIdleFor = 90 * time.Second
 
-// upstreamPool is a provider's Transport. The Transport's
-// ResponseHeaderTimeout follows upstreamTimeouts.responseHeaderMs (a
-// backstop: the attempt clock cuts first and names the cause); a change
-// of that setting at run time builds a new Transport, and the old one's
-// connections close as they go idle.
+// upstreamPool is a provider's Transport. It has no ResponseHeaderTimeout:
+// the attempt clock bounds the wait for the response head
+// (upstreamTimeouts.responseHeaderMs, read per attempt so PATCH applies)
+// and names the cause, and a second timer per request in the Transport
+// would only cost its allocation and timer-heap work on every attempt.
 type upstreamPool struct {
-	g    *Gateway
 	idle int // MaxIdleConnsPerHost: the provider's concurrency
-
-	mu  sync.Mutex
-	cur atomic.Pointer[tunedTransport]
-}
-
-type tunedTransport struct {
-	tr     *http.Transport
-	header time.Duration
+	tr   *http.Transport
 }
 
 func newUpstreamPool(g *Gateway, idle int) *upstreamPool {
-	return &upstreamPool{g: g, idle: idle}
+	return &upstreamPool{idle: idle, tr: newUpstreamTransport(g, idle)}
 }
 
-// transport returns the Transport tuned for the current header budget.
-func (p *upstreamPool) transport(header time.Duration) *http.Transport {
-	if t := p.cur.Load(); t != nil && t.header == header {
-		return t.tr
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := p.cur.Load()
-	if old != nil && old.header == header {
-		return old.tr
-	}
-	t := &tunedTransport{tr: newUpstreamTransport(p.g, p.idle, header), header: header}
-	p.cur.Store(t)
-	if old != nil {
-		old.tr.CloseIdleConnections()
-	}
-	return t.tr
-}
+func (p *upstreamPool) closeIdle() { p.tr.CloseIdleConnections() }
 
-func (p *upstreamPool) closeIdle() {
-	if t := p.cur.Load(); t != nil {
-		t.tr.CloseIdleConnections()
-	}
-}
-
-func newUpstreamTransport(g *Gateway, idle int, header time.Duration) *http.Transport {
+func newUpstreamTransport(g *Gateway, idle int) *http.Transport {
 	return &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            g.dialUpstream,
@@ -91,7 +59,6 @@ func newUpstreamTransport(g *Gateway, idle int, header time.Duration) *http.Tran
 		MaxIdleConnsPerHost:    idle,
 		IdleConnTimeout:        upstreamIdleFor,
 		TLSHandshakeTimeout:    10 * time.Second,
-		ResponseHeaderTimeout:  header,
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 		DisableCompression:     true, // pass bodies through as they are
 		// Go's default 4 KiB read and write buffers: larger ones cost
@@ -138,8 +105,8 @@ func withReuseGuard(ctx context.Context) context.Context {
 // roundTrip sends one attempt's request, built on a context from
 // withReuseGuard, on its provider's Transport. Redirects are not
 // followed: a 3xx is the upstream's answer.
-func (p *provRuntime) roundTrip(req *http.Request, header time.Duration) (*http.Response, error) {
-	resp, err := p.pool.transport(header).RoundTrip(req)
+func (p *provRuntime) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.pool.tr.RoundTrip(req)
 	if err == nil {
 		decodeGzip(resp)
 	}

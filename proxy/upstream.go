@@ -76,70 +76,96 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 			g.unlock()
 		}
 	}()
-	rs.provider, rs.conn = a.Provider, a.Connection
-	if done, status := rs.leaseFenceRefuses(a); done { // docs/leases.md: before every managed dispatch
+	prov, conn, over, done, status := rs.target(a)
+	if over {
 		recorded = true
 		return done, status
-	}
-	var out execResult
-	prov := g.provider(a.Provider)
-	if prov == nil || prov.conns[a.Connection] == nil {
-		recorded = true
-		out.outcome.Kind = model.OutcomeLocalQueue
-		return rs.record(a, &out)
-	}
-	conn := prov.conns[a.Connection]
-	rs.cr = conn
-	if wa := rs.wireFor(prov); wa != nil {
-		var err error
-		if rs.wireURL, rs.wireBody, err = wa.encode(rs.reqFor(a), a.Model); err != nil {
-			recorded = true
-			return rs.unsupported(a, err)
-		}
 	}
 	sl, execMax, refusal := rs.admit(a, conn)
 	if refusal != nil {
 		recorded = true
-		if rs.ctx.Err() != nil {
-			out.outcome.Kind = model.OutcomeClientAbort
-			return rs.record(a, &out)
-		}
-		// A local refusal is reported to the model (neutral: never upstream
-		// health); the flow moves on, and answers with it if nothing serves.
-		g.met.QueueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
-		out.outcome.Kind, out.local = model.OutcomeLocalQueue, refusal
-		return rs.record(a, &out)
+		return rs.refused(a, refusal)
 	}
-	released := false
-	defer func() {
-		if !released {
-			sl.release()
-		}
-	}()
+	defer sl.release() // a no-op once settle released it
 	if len(g.leases.managed) > 0 {
 		if stop, done, status := rs.leasedWhileQueued(a); stop {
 			recorded = true
 			return done, status
 		}
 	}
-	a.Dispatch(g.modelNow()) // request-local; the herd guard counts from dispatch, not from the queue
-	sent := g.now()
+	out, sent := rs.dispatch(prov, conn, a, execMax)
+	recorded = true
+	return rs.settle(a, conn, &out, sent, &sl)
+}
+
+// target finds the attempt's provider and connection and encodes the
+// request for a native wire format; over: the attempt ended before
+// admission (a lease fence, a connection no longer there, a request the
+// provider type cannot express) and was recorded.
+func (rs *reqState) target(a *model.Attempt) (prov *provRuntime, conn *connRuntime, over, done bool, status int) {
+	rs.provider, rs.conn = a.Provider, a.Connection
+	if done, status := rs.leaseFenceRefuses(a); done { // docs/leases.md: before every managed dispatch
+		return nil, nil, true, done, status
+	}
+	if prov = rs.g.provider(a.Provider); prov != nil {
+		conn = prov.conns[a.Connection]
+	}
+	if conn == nil {
+		done, status = rs.record(a, &execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}})
+		return nil, nil, true, done, status
+	}
+	rs.cr = conn
+	if wa := rs.wireFor(prov); wa != nil {
+		var err error
+		if rs.wireURL, rs.wireBody, err = wa.encode(rs.reqFor(a), a.Model); err != nil {
+			done, status = rs.unsupported(a, err)
+			return nil, nil, true, done, status
+		}
+	}
+	return prov, conn, false, false, 0
+}
+
+// refused records an attempt the admission stage refused. A local refusal
+// is reported to the model (neutral: never upstream health); the flow
+// moves on, and answers with it if nothing serves.
+func (rs *reqState) refused(a *model.Attempt, refusal *model.Error) (bool, int) {
+	var out execResult
+	if rs.ctx.Err() != nil {
+		out.outcome.Kind = model.OutcomeClientAbort
+		return rs.record(a, &out)
+	}
+	// A local refusal is reported to the model (neutral: never upstream
+	// health); the flow moves on, and answers with it if nothing serves.
+	rs.g.met.QueueRej.WithLabelValues(a.Provider, a.Connection, string(refusal.Code)).Inc()
+	out.outcome.Kind, out.local = model.OutcomeLocalQueue, refusal
+	return rs.record(a, &out)
+}
+
+// dispatch sends the admitted attempt upstream; sent is when.
+func (rs *reqState) dispatch(prov *provRuntime, conn *connRuntime, a *model.Attempt, execMax int64) (out execResult, sent time.Time) {
+	sent = rs.g.now()
+	a.Dispatch(model.TimeOf(sent)) // request-local; the herd guard counts from dispatch, not from the queue
 	rs.headersAt = time.Time{}
 	if prov.egress {
 		// Learn the attempt's egress IP (docs/classification.md, proxy/egress.go); only
 		// egress-bucketed providers need it, the others skip the trace.
 		ctx0, probe := rs.ctx, &egressProbe{}
 		rs.ctx = probe.trace(ctx0)
-		out = rs.execute(prov, conn, a, execMax)
+		out = rs.execute(prov, conn, a, execMax, sent)
 		rs.ctx = ctx0
 		out.egressIP = egressOf(conn, probe)
 	} else {
-		out = rs.execute(prov, conn, a, execMax)
+		out = rs.execute(prov, conn, a, execMax, sent)
 	}
 	out.dispatched = true
-	recorded = true
+	return out, sent
+}
+
+// settle records a dispatched attempt and, when it delivered, frees its
+// slot and flushes the answer.
+func (rs *reqState) settle(a *model.Attempt, conn *connRuntime, out *execResult, sent time.Time, sl *slot) (bool, int) {
 	if a.Resume {
-		rs.resumeResult(a, &out) // proxy/resume.go
+		rs.resumeResult(a, out) // proxy/resume.go
 	}
 	if out.outcome.Kind == model.OutcomeResponse && out.errBody != nil {
 		out.errBody = redact(out.errBody, conn.cfg.APIKey)
@@ -151,14 +177,13 @@ func (rs *reqState) attempt(a *model.Attempt) (bool, int) {
 		// the model does not know it.
 		out.outcome.Body = string(redact([]byte(out.outcome.Body), conn.cfg.APIKey))
 	}
-	done, status := rs.record(a, &out)
-	rs.logAttempt(a, &out, sent)
+	done, status := rs.record(a, out)
+	rs.logAttempt(a, out, sent)
 	if out.delivered {
 		// The model and the request log have the outcome and the slot is
 		// free (a read or a next request after the response sees that); the
 		// rest (metrics, the request's log line) need not delay the client.
 		sl.release()
-		released = true
 		rs.count(status)
 		if f, ok := rs.w.(http.Flusher); ok {
 			f.Flush()
@@ -221,32 +246,35 @@ func (rs *reqState) unsupported(a *model.Attempt, err error) (bool, int) {
 // "Measuring").
 //
 //go:noinline
-func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (*slot, int64, *model.Error) {
+func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (slot, int64, *model.Error) {
 	if a.Resume {
 		if err := rs.prefillError(a); err != nil { // proxy/resume.go: never sent, neutral
-			return nil, 0, err
+			return slot{}, 0, err
 		}
 	}
 	g := rs.g
 	ov := conn.cfg.RateLimitOverrides
 	maxWait, execMax := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(ov.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(ov.ExecutionMaxWaitMs)})
-	queueLeft := min(time.Duration(maxWait)*time.Millisecond-g.now().Sub(rs.start), rs.dl.Sub(g.now()))
-	qStart := time.Now()
+	now := g.now()
+	queueLeft := min(time.Duration(maxWait)*time.Millisecond-now.Sub(rs.start), rs.dl.Sub(now))
 	var refusal *model.Error
 	failOpen, noConnCap := rs.quotaShareAdmission() // docs/admission.md#concurrency-gates quota-share
-	sl, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
+	// The gate and the pacer each say how long they held the attempt
+	// (0 without a clock read when they let it through at once).
+	sl, waited, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
 	if aerr != nil {
 		refusal = aerr.err
 	}
 	if refusal == nil && a.Limited { // docs/admission.md: the engine says this connection goes through the admission queue
-		queueLeft -= time.Since(qStart)
-		if _, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
+		queueLeft -= waited
+		var paced time.Duration
+		if paced, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
 			sl.release()
-			sl = nil
 		}
+		waited += paced
 	}
-	if w := time.Since(qStart); w > time.Millisecond || refusal != nil {
-		g.met.QueueWait.WithLabelValues(a.Provider, a.Connection).Observe(w.Seconds())
+	if waited > time.Millisecond || refusal != nil {
+		g.met.QueueWait.WithLabelValues(a.Provider, a.Connection).Observe(waited.Seconds())
 	}
 	return sl, execMax, refusal
 }
@@ -263,21 +291,22 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	var ans *model.Step
 	var fb model.LimiterFeedback
 	g.lock()
+	now := g.modelNow() // one reading for the whole record
 	if out.egressIP != "" {
 		// Before Record: a 429 on an egress-bucketed provider cools the
 		// siblings sharing this attempt's egress IP (docs/classification.md).
-		_ = g.eng.SetEgressIP(g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
+		_ = g.eng.SetEgressIP(now, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, out.egressIP)
 	}
 	if out.local != nil && out.local.Code == model.CodeShuttingDown {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportCut, Err: out.local, Committed: out.committed})
+		v, ans = rs.flow.Record(now, g.eng, a, model.Report{Kind: model.ReportCut, Err: out.local, Committed: out.committed})
 	} else if !out.dispatched && out.local != nil {
 		// The admission stage refused it: as the simulator records it.
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Kind: model.ReportLocal, Err: out.local})
+		v, ans = rs.flow.Record(now, g.eng, a, model.Report{Kind: model.ReportLocal, Err: out.local})
 	} else {
-		v, ans = rs.flow.Record(g.modelNow(), g.eng, a, model.Report{Outcome: out.outcome, Committed: out.committed})
+		v, ans = rs.flow.Record(now, g.eng, a, model.Report{Outcome: out.outcome, Committed: out.committed})
 	}
 	if a.Limited && out.outcome.Kind == model.OutcomeResponse {
-		fb = g.eng.LimiterFeedback(g.modelNow(), a, &out.outcome, &v, maxWait)
+		fb = g.eng.LimiterFeedback(now, a, &out.outcome, &v, maxWait)
 	}
 	g.unlock()
 	g.pace.feedback(model.ConnRef{Provider: a.Provider, Connection: a.Connection}, fb)
@@ -318,47 +347,68 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 }
 
 // execute makes one upstream call under the phase timers and, on success,
-// delivers it to the client.
-func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64) (res execResult) {
-	to := &rs.s.UpstreamTimeouts
-	// A parent of its own per attempt (not reused in reqState: a finished
-	// attempt's timer may still be unlinking its context from it).
-	cctx := &clockCtx{Context: rs.ctx}
-	actx, cancel := context.WithCancelCause(cctx)
+// delivers it to the client; sent is when it was dispatched.
+func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.Attempt, execMaxMs int64, sent time.Time) (res execResult) {
+	// The attempt's parent and its clock, in one allocation per attempt
+	// (not reused in reqState: a finished attempt's timer may still be
+	// unlinking its context from it).
+	run := &attemptRun{}
+	run.clockCtx = clockCtx{Context: rs.ctx, clock: &run.clock} // the dialer finds the clock (dialUpstream)
+	actx, cancel := context.WithCancelCause(&run.clockCtx)
 	defer cancel(nil)
-	// A cut attempt (watchdog, timeout, drain) does not wait on a client
-	// that reads nothing (request.go); runs before cancel(nil) above.
-	rs.cw.watch(actx, rs.w, rs.g.clientWriteGrace)
+	// A cut attempt (its clock, a stream watchdog) does not wait on a
+	// client that reads nothing (clientWrites, request.go): the cut gives
+	// the client grace. end runs before cancel(nil) above.
+	rs.cw.begin()
 	defer func() {
 		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
 	}()
+	run.clock.cw = &rs.cw
+	rs.startClock(&run.clock, execMaxMs, sent, cancel)
+	defer run.clock.stop()
+	req, err := rs.upstreamRequest(withReuseGuard(actx), prov, conn, cand) // the reuse guard (transport.go)
+	if err != nil {
+		return transport(model.TransportRefused)
+	}
+	return rs.exchange(actx, cancel, &run.clock, prov, conn, cand, req)
+}
 
-	// The whole attempt: the model's bound (attemptMs, the execution bound,
-	// the request's deadline), the same rule the simulator times by.
-	boundMs, cut := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(rs.g.now()).Milliseconds())
-	attemptD, cause := time.Duration(boundMs)*time.Millisecond, errAttemptTimeout
-	switch cut {
+// attemptRun is an attempt's parent context with the clock it carries.
+type attemptRun struct {
+	clockCtx
+	clock attemptClock
+}
+
+// startClock starts the attempt's clock: the model's bound of the whole
+// attempt (attemptMs, the execution bound, the request's deadline: the
+// same rule the simulator times by), then the header budget.
+func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, sent time.Time, cancel context.CancelCauseFunc) {
+	boundMs, why := model.AttemptBound(rs.s, execMaxMs, rs.dl.Sub(sent).Milliseconds())
+	cause := errAttemptTimeout
+	switch why {
 	case model.CutExecution:
 		cause = errExecTimeout
 	case model.CutDeadline:
 		cause = errDeadline
 	}
-	clock := startAttemptClock(attemptD, cause, to.ResponseHeaderMs.Duration(), cancel)
-	cctx.clock = clock // the dialer finds it (dialUpstream), on this goroutine or the transport's after Do
-	defer clock.stop()
+	c.start(time.Duration(boundMs)*time.Millisecond, cause, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration(), cancel)
+}
 
+// upstreamRequest builds the attempt's upstream request on ctx: the
+// provider's native wire format (encoded by attempt) or the client's body
+// with the upstream model id, and the gateway's headers.
+func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn *connRuntime, cand *model.Attempt) (*http.Request, error) {
 	var req *http.Request
 	var err error
-	rctx := withReuseGuard(actx)           // the reuse guard (transport.go)
-	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go), encoded by attempt
-		if req, err = newJSONRequest(rctx, rs.wireURL, rs.wireBody); err == nil {
+	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go)
+		if req, err = newJSONRequest(ctx, rs.wireURL, rs.wireBody); err == nil {
 			wa.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(rctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
+		req = newPostRequest(ctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
 	}
 	if err != nil {
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeTransport, Transport: model.TransportRefused}}
+		return nil, err
 	}
 	// Shared value slices (hdrJSON, conn.authHdr, …): the upstream call
 	// only reads the request's header, so one copy serves every request.
@@ -375,13 +425,18 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // docs/spendwall.md: the model put this attempt on the lane
 	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
+	return req, nil
+}
 
-	t0 := time.Now()
-	resp, err := prov.roundTrip(req, to.ResponseHeaderMs.Duration())
+// exchange sends the attempt's request and reads what came back: an
+// error status, a stream, or one JSON answer.
+func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, clock *attemptClock, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
+	resp, err := prov.roundTrip(req)
+	head := time.Since(clock.base) // the latency from the clock's start, read once
 	if err == nil {
 		rs.headersAt = rs.g.now() // the request log's first-byte time
 	}
-	rs.g.met.latencyOf(conn).Observe(time.Since(t0).Seconds())
+	rs.g.met.latencyOf(conn).Observe(head.Seconds())
 	if err != nil {
 		return rs.failure(actx, err, false)
 	}
@@ -390,21 +445,10 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	resp.Request = nil
 	scrubHeader(resp.Header, conn.cfg.APIKey)
 	defer resp.Body.Close()
+	to := &rs.s.UpstreamTimeouts
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// An error body is small and comes at once: it reads under the
-		// idle budget, so an upstream that sends a status and then stalls
-		// is cut like a stalled stream, not after the whole attempt's
-		// bound (attemptMs, 600 s by default).
-		clock.headersIn(to.StreamIdleMs.Duration())
-		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		// Cut by the idle budget, the answer is still the status the
-		// upstream sent (with what of its body came): classified as such.
-		stalled := context.Cause(actx) == errStall && rs.ctx.Err() == nil
-		if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
-			return rs.failure(actx, rerr, true)
-		}
-		return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
-			Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
+		clock.headersInAt(head, to.StreamIdleMs.Duration()) // see errorAnswer
+		return rs.errorAnswer(actx, resp)
 	}
 	if ce := headerValue(resp.Header, "Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		// Encoded in a way the gateway did not ask for and does not decode
@@ -421,13 +465,35 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 			// output validation case, retried elsewhere).
 			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 		}
-		clock.headersIn(0) // the stream watchdogs take over (streamWatch)
-		if cand.Resume {
-			return rs.pipeContinuation(actx, cancel, resp, cand) // proxy/resume.go
+		clock.headersInAt(head, 0) // the stream watchdogs take over (streamWatch)
+		// A watchdog's cut gives the client grace too.
+		cut := func(cause error) {
+			cancel(cause)
+			rs.cw.cut()
 		}
-		return rs.pipeStream(actx, cancel, resp, conn.cfg.APIKey)
+		if cand.Resume {
+			return rs.pipeContinuation(actx, cut, resp, cand) // proxy/resume.go
+		}
+		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey)
 	}
+	clock.headersInAt(head, to.FirstContentMs.Duration())
 	return rs.deliverJSON(actx, clock, resp)
+}
+
+// errorAnswer reads an upstream's error status and body. An error body is
+// small and comes at once: it reads under the idle budget, so an upstream
+// that sends a status and then stalls is cut like a stalled stream, not
+// after the whole attempt's bound (attemptMs, 600 s by default).
+func (rs *reqState) errorAnswer(actx context.Context, resp *http.Response) execResult {
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// Cut by the idle budget, the answer is still the status the
+	// upstream sent (with what of its body came): classified as such.
+	stalled := context.Cause(actx) == errStall && rs.ctx.Err() == nil
+	if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
+		return rs.failure(actx, rerr, true)
+	}
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
+		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 }
 
 // newPostRequest is http.NewRequestWithContext(ctx, tmpl.Method, tmpl.URL,
@@ -521,7 +587,6 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // be retried elsewhere), then writes it to the client.
 func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp *http.Response) execResult {
 	to := &rs.s.UpstreamTimeouts
-	clock.headersIn(to.FirstContentMs.Duration())
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
@@ -575,12 +640,32 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	if id := firstValue(resp.Header, "X-Request-Id"); id != nil {
 		h["X-Upstream-Request-Id"] = id
 	}
-	rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
+	if cl := firstValue(resp.Header, "Content-Length"); cl != nil && isLength(cl[0], buf.Len()) {
+		h["Content-Length"] = cl // the upstream's own, which the body matched: no formatting
+	} else {
+		rs.hvSet(h, "Content-Length", hvLength, strconv.Itoa(buf.Len()))
+	}
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes()) // flushed by attempt once the outcome is recorded and counted
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
 		delivered: true, committed: true, status: resp.StatusCode}
+}
+
+// isLength reports whether v is n in decimal as strconv writes it (no
+// sign, space or leading zero).
+func isLength(v string, n int) bool {
+	if v == "" || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	m := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+		m = m*10 + int(v[i]-'0')
+	}
+	return m == n
 }
 
 // streamWatch runs the model's stream watchdogs (docs/streams.md) for one attempt:
@@ -692,9 +777,13 @@ func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseF
 	sw := newStreamWatch(rs.g, rs.s, cancel)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
-	defer rd.release()
 	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
 		eager: rs.g.conf().Server.StreamCommit == "first-event"}
+	p.raw, p.data, p.held = rd.buffers() // the last stream's, pooled with the reader
+	defer func() {
+		rd.keep(p.raw, p.data, p.held) // nothing holds them once the stream is over
+		rd.release()
+	}()
 	p.flusher, _ = rs.w.(http.Flusher)
 	for {
 		var err error
@@ -746,7 +835,7 @@ func (p *ssePipe) commit() bool {
 	rs.firstOut = rs.g.now() // time to first token (metrics_ops.go)
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(p.held)
-	p.held = nil
+	p.held = kept(p.held) // not read again: a large one goes now, not with the stream
 	// The first event goes out now, not after the rest of what the
 	// upstream sent in the same read has been checked: time to first
 	// token is what a streaming client waits on. Later events are

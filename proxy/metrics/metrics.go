@@ -30,7 +30,7 @@ type Metrics struct {
 	Waits     *prometheus.CounterVec   // cooldown waits by kind
 	HTTP      *prometheus.CounterVec   // every HTTP answer of the gateway by surface and code
 	HTTPOK    prometheus.Counter       // HTTP{surface="client",code="200"}, looked up once
-	Inflight  prometheus.Gauge
+	Inflight  prometheus.GaugeFunc     // client requests in their handler, read at scrape time
 }
 
 // State is what the scrape-time series read from the gateway.
@@ -40,6 +40,9 @@ type State interface {
 	Views() ([]model.ProviderView, []model.ConnectionView, int)
 	// Gates calls fn with each admission gate's slots in use and queue.
 	Gates(fn func(provider, connection string, inUse, queued int))
+	// Inflight is the number of client requests in their handler. It is
+	// read when scraped, so the request path updates no gauge.
+	Inflight() int
 }
 
 // New registers the request-path series, the Go and process collectors,
@@ -70,8 +73,8 @@ func New(st State, extra ...prometheus.Collector) *Metrics {
 			Help: "Cooldown-aware waits (waitForCooldown, comboCooldownWait, priorityWait)."}, []string{"kind"}),
 		HTTP: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_http_responses_total",
 			Help: "Every HTTP answer of the gateway by surface and status code."}, []string{"surface", "code"}),
-		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
-			Help: "Client requests being served."}),
+		Inflight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "breakwater_inflight_requests",
+			Help: "Client requests being served."}, func() float64 { return float64(st.Inflight()) }),
 	}
 	m.HTTPOK = m.HTTP.WithLabelValues("client", "200")
 	reg.MustRegister(m.Requests, m.Upstream, m.Latency, m.Attempts, m.QueueWait, m.QueueRej, m.Waits, m.HTTP, m.Inflight,
