@@ -1,8 +1,11 @@
-// Package mgmt holds the HTTP side of the gateway's management and lease
-// APIs that needs no gateway state: decoding and validating request bodies
-// and query parameters into typed values, with 400 messages that name the
-// field. The handlers in package proxy call it, then hand the typed values
-// to the gateway core; nothing here changes any state.
+// Package mgmt is the gateway's management API over HTTP: the handlers
+// for health, breakers, cooldowns, lockouts, resilience settings, the
+// request log, rate limits, connection tests and the dashboard, and the
+// decoding of management and lease request bodies into typed values, with
+// 400 messages that name the field. The handlers reach the gateway
+// through Core (api.go): the gateway holds the locking and calls the
+// model, so no rule lives here. The provider editing and lease handlers
+// still live in package proxy and use the decoders of this package.
 package mgmt
 
 import (
