@@ -84,9 +84,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Waiting, when set, is told +1 as the upstream starts waiting on
 	// purpose (a latency, a chunk interval, a stall, a hold) and -1 as the
-	// wait ends, with the request's context: a replay's clock lets time
-	// pass only then, as the simulator does.
-	Waiting func(ctx context.Context, delta int)
+	// wait ends, with the request's context and the wait's length (0 as it
+	// ends): a replay's clock lets time pass only then, as the simulator
+	// does, and a replay's state read knows which waits end by its instant.
+	Waiting func(ctx context.Context, delta int, d time.Duration)
 }
 
 // Stats counts answered attempts.
@@ -331,8 +332,8 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 		return ctx.Err() == nil
 	}
 	if s.opts.Waiting != nil {
-		s.opts.Waiting(ctx, 1)
-		defer s.opts.Waiting(ctx, -1)
+		s.opts.Waiting(ctx, 1, d)
+		defer s.opts.Waiting(ctx, -1, 0)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -146,7 +146,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	// need it: the gateway gives up first.
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
 	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now,
-		Waiting: func(ctx context.Context, d int) {
+		Waiting: func(ctx context.Context, d int, length time.Duration) {
 			if o.upstreamCall != nil {
 				o.upstreamCall(d)
 			}
@@ -154,7 +154,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 				e.counter.waitBegins(ctx)
 			}
 			if n, ok := reqNum(ctx); ok {
-				e.prog.upstream(n, d)
+				e.prog.upstream(n, d, now().Add(length))
 			}
 		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

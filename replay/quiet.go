@@ -20,9 +20,10 @@ type progress struct {
 }
 
 type reqProgress struct {
-	waits   int    // upstream waits in progress
-	upEnd   uint64 // seq of the last upstream wait's end
-	stepped uint64 // seq of the last flow step
+	waits   int       // upstream waits in progress
+	due     time.Time // on the replay's clock, when the latest wait ends
+	upEnd   uint64    // seq of the last upstream wait's end
+	stepped uint64    // seq of the last flow step
 	// transit: the last flow step was an attempt that has not reached
 	// an upstream wait yet (on its way, answered at once, or queued by
 	// the gateway's admission, which no line shows); received: the
@@ -43,12 +44,16 @@ func (p *progress) of(n int) *reqProgress {
 	return r
 }
 
-// upstream notes an upstream wait of request n beginning (+1) or ending (-1).
-func (p *progress) upstream(n, d int) {
+// upstream notes an upstream wait of request n beginning (+1, ending at
+// due on the replay's clock) or ending (-1).
+func (p *progress) upstream(n, d int, due time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.of(n)
 	r.waits += d
+	if d > 0 {
+		r.due = due
+	}
 	r.transit, r.received = false, false
 	if d < 0 {
 		p.seq++
@@ -99,6 +104,31 @@ func (p *progress) behind(mark uint64) (caughtUp, transit bool) {
 		transit = transit || r.transit
 	}
 	return caughtUp, transit
+}
+
+// dueBy reports whether some upstream wait in progress is due to end by
+// at: its answer belongs to the instant at or before, as in the
+// simulator, where an answer landing at an instant comes before a read
+// of that instant.
+func (p *progress) dueBy(at time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.req {
+		if r.waits > 0 && !r.done && !r.due.After(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitDue polls until no upstream wait due by at is still in progress
+// (bounded by quietBound): on a loaded machine the upstream's timer can
+// fire after the read's own, though both end at the same instant.
+func (p *progress) awaitDue(at time.Time) {
+	start := time.Now()
+	for p.dueBy(at) && time.Since(start) < quietBound {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // quietBound bounds the wait for the gateway to catch up: its own work

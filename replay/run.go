@@ -570,6 +570,7 @@ func (r *runner) readAt(ctx context.Context, i int, in *instant) {
 		time.Sleep(min(r.o.Settle, in.gap/2))
 	}
 	if r.e.prog != nil {
+		r.e.prog.awaitDue(r.clk.now())                     // the clock stands at the instant
 		r.e.prog.awaitCaughtUp(budget - time.Since(start)) // in transit: what is left of the budget
 	}
 	r.expectState(ctx, i)
