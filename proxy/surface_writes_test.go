@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -74,14 +73,7 @@ func TestSurfaceStreamStartIsOneWrite(t *testing.T) {
 		io.WriteString(w, head+`"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	cfg, _, err := ParseConfig("w.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.URL+"/v1")), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := twoConnsGateway(t, up.URL)
 	defer g.Close(context.Background())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,11 +83,7 @@ func TestSurfaceStreamStartIsOneWrite(t *testing.T) {
 	go g.Serve(wl)
 	defer g.srv.Close()
 	client := &http.Client{Transport: &http.Transport{}}
-	for _, s := range []struct{ name, path, body, delta string }{
-		{"chat", "/v1/chat/completions", `{"model":"oa/gpt-5","stream":true,"messages":[{"role":"user","content":"hi"}]}`, `"content":"tok a"`},
-		{"messages", "/v1/messages", `{"model":"oa/gpt-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "content_block_delta"},
-		{"responses", "/v1/responses", `{"model":"oa/gpt-5","stream":true,"input":"hi"}`, "response.output_text.delta"},
-	} {
+	for _, s := range surfaceStreams {
 		wl.reset()
 		res, err := client.Post("http://"+l.Addr().String()+s.path, "application/json", strings.NewReader(s.body))
 		if err != nil {
