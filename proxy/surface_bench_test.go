@@ -57,23 +57,12 @@ func BenchmarkSurfaceFirstContent(b *testing.B) {
 	}
 	up.Start()
 	defer up.Close()
-	cfg, _, err := ParseConfig("b.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.URL+"/v1")), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := twoConnsGateway(b, up.URL)
 	defer g.Close(context.Background())
 	addr := serveLoopback(b, g)
 	defer g.srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	for _, s := range []struct{ name, path, body, delta string }{
-		{"chat", "/v1/chat/completions", `{"model":"oa/gpt-5","stream":true,"messages":[{"role":"user","content":"Say hello in one short sentence."}]}`, `"content":"tok`},
-		{"messages", "/v1/messages", `{"model":"oa/gpt-5","max_tokens":64,"stream":true,"system":"You are a terse assistant.","messages":[{"role":"user","content":"Say hello in one short sentence."}]}`, "content_block_delta"},
-		{"responses", "/v1/responses", `{"model":"oa/gpt-5","max_output_tokens":64,"stream":true,"instructions":"You are a terse assistant.","input":"Say hello in one short sentence."}`, "response.output_text.delta"},
-	} {
+	for _, s := range surfaceStreams {
 		b.Run(s.name, func(b *testing.B) {
 			reqNs := make([]int64, 0, b.N)
 			firstNs := make([]int64, 0, b.N)
@@ -114,4 +103,27 @@ func median(v []int64) int64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// surfaceStreams is one streamed request per client format (the perfkit
+// streamlat bodies) and what marks its first content event.
+var surfaceStreams = []struct{ name, path, body, delta string }{
+	{"chat", "/v1/chat/completions", `{"model":"oa/gpt-5","stream":true,"messages":[{"role":"user","content":"Say hello in one short sentence."}]}`, `"content":"tok`},
+	{"messages", "/v1/messages", `{"model":"oa/gpt-5","max_tokens":64,"stream":true,"system":"You are a terse assistant.","messages":[{"role":"user","content":"Say hello in one short sentence."}]}`, "content_block_delta"},
+	{"responses", "/v1/responses", `{"model":"oa/gpt-5","max_output_tokens":64,"stream":true,"instructions":"You are a terse assistant.","input":"Say hello in one short sentence."}`, "response.output_text.delta"},
+}
+
+// twoConnsGateway is a gateway on the twoConns config in front of the
+// upstream at upURL.
+func twoConnsGateway(tb testing.TB, upURL string) *Gateway {
+	tb.Helper()
+	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", upURL+"/v1")), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
 }
