@@ -137,9 +137,16 @@ func newRequestID(r *http.Request) (id, logID string) {
 }
 
 func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
+	g.serveChat(w, r, nil)
+}
+
+// serveChat serves a chat request; body, when not nil, is the request's
+// body already read and translated by a surface (surface.go runAsChat),
+// which is parsed without a second read of the client's connection.
+func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, body []byte) {
 	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
 	defer g.active.Add(-1)
-	rs, ok := g.startChat(w, r)
+	rs, ok := g.startChat(w, r, body)
 	defer rs.cw.release()
 	if !ok {
 		return
@@ -154,7 +161,7 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 // stream is held (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) (*reqState, bool) {
+func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, body []byte) (*reqState, bool) {
 	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now()}
 	rs.id, rs.logID = newRequestID(r)
 	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
@@ -171,9 +178,12 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request) (*reqState, 
 		limit = defaultMaxBodyBytes
 	}
 	rs.cw.watch(rs.ctx, w, g.clientWriteGrace) // cuts the body read and the attempts' writes (request.go)
-	rs.cw.setReading(true)
-	body, err := readBodyWatched(w, r, limit, g.bodyReadTimeout)
-	rs.cw.setReading(false)
+	var err error
+	if body == nil {
+		rs.cw.setReading(true)
+		body, err = readBodyWatched(w, r, limit, g.bodyReadTimeout)
+		rs.cw.setReading(false)
+	}
 	if err == nil {
 		rs.req, err = parseChatRequest(body)
 	}

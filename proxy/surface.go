@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -225,10 +224,8 @@ func clientToken(r *http.Request) (string, bool) {
 // runAsChat runs a translated request through the chat pipeline and
 // writes its answer through conv.
 func (g *Gateway) runAsChat(w http.ResponseWriter, r *http.Request, chat []byte, conv surfaceConv) {
-	r.Body = io.NopCloser(bytes.NewReader(chat))
-	r.ContentLength = int64(len(chat))
 	sw := &surfaceWriter{w: w, conv: conv}
-	g.handleChat(sw, r)
+	g.serveChat(sw, r, chat)
 	sw.finish()
 }
 
