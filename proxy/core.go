@@ -285,6 +285,47 @@ func (g *Gateway) Leases(ctx context.Context) ([]store.Lease, error) {
 	return ls, err
 }
 
+// Providers is every provider's view, in config order.
+func (g *Gateway) Providers() []mgmt.ProviderView {
+	g.provMu.RLock()
+	defer g.provMu.RUnlock()
+	out := []mgmt.ProviderView{}
+	for _, id := range g.provOrder {
+		out = append(out, g.providerView(g.provs[id], nil))
+	}
+	return out
+}
+
+// Provider is provider id's view; ok is false when the config names no
+// such provider.
+func (g *Gateway) Provider(id string) (mgmt.ProviderView, bool) {
+	g.provMu.RLock()
+	defer g.provMu.RUnlock()
+	p := g.provs[id]
+	if p == nil {
+		return mgmt.ProviderView{}, false
+	}
+	return g.providerView(p, nil), true
+}
+
+// PutProvider checks patch against provider id's config and, when it
+// holds, puts the patched config in place (replaceProvider) under provMu,
+// so two PUTs never patch the same old config.
+func (g *Gateway) PutProvider(id string, patch *mgmt.ProviderPatch) (mgmt.ProviderView, error) {
+	g.provMu.Lock()
+	cur := g.provs[id]
+	if cur == nil {
+		g.provMu.Unlock()
+		return mgmt.ProviderView{}, mgmt.ErrNoProvider
+	}
+	next, changed, problem := applyProviderPatch(patch, id, cur.cfg)
+	if problem != "" {
+		g.provMu.Unlock()
+		return mgmt.ProviderView{}, errors.New(problem)
+	}
+	return g.replaceProvider(cur, next, changed), nil // unlocks provMu
+}
+
 // TestProvider runs the connection test of provider id (testProvider).
 func (g *Gateway) TestProvider(ctx context.Context, id string) ([]mgmt.TestResult, bool) {
 	p := g.provider(id)
