@@ -42,8 +42,8 @@ func (g *Gateway) routes() http.Handler {
 	})
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
-	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)              // ids hold a slash: provider/model
-	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (docs/leases.md)
+	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)      // ids hold a slash: provider/model
+	r.Handle("/api/v1/session-leases", g.leasesHandler()).Methods(http.MethodPost) // client key auth (docs/leases.md)
 	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
