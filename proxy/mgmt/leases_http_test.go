@@ -3,7 +3,6 @@ package mgmt
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,11 +29,8 @@ func (f *leaseCore) LeaseAction(context.Context, LeaseKey, LeaseCall) (LeaseView
 
 func postLease(core LeaseCore, key *LeaseKey, body string) *httptest.ResponseRecorder {
 	l := &Leases{Core: core,
-		Key: func(*http.Request) (*LeaseKey, bool) { return key, true },
-		ReadBody: func(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-			b, err := io.ReadAll(r.Body)
-			return b, err == nil
-		},
+		Key:        func(*http.Request) (*LeaseKey, bool) { return key, true },
+		ReadBody:   newAPI(nil).ReadBody,
 		ModelError: func(w http.ResponseWriter, e *model.Error) int { w.WriteHeader(599); return 599 }}
 	req := httptest.NewRequest(http.MethodPost, "/api/v1/session-leases", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
