@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	didyoumean "github.com/breakwater-gw/breakwater/internal/suggest"
@@ -14,9 +12,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/proxy/confval"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
@@ -146,14 +144,9 @@ type ConnectionConfig struct {
 	EgressIP            string             `yaml:"egressIp"`  // docs/classification.md: set when requests leave through an egress proxy; else learned
 }
 
-// RateLimitOverrides are a connection's admission overrides (docs/admission.md#concurrency-gates, docs/admission.md).
-type RateLimitOverrides struct {
-	ModelConcurrency   map[string]int `yaml:"modelConcurrency" json:"modelConcurrency,omitempty"`
-	MaxWaitMs          Millis         `yaml:"maxWaitMs" json:"maxWaitMs,omitempty"`
-	ExecutionMaxWaitMs Millis         `yaml:"executionMaxWaitMs" json:"executionMaxWaitMs,omitempty"`
-	RPM                int            `yaml:"rpm" json:"rpm,omitempty"`
-	MinTimeMs          Millis         `yaml:"minTimeMs" json:"minTimeMs,omitempty"`
-}
+// RateLimitOverrides are a connection's admission overrides
+// (confval.RateLimitOverrides).
+type RateLimitOverrides = confval.RateLimitOverrides
 
 // ComboConfig is a virtual model tried with fallback.
 type ComboConfig struct {
@@ -170,26 +163,8 @@ type ComboTarget struct {
 	Connection string `yaml:"connection"`
 }
 
-// Millis is a duration in milliseconds; YAML accepts an integer or a Go
-// duration string ("30s").
-type Millis int64
-
-// Duration converts to a time.Duration.
-func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }
-
-// UnmarshalJSON accepts what the config file accepts (PUT /api/providers
-// takes the same fields): an integer or a Go duration string that is a
-// whole number of milliseconds, never negative. null leaves m unchanged.
-// A refusal is a *json.UnmarshalTypeError, which encoding/json fills with
-// the field's path, so the 400 names the field (jsonProblem).
-func (m *Millis) UnmarshalJSON(b []byte) error {
-	var v model.Millis
-	if err := v.UnmarshalJSON(b); err != nil || v < 0 {
-		return &json.UnmarshalTypeError{Value: string(bytes.TrimSpace(b)), Type: millisType}
-	}
-	*m = Millis(v)
-	return nil
-}
+// Millis is a duration in milliseconds (confval.Millis).
+type Millis = confval.Millis
 
 // ConfigError is one problem in a config file: where and what.
 type ConfigError struct {

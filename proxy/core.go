@@ -285,6 +285,47 @@ func (g *Gateway) Leases(ctx context.Context) ([]store.Lease, error) {
 	return ls, err
 }
 
+// Providers is every provider's view, in config order.
+func (g *Gateway) Providers() []mgmt.ProviderView {
+	g.provMu.RLock()
+	defer g.provMu.RUnlock()
+	out := []mgmt.ProviderView{}
+	for _, id := range g.provOrder {
+		out = append(out, g.providerView(g.provs[id], nil))
+	}
+	return out
+}
+
+// Provider is provider id's view; ok is false when the config names no
+// such provider.
+func (g *Gateway) Provider(id string) (mgmt.ProviderView, bool) {
+	g.provMu.RLock()
+	defer g.provMu.RUnlock()
+	p := g.provs[id]
+	if p == nil {
+		return mgmt.ProviderView{}, false
+	}
+	return g.providerView(p, nil), true
+}
+
+// PutProvider checks patch against provider id's config and, when it
+// holds, puts the patched config in place (replaceProvider) under provMu,
+// so two PUTs never patch the same old config.
+func (g *Gateway) PutProvider(id string, patch *mgmt.ProviderPatch) (mgmt.ProviderView, error) {
+	g.provMu.Lock()
+	cur := g.provs[id]
+	if cur == nil {
+		g.provMu.Unlock()
+		return mgmt.ProviderView{}, mgmt.ErrNoProvider
+	}
+	next, changed, problem := applyProviderPatch(patch, id, cur.cfg)
+	if problem != "" {
+		g.provMu.Unlock()
+		return mgmt.ProviderView{}, errors.New(problem)
+	}
+	return g.replaceProvider(cur, next, changed), nil // unlocks provMu
+}
+
 // TestProvider runs the connection test of provider id (testProvider).
 func (g *Gateway) TestProvider(ctx context.Context, id string) ([]mgmt.TestResult, bool) {
 	p := g.provider(id)
@@ -292,4 +333,92 @@ func (g *Gateway) TestProvider(ctx context.Context, id string) ([]mgmt.TestResul
 		return nil, false
 	}
 	return g.testProvider(ctx, p), true
+}
+
+var _ mgmt.LeaseCore = (*Gateway)(nil)
+
+// AcquireLease picks the connection: among the key's allowedConnections
+// that serve the model and are eligible by the model's selection (breaker,
+// cooldown, lockout, terminal) and not held by another owner, in the
+// provider's strategy order (model.Engine.LeaseAcquire); the arbiter has
+// the last word on each.
+func (g *Gateway) AcquireLease(ctx context.Context, key mgmt.LeaseKey, c mgmt.LeaseCall) (mgmt.LeaseView, error) {
+	g.lock()
+	route, err := g.eng.Resolve(c.Model)
+	g.unlock()
+	if err == nil {
+		err = model.LeaseAcquireRoute(&route)
+	}
+	if err != nil {
+		return mgmt.LeaseView{}, err
+	}
+	now := g.modelNow()
+	snap := g.leases.current(now)
+	sel := selPool.Get().(*model.Selection)
+	defer selPool.Put(sel)
+	g.lock()
+	offer, ue := g.eng.LeaseAcquire(now, route, key.Allowed, snap.held, snap.until, sel)
+	g.unlock()
+	if ue != nil {
+		return mgmt.LeaseView{}, ue
+	}
+	cands := append([]model.Candidate(nil), sel.Candidates...)
+	owner, err := newOwner()
+	if err != nil {
+		return mgmt.LeaseView{}, g.leaseStoreDown(err)
+	}
+	busy := 0
+	for _, cand := range cands {
+		l, res, err := g.leases.arb.Acquire(ctx, store.AcquireRequest{Owner: owner, APIKeyID: key.ID, Provider: cand.Provider,
+			Connection: cand.Connection, Model: route.Model, TTL: time.Duration(c.TTLMs) * time.Millisecond})
+		var lc *store.LeaseConflict
+		switch {
+		case err == nil:
+			g.leases.put(l)
+			v := mgmt.ViewOf(l, string(res))
+			v.Owner = owner
+			return v, nil
+		case errors.As(err, &lc):
+			// Another replica (or request) took it between our copy and
+			// the arbiter: the next candidate.
+			busy++
+			if lc.Kind == store.ConnectionBusy {
+				offer.NoteExpiry(model.TimeOf(lc.ExpiresAt))
+			}
+		default:
+			return mgmt.LeaseView{}, g.leaseStoreDown(err)
+		}
+	}
+	return mgmt.LeaseView{}, &mgmt.LeaseCapacity{RetryAfter: model.LeaseRetryAfterSeconds(g.modelNow(), offer.Earliest),
+		Eligible: offer.Eligible, Free: offer.Free - busy}
+}
+
+// LeaseAction runs renew, release and status. The arbiter decides; when
+// it refuses, the fence (docs/leases.md order) names why, from the
+// owner's active lease.
+func (g *Gateway) LeaseAction(ctx context.Context, key mgmt.LeaseKey, c mgmt.LeaseCall) (mgmt.LeaseView, error) {
+	claim := model.LeaseClaim{OwnerHash: hashOwner(c.Owner), Generation: c.Generation, APIKeyID: key.ID}
+	l, res, refused, err := g.leaseCall(ctx, key, c, &claim)
+	if refused != nil {
+		return mgmt.LeaseView{}, refused
+	}
+	if err == nil {
+		if l.State == store.LeaseActive {
+			g.leases.put(l)
+		} else {
+			g.leases.drop(claim.OwnerHash)
+		}
+		return mgmt.ViewOf(l, res), nil
+	}
+	if !errors.Is(err, store.ErrLeaseStale) {
+		return mgmt.LeaseView{}, g.leaseStoreDown(err)
+	}
+	_, f, verr := g.leases.verify(ctx, c.Owner, &claim)
+	if verr != nil {
+		return mgmt.LeaseView{}, g.leaseStoreDown(verr)
+	}
+	if f == model.FenceValid {
+		f = model.FenceStale // it changed between the two reads
+	}
+	return mgmt.LeaseView{}, fenceError(f)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,8 +42,8 @@ func (g *Gateway) routes() http.Handler {
 	})
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
-	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)              // ids hold a slash: provider/model
-	r.HandleFunc("/api/v1/session-leases", g.handleSessionLeases).Methods(http.MethodPost) // client key auth (docs/leases.md)
+	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)      // ids hold a slash: provider/model
+	r.Handle("/api/v1/session-leases", g.leasesHandler()).Methods(http.MethodPost) // client key auth (docs/leases.md)
 	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
@@ -63,9 +62,7 @@ func (g *Gateway) routes() http.Handler {
 	api.SettingsRoutes(m)
 	api.CooldownRoutes(m)
 	api.RateLimitRoutes(m)
-	m("/api/providers", g.handleListProviders, http.MethodGet)
-	m("/api/providers/{id}", g.handleGetProvider, http.MethodGet)
-	m("/api/providers/{id}", g.handlePutProvider, http.MethodPut)
+	api.ProviderRoutes(m)
 	api.ProviderTestRoutes(m)
 	api.RequestLogRoutes(m)
 	r.Handle("/metrics", g.mgmt(g.met.Handler().ServeHTTP)).Methods(http.MethodGet)
@@ -373,142 +370,27 @@ func (g *Gateway) checkFallbackTarget(patch settings.Layer, s model.Settings) er
 // ---------------------------------------------------------------------------
 // Providers
 
-type connectionOut struct {
-	ID                  string             `json:"id"`
-	MaxConcurrent       int                `json:"maxConcurrent"`
-	RateLimitOverrides  RateLimitOverrides `json:"rateLimitOverrides"`
-	RateLimitProtection bool               `json:"rateLimitProtection"`
-	HasCredentials      bool               `json:"hasCredentials"`
-	CredentialsChanged  bool               `json:"credentialsChanged,omitempty"`
-}
-
-type providerOut struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	Profile       string          `json:"profile"`
-	BaseURL       string          `json:"baseURL"`
-	Models        []string        `json:"models"`
-	MaxConcurrent int             `json:"maxConcurrent"`
-	Connections   []connectionOut `json:"connections"`
-	// Continuation is the effective stream-resume capability: the
-	// config's, else the type's default (docs/resume.md).
-	Continuation string `json:"continuation"`
-}
-
-func (g *Gateway) providerView(p *provRuntime, changed map[string]bool) providerOut {
-	out := providerOut{ID: p.cfg.ID, Type: p.cfg.Type, Profile: p.cfg.Profile, BaseURL: redactURL(p.cfg.BaseURL), Models: p.cfg.Models,
-		MaxConcurrent: p.cfg.MaxConcurrent, Connections: []connectionOut{},
+// providerView is p as the provider views show it (mgmt.ProviderView),
+// noting the connections whose key a PUT changed.
+func (g *Gateway) providerView(p *provRuntime, changed map[string]bool) mgmt.ProviderView {
+	out := mgmt.ProviderView{ID: p.cfg.ID, Type: p.cfg.Type, Profile: p.cfg.Profile, BaseURL: redactURL(p.cfg.BaseURL), Models: p.cfg.Models,
+		MaxConcurrent: p.cfg.MaxConcurrent, Connections: []mgmt.ConnectionView{},
 		Continuation: model.ContinuationOf(p.cfg.Type, p.cfg.Continuation).String()}
 	if out.Models == nil {
 		out.Models = []string{}
 	}
 	for _, c := range p.cfg.Connections {
 		cr := p.conns[c.ID]
-		out.Connections = append(out.Connections, connectionOut{ID: c.ID, MaxConcurrent: cr.cfg.MaxConcurrent,
+		out.Connections = append(out.Connections, mgmt.ConnectionView{ID: c.ID, MaxConcurrent: cr.cfg.MaxConcurrent,
 			RateLimitOverrides: cr.cfg.RateLimitOverrides, RateLimitProtection: g.protection(p.cfg.ID, cr.cfg),
 			HasCredentials: cr.cfg.APIKey != "", CredentialsChanged: changed[c.ID]})
 	}
 	return out
 }
 
-func (g *Gateway) handleListProviders(w http.ResponseWriter, r *http.Request) {
-	g.provMu.RLock()
-	out := []providerOut{}
-	for _, id := range g.provOrder {
-		out = append(out, g.providerView(g.provs[id], nil))
-	}
-	g.provMu.RUnlock()
-	writeJSON(w, http.StatusOK, map[string]any{"providers": out})
-}
-
-func (g *Gateway) handleGetProvider(w http.ResponseWriter, r *http.Request) {
-	id := mux.Vars(r)["id"]
-	g.provMu.RLock()
-	p := g.provs[id]
-	var out providerOut
-	if p != nil {
-		out = g.providerView(p, nil)
-	}
-	g.provMu.RUnlock()
-	if p == nil {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-type connectionPatch struct {
-	ID                 string              `json:"id"`
-	APIKey             *string             `json:"apiKey"`
-	MaxConcurrent      *int                `json:"maxConcurrent"`
-	RateLimitOverrides *RateLimitOverrides `json:"rateLimitOverrides"`
-	// RateLimitProtection is accepted so a GET can be sent back, and
-	// deliberately ignored: POST /api/rate-limits changes it (docs/admission.md).
-	RateLimitProtection *bool `json:"rateLimitProtection"`
-	HasCredentials      *bool `json:"hasCredentials"`
-}
-
-type providerPatch struct {
-	ID            *string           `json:"id"`
-	Type          *string           `json:"type"`
-	Profile       *string           `json:"profile"`
-	BaseURL       *string           `json:"baseURL"`
-	Models        []string          `json:"models"`
-	MaxConcurrent *int              `json:"maxConcurrent"`
-	Connections   connectionPatches `json:"connections"`
-}
-
-// connectionPatches decodes a PUT body's connections one by one, so an
-// error names the element: encoding/json's field path has no index
-// (connections.rateLimitOverrides.maxWaitMs could be any of them).
-type connectionPatches []connectionPatch
-
-func (cs *connectionPatches) UnmarshalJSON(b []byte) error {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	out := make(connectionPatches, len(raw))
-	for i, r := range raw {
-		dec := json.NewDecoder(bytes.NewReader(r))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&out[i]); err != nil {
-			return fmt.Errorf("connections[%d]: %s", i, mgmt.JSONProblem(err))
-		}
-	}
-	*cs = out
-	return nil
-}
-
-// handlePutProvider updates a provider's base URL, caps and connection
-// credentials. New credentials clear the connection's terminal state
-// (docs/api.md#operator-actions); rateLimitProtection is never touched here.
-func (g *Gateway) handlePutProvider(w http.ResponseWriter, r *http.Request) {
-	id := mux.Vars(r)["id"]
-	var body providerPatch
-	if !decodeBody(w, r, &body, false) {
-		return
-	}
-	g.provMu.Lock()
-	cur := g.provs[id]
-	if cur == nil {
-		g.provMu.Unlock()
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("provider %q not found", id))
-		return
-	}
-	next, changed, problem := body.apply(id, cur.cfg)
-	if problem != "" {
-		g.provMu.Unlock()
-		writeError(w, http.StatusBadRequest, "invalid_request", problem)
-		return
-	}
-	out := g.replaceProvider(cur, next, changed) // unlocks provMu
-	writeJSON(w, http.StatusOK, out)
-}
-
-// apply returns provider id's config cur with the patch applied and the
+// applyProviderPatch returns provider id's config cur with the patch applied and the
 // connections whose key it changes, or why the patch is refused.
-func (body *providerPatch) apply(id string, cur ProviderConfig) (next ProviderConfig, changed map[string]bool, problem string) {
+func applyProviderPatch(body *mgmt.ProviderPatch, id string, cur ProviderConfig) (next ProviderConfig, changed map[string]bool, problem string) {
 	switch {
 	case body.ID != nil && *body.ID != id:
 		return next, nil, fmt.Sprintf("id %q does not match the path (%q); provider ids are set in the config file", *body.ID, id)
@@ -544,16 +426,16 @@ func (body *providerPatch) apply(id string, cur ProviderConfig) (next ProviderCo
 			return next, nil, fmt.Sprintf("connections[%d].id: %q appears twice", i, cp.ID)
 		}
 		seen[cp.ID] = true
-		if problem := cp.apply(&next.Connections[j], i, changed); problem != "" {
+		if problem := applyConnectionPatch(&cp, &next.Connections[j], i, changed); problem != "" {
 			return next, nil, problem
 		}
 	}
 	return next, changed, ""
 }
 
-// apply applies the patch of connections[i] to c, noting in changed a new
+// applyConnectionPatch applies the patch of connections[i] to c, noting in changed a new
 // key; it returns why the patch is refused, or "".
-func (cp *connectionPatch) apply(c *ConnectionConfig, i int, changed map[string]bool) string {
+func applyConnectionPatch(cp *mgmt.ConnectionPatch, c *ConnectionConfig, i int, changed map[string]bool) string {
 	if cp.MaxConcurrent != nil {
 		if *cp.MaxConcurrent < 0 {
 			return fmt.Sprintf("connections[%d].maxConcurrent must not be negative", i)
@@ -587,7 +469,7 @@ func (cp *connectionPatch) apply(c *ConnectionConfig, i int, changed map[string]
 // replaceProvider puts next in place of cur (the caller holds provMu,
 // which it releases) and hands the new caps and keys to the admission
 // gate and the model: a connection with a new key starts over.
-func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed map[string]bool) providerOut {
+func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed map[string]bool) mgmt.ProviderView {
 	id := next.ID
 	np := newProvRuntime(next, cur.pool)
 	g.provs[id] = np

@@ -54,6 +54,14 @@ type Core interface {
 	// SetRateLimitProtection sets ref's rateLimitProtection and answers
 	// the flag and whether the admission queue covers ref now.
 	SetRateLimitProtection(ref model.ConnRef, on bool) (protection, queued bool, err error)
+	// Providers is every provider's view, in config order; Provider is
+	// provider id's (ok false when the config names no such provider).
+	Providers() []ProviderView
+	Provider(id string) (ProviderView, bool)
+	// PutProvider applies patch to provider id and answers the new view:
+	// ErrNoProvider for a provider the config does not name, an error
+	// whose text is the 400's message for a refused patch.
+	PutProvider(id string, patch *ProviderPatch) (ProviderView, error)
 	// TestProvider runs the connection test of provider id and reports
 	// each passing connection to the model; ok is false when the config
 	// names no such provider.

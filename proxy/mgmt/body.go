@@ -85,7 +85,7 @@ func jsonTypeName(t reflect.Type) string {
 	return "a " + t.String()
 }
 
-// millis is a millisecond duration field of a body (proxy.Millis): its
+// millis is a millisecond duration field of a body (confval.Millis): its
 // refusal says what the field accepts.
 type millis interface{ Duration() time.Duration }
 

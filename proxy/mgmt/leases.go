@@ -1,11 +1,13 @@
 // Package mgmt is the gateway's management API over HTTP: the handlers
 // for health, breakers, cooldowns, lockouts, resilience settings, the
-// request log, rate limits, connection tests and the dashboard, and the
-// decoding of management and lease request bodies into typed values, with
-// 400 messages that name the field. The handlers reach the gateway
-// through Core (api.go): the gateway holds the locking and calls the
-// model, so no rule lives here. The provider editing and lease handlers
-// still live in package proxy and use the decoders of this package.
+// request log, rate limits, the provider views and edits, connection
+// tests and the dashboard, the session-lease API (POST
+// /api/v1/session-leases), and the decoding of management and lease
+// request bodies into typed values, with 400 messages that name the
+// field. The handlers reach the gateway through Core and LeaseCore: the
+// gateway holds the locking, authenticates keys, checks a provider edit
+// against its config, talks to the lease arbiter and calls the model, so
+// no rule lives here.
 package mgmt
 
 import (
