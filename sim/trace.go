@@ -6,7 +6,8 @@ import (
 	"hash"
 	"io"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonstr"
 )
 
 // tracer writes the canonical trace: one JSON object per decision, keys in
@@ -42,7 +43,7 @@ func (t *tracer) rec() {
 
 func (t *tracer) str(key string, v string) {
 	t.key(key)
-	t.buf = appendJSONString(t.buf, v)
+	t.buf = jsonstr.Append(t.buf, v)
 }
 
 func (t *tracer) int(key string, v int64) {
@@ -58,7 +59,7 @@ func (t *tracer) bool(key string, v bool) {
 // bytes writes a string field from a byte slice (no allocation).
 func (t *tracer) bytes(key string, v []byte) {
 	t.key(key)
-	t.buf = appendJSONString(t.buf, string(v))
+	t.buf = jsonstr.Append(t.buf, string(v))
 }
 
 // ev writes the record kind at its JSON key position.
@@ -100,49 +101,4 @@ func (t *tracer) key(k string) {
 func (t *tracer) finish() (string, error) {
 	t.flush()
 	return hex.EncodeToString(t.h.Sum(nil)), t.err
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string (RFC 8259): quotes,
-// backslashes and control characters escaped, invalid UTF-8 replaced.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\r':
-				b = append(b, '\\', 'r')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

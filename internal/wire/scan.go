@@ -8,6 +8,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/breakwater-gw/breakwater/internal/jsonstr"
 	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
 
@@ -399,48 +400,5 @@ func appendTokText(dst, tok []byte) []byte {
 	return append(dst, b[1:len(b)-1]...)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONBytes appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json writes it.
-func appendJSONBytes[T string | []byte](dst []byte, s T) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		var buf [utf8.UTFMax]byte
-		r, size := utf8.DecodeRune(buf[:copy(buf[:], s[i:])])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendJSONBytes appends s as a JSON string (internal/jsonstr).
+func appendJSONBytes[T string | []byte](dst []byte, s T) []byte { return jsonstr.Append(dst, s) }
