@@ -23,14 +23,7 @@ func BenchmarkGateway(b *testing.B) {
 			name = "sse"
 		}
 		b.Run(name, func(b *testing.B) {
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				if strings.Contains(r.Header.Get("Accept"), "event-stream") {
-					sse(streamOpt{chunks: 10})(w, r, 1)
-					return
-				}
-				okJSON("hello there")(w, r, 1)
-			}))
+			up := benchUpstream()
 			defer up.Close()
 			cfg, _, err := ParseConfig("b.yaml", []byte(strings.ReplaceAll(twoConns, "{{UP}}", up.URL+"/v1")), nil)
 			if err != nil {
@@ -43,10 +36,7 @@ func BenchmarkGateway(b *testing.B) {
 			defer g.Close(context.Background())
 			addr := serveLoopback(b, g) // the production server
 			defer g.srv.Close()
-			body := `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
-			if stream {
-				body = `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
-			}
+			body := benchBody(stream)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			runClients(b, client, addr, body)
 		})
@@ -65,14 +55,7 @@ func BenchmarkFloor(b *testing.B) {
 			name = "sse"
 		}
 		b.Run(name, func(b *testing.B) {
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				if strings.Contains(r.Header.Get("Accept"), "event-stream") {
-					sse(streamOpt{chunks: 10})(w, r, 1)
-					return
-				}
-				okJSON("hello there")(w, r, 1)
-			}))
+			up := benchUpstream()
 			defer up.Close()
 			tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
 			defer tr.CloseIdleConnections()
@@ -115,14 +98,32 @@ func BenchmarkFloor(b *testing.B) {
 				}
 			}))
 			defer bare.Close()
-			body := `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
-			if stream {
-				body = `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
-			}
+			body := benchBody(stream)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			runClients(b, client, strings.TrimPrefix(bare.URL, "http://"), body)
 		})
 	}
+}
+
+// benchUpstream is the in-process upstream both harnesses call: a short
+// JSON answer, or ten SSE chunks when the request accepts a stream.
+func benchUpstream() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if strings.Contains(r.Header.Get("Accept"), "event-stream") {
+			sse(streamOpt{chunks: 10})(w, r, 1)
+			return
+		}
+		okJSON("hello there")(w, r, 1)
+	}))
+}
+
+// benchBody is the client's chat request, streamed or not.
+func benchBody(stream bool) string {
+	if stream {
+		return `{"model":"glm/glm-5","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	}
+	return `{"model":"glm/glm-5","messages":[{"role":"user","content":"hello"}]}`
 }
 
 // runClients posts body to addr from GOMAXPROCS clients in parallel and
