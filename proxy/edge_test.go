@@ -1019,22 +1019,7 @@ func TestEchoedKeyInAnswerHeadsIsRedacted(t *testing.T) {
 			}
 		}
 	})
-	cfg, _, err := ParseConfig("test.yaml", []byte(`
-providers:
-  - id: p
-    baseURL: `+up.baseURL()+`
-    models: [m]
-    connections: [{id: c, apiKey: `+key+`, disableCooling: true}]
-`+testBase), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gg, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gg.Close(context.Background()) })
-	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
+	g := rawGWConns(t, up, "[{id: c, apiKey: "+key+", disableCooling: true}]", testBase)
 	for i, r := range []resp{g.chat("p/m"), g.stream("p/m"), g.chat("p/m")} {
 		if i == 1 && (r.code != 200 || !strings.Contains(r.body, "[DONE]")) {
 			t.Fatalf("stream: %d %s, want it whole", r.code, r.body)
@@ -1062,22 +1047,7 @@ func TestShortPlaceholderKeyLeavesHeadsAlone(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"+
 			"data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
 	})
-	cfg, _, err := ParseConfig("test.yaml", []byte(`
-providers:
-  - id: p
-    baseURL: `+up.baseURL()+`
-    models: [m]
-    connections: [{id: c, apiKey: st}]
-`+testBase), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gg, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gg.Close(context.Background()) })
-	g := &gw{t: t, g: gg, srv: serveGW(t, gg)}
+	g := rawGWConns(t, up, "[{id: c, apiKey: st}]", testBase)
 	if r := g.stream("p/m"); r.code != 200 || r.h.Get("Content-Type") != "text/event-stream" || !strings.Contains(r.body, "[DONE]") {
 		t.Fatalf("%d %q %s, want the stream whole", r.code, r.h.Get("Content-Type"), r.body)
 	}
