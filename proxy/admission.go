@@ -21,6 +21,7 @@ type gate struct {
 	m       *model.Gate
 	nextID  uint64
 	waiters map[uint64]*waiter
+	waiting func(int) // Options.Waiting: a parked waiter waits on purpose
 }
 
 // waiter is one parked acquire; ready closes when the gate granted it.
@@ -29,7 +30,9 @@ type waiter struct {
 	hold  model.GateHold
 }
 
-func newGate() *gate { return &gate{m: model.NewGate(), waiters: map[uint64]*waiter{}} }
+func newGate(waiting func(int)) *gate {
+	return &gate{m: model.NewGate(), waiters: map[uint64]*waiter{}, waiting: waiting}
+}
 
 // configure sets the caps from the config (and again after PUT
 // /api/providers/{id}); counters in use are kept.
@@ -111,6 +114,8 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	g.waiters[id] = w
 	g.mu.Unlock()
 
+	g.waiting(1)
+	defer g.waiting(-1)
 	start := time.Now()
 	t := time.NewTimer(queueLeft)
 	defer t.Stop()

@@ -412,6 +412,8 @@ const (
 // (with a second to spare for the attempt after it) before the drain's
 // deadline.
 func (rs *reqState) wait(d time.Duration) (int, time.Duration) {
+	rs.g.waiting(1)
+	defer rs.g.waiting(-1)
 	end := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()

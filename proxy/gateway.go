@@ -32,6 +32,12 @@ type Options struct {
 	Now func() time.Time
 	// Seed seeds the model's randomness (random / weighted / p2c); 0 = random.
 	Seed uint64
+	// Waiting, when set, is told +1 as the gateway starts a deliberate
+	// wait (a cooldown wait, a place in an admission queue, a paced
+	// dispatch slot) and -1 as it ends. A shell that drives Now (the
+	// replay) lets its clock run while something waits on purpose and
+	// stand still while the gateway only works, as the simulator does.
+	Waiting func(delta int)
 }
 
 // Gateway is the running gateway: the engine behind its mutex, the store
@@ -40,6 +46,8 @@ type Gateway struct {
 	cfg *Config
 	log *slog.Logger
 	now func() time.Time
+	// waiting is Options.Waiting, or a no-op.
+	waiting func(delta int)
 
 	// mu guards eng and pending. Held only for model calls, never for I/O.
 	mu      sync.Mutex
@@ -164,9 +172,13 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	waiting := opts.Waiting
+	if waiting == nil {
+		waiting = func(int) {}
+	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
 		store: opts.Store, lower: lower, saved: saved,
-		provs: map[string]*provRuntime{}, gate: newGate(), pace: newPacers(opts.Now),
+		provs: map[string]*provRuntime{}, gate: newGate(waiting), pace: newPacers(opts.Now, waiting), waiting: waiting,
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	g.logSavedOverrides() // proxy/ops_settings.go

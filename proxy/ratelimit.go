@@ -25,13 +25,15 @@ type pacers struct {
 	// now is the gateway's clock (Options.Now): the pauses LimiterFeedback
 	// sets are instants on it, so the slots must be read on it too.
 	now func() time.Time
+	// waiting is Options.Waiting: a paced attempt waits on purpose.
+	waiting func(int)
 }
 
-func newPacers(now func() time.Time) *pacers {
+func newPacers(now func() time.Time, waiting func(int)) *pacers {
 	if now == nil {
 		now = time.Now
 	}
-	return &pacers{by: map[model.ConnRef]*model.Limiter{}, now: now}
+	return &pacers{by: map[model.ConnRef]*model.Limiter{}, now: now, waiting: waiting}
 }
 
 func limitsOf(o RateLimitOverrides) model.ConnLimits {
@@ -61,6 +63,8 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o
 	if st.Go {
 		return 0, nil
 	}
+	ps.waiting(1)
+	defer ps.waiting(-1)
 	start := time.Now()
 	for !st.Go {
 		if st.Code != "" {

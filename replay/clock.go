@@ -29,18 +29,21 @@ type schedClock struct {
 	wallClk bool          // plain wall clock (Options.WallClock)
 	t0      time.Time
 	last    time.Duration // the latest offset read: the clock never goes back
-	// Upstream time: while the fault upstream waits on purpose (a latency,
-	// a chunk interval, a stall; faults.Options.Waiting) time passes in the
-	// simulator too; the gateway's own work, and the upstream's, take none.
-	// Within the quantum the clock moves by the time some such wait was in
-	// progress since the dispatch.
+	// Waiting time: while the fault upstream waits on purpose (a latency,
+	// a chunk interval, a stall; faults.Options.Waiting) or the gateway
+	// does (a cooldown wait, an admission queue, a paced slot;
+	// proxy.Options.Waiting), time passes in the simulator too; the
+	// gateway's own work, and the upstream's, take none. Within the
+	// quantum the clock moves by the time some such wait was in progress
+	// since the dispatch.
 	calls     int
 	callSince time.Time
 	callAcc   time.Duration
 }
 
-// upstreamCall marks a fault-upstream wait beginning (+1) or ending (-1).
-func (c *schedClock) upstreamCall(d int) {
+// waiting marks a deliberate wait of the fault upstream or the gateway
+// beginning (+1) or ending (-1).
+func (c *schedClock) waiting(d int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -114,11 +117,12 @@ func (c *schedClock) freeze(f bool) {
 	}
 }
 
-// maxQuantum bounds how long after a dispatch the clock moves by upstream
-// time only (upstreamCall): the gateway's work on an instant (several
-// attempts in a row, under the race detector on a busy machine) is no time
-// at all in the simulator, and a cooldown it sets must end where the
-// simulator's ends. Past it the clock follows the wall again, so a wait
-// of the gateway's own (a cooldown wait, a paced slot) shorter than the
-// quantum ends at most the quantum late.
+// maxQuantum bounds how long after a dispatch the clock moves by waiting
+// time only: the gateway's work on an instant (several attempts in a row,
+// under the race detector on a busy machine) is no time at all in the
+// simulator, and a cooldown it sets must end where the simulator's ends.
+// Past it the clock follows the wall again, because not every timer that
+// decides an outcome is a deliberate wait: the gateway's stream watchdogs
+// and attempt deadlines run on real timers while the upstream holds an
+// answer without sending.
 const maxQuantum = 250 * time.Millisecond

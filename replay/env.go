@@ -147,8 +147,8 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
 	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now,
 		Waiting: func(ctx context.Context, d int, length time.Duration) {
-			if o.upstreamCall != nil {
-				o.upstreamCall(d)
+			if o.waiting != nil {
+				o.waiting(d)
 			}
 			if d > 0 && e.counter != nil {
 				e.counter.waitBegins(ctx)
@@ -180,7 +180,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
 	e.requests = newRequestRecorder(e.log.Handler(), e.prog)
 	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(e.requests),
-		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now})
+		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now, Waiting: o.waiting})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

@@ -76,7 +76,7 @@ type Options struct {
 	// Logger receives the gateway's logs (default: discard).
 	Logger *slog.Logger
 
-	upstreamCall func(int) // the clock's upstream-time hook (clock.go)
+	waiting func(int) // the clock's waiting-time hook (clock.go)
 }
 
 // Result is one replay's outcome; Failures use the file's own times.
@@ -144,7 +144,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	// epoch at the start, so a daily reset falls where the simulator has it;
 	// their clock follows the schedule (clock.go).
 	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock, maxQ: maxQuantum}
-	o.upstreamCall = clk.upstreamCall
+	o.waiting = clk.waiting
 	var e *env
 	if o.Target == "" {
 		e, err = startLocal(ctx, scaled, &o, clk.now)
