@@ -3,7 +3,10 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1137,5 +1140,58 @@ resilience:
 	}
 	if c := conn("key-a"); c != "k1" {
 		t.Fatalf("team-a's pin was moved by team-b's session of the same id: %s", c)
+	}
+}
+
+// Options.Waiting (proxy/gateway.go): a cooldown wait is a deliberate wait,
+// reported +1 as it starts and -1 as it ends, so a shell that drives the
+// clock (the replay) lets time run through it; an answer with no wait
+// reports nothing.
+func TestWaitingHookReportsCooldownWait(t *testing.T) {
+	up := newFakeUp(t)
+	cfg, _, err := ParseConfig("test.yaml", []byte(strings.ReplaceAll(`
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
+resilience:
+  waitForCooldown: {enabled: true, maxRetries: 3, maxRetryWaitSec: 5}
+`, "{{UP}}", up.url())), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []int
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1,
+		Waiting: func(d int) { mu.Lock(); events = append(events, d); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	base := "http://" + serveLoopback(t, g)
+	post := func() *http.Response {
+		r, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"p/m","messages":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return r
+	}
+	// the upstream's n-th call answers seq's n-th behaviour
+	up.set("k", seq(okJSON("at once"), status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "1"), okJSON("after wait")))
+	if r := post(); r.StatusCode != 200 {
+		t.Fatalf("status %d", r.StatusCode)
+	}
+	mu.Lock()
+	if len(events) != 0 {
+		t.Fatalf("an answer without a wait reported %v", events)
+	}
+	mu.Unlock()
+	if r := post(); r.StatusCode != 200 || r.Header.Get("X-Breakwater-Attempts") != "2" {
+		t.Fatalf("status %d attempts %q", r.StatusCode, r.Header.Get("X-Breakwater-Attempts"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(events, []int{1, -1}) {
+		t.Fatalf("cooldown wait reported %v, want [1 -1]", events)
 	}
 }
