@@ -40,11 +40,13 @@ func (g *Gateway) routes() http.Handler {
 		}
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s (allowed: %s)", req.Method, req.URL.Path, strings.Join(allow, ", ")))
 	})
+	// The router tries the routes in order: the client APIs first, so a
+	// request to them matches without trying the others' patterns.
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
+	g.surfaceRoutes(r)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
 	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)      // ids hold a slash: provider/model
 	r.Handle("/api/v1/session-leases", g.leasesHandler()).Methods(http.MethodPost) // client key auth (docs/leases.md)
-	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
