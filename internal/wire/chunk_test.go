@@ -73,3 +73,67 @@ func TestReadChunkForgetsTheChunkBefore(t *testing.T) {
 		t.Fatalf("left over: %+v", c)
 	}
 }
+
+// FuzzTextDeltaMatchesDecoder pins textDelta's fast path to the full
+// decoder: the choices of a chunk it takes are index 0, carry that text
+// and nothing else — no finish reason, tool calls or reasoning — and the
+// chunk has no usage or error. (A chunk with no choices array at all,
+// which no upstream sends, is not pinned: the walk does not check the
+// object's structure.)
+func FuzzTextDeltaMatchesDecoder(f *testing.F) {
+	f.Add([]byte(benchChunk))
+	f.Add([]byte(benchRoleChunk))
+	f.Add([]byte(benchFinishChunk))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"héllo"},"finish_reason":null}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a","reasoning_content":"r"}}]}`))
+	f.Add([]byte(`{"id":"x\"usage\"","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		text, ok := textDelta(b)
+		if !ok {
+			return
+		}
+		var c ChatChunk
+		if json.Unmarshal(b, &c) != nil || c.Choices == nil {
+			return // not a chunk (the stream's parser skips it), or no choices
+		}
+		var want string
+		if err := json.Unmarshal(append(append([]byte{'"'}, text...), '"'), &want); err != nil {
+			t.Fatalf("%s: the text %q is not a JSON string's content: %v", b, text, err)
+		}
+		if c.Usage != nil || c.Error != nil {
+			t.Fatalf("%s: taken as a text delta, has usage or an error", b)
+		}
+		got := ""
+		for _, ch := range c.Choices {
+			d := ch.Delta
+			if ch.Index != 0 || d.ReasoningContent != nil || d.Reasoning != nil || len(d.ToolCalls) > 0 ||
+				(ch.FinishReason != nil && *ch.FinishReason != "") {
+				t.Fatalf("%s: taken as text %q, has the choice %+v", b, want, ch)
+			}
+			if d.Content != nil {
+				got += *d.Content
+			}
+		}
+		if got != want {
+			t.Fatalf("%s: taken as text %q, decodes to %q", b, want, got)
+		}
+	})
+}
+
+// The common text chunks — OpenAI's shape, with logprobs and a null
+// finish reason, and the perfkit mock's — take the fast path: the full
+// decoder costs several times as much for each one.
+func TestTextDeltaTakesCommonChunks(t *testing.T) {
+	for chunk, want := range map[string]string{
+		benchChunk: "lorem ipsum dol ",
+		`{"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"content":"tok a"},"logprobs":null,"finish_reason":null}]}`:                                  "tok a",
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"héllo ✓"},"logprobs":null,"finish_reason":null}],"obfuscation":"x"}`: "héllo ✓",
+	} {
+		if text, ok := textDelta([]byte(chunk)); !ok || string(text) != want {
+			t.Errorf("%s: textDelta = %q, %v; want %q", chunk, text, ok, want)
+		}
+	}
+}

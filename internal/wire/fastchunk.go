@@ -10,40 +10,98 @@ import (
 // encoding/json, which costs most of a chunk's translation. It returns
 // the text's raw bytes (valid inside a JSON string as they are) and
 // false for any other chunk, which the full decoder reads.
+//
+// One pass over the chunk looks at the string after each quote (a key,
+// a value, or the bytes between two strings): the delta's key, once; an
+// index, once, 0; a finish reason only when null; choices once; and
+// nothing the decoder would read beyond that — usage, an error, tool
+// calls, reasoning, a refusal, a second delta or content, a key it
+// matches in another letter case or spelled with escapes. A quote inside a string only makes the pass more
+// cautious, never wrong: the full decoder reads what it declines.
 func textDelta(data []byte) ([]byte, bool) {
-	const key = `"delta":{"content":"`
-	i := bytes.Index(data, []byte(key))
-	if i < 0 {
-		return nil, false
-	}
-	start := i + len(key)
-	end := bytes.IndexByte(data[start:], '"')
-	if end < 0 {
-		return nil, false
-	}
-	text := data[start : start+end]
-	rest := data[start+end+1:]
-	// The delta must close right after the text, and nothing else in the
-	// chunk may need reading: a finish reason, usage, tool calls,
-	// reasoning, an error, or a second choice.
-	if len(rest) == 0 || rest[0] != '}' || !plainText(text) {
-		return nil, false
-	}
-	for _, k := range fastRejects {
-		if bytes.Contains(data, k) {
+	const key = `delta":{"content":"`
+	var text []byte
+	found := false
+	indexes, choices := 0, 0
+	for i := 0; i < len(data); i++ {
+		if data[i] != '"' {
+			continue
+		}
+		k := data[i+1:]
+		n := bytes.IndexByte(k, '"')
+		if n < 0 {
+			break // the last quote: no string follows
+		}
+		w := k[:n]
+		switch string(w) {
+		case "delta":
+			if found || !bytes.HasPrefix(k, []byte(key)) {
+				return nil, false
+			}
+			start := i + 1 + len(key)
+			end := bytes.IndexByte(data[start:], '"')
+			if end < 0 {
+				return nil, false
+			}
+			text = data[start : start+end]
+			// The delta must close right after the text.
+			if start+end+1 >= len(data) || data[start+end+1] != '}' || !plainText(text) {
+				return nil, false
+			}
+			found = true
+			i = start + end // the text holds no quote: go on after it
+			continue
+		case "index":
+			if indexes++; indexes > 1 || !bytes.HasPrefix(k[n:], []byte(`":0`)) {
+				return nil, false
+			}
+			continue
+		case "finish_reason":
+			if !bytes.HasPrefix(k[n:], []byte(`":null`)) {
+				return nil, false
+			}
+			continue
+		case "choices":
+			if choices++; choices > 1 {
+				return nil, false // the decoder keeps the last
+			}
+			continue
+		}
+		if decodedKey(w) {
 			return nil, false
 		}
 	}
-	if bytes.Count(data, []byte(`"index":`)) != 1 || !bytes.Contains(data, []byte(`"index":0`)) {
-		return nil, false
-	}
-	if j := bytes.Index(data, []byte(`"finish_reason":`)); j >= 0 && !bytes.HasPrefix(data[j+len(`"finish_reason":`):], []byte("null")) {
-		return nil, false
-	}
-	return text, true
+	return text, found && indexes == 1
 }
 
-var fastRejects = [][]byte{[]byte(`"usage"`), []byte(`"tool_calls"`), []byte(`"reasoning`), []byte(`"error"`), []byte(`"refusal"`)}
+// decodedKey reports whether w, as a key, is one the full decoder would
+// read into what textDelta vouches for (in any letter case, as
+// encoding/json matches keys), other than where textDelta reads it.
+func decodedKey(w []byte) bool {
+	switch len(w) {
+	case 5:
+		return bytes.EqualFold(w, []byte("usage")) || bytes.EqualFold(w, []byte("error")) ||
+			bytes.EqualFold(w, []byte("delta")) || bytes.EqualFold(w, []byte("index"))
+	case 7:
+		return bytes.EqualFold(w, []byte("content")) || bytes.EqualFold(w, []byte("refusal")) ||
+			bytes.EqualFold(w, []byte("choices"))
+	case 10:
+		return bytes.EqualFold(w, []byte("tool_calls"))
+	case 13:
+		return bytes.EqualFold(w, []byte("finish_reason"))
+	}
+	if len(w) >= 9 && bytes.EqualFold(w[:9], []byte("reasoning")) {
+		return true
+	}
+	// Two letters fold to ASCII from elsewhere (U+017F to s, U+212A to
+	// k): a key spelled with them is the decoder's too.
+	for _, c := range w {
+		if c >= utf8.RuneSelf {
+			return bytes.ContainsRune(w, 0x17f) || bytes.ContainsRune(w, 0x212a)
+		}
+	}
+	return bytes.IndexByte(w, '\\') >= 0 // an escaped key: what it spells is the decoder's to say
+}
 
 // appendRawString appends raw (JSON string content, already escaped) as a
 // JSON string.
