@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gorilla/mux"
 
@@ -232,9 +233,33 @@ func clientToken(r *http.Request) (string, bool) {
 // runAsChat runs a translated request (sr.chat) through the chat
 // pipeline and writes its answer through conv.
 func (g *Gateway) runAsChat(w http.ResponseWriter, r *http.Request, sr *surfaceReq, conv surfaceConv) {
-	sw := &surfaceWriter{w: w, conv: conv}
+	sw := surfaceWriters.Get().(*surfaceWriter)
+	sw.w, sw.conv = w, conv
 	g.serveChat(sw, r, sr)
 	sw.finish()
+	sw.release()
+}
+
+// surfaceWriters keeps surfaceWriters with their SSE buffers: a stream's
+// first write translates a few events at once (message_start, ping, the
+// first block's start and delta), and buffers grown from nothing for it
+// cost an allocation per doubling on the way to the first content.
+var surfaceWriters = sync.Pool{New: func() any {
+	return &surfaceWriter{out: make([]byte, 0, 4096), data: make([]byte, 0, 1024)}
+}}
+
+// maxPooledSSE bounds the buffers a pooled surfaceWriter keeps: one that
+// grew for a large event goes.
+const maxPooledSSE = 64 << 10
+
+// release returns s to surfaceWriters, done with its request (nothing
+// writes through it after serveChat returns).
+func (s *surfaceWriter) release() {
+	if cap(s.out) > maxPooledSSE || cap(s.data) > maxPooledSSE || cap(s.line) > maxPooledSSE {
+		return
+	}
+	*s = surfaceWriter{out: s.out[:0], data: s.data[:0], line: s.line[:0], name: s.name[:0]}
+	surfaceWriters.Put(s)
 }
 
 // logDropped notes, at debug level, request fields the translation could
