@@ -23,22 +23,20 @@ func textDelta(data []byte) ([]byte, bool) {
 	var text []byte
 	found := false
 	indexes, choices := 0, 0
-	for i := 0; i < len(data); i++ {
-		if data[i] != '"' {
-			continue
-		}
-		k := data[i+1:]
+	for q := bytes.IndexByte(data, '"'); q >= 0; {
+		k := data[q+1:]
 		n := bytes.IndexByte(k, '"')
 		if n < 0 {
 			break // the last quote: no string follows
 		}
 		w := k[:n]
+		next := q + 1 + n // the quote that ends w
 		switch string(w) {
 		case "delta":
 			if found || !bytes.HasPrefix(k, []byte(key)) {
 				return nil, false
 			}
-			start := i + 1 + len(key)
+			start := q + 1 + len(key)
 			end := bytes.IndexByte(data[start:], '"')
 			if end < 0 {
 				return nil, false
@@ -49,27 +47,25 @@ func textDelta(data []byte) ([]byte, bool) {
 				return nil, false
 			}
 			found = true
-			i = start + end // the text holds no quote: go on after it
-			continue
+			next = start + end // the text holds no quote: go on after it
 		case "index":
 			if indexes++; indexes > 1 || !bytes.HasPrefix(k[n:], []byte(`":0`)) {
 				return nil, false
 			}
-			continue
 		case "finish_reason":
 			if !bytes.HasPrefix(k[n:], []byte(`":null`)) {
 				return nil, false
 			}
-			continue
 		case "choices":
 			if choices++; choices > 1 {
 				return nil, false // the decoder keeps the last
 			}
-			continue
+		default:
+			if decodedKey(w) {
+				return nil, false
+			}
 		}
-		if decodedKey(w) {
-			return nil, false
-		}
+		q = next
 	}
 	return text, found && indexes == 1
 }
@@ -80,27 +76,40 @@ func textDelta(data []byte) ([]byte, bool) {
 func decodedKey(w []byte) bool {
 	switch len(w) {
 	case 5:
-		return bytes.EqualFold(w, []byte("usage")) || bytes.EqualFold(w, []byte("error")) ||
-			bytes.EqualFold(w, []byte("delta")) || bytes.EqualFold(w, []byte("index"))
+		return foldEq(w, "usage") || foldEq(w, "error") || foldEq(w, "delta") || foldEq(w, "index")
 	case 7:
-		return bytes.EqualFold(w, []byte("content")) || bytes.EqualFold(w, []byte("refusal")) ||
-			bytes.EqualFold(w, []byte("choices"))
+		return foldEq(w, "content") || foldEq(w, "refusal") || foldEq(w, "choices")
 	case 10:
-		return bytes.EqualFold(w, []byte("tool_calls"))
+		return foldEq(w, "tool_calls")
 	case 13:
-		return bytes.EqualFold(w, []byte("finish_reason"))
+		return foldEq(w, "finish_reason")
 	}
-	if len(w) >= 9 && bytes.EqualFold(w[:9], []byte("reasoning")) {
+	if len(w) >= 9 && foldEq(w[:9], "reasoning") {
 		return true
 	}
-	// Two letters fold to ASCII from elsewhere (U+017F to s, U+212A to
-	// k): a key spelled with them is the decoder's too.
 	for _, c := range w {
-		if c >= utf8.RuneSelf {
-			return bytes.ContainsRune(w, 0x17f) || bytes.ContainsRune(w, 0x212a)
+		if c >= utf8.RuneSelf || c == '\\' {
+			// Two letters fold to ASCII from elsewhere (U+017F to s,
+			// U+212A to k), and an escaped key spells what the decoder
+			// says: either may be one of the keys above.
+			return true
 		}
 	}
-	return bytes.IndexByte(w, '\\') >= 0 // an escaped key: what it spells is the decoder's to say
+	return false
+}
+
+// foldEq reports whether w is lower (lower case ASCII letters and '_')
+// in any letter case.
+func foldEq(w []byte, lower string) bool {
+	if len(w) != len(lower) {
+		return false
+	}
+	for i := range len(w) {
+		if c := lower[i]; w[i] != c && (c == '_' || w[i]|0x20 != c) {
+			return false
+		}
+	}
+	return true
 }
 
 // appendRawString appends raw (JSON string content, already escaped) as a
