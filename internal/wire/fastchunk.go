@@ -61,7 +61,10 @@ func textDelta(data []byte) ([]byte, bool) {
 				return nil, false // the decoder keeps the last
 			}
 		default:
-			if decodedKey(w) {
+			// Only a key can be one the decoder reads: a string followed
+			// by its colon (or by space before it). A value, or the bytes
+			// between two strings, is followed by something else.
+			if next+1 < len(data) && keyEnd(data[next+1]) && decodedKey(w) {
 				return nil, false
 			}
 		}
@@ -96,6 +99,11 @@ func decodedKey(w []byte) bool {
 		}
 	}
 	return false
+}
+
+// keyEnd reports whether c may follow a key's closing quote.
+func keyEnd(c byte) bool {
+	return c == ':' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
 // foldEq reports whether w is lower (lower case ASCII letters and '_')
