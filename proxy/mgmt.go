@@ -115,12 +115,21 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 			r.URL.Path = mergeSlashes(r.URL.Path)
 			r.URL.RawPath = ""
 		}
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
-			// The route nearly every request takes, without the router's
+		if r.Method == http.MethodPost {
+			// The routes nearly every request takes, without the router's
 			// walk over the routes (regexps, path cleaning, a copy of the
-			// request for route variables, which chat does not use).
-			g.handleChat(rec, r)
-			return
+			// request for route variables, which these do not use).
+			switch r.URL.Path {
+			case "/v1/chat/completions":
+				g.handleChat(rec, r)
+				return
+			case messagesPath:
+				g.handleMessages(rec, r)
+				return
+			case responsesPath:
+				g.handleResponses(rec, r)
+				return
+			}
 		}
 		next.ServeHTTP(rec, r)
 	})

@@ -57,8 +57,11 @@ func untranslatableMessages(body []byte, re *wire.RequestError) (*wire.MsgTransl
 // body to anthropic types, the provider's chat path otherwise.
 func nativeWire(nr *nativeReq) func(*provRuntime) wireAdapter {
 	return passThroughAdapters(nr, func(p *provRuntime, _ *nativeReq) bool { return p.cfg.Type == "anthropic" },
-		"/messages", "anthropic", (&anthropicWire{}).setAuth)
+		"/messages", "anthropic", anthropicAuth)
 }
+
+// anthropicAuth sets an anthropic connection's credential headers.
+var anthropicAuth = (&anthropicWire{}).setAuth
 
 // passThroughAdapters is a surface request's per-provider adapters: the
 // client's own body to a provider that speaks its format (native), the
@@ -69,32 +72,44 @@ func passThroughAdapters(nr *nativeReq, native func(*provRuntime, *nativeReq) bo
 	if nr == nil {
 		return nil
 	}
-	// An attempt asks for its provider's adapter several times (encode,
-	// request, answer): the last one made is kept, so each costs one
-	// look. native is asked each time: what it reads (nr.noNative) may
-	// change before the next attempt.
-	var lastP *provRuntime
-	var pass *passThroughWire
-	var chat *chatPathWire
-	return func(p *provRuntime) wireAdapter {
-		if p != lastP {
-			lastP, pass, chat = p, nil, nil
-		}
-		if native(p, nr) {
-			if pass == nil {
-				pass = &passThroughWire{base: strings.TrimRight(p.cfg.BaseURL, "/"), path: path, label: label, auth: auth, nr: nr}
-			}
-			return pass
-		}
-		if chat == nil {
-			chat = &chatPathWire{inner: p.wire, base: strings.TrimRight(p.cfg.BaseURL, "/"), nr: nr,
-				maxCompletion: p.cfg.Type == "openai"}
-			if p.wire == nil && p.chatErr == nil {
-				chat.tmpl = p.chatReq
-			}
-		}
-		return chat
+	a := &surfaceAdapters{nr: nr, native: native, path: path, label: label, auth: auth}
+	return a.get
+}
+
+// surfaceAdapters makes a surface request's adapter for a provider. An
+// attempt asks for its provider's adapter several times (encode, request,
+// answer): the last one made is kept, so each costs one look. native is
+// asked each time: what it reads (nr.noNative) may change before the next
+// attempt.
+type surfaceAdapters struct {
+	nr          *nativeReq
+	native      func(*provRuntime, *nativeReq) bool
+	path, label string
+	auth        func(http.Header, string)
+
+	last *provRuntime
+	pass *passThroughWire
+	chat *chatPathWire
+}
+
+func (a *surfaceAdapters) get(p *provRuntime) wireAdapter {
+	if p != a.last {
+		a.last, a.pass, a.chat = p, nil, nil
 	}
+	if a.native(p, a.nr) {
+		if a.pass == nil {
+			a.pass = &passThroughWire{base: strings.TrimRight(p.cfg.BaseURL, "/"), path: a.path, label: a.label, auth: a.auth, nr: a.nr}
+		}
+		return a.pass
+	}
+	if a.chat == nil {
+		a.chat = &chatPathWire{inner: p.wire, base: strings.TrimRight(p.cfg.BaseURL, "/"), nr: a.nr,
+			maxCompletion: p.cfg.Type == "openai"}
+		if p.wire == nil && p.chatErr == nil {
+			a.chat.tmpl = p.chatReq
+		}
+	}
+	return a.chat
 }
 
 // passThroughWire sends the client's own body (model replaced) to a
