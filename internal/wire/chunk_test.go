@@ -74,12 +74,13 @@ func TestReadChunkForgetsTheChunkBefore(t *testing.T) {
 	}
 }
 
-// FuzzTextDeltaMatchesDecoder pins textDelta's fast path to the full
-// decoder: the choices of a chunk it takes are index 0, carry that text
-// and nothing else — no finish reason, tool calls or reasoning — and the
-// chunk has no usage or error. (A chunk with no choices array at all,
-// which no upstream sends, is not pinned: the walk does not check the
-// object's structure.)
+// FuzzTextDeltaMatchesDecoder pins the fast path (plainDelta, for text
+// chunks and for a stream's opening role chunk) to the full decoder: the
+// choices of a chunk it takes are index 0, carry that text and nothing
+// else — no finish reason, tool calls or reasoning — the chunk has no
+// usage or error, and the id it reads for a role chunk is the chunk's.
+// (A chunk with no choices array at all, which no upstream sends, is not
+// pinned: the walk does not check the object's structure.)
 func FuzzTextDeltaMatchesDecoder(f *testing.F) {
 	f.Add([]byte(benchChunk))
 	f.Add([]byte(benchRoleChunk))
@@ -90,37 +91,63 @@ func FuzzTextDeltaMatchesDecoder(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}`))
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a","reasoning_content":"r"}}]}`))
 	f.Add([]byte(`{"id":"x\"usage\"","choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`))
+	f.Add([]byte(`{"model":"m","id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"}}]}`))
+	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":{"id":"n"}}],"ID":"c2"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		text, ok := textDelta(b)
-		if !ok {
-			return
-		}
-		var c ChatChunk
-		if json.Unmarshal(b, &c) != nil || c.Choices == nil {
-			return // not a chunk (the stream's parser skips it), or no choices
-		}
-		var want string
-		if err := json.Unmarshal(append(append([]byte{'"'}, text...), '"'), &want); err != nil {
-			t.Fatalf("%s: the text %q is not a JSON string's content: %v", b, text, err)
-		}
-		if c.Usage != nil || c.Error != nil {
-			t.Fatalf("%s: taken as a text delta, has usage or an error", b)
-		}
-		got := ""
-		for _, ch := range c.Choices {
-			d := ch.Delta
-			if ch.Index != 0 || d.ReasoningContent != nil || d.Reasoning != nil || len(d.ToolCalls) > 0 ||
-				(ch.FinishReason != nil && *ch.FinishReason != "") {
-				t.Fatalf("%s: taken as text %q, has the choice %+v", b, want, ch)
+		for _, role := range []bool{false, true} {
+			id, text, ok := plainDelta(b, role)
+			if !ok {
+				continue
 			}
-			if d.Content != nil {
-				got += *d.Content
+			var c ChatChunk
+			if json.Unmarshal(b, &c) != nil || c.Choices == nil {
+				return // not a chunk (the stream's parser skips it), or no choices
 			}
-		}
-		if got != want {
-			t.Fatalf("%s: taken as text %q, decodes to %q", b, want, got)
+			var want string
+			if err := json.Unmarshal(append(append([]byte{'"'}, text...), '"'), &want); err != nil {
+				t.Fatalf("%s: the text %q is not a JSON string's content: %v", b, text, err)
+			}
+			if c.Usage != nil || c.Error != nil {
+				t.Fatalf("%s: taken as a text delta, has usage or an error", b)
+			}
+			if role && string(id) != c.ID {
+				t.Fatalf("%s: taken as a role chunk with id %q, decodes to id %q", b, id, c.ID)
+			}
+			got := ""
+			for _, ch := range c.Choices {
+				d := ch.Delta
+				if ch.Index != 0 || d.ReasoningContent != nil || d.Reasoning != nil || len(d.ToolCalls) > 0 ||
+					(ch.FinishReason != nil && *ch.FinishReason != "") {
+					t.Fatalf("%s: taken as text %q, has the choice %+v", b, want, ch)
+				}
+				if d.Content != nil {
+					got += *d.Content
+				}
+			}
+			if got != want {
+				t.Fatalf("%s: taken as text %q, decodes to %q", b, want, got)
+			}
 		}
 	})
+}
+
+// A stream's opening chunks — OpenAI's and the perfkit mock's role
+// chunk, with and without an empty content — take the fast path too,
+// with their id: they are translated on the way to the first content.
+func TestPlainDeltaTakesRoleChunks(t *testing.T) {
+	for chunk, wantID := range map[string]string{
+		benchRoleChunk: "chatcmpl-1",
+		`{"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`: "chatcmpl-b",
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`:                                           "c",
+	} {
+		if id, text, ok := plainDelta([]byte(chunk), true); !ok || string(id) != wantID || len(text) != 0 {
+			t.Errorf("%s: plainDelta = %q, %q, %v; want id %q", chunk, id, text, ok, wantID)
+		}
+		if _, ok := textDelta([]byte(chunk)); ok {
+			t.Errorf("%s: a role chunk taken as a text chunk after the start", chunk)
+		}
+	}
 }
 
 // The common text chunks — OpenAI's shape, with logprobs and a null

@@ -141,7 +141,10 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 	if string(data) == "[DONE]" {
 		return s.End(dst)
 	}
-	if text, ok := textDelta(data); ok && s.started {
+	if id, text, ok := plainDelta(data, !s.started); ok {
+		if !s.started {
+			dst = s.start(dst, string(id))
+		}
 		return s.textEvent(dst, text)
 	}
 	c := &s.chunk

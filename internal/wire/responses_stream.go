@@ -197,7 +197,10 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 	if string(data) == "[DONE]" {
 		return s.End(dst)
 	}
-	if text, ok := textDelta(data); ok && s.started {
+	if _, text, ok := plainDelta(data, !s.started); ok {
+		if !s.started {
+			dst = s.start(dst)
+		}
 		return s.textEvent(dst, text)
 	}
 	c := &s.chunk
