@@ -92,6 +92,8 @@ func FuzzTextDeltaMatchesDecoder(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a","reasoning_content":"r"}}]}`))
 	f.Add([]byte(`{"id":"x\"usage\"","choices":[{"index":0,"delta":{"content":"a"}}]}`))
 	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`))
+	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null}}]}`))
+	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"content":"a","refusal":"no"}}]}`))
 	f.Add([]byte(`{"model":"m","id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"}}]}`))
 	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":{"id":"n"}}],"ID":"c2"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -138,8 +140,9 @@ func FuzzTextDeltaMatchesDecoder(f *testing.F) {
 func TestPlainDeltaTakesRoleChunks(t *testing.T) {
 	for chunk, wantID := range map[string]string{
 		benchRoleChunk: "chatcmpl-1",
-		`{"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`: "chatcmpl-b",
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`:                                           "c",
+		`{"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`:                                                                                           "chatcmpl-b",
+		`{"id":"chatcmpl-o","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"obfuscation":"x"}`: "chatcmpl-o",
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`:                                                                                                                                     "c",
 	} {
 		if id, text, ok := plainDelta([]byte(chunk), true); !ok || string(id) != wantID || len(text) != 0 {
 			t.Errorf("%s: plainDelta = %q, %q, %v; want id %q", chunk, id, text, ok, wantID)

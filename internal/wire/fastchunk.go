@@ -17,20 +17,20 @@ func textDelta(data []byte) ([]byte, bool) {
 
 // plainDelta is textDelta that also takes a stream's opening chunk when
 // role is true: its delta {"role":"assistant"} or {"role":"assistant",
-// "content":…}, and its id (the chunk's only "id", a string without
-// escapes, as the chunk's first key), which a Messages stream's
-// message_start carries. The role
+// "content":…} (with OpenAI's "refusal":null after it or not), and its
+// id (the chunk's only "id", a string without escapes, as the chunk's
+// first key), which a Messages stream's message_start carries. The role
 // chunk is held until the first content and translated with it, so what
 // it costs is on the way to the client's first content.
 //
 // One pass over the chunk looks at the string after each quote (a key,
 // a value, or the bytes between two strings): the delta's key, once; an
 // index, once, 0; a finish reason only when null; choices once; the id
-// once; and nothing the decoder would read beyond that — usage, an
-// error, tool calls, reasoning, a refusal, a second delta or content, a
-// key it matches in another letter case or spelled with escapes. A quote
-// inside a string only makes the pass more cautious, never wrong: the
-// full decoder reads what it declines.
+// once; a refusal only when null; and nothing the decoder would read
+// beyond that — usage, an error, tool calls, reasoning, a second delta
+// or content, a key it matches in another letter case or spelled with
+// escapes. A quote inside a string only makes the pass more cautious,
+// never wrong: the full decoder reads what it declines.
 func plainDelta(data []byte, role bool) (id, text []byte, ok bool) {
 	const key = `delta":{"content":"`
 	const roleKey = `delta":{"role":"assistant"`
@@ -69,8 +69,11 @@ func plainDelta(data []byte, role bool) (id, text []byte, ok bool) {
 				return nil, nil, false
 			}
 			text = data[start : start+end]
-			// The delta must close right after the text.
-			if start+end+1 >= len(data) || data[start+end+1] != '}' || !plainText(text) {
+			// The delta must close right after the text (OpenAI's role
+			// chunk has a null refusal there, which the decoder does not
+			// read either).
+			rest := data[start+end+1:]
+			if !plainText(text) || !(bytes.HasPrefix(rest, []byte("}")) || bytes.HasPrefix(rest, []byte(`,"refusal":null}`))) {
 				return nil, nil, false
 			}
 			found = true
@@ -82,6 +85,10 @@ func plainDelta(data []byte, role bool) (id, text []byte, ok bool) {
 		case "finish_reason":
 			if !bytes.HasPrefix(k[n:], []byte(`":null`)) {
 				return nil, nil, false
+			}
+		case "refusal":
+			if !bytes.HasPrefix(k[n:], []byte(`":null`)) {
+				return nil, nil, false // a refusal with text: the full path is the careful one
 			}
 		case "choices":
 			if choices++; choices > 1 {
