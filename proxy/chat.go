@@ -71,6 +71,9 @@ type reqState struct {
 	// wireOver replaces the providers' chat adapters for a non-chat
 	// surface (embeddings: proxy/surface_embed.go); nil for chat.
 	wireOver func(*provRuntime) wireAdapter
+	// nr is a Messages or Responses request's native pass-through state
+	// (surface_native.go); nil otherwise.
+	nr *nativeReq
 
 	// The operator metrics' readings (metrics_ops.go): when a stream's
 	// first event went to the client, and the answer's usage.
@@ -140,13 +143,13 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.serveChat(w, r, nil)
 }
 
-// serveChat serves a chat request; body, when not nil, is the request's
-// body already read and translated by a surface (surface.go runAsChat),
-// which is parsed without a second read of the client's connection.
-func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, body []byte) {
+// serveChat serves a chat request; sr, when not nil, is a surface's
+// request (surface.go): its id, client key and translated body are taken
+// as they are, without a second read of the client's connection.
+func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, sr *surfaceReq) {
 	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
 	defer g.active.Add(-1)
-	rs, ok := g.startChat(w, r, body)
+	rs, ok := g.startChat(w, r, sr)
 	defer rs.cw.release()
 	if !ok {
 		return
@@ -161,18 +164,24 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, body []byte)
 // stream is held (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, body []byte) (*reqState, bool) {
+func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, sr *surfaceReq) (*reqState, bool) {
 	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now()}
-	rs.id, rs.logID = newRequestID(r)
-	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
-	key, ok := g.authClient(r)
-	if !ok {
-		rs.setHeaders(w.Header()) // X-Breakwater-Attempts: 0, like every chat answer
-		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
-		return rs, false
+	var body []byte
+	if sr != nil { // authenticated and read by the surface
+		rs.id, rs.logID, rs.key, rs.nr, body = sr.id, sr.logID, sr.key, sr.nr, sr.chat
+		rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
+	} else {
+		rs.id, rs.logID = newRequestID(r)
+		rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
+		key, ok := g.authClient(r)
+		if !ok {
+			rs.setHeaders(w.Header()) // X-Breakwater-Attempts: 0, like every chat answer
+			writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
+			return rs, false
+		}
+		rs.key = key
 	}
-	rs.key = key
-	rs.wireOver = surfaceWire(r, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration())
+	rs.wireOver = surfaceWire(r, rs.nr, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration())
 	limit := g.conf().Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes

@@ -40,11 +40,13 @@ func (g *Gateway) routes() http.Handler {
 		}
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s (allowed: %s)", req.Method, req.URL.Path, strings.Join(allow, ", ")))
 	})
+	// The router tries the routes in order: the client APIs first, so a
+	// request to them matches without trying the others' patterns.
 	r.HandleFunc("/v1/chat/completions", g.handleChat).Methods(http.MethodPost)
+	g.surfaceRoutes(r)
 	r.HandleFunc("/v1/models", g.handleModels).Methods(http.MethodGet)
 	r.HandleFunc("/v1/models/{id:.+}", g.handleModel).Methods(http.MethodGet)      // ids hold a slash: provider/model
 	r.Handle("/api/v1/session-leases", g.leasesHandler()).Methods(http.MethodPost) // client key auth (docs/leases.md)
-	g.surfaceRoutes(r)
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if g.draining.Load() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
@@ -113,12 +115,21 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 			r.URL.Path = mergeSlashes(r.URL.Path)
 			r.URL.RawPath = ""
 		}
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions" {
-			// The route nearly every request takes, without the router's
+		if r.Method == http.MethodPost {
+			// The routes nearly every request takes, without the router's
 			// walk over the routes (regexps, path cleaning, a copy of the
-			// request for route variables, which chat does not use).
-			g.handleChat(rec, r)
-			return
+			// request for route variables, which these do not use).
+			switch r.URL.Path {
+			case "/v1/chat/completions":
+				g.handleChat(rec, r)
+				return
+			case messagesPath:
+				g.handleMessages(rec, r)
+				return
+			case responsesPath:
+				g.handleResponses(rec, r)
+				return
+			}
 		}
 		next.ServeHTTP(rec, r)
 	})

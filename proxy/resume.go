@@ -92,7 +92,7 @@ func newStreamMetrics(reg *prometheus.Registry) *streamMetrics {
 // streaming request whose flow could resume keeps what it delivers.
 func (rs *reqState) resumeStart() {
 	if rs.req.Stream && rs.flow.CanResume(rs.g.eng) {
-		rs.rsm = &resumeShell{nr: nativeOf(rs.r)}
+		rs.rsm = &resumeShell{nr: rs.nr}
 		return
 	}
 	// Nothing is kept, so nothing could be prefilled: the flow never

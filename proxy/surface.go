@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gorilla/mux"
 
@@ -170,28 +171,35 @@ func (s *surfaceWriter) finish() {
 	s.w.Write(body)
 }
 
-// surfaceBody is the start every surface shares: the request id of an
-// answer the surface writes itself (handleChat sets its own, the client's
-// X-Request-Id when it sent one, on what it answers), the client's key
-// from Authorization or x-api-key, and the body. ok is false when the answer was written
-// (refuse writes it in the client's format).
-func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, bool) {
-	body, _, ok := g.surfaceBodyKey(w, r, refuse)
-	return body, ok
+// surfaceReq is a surface request as far as the surface took it: the
+// request id and the client key (also on what the surface answers
+// itself: handleChat sets the same id, the client's X-Request-Id when it
+// sent one), the client's body, and what the chat pipeline takes over
+// from it (serveChat): the translated chat body and the native
+// pass-through state, so that nothing is made, checked or read twice.
+type surfaceReq struct {
+	id, logID string
+	key       *clientKey
+	body      []byte     // the client's body
+	chat      []byte     // the chat request the pipeline parses
+	nr        *nativeReq // Messages and Responses: the native pass-through (surface_native.go)
 }
 
-// surfaceBodyKey is surfaceBody with the client key (nil when the gateway
-// has no client keys).
-func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) ([]byte, *clientKey, bool) {
-	id, _ := newRequestID(r)
+// surfaceBody is the start every surface shares: the request id, the
+// client's key from Authorization or x-api-key, and the body. ok is false
+// when the answer was written (refuse writes it in the client's format).
+func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse func(status int, msg string)) (*surfaceReq, bool) {
+	sr := &surfaceReq{}
+	sr.id, sr.logID = newRequestID(r)
 	h := w.Header()
-	h.Set("X-Request-Id", id)
+	h.Set("X-Request-Id", sr.id)
 	key, ok := g.authClient(r)
 	if !ok {
 		h.Set("X-Breakwater-Attempts", "0")
 		refuse(http.StatusUnauthorized, "missing or invalid API key (x-api-key: <key> or Authorization: Bearer <key>)")
-		return nil, nil, false
+		return nil, false
 	}
+	sr.key = key
 	limit := g.conf().Server.MaxBodyBytes
 	if limit <= 0 {
 		limit = defaultMaxBodyBytes
@@ -204,9 +212,10 @@ func (g *Gateway) surfaceBodyKey(w http.ResponseWriter, r *http.Request, refuse 
 			status = be.status
 		}
 		refuse(status, err.Error())
-		return nil, nil, false
+		return nil, false
 	}
-	return body, key, true
+	sr.body = body
+	return sr, true
 }
 
 // clientToken is the client key a request carries: Authorization:
@@ -221,12 +230,36 @@ func clientToken(r *http.Request) (string, bool) {
 	return k, k != ""
 }
 
-// runAsChat runs a translated request through the chat pipeline and
-// writes its answer through conv.
-func (g *Gateway) runAsChat(w http.ResponseWriter, r *http.Request, chat []byte, conv surfaceConv) {
-	sw := &surfaceWriter{w: w, conv: conv}
-	g.serveChat(sw, r, chat)
+// runAsChat runs a translated request (sr.chat) through the chat
+// pipeline and writes its answer through conv.
+func (g *Gateway) runAsChat(w http.ResponseWriter, r *http.Request, sr *surfaceReq, conv surfaceConv) {
+	sw := surfaceWriters.Get().(*surfaceWriter)
+	sw.w, sw.conv = w, conv
+	g.serveChat(sw, r, sr)
 	sw.finish()
+	sw.release()
+}
+
+// surfaceWriters keeps surfaceWriters with their SSE buffers: a stream's
+// first write translates a few events at once (message_start, ping, the
+// first block's start and delta), and buffers grown from nothing for it
+// cost an allocation per doubling on the way to the first content.
+var surfaceWriters = sync.Pool{New: func() any {
+	return &surfaceWriter{out: make([]byte, 0, 4096), data: make([]byte, 0, 1024)}
+}}
+
+// maxPooledSSE bounds the buffers a pooled surfaceWriter keeps: one that
+// grew for a large event goes.
+const maxPooledSSE = 64 << 10
+
+// release returns s to surfaceWriters, done with its request (nothing
+// writes through it after serveChat returns).
+func (s *surfaceWriter) release() {
+	if cap(s.out) > maxPooledSSE || cap(s.data) > maxPooledSSE || cap(s.line) > maxPooledSSE {
+		return
+	}
+	*s = surfaceWriter{out: s.out[:0], data: s.data[:0], line: s.line[:0], name: s.name[:0]}
+	surfaceWriters.Put(s)
 }
 
 // logDropped notes, at debug level, request fields the translation could
@@ -282,10 +315,11 @@ func msgRefuse(w http.ResponseWriter) func(int, string) {
 // handleMessages serves POST /v1/messages (Anthropic Messages API).
 func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 	refuse := msgRefuse(w)
-	body, ok := g.surfaceBody(w, r, refuse)
+	sr, ok := g.surfaceBody(w, r, refuse)
 	if !ok {
 		return
 	}
+	body := sr.body
 	t, err := wire.MessagesToChat(body)
 	var re *wire.RequestError
 	if errors.As(err, &re) && re.Untranslatable {
@@ -299,13 +333,14 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.logDropped(r, "messages", t.Dropped, body, wire.UnknownMessagesFields)
-	r = withNative(r, body) // anthropic-type targets get the body as it came
+	sr.nr = &nativeReq{body: body} // anthropic-type targets get the body as it came
 	if re != nil && re.Untranslatable {
-		nativeOf(r).only = re.Error()
+		sr.nr.only = re.Error()
 	}
-	conv := &msgConv{model: t.Model, nr: nativeOf(r)}
+	sr.chat = t.Chat
+	conv := &msgConv{model: t.Model, nr: sr.nr}
 	conv.st.Model, conv.st.InputEstimate = t.Model, t.InputEstimate
-	g.runAsChat(w, r, t.Chat, conv)
+	g.runAsChat(w, r, sr, conv)
 }
 
 // handleCountTokens serves POST /v1/messages/count_tokens: an
@@ -314,10 +349,11 @@ func (g *Gateway) handleMessages(w http.ResponseWriter, r *http.Request) {
 // X-Breakwater-Token-Count (upstream or estimate).
 func (g *Gateway) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	refuse := msgRefuse(w)
-	body, key, ok := g.surfaceBodyKey(w, r, refuse)
+	sr, ok := g.surfaceBody(w, r, refuse)
 	if !ok {
 		return
 	}
+	body, key := sr.body, sr.key
 	h := w.Header()
 	h.Set("X-Breakwater-Attempts", "0")
 	n, err := wire.EstimateTokens(body)

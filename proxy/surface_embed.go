@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -28,16 +27,16 @@ const embeddingsPath = "/v1/embeddings"
 // pass-through for a Messages request (surface_native.go). header bounds
 // each later Gemini embeddings batch, as the attempt clock bounds the
 // first call's wait for its answer.
-func surfaceWire(r *http.Request, header time.Duration) func(*provRuntime) wireAdapter {
+func surfaceWire(r *http.Request, nr *nativeReq, header time.Duration) func(*provRuntime) wireAdapter {
 	if r.URL == nil {
 		return nil
 	}
 	switch r.URL.Path {
 	case embeddingsPath:
 	case messagesPath:
-		return nativeWire(r)
+		return nativeWire(nr)
 	case responsesPath:
-		return respNativeWire(r)
+		return respNativeWire(nr)
 	default:
 		return nil
 	}
@@ -165,16 +164,15 @@ func (e *embedWire) batch(body []byte) ([]byte, error) {
 // handleEmbeddings serves POST /v1/embeddings.
 func (g *Gateway) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	refuse := openAIRefuse(w)
-	body, ok := g.surfaceBody(w, r, refuse)
+	sr, ok := g.surfaceBody(w, r, refuse)
 	if !ok {
 		return
 	}
-	if _, err := wire.ParseEmbeddings(body); err != nil {
+	if _, err := wire.ParseEmbeddings(sr.body); err != nil {
 		w.Header().Set("X-Breakwater-Attempts", "0")
 		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	g.handleChat(w, r) // the client speaks the OpenAI shapes the pipeline writes
+	sr.chat = sr.body
+	g.serveChat(w, r, sr) // the client speaks the OpenAI shapes the pipeline writes
 }

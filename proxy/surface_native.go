@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -20,8 +19,6 @@ import (
 // reads Messages streams natively).
 
 const messagesPath = "/v1/messages"
-
-type nativeKey struct{}
 
 // nativeReq is a Messages request's native state, shared by its attempts
 // and the surfaceWriter: the client's body, and whether the attempt now
@@ -56,39 +53,63 @@ func untranslatableMessages(body []byte, re *wire.RequestError) (*wire.MsgTransl
 	return &wire.MsgTranslation{Chat: chat, Model: m.Model, Stream: m.Stream}, nil
 }
 
-func withNative(r *http.Request, body []byte) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), nativeKey{}, &nativeReq{body: body}))
-}
-
-func nativeOf(r *http.Request) *nativeReq {
-	nr, _ := r.Context().Value(nativeKey{}).(*nativeReq)
-	return nr
-}
-
 // nativeWire is a Messages request's per-provider adapters: the client's
 // body to anthropic types, the provider's chat path otherwise.
-func nativeWire(r *http.Request) func(*provRuntime) wireAdapter {
-	return passThroughAdapters(r, func(p *provRuntime, _ *nativeReq) bool { return p.cfg.Type == "anthropic" },
-		"/messages", "anthropic", (&anthropicWire{}).setAuth)
+func nativeWire(nr *nativeReq) func(*provRuntime) wireAdapter {
+	return passThroughAdapters(nr, func(p *provRuntime, _ *nativeReq) bool { return p.cfg.Type == "anthropic" },
+		"/messages", "anthropic", anthropicAuth)
 }
+
+// anthropicAuth sets an anthropic connection's credential headers.
+var anthropicAuth = (&anthropicWire{}).setAuth
 
 // passThroughAdapters is a surface request's per-provider adapters: the
 // client's own body to a provider that speaks its format (native), the
 // provider's chat path otherwise, each saying which way the attempt it
 // delivers went.
-func passThroughAdapters(r *http.Request, native func(*provRuntime, *nativeReq) bool, path, label string,
+func passThroughAdapters(nr *nativeReq, native func(*provRuntime, *nativeReq) bool, path, label string,
 	auth func(http.Header, string)) func(*provRuntime) wireAdapter {
-	nr := nativeOf(r)
 	if nr == nil {
 		return nil
 	}
-	return func(p *provRuntime) wireAdapter {
-		base := strings.TrimRight(p.cfg.BaseURL, "/")
-		if native(p, nr) {
-			return &passThroughWire{base: base, path: path, label: label, auth: auth, nr: nr}
-		}
-		return &chatPathWire{inner: p.wire, base: base, nr: nr, maxCompletion: p.cfg.Type == "openai"}
+	a := &surfaceAdapters{nr: nr, native: native, path: path, label: label, auth: auth}
+	return a.get
+}
+
+// surfaceAdapters makes a surface request's adapter for a provider. An
+// attempt asks for its provider's adapter several times (encode, request,
+// answer): the last one made is kept, so each costs one look. native is
+// asked each time: what it reads (nr.noNative) may change before the next
+// attempt.
+type surfaceAdapters struct {
+	nr          *nativeReq
+	native      func(*provRuntime, *nativeReq) bool
+	path, label string
+	auth        func(http.Header, string)
+
+	last *provRuntime
+	pass *passThroughWire
+	chat *chatPathWire
+}
+
+func (a *surfaceAdapters) get(p *provRuntime) wireAdapter {
+	if p != a.last {
+		a.last, a.pass, a.chat = p, nil, nil
 	}
+	if a.native(p, a.nr) {
+		if a.pass == nil {
+			a.pass = &passThroughWire{base: strings.TrimRight(p.cfg.BaseURL, "/"), path: a.path, label: a.label, auth: a.auth, nr: a.nr}
+		}
+		return a.pass
+	}
+	if a.chat == nil {
+		a.chat = &chatPathWire{inner: p.wire, base: strings.TrimRight(p.cfg.BaseURL, "/"), nr: a.nr,
+			maxCompletion: p.cfg.Type == "openai"}
+		if p.wire == nil && p.chatErr == nil {
+			a.chat.tmpl = p.chatReq
+		}
+	}
+	return a.chat
 }
 
 // passThroughWire sends the client's own body (model replaced) to a
@@ -129,7 +150,13 @@ type chatPathWire struct {
 	base          string
 	nr            *nativeReq
 	maxCompletion bool // send max_completion_tokens (openai type)
+	// tmpl is the provider's chat URL parsed once (OpenAI-compatible
+	// types): the upstream request copies it, as a chat request's does
+	// (newPostRequest).
+	tmpl *http.Request
 }
+
+func (c *chatPathWire) postTemplate() *http.Request { return c.tmpl }
 
 func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
 	if c.nr.only != "" {

@@ -23,8 +23,8 @@ const responsesPath = "/v1/responses"
 // respNativeWire is a Responses request's per-provider adapters: the
 // client's body to responsesAPI providers (unless the request has to be
 // translated), the provider's chat path otherwise.
-func respNativeWire(r *http.Request) func(*provRuntime) wireAdapter {
-	return passThroughAdapters(r, func(p *provRuntime, nr *nativeReq) bool { return p.cfg.ResponsesAPI && !nr.noNative },
+func respNativeWire(nr *nativeReq) func(*provRuntime) wireAdapter {
+	return passThroughAdapters(nr, func(p *provRuntime, nr *nativeReq) bool { return p.cfg.ResponsesAPI && !nr.noNative },
 		"/responses", "openai (responsesAPI)",
 		func(http.Header, string) {}) // the connection's Authorization, as for chat
 }

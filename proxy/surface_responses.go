@@ -130,13 +130,13 @@ func (c *respConv) event(dst, data []byte) []byte { return c.st.Event(dst, data)
 
 func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	refuse := openAIRefuse(w)
-	body, ck, ok := g.surfaceBodyKey(w, r, refuse)
+	sr, ok := g.surfaceBody(w, r, refuse)
 	if !ok {
 		return
 	}
-	key := keyID(ck)
-	r = withNative(r, body) // responsesAPI targets get the body as it came
-	nr := nativeOf(r)
+	body, key := sr.body, keyID(sr.key)
+	nr := &nativeReq{body: body} // responsesAPI targets get the body as it came
+	sr.nr = nr
 	t, err := wire.ResponsesToChat(body)
 	var chat []byte
 	var re *wire.RequestError
@@ -167,7 +167,8 @@ func (g *Gateway) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if t.Req.Background {
 		w.Header().Set("X-Breakwater-Warning", "background mode runs synchronously: this answer is the finished response")
 	}
-	g.runAsChat(w, r, chat, conv)
+	sr.chat = chat
+	g.runAsChat(w, r, sr, conv)
 	if !nr.native { // a native answer is the upstream's to store, under its own id
 		g.keepResponse(conv, t, history, key, len(chat))
 	}

@@ -401,7 +401,12 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 	var req *http.Request
 	var err error
 	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go)
-		if req, err = newJSONRequest(ctx, rs.wireURL, rs.wireBody); err == nil {
+		if t, ok := wa.(postTemplater); ok && t.postTemplate() != nil {
+			req = newPostRequest(ctx, t.postTemplate(), rs.wireBody) // a surface's chat attempt: the chat URL
+		} else {
+			req, err = newJSONRequest(ctx, rs.wireURL, rs.wireBody)
+		}
+		if err == nil {
 			wa.setAuth(req.Header, conn.cfg.APIKey)
 		}
 	} else if err = prov.chatErr; err == nil {
@@ -494,6 +499,12 @@ func (rs *reqState) errorAnswer(actx context.Context, resp *http.Response) execR
 	}
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
 		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
+}
+
+// postTemplater is a wire adapter whose URL is a provider's chat URL,
+// parsed once (postTemplate, nil when it is not).
+type postTemplater interface {
+	postTemplate() *http.Request
 }
 
 // newPostRequest is http.NewRequestWithContext(ctx, tmpl.Method, tmpl.URL,

@@ -7,6 +7,15 @@ import "unicode/utf8"
 
 const hexDigits = "0123456789abcdef"
 
+// plain marks the bytes written as they are: printable ASCII but the
+// quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // Append appends s as a JSON string: quotes, backslashes and control
 // characters escaped, invalid UTF-8 as U+FFFD, so it decodes to what
 // encoding/json's encoding of s decodes to. Unlike encoding/json it writes
@@ -16,12 +25,16 @@ func Append[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// A run of bytes that mean themselves (most of any text) is
+		// stepped over with one table look each, and copied at once.
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':

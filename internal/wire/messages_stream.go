@@ -3,7 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // MsgStream translates one chat.completion.chunk stream into Anthropic's
@@ -54,7 +56,13 @@ func (s *MsgStream) start(dst []byte, id string) []byte {
 	s.started = true
 	dst = sseEvent(dst, "message_start")
 	dst = append(dst, `{"type":"message_start","message":{"id":`...)
-	dst = appendJSONString(dst, MessageID(id))
+	if strings.HasPrefix(id, "msg_") {
+		dst = appendJSONString(dst, id)
+	} else { // MessageID(id), without making the string
+		at := len(dst)
+		dst = appendJSONString(dst, id)
+		dst = slices.Insert(dst, at+1, 'm', 's', 'g', '_')
+	}
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = appendJSONString(dst, s.Model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
@@ -133,7 +141,10 @@ func (s *MsgStream) Event(dst, data []byte) []byte {
 	if string(data) == "[DONE]" {
 		return s.End(dst)
 	}
-	if text, ok := textDelta(data); ok && s.started {
+	if id, text, ok := plainDelta(data, !s.started); ok {
+		if !s.started {
+			dst = s.start(dst, string(id))
+		}
 		return s.textEvent(dst, text)
 	}
 	c := &s.chunk

@@ -655,7 +655,12 @@ func ResponseObject(m *RespMeta, o *RespOutput, output []byte, status string, er
 			n += len(m.Req.Tools[i].Parameters) + len(m.Req.Tools[i].Description) + 96
 		}
 	}
-	b := append(make([]byte, 0, n), `{"id":`...)
+	return appendResponseObject(make([]byte, 0, n), m, o, output, status, errCode, errMsg)
+}
+
+// appendResponseObject appends ResponseObject's object to b.
+func appendResponseObject(b []byte, m *RespMeta, o *RespOutput, output []byte, status string, errCode, errMsg string) []byte {
+	b = append(b, `{"id":`...)
 	b = appendJSONString(b, m.ID)
 	b = append(b, `,"object":"response","created_at":`...)
 	b = strconv.AppendInt(b, m.Created, 10)

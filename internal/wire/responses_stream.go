@@ -71,14 +71,15 @@ func (s *RespStream) itemRef(dst []byte, i int) []byte {
 
 func (s *RespStream) start(dst []byte) []byte {
 	s.started, s.open = true, -1
-	obj := ResponseObject(&s.Meta, nil, nil, "in_progress", "", "")
 	dst = s.ev(dst, "response.created")
 	dst = append(dst, `,"response":`...)
-	dst = append(dst, obj...)
+	at := len(dst)
+	dst = appendResponseObject(dst, &s.Meta, nil, nil, "in_progress", "", "")
+	end := len(dst)
 	dst = append(dst, "}\n\n"...)
 	dst = s.ev(dst, "response.in_progress")
 	dst = append(dst, `,"response":`...)
-	dst = append(dst, obj...)
+	dst = append(dst, dst[at:end]...) // the same object: written once, copied
 	return append(dst, "}\n\n"...)
 }
 
@@ -196,7 +197,10 @@ func (s *RespStream) Event(dst, data []byte) []byte {
 	if string(data) == "[DONE]" {
 		return s.End(dst)
 	}
-	if text, ok := textDelta(data); ok && s.started {
+	if _, text, ok := plainDelta(data, !s.started); ok {
+		if !s.started {
+			dst = s.start(dst)
+		}
 		return s.textEvent(dst, text)
 	}
 	c := &s.chunk
