@@ -91,6 +91,10 @@ type reqState struct {
 	// outlives the request. Three-index slices keep an Add from spilling
 	// into a neighbour.
 	hv [hvLen]string
+
+	// rec is the response recorder of a request served through wrap
+	// (mgmt.go), allocated with the request's state; unused otherwise.
+	rec statusRecorder
 }
 
 const (
@@ -144,9 +148,15 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 // body already read and translated by a surface (surface.go runAsChat),
 // which is parsed without a second read of the client's connection.
 func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, body []byte) {
+	g.serveChatIn(&reqState{}, w, r, body)
+}
+
+// serveChatIn is serveChat into rs, a zero reqState the caller allocated
+// (wrap allocates the response recorder with it).
+func (g *Gateway) serveChatIn(rs *reqState, w http.ResponseWriter, r *http.Request, body []byte) {
 	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
 	defer g.active.Add(-1)
-	rs, ok := g.startChat(w, r, body)
+	ok := g.startChat(rs, w, r, body)
 	defer rs.cw.release()
 	if !ok {
 		return
@@ -161,15 +171,15 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, body []byte)
 // stream is held (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, body []byte) (*reqState, bool) {
-	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now()}
+func (g *Gateway) startChat(rs *reqState, w http.ResponseWriter, r *http.Request, body []byte) bool {
+	rs.g, rs.w, rs.r, rs.ctx, rs.s, rs.start = g, w, r, r.Context(), g.settings(), g.now()
 	rs.id, rs.logID = newRequestID(r)
 	rs.hvSet(w.Header(), "X-Request-Id", hvID, rs.id)
 	key, ok := g.authClient(r)
 	if !ok {
 		rs.setHeaders(w.Header()) // X-Breakwater-Attempts: 0, like every chat answer
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
-		return rs, false
+		return false
 	}
 	rs.key = key
 	rs.wireOver = surfaceWire(r, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration())
@@ -189,7 +199,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	if err != nil {
 		rs.refuseBody(err)
-		return rs, false
+		return false
 	}
 	keyID := ""
 	if rs.key != nil {
@@ -198,7 +208,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, body []byte)
 	if k, ok := sessionKey(r, keyID); ok {
 		rs.session = hex.EncodeToString(k[:])
 	}
-	return rs, true
+	return true
 }
 
 // refuseBody answers a request whose body could not be read or is not a
