@@ -370,13 +370,15 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if err != nil {
 		return transport(model.TransportRefused)
 	}
-	return rs.exchange(actx, cancel, &run.clock, prov, conn, cand, req)
+	return rs.exchange(actx, cancel, run, prov, conn, cand, req)
 }
 
-// attemptRun is an attempt's parent context with the clock it carries.
+// attemptRun is an attempt's parent context with the clock it carries,
+// and the stream watchdogs of an attempt that streams: one allocation.
 type attemptRun struct {
 	clockCtx
 	clock attemptClock
+	watch streamWatch
 }
 
 // startClock starts the attempt's clock: the model's bound of the whole
@@ -430,7 +432,8 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 
 // exchange sends the attempt's request and reads what came back: an
 // error status, a stream, or one JSON answer.
-func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, clock *attemptClock, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
+func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, run *attemptRun, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
+	clock := &run.clock
 	resp, err := prov.roundTrip(req)
 	head := time.Since(clock.base) // the latency from the clock's start, read once
 	if err == nil {
@@ -472,9 +475,9 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 			rs.cw.cut()
 		}
 		if cand.Resume {
-			return rs.pipeContinuation(actx, cut, resp, cand) // proxy/resume.go
+			return rs.pipeContinuation(actx, cut, resp, cand, &run.watch) // proxy/resume.go
 		}
-		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey)
+		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey, &run.watch)
 	}
 	clock.headersInAt(head, to.FirstContentMs.Duration())
 	return rs.deliverJSON(actx, clock, resp)
@@ -682,11 +685,12 @@ type streamWatch struct {
 	stopped bool
 }
 
-func newStreamWatch(g *Gateway, s *model.Settings, cancel context.CancelCauseFunc) *streamWatch {
+// start arms a zero streamWatch (the attempt's own, in its attemptRun).
+func (sw *streamWatch) start(g *Gateway, s *model.Settings, cancel context.CancelCauseFunc) *streamWatch {
 	now := g.modelNow()
-	sw := &streamWatch{g: g, w: model.NewWatchdog(s, now), cancel: cancel,
-		tick: min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))}
 	sw.mu.Lock()
+	sw.g, sw.w, sw.cancel = g, model.NewWatchdog(s, now), cancel
+	sw.tick = min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))
 	sw.armLocked(now)
 	sw.mu.Unlock()
 	return sw
@@ -773,8 +777,8 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // gate; server.streamCommit: first-event turns it off), so an error or a
 // stall before that is retried elsewhere; after commit a failure ends the
 // stream with an explicit SSE error event, never a truncated success.
-func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, secret string) execResult {
-	sw := newStreamWatch(rs.g, rs.s, cancel)
+func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, secret string, watch *streamWatch) execResult {
+	sw := watch.start(rs.g, rs.s, cancel)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
