@@ -122,7 +122,16 @@ func (p *provRuntime) roundTrip(req *http.Request) (*http.Response, error) {
 // [DONE], or holds the body open, has its connection closed as before.
 func drainAfterDone(body io.ReadCloser) {
 	t := time.AfterFunc(drainWait, func() { body.Close() })
-	io.CopyN(io.Discard, body, maxDrain)
+	// io.CopyN without its LimitReader allocation: what follows [DONE] is
+	// the chunked body's last few bytes.
+	var buf [256]byte
+	for n := 0; n < maxDrain; {
+		k, err := body.Read(buf[:min(len(buf), maxDrain-n)])
+		n += k
+		if err != nil {
+			break
+		}
+	}
 	t.Stop()
 }
 
