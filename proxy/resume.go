@@ -369,7 +369,7 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 		rs.malformed.Good()
 		sw.observe(ev)
 		if ev.Error {
-			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: resp.Header,
+			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: upstreamHeader(resp.Header),
 				Body: string(data[:min(len(data), model.MaxBodyPrefix)])}
 			return c.fail(execResult{outcome: o}, string(model.CodeStreamUpstream), "the upstream sent an error event mid-stream")
 		}
@@ -404,7 +404,7 @@ type contPipe struct {
 }
 
 func (c *contPipe) delivered() execResult {
-	ok := model.Outcome{Kind: model.OutcomeResponse, Status: c.resp.StatusCode, Headers: c.resp.Header}
+	ok := model.Outcome{Kind: model.OutcomeResponse, Status: c.resp.StatusCode, Headers: upstreamHeader(c.resp.Header)}
 	return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 }
 

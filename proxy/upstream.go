@@ -495,7 +495,7 @@ func (rs *reqState) errorAnswer(actx context.Context, resp *http.Response) execR
 	if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
 		return rs.failure(actx, rerr, true)
 	}
-	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: upstreamHeader(resp.Header),
 		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 }
 
@@ -651,7 +651,7 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes()) // flushed by attempt once the outcome is recorded and counted
-	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: upstreamHeader(resp.Header)},
 		delivered: true, committed: true, status: resp.StatusCode}
 }
 
@@ -826,7 +826,7 @@ func (p *ssePipe) gone() execResult {
 // delivered is the stream passed through to its end. attempt flushes the
 // end once the outcome is recorded and counted.
 func (p *ssePipe) delivered() execResult {
-	ok := model.Outcome{Kind: model.OutcomeResponse, Status: p.resp.StatusCode, Headers: p.resp.Header}
+	ok := model.Outcome{Kind: model.OutcomeResponse, Status: p.resp.StatusCode, Headers: upstreamHeader(p.resp.Header)}
 	return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 }
 
@@ -937,7 +937,7 @@ func (p *ssePipe) event() (res execResult, done bool) {
 
 // errorEvent ends the attempt on the upstream's in-stream error event.
 func (p *ssePipe) errorEvent(ev *model.StreamEvent) execResult {
-	o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: p.resp.Header,
+	o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: upstreamHeader(p.resp.Header),
 		Body: string(p.data[:min(len(p.data), model.MaxBodyPrefix)])}
 	if !p.committed {
 		return execResult{outcome: o, errBody: append([]byte(nil), p.data...), header: http.Header{"Content-Type": {"application/json"}}}
