@@ -683,6 +683,7 @@ type streamWatch struct {
 	tick    int64 // re-check period once the throughput watchdog is ready
 	cancel  context.CancelCauseFunc
 	stopped bool
+	drain   io.Closer // the body drainAfterDone reads: the timer closes it
 }
 
 // start arms a zero streamWatch (the attempt's own, in its attemptRun).
@@ -731,6 +732,10 @@ func (sw *streamWatch) fire() {
 	if sw.stopped {
 		return
 	}
+	if sw.drain != nil {
+		sw.drain.Close() // drainAfterDone's time is up
+		return
+	}
 	now := sw.g.modelNow()
 	if !sw.checkLocked(now) {
 		sw.armLocked(now)
@@ -759,6 +764,23 @@ func (sw *streamWatch) producedOutput() bool {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	return sw.w.ProducedOutput()
+}
+
+// drainAfterDone is drainAfterDone (transport.go) on the watch's own
+// timer, which has nothing left to watch once the stream's [DONE] came:
+// one timer per stream, not a second one for the drain.
+func (sw *streamWatch) drainAfterDone(body io.ReadCloser) {
+	sw.mu.Lock()
+	if sw.stopped || sw.t == nil {
+		sw.mu.Unlock()
+		drainAfterDone(body)
+		return
+	}
+	sw.drain = body
+	sw.t.Reset(drainWait)
+	sw.mu.Unlock()
+	drainBody(body)
+	sw.stop()
 }
 
 func (sw *streamWatch) stop() {
@@ -967,7 +989,7 @@ func (p *ssePipe) doneEvent() (res execResult, done bool) {
 	} else if _, err := p.w.Write(p.raw); err != nil {
 		return p.gone(), true
 	}
-	drainAfterDone(p.resp.Body) // transport.go: keeps the connection for the next request
+	p.sw.drainAfterDone(p.resp.Body) // transport.go: keeps the connection for the next request
 	return p.delivered(), true
 }
 
