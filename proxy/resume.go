@@ -342,8 +342,8 @@ func (rs *reqState) resumeResult(a *model.Attempt, out *execResult) {
 // answer instead of continuing it never reaches the client, and the flow
 // tries the next target. After that, events pass as they come, rewritten
 // (chunkRewrite).
-func (rs *reqState) pipeContinuation(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, a *model.Attempt, watch *streamWatch) execResult {
-	sw := watch.start(rs.g, rs.s, cancel)
+func (rs *reqState) pipeContinuation(actx context.Context, run *attemptRun, resp *http.Response, a *model.Attempt) execResult {
+	sw := run.watch.start(rs.g, rs.s, &run.clock)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	defer rd.release()

@@ -469,15 +469,10 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 		}
 		clock.headersInAt(head, 0) // the stream watchdogs take over (streamWatch)
-		// A watchdog's cut gives the client grace too.
-		cut := func(cause error) {
-			cancel(cause)
-			rs.cw.cut()
-		}
 		if cand.Resume {
-			return rs.pipeContinuation(actx, cut, resp, cand, &run.watch) // proxy/resume.go
+			return rs.pipeContinuation(actx, run, resp, cand) // proxy/resume.go
 		}
-		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey, &run.watch)
+		return rs.pipeStream(actx, run, resp, conn.cfg.APIKey)
 	}
 	clock.headersInAt(head, to.FirstContentMs.Duration())
 	return rs.deliverJSON(actx, clock, resp)
@@ -680,17 +675,17 @@ type streamWatch struct {
 	w       model.Watchdog
 	t       *time.Timer
 	armed   model.Time
-	tick    int64 // re-check period once the throughput watchdog is ready
-	cancel  context.CancelCauseFunc
+	tick    int64         // re-check period once the throughput watchdog is ready
+	clock   *attemptClock // the attempt's: a watchdog's abort cuts it (attemptClock.cut)
 	stopped bool
 	drain   io.Closer // the body drainAfterDone reads: the timer closes it
 }
 
 // start arms a zero streamWatch (the attempt's own, in its attemptRun).
-func (sw *streamWatch) start(g *Gateway, s *model.Settings, cancel context.CancelCauseFunc) *streamWatch {
+func (sw *streamWatch) start(g *Gateway, s *model.Settings, clock *attemptClock) *streamWatch {
 	now := g.modelNow()
 	sw.mu.Lock()
-	sw.g, sw.w, sw.cancel = g, model.NewWatchdog(s, now), cancel
+	sw.g, sw.w, sw.clock = g, model.NewWatchdog(s, now), clock
 	sw.tick = min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))
 	sw.armLocked(now)
 	sw.mu.Unlock()
@@ -719,9 +714,9 @@ func (sw *streamWatch) checkLocked(now model.Time) bool {
 	}
 	sw.stopped = true
 	if kind == model.OutcomeThroughput {
-		sw.cancel(errThroughput)
+		sw.clock.cut(errThroughput)
 	} else {
-		sw.cancel(errStall)
+		sw.clock.cut(errStall)
 	}
 	return true
 }
@@ -799,8 +794,8 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // gate; server.streamCommit: first-event turns it off), so an error or a
 // stall before that is retried elsewhere; after commit a failure ends the
 // stream with an explicit SSE error event, never a truncated success.
-func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, secret string, watch *streamWatch) execResult {
-	sw := watch.start(rs.g, rs.s, cancel)
+func (rs *reqState) pipeStream(actx context.Context, run *attemptRun, resp *http.Response, secret string) execResult {
+	sw := run.watch.start(rs.g, rs.s, &run.clock)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
