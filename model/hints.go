@@ -103,6 +103,15 @@ var hintHeaders = [...]hintHeader{
 	{"Anthropic-Ratelimit-Output-Tokens-Reset", "anthropic-ratelimit-output-tokens-reset", hhReset},
 }
 
+// fixedHeader is getHeader for a fixed name: canon is canonical as
+// net/textproto writes it, so a CanonicalGetter looks it up as it is.
+func fixedHeader(h Headers, canon, lower string) string {
+	if c, ok := h.(CanonicalGetter); ok {
+		return c.GetCanonical(canon)
+	}
+	return getHeader(h, canon, lower)
+}
+
 // getHeader reads one header; canon must be the canonical form of lower.
 func getHeader(h Headers, canon, lower string) string {
 	switch m := h.(type) {
@@ -120,7 +129,7 @@ func headerHint(h Headers, now Time) Hint {
 	}
 	for i := range hintHeaders {
 		hh := &hintHeaders[i]
-		v := getHeader(h, hh.canon, hh.lower)
+		v := fixedHeader(h, hh.canon, hh.lower)
 		if v == "" {
 			continue
 		}

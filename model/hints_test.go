@@ -234,3 +234,38 @@ func TestRetryHintExtremes(t *testing.T) {
 }
 
 func clfItoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// canonOnly is a CanonicalGetter whose Get must not be used: it answers
+// only lookups by canonical name.
+type canonOnly struct {
+	t *testing.T
+	h http.Header
+}
+
+func (c canonOnly) Get(name string) string {
+	c.t.Fatalf("Get(%q) called on a CanonicalGetter for a fixed name", name)
+	return ""
+}
+
+func (c canonOnly) GetCanonical(canon string) string {
+	if v := c.h[canon]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// The fixed names the model reads on every answer (retry hints, the
+// learned pause) go to a CanonicalGetter by canonical name, and give what
+// http.Header's Get gives.
+func TestFixedHeadersUseCanonicalGetter(t *testing.T) {
+	h := http.Header{}
+	h.Set("x-ratelimit-reset-requests", "1m")
+	h.Set("x-ratelimit-remaining-requests", "0")
+	c := canonOnly{t: t, h: h}
+	if got, want := retryHint(c, "", clfNow), retryHint(h, "", clfNow); got != want || got != (Hint{60_000, HintHeader}) {
+		t.Fatalf("retry hint: CanonicalGetter %+v, http.Header %+v", got, want)
+	}
+	if got, want := learnedPause(c, clfNow), learnedPause(h, clfNow); got != want || got != 60_000 {
+		t.Fatalf("learned pause: CanonicalGetter %d, http.Header %d", got, want)
+	}
+}

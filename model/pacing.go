@@ -235,10 +235,10 @@ func learnedPause(h Headers, now Time) int64 {
 	}
 	// getHeader: no per-call canonicalization (and allocation) of the name
 	// on the gateway's every answer.
-	if strings.TrimSpace(getHeader(h, "X-Ratelimit-Remaining-Requests", "x-ratelimit-remaining-requests")) != "0" {
+	if strings.TrimSpace(fixedHeader(h, "X-Ratelimit-Remaining-Requests", "x-ratelimit-remaining-requests")) != "0" {
 		return 0
 	}
-	ms, ok := parseResetValue(getHeader(h, "X-Ratelimit-Reset-Requests", "x-ratelimit-reset-requests"), now)
+	ms, ok := parseResetValue(fixedHeader(h, "X-Ratelimit-Reset-Requests", "x-ratelimit-reset-requests"), now)
 	if !ok || ms <= 0 {
 		return 0
 	}

@@ -61,6 +61,14 @@ type Headers interface {
 	Get(name string) string
 }
 
+// CanonicalGetter is a Headers that can look a name up as given when the
+// name is already in canonical form (the shell's view of an http.Header):
+// every answer's head is read for a few fixed names, most of them absent,
+// and Get would canonicalise each name again on every answer.
+type CanonicalGetter interface {
+	GetCanonical(canon string) string
+}
+
 // HeaderMap is a Headers keyed by lower-case header name.
 type HeaderMap map[string]string
 

@@ -22,6 +22,16 @@ func headerValue(h http.Header, key string) string {
 	return ""
 }
 
+// upstreamHeader is an upstream answer's head as the model reads it
+// (model.Outcome.Headers). The Transport keys it canonically, so the
+// model's fixed names are looked up as they are (model.CanonicalGetter):
+// http.Header.Get canonicalises every name again, on every answer.
+type upstreamHeader http.Header
+
+func (h upstreamHeader) Get(name string) string { return http.Header(h).Get(name) }
+
+func (h upstreamHeader) GetCanonical(canon string) string { return headerValue(http.Header(h), canon) }
+
 // firstValue is key's first non-empty value as a one-element slice of h's
 // own storage (what h.Get returns, without a copy), or nil.
 func firstValue(h http.Header, key string) []string {

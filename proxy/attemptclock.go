@@ -101,9 +101,16 @@ func (c *attemptClock) fire() {
 		c.t.Reset(time.Duration(next) - now)
 		return
 	}
+	c.cut(cause)
+}
+
+// cut cancels the attempt with cause: a timer of its plan ran out, or a
+// stream watchdog aborted it (streamWatch). The client gets grace to take
+// what is pending (clientWrites, request.go).
+func (c *attemptClock) cut(cause error) {
 	c.cancel(cause)
 	if c.cw != nil {
-		c.cw.cut() // the client gets grace to take what is pending (request.go)
+		c.cw.cut()
 	}
 }
 

@@ -94,6 +94,10 @@ type reqState struct {
 	// outlives the request. Three-index slices keep an Add from spilling
 	// into a neighbour.
 	hv [hvLen]string
+
+	// rec is the response recorder of a request served through wrap
+	// (mgmt.go), allocated with the request's state; unused otherwise.
+	rec statusRecorder
 }
 
 const (
@@ -147,9 +151,15 @@ func (g *Gateway) handleChat(w http.ResponseWriter, r *http.Request) {
 // request (surface.go): its id, client key and translated body are taken
 // as they are, without a second read of the client's connection.
 func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, sr *surfaceReq) {
+	g.serveChatIn(&reqState{}, w, r, sr)
+}
+
+// serveChatIn is serveChat into rs, a zero reqState the caller allocated
+// (wrap allocates the response recorder with it).
+func (g *Gateway) serveChatIn(rs *reqState, w http.ResponseWriter, r *http.Request, sr *surfaceReq) {
 	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
 	defer g.active.Add(-1)
-	rs, ok := g.startChat(w, r, sr)
+	ok := g.startChat(rs, w, r, sr)
 	defer rs.cw.release()
 	if !ok {
 		return
@@ -164,8 +174,8 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, sr *surfaceR
 // stream is held (stack per held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, sr *surfaceReq) (*reqState, bool) {
-	rs := &reqState{g: g, w: w, r: r, ctx: r.Context(), s: g.settings(), start: g.now()}
+func (g *Gateway) startChat(rs *reqState, w http.ResponseWriter, r *http.Request, sr *surfaceReq) bool {
+	rs.g, rs.w, rs.r, rs.ctx, rs.s, rs.start = g, w, r, r.Context(), g.settings(), g.now()
 	var body []byte
 	if sr != nil { // authenticated and read by the surface
 		rs.id, rs.logID, rs.key, rs.nr, body = sr.id, sr.logID, sr.key, sr.nr, sr.chat
@@ -177,7 +187,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, sr *surfaceR
 		if !ok {
 			rs.setHeaders(w.Header()) // X-Breakwater-Attempts: 0, like every chat answer
 			writeError(w, http.StatusUnauthorized, "invalid_api_key", "missing or invalid API key (Authorization: Bearer <key>)")
-			return rs, false
+			return false
 		}
 		rs.key = key
 	}
@@ -198,7 +208,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, sr *surfaceR
 	}
 	if err != nil {
 		rs.refuseBody(err)
-		return rs, false
+		return false
 	}
 	keyID := ""
 	if rs.key != nil {
@@ -207,7 +217,7 @@ func (g *Gateway) startChat(w http.ResponseWriter, r *http.Request, sr *surfaceR
 	if k, ok := sessionKey(r, keyID); ok {
 		rs.session = hex.EncodeToString(k[:])
 	}
-	return rs, true
+	return true
 }
 
 // refuseBody answers a request whose body could not be read or is not a

@@ -90,23 +90,6 @@ func allowedMethods(router *mux.Router, req *http.Request) []string {
 // answers, 404 and 405 included.
 func (g *Gateway) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				g.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
-				if !rec.wrote {
-					writeError(rec, http.StatusInternalServerError, "internal_error", "internal error")
-				}
-			}
-			if s, code := surface(r.URL.Path), rec.code(); s == "client" && code == http.StatusOK {
-				g.met.HTTPOK.Inc()
-			} else {
-				g.met.HTTP.WithLabelValues(s, statusLabel(code)).Inc()
-			}
-		}()
 		if strings.Contains(r.URL.Path, "//") {
 			// A base URL with a trailing slash makes clients ask for
 			// //v1/chat/completions. The router would answer a 301 to the
@@ -121,18 +104,49 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 			// request for route variables, which these do not use).
 			switch r.URL.Path {
 			case "/v1/chat/completions":
-				g.handleChat(rec, r)
+				// The recorder lives in the request's state: one
+				// allocation, not two.
+				rs := &reqState{}
+				rs.rec.ResponseWriter = w
+				defer g.served(&rs.rec, r)
+				g.serveChatIn(rs, &rs.rec, r, nil)
 				return
 			case messagesPath:
+				rec := &statusRecorder{ResponseWriter: w}
+				defer g.served(rec, r)
 				g.handleMessages(rec, r)
 				return
 			case responsesPath:
+				rec := &statusRecorder{ResponseWriter: w}
+				defer g.served(rec, r)
 				g.handleResponses(rec, r)
 				return
 			}
 		}
+		rec := &statusRecorder{ResponseWriter: w}
+		defer g.served(rec, r)
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// served ends a wrapped request: a handler's panic is logged and answered
+// 500 (net/http's own abort passes through), and the request is counted by
+// surface and status. Deferred directly, so its recover sees the panic.
+func (g *Gateway) served(rec *statusRecorder, r *http.Request) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		g.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+		if !rec.wrote {
+			writeError(rec, http.StatusInternalServerError, "internal_error", "internal error")
+		}
+	}
+	if s, code := surface(r.URL.Path), rec.code(); s == "client" && code == http.StatusOK {
+		g.met.HTTPOK.Inc()
+	} else {
+		g.met.HTTP.WithLabelValues(s, statusLabel(code)).Inc()
+	}
 }
 
 // mergeSlashes turns every run of slashes in p into one.

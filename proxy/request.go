@@ -65,7 +65,14 @@ func readBodyWatched(w http.ResponseWriter, r *http.Request, limit int64, timeou
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	body := make([]byte, 0, min(limit+1, firstBodyBuffer))
+	first := min(limit+1, firstBodyBuffer)
+	if r.ContentLength >= 0 && r.ContentLength < first {
+		// A declared length the first buffer would hold: no larger
+		// buffer than the body and the read that finds its end
+		// (net/http never reads past a declared length).
+		first = r.ContentLength + 1
+	}
+	body := make([]byte, 0, first)
 	for {
 		if len(body) == cap(body) {
 			// Doubled, up to limit+1: MaxBytesReader reads one byte past

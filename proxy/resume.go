@@ -342,8 +342,8 @@ func (rs *reqState) resumeResult(a *model.Attempt, out *execResult) {
 // answer instead of continuing it never reaches the client, and the flow
 // tries the next target. After that, events pass as they come, rewritten
 // (chunkRewrite).
-func (rs *reqState) pipeContinuation(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, a *model.Attempt) execResult {
-	sw := newStreamWatch(rs.g, rs.s, cancel)
+func (rs *reqState) pipeContinuation(actx context.Context, run *attemptRun, resp *http.Response, a *model.Attempt) execResult {
+	sw := run.watch.start(rs.g, rs.s, &run.clock)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	defer rd.release()
@@ -369,7 +369,7 @@ func (rs *reqState) pipeContinuation(actx context.Context, cancel context.Cancel
 		rs.malformed.Good()
 		sw.observe(ev)
 		if ev.Error {
-			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: resp.Header,
+			o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: upstreamHeader(resp.Header),
 				Body: string(data[:min(len(data), model.MaxBodyPrefix)])}
 			return c.fail(execResult{outcome: o}, string(model.CodeStreamUpstream), "the upstream sent an error event mid-stream")
 		}
@@ -404,7 +404,7 @@ type contPipe struct {
 }
 
 func (c *contPipe) delivered() execResult {
-	ok := model.Outcome{Kind: model.OutcomeResponse, Status: c.resp.StatusCode, Headers: c.resp.Header}
+	ok := model.Outcome{Kind: model.OutcomeResponse, Status: c.resp.StatusCode, Headers: upstreamHeader(c.resp.Header)}
 	return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 }
 

@@ -122,8 +122,22 @@ func (p *provRuntime) roundTrip(req *http.Request) (*http.Response, error) {
 // [DONE], or holds the body open, has its connection closed as before.
 func drainAfterDone(body io.ReadCloser) {
 	t := time.AfterFunc(drainWait, func() { body.Close() })
-	io.CopyN(io.Discard, body, maxDrain)
+	drainBody(body)
 	t.Stop()
+}
+
+// drainBody reads body to its end, maxDrain bytes at most: io.CopyN
+// without its LimitReader allocation (what follows [DONE] is the chunked
+// body's last few bytes).
+func drainBody(body io.Reader) {
+	var buf [256]byte
+	for n := 0; n < maxDrain; {
+		k, err := body.Read(buf[:min(len(buf), maxDrain-n)])
+		n += k
+		if err != nil {
+			return
+		}
+	}
 }
 
 const (

@@ -139,3 +139,25 @@ func TestRequestIDLoggedRedacted(t *testing.T) {
 		t.Errorf("a generated id: %q %q", id, logID)
 	}
 }
+
+// The model reads an answer's head through upstreamHeader: a lookup by
+// canonical name gives what http.Header's Get gives, present or absent.
+func TestUpstreamHeaderCanonicalLookup(t *testing.T) {
+	h := http.Header{}
+	h.Set("x-ratelimit-remaining-requests", "0")
+	h.Add("retry-after", "7")
+	h.Add("retry-after", "9")
+	var u model.Headers = upstreamHeader(h)
+	c, ok := u.(model.CanonicalGetter)
+	if !ok {
+		t.Fatal("upstreamHeader is not a model.CanonicalGetter")
+	}
+	for _, name := range []string{"X-Ratelimit-Remaining-Requests", "Retry-After", "X-Ratelimit-Reset-Requests"} {
+		if got, want := c.GetCanonical(name), h.Get(name); got != want {
+			t.Errorf("GetCanonical(%q) = %q, http.Header.Get %q", name, got, want)
+		}
+		if got, want := u.Get(strings.ToLower(name)), h.Get(name); got != want {
+			t.Errorf("Get(%q) = %q, http.Header.Get %q", strings.ToLower(name), got, want)
+		}
+	}
+}

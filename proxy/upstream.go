@@ -370,13 +370,15 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if err != nil {
 		return transport(model.TransportRefused)
 	}
-	return rs.exchange(actx, cancel, &run.clock, prov, conn, cand, req)
+	return rs.exchange(actx, cancel, run, prov, conn, cand, req)
 }
 
-// attemptRun is an attempt's parent context with the clock it carries.
+// attemptRun is an attempt's parent context with the clock it carries,
+// and the stream watchdogs of an attempt that streams: one allocation.
 type attemptRun struct {
 	clockCtx
 	clock attemptClock
+	watch streamWatch
 }
 
 // startClock starts the attempt's clock: the model's bound of the whole
@@ -435,7 +437,8 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 
 // exchange sends the attempt's request and reads what came back: an
 // error status, a stream, or one JSON answer.
-func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, clock *attemptClock, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
+func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFunc, run *attemptRun, prov *provRuntime, conn *connRuntime, cand *model.Attempt, req *http.Request) execResult {
+	clock := &run.clock
 	resp, err := prov.roundTrip(req)
 	head := time.Since(clock.base) // the latency from the clock's start, read once
 	if err == nil {
@@ -471,15 +474,10 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 			return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 		}
 		clock.headersInAt(head, 0) // the stream watchdogs take over (streamWatch)
-		// A watchdog's cut gives the client grace too.
-		cut := func(cause error) {
-			cancel(cause)
-			rs.cw.cut()
-		}
 		if cand.Resume {
-			return rs.pipeContinuation(actx, cut, resp, cand) // proxy/resume.go
+			return rs.pipeContinuation(actx, run, resp, cand) // proxy/resume.go
 		}
-		return rs.pipeStream(actx, cut, resp, conn.cfg.APIKey)
+		return rs.pipeStream(actx, run, resp, conn.cfg.APIKey)
 	}
 	clock.headersInAt(head, to.FirstContentMs.Duration())
 	return rs.deliverJSON(actx, clock, resp)
@@ -497,7 +495,7 @@ func (rs *reqState) errorAnswer(actx context.Context, resp *http.Response) execR
 	if rerr != nil && len(b) == 0 && actx.Err() != nil && !stalled {
 		return rs.failure(actx, rerr, true)
 	}
-	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header,
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: upstreamHeader(resp.Header),
 		Body: string(b[:min(len(b), model.MaxBodyPrefix)])}, errBody: b, header: resp.Header}
 }
 
@@ -659,7 +657,7 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	rs.committed = true
 	rs.w.WriteHeader(resp.StatusCode)
 	rs.w.Write(buf.Bytes()) // flushed by attempt once the outcome is recorded and counted
-	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: resp.Header},
+	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: upstreamHeader(resp.Header)},
 		delivered: true, committed: true, status: resp.StatusCode}
 }
 
@@ -688,16 +686,18 @@ type streamWatch struct {
 	w       model.Watchdog
 	t       *time.Timer
 	armed   model.Time
-	tick    int64 // re-check period once the throughput watchdog is ready
-	cancel  context.CancelCauseFunc
+	tick    int64         // re-check period once the throughput watchdog is ready
+	clock   *attemptClock // the attempt's: a watchdog's abort cuts it (attemptClock.cut)
 	stopped bool
+	drain   io.Closer // the body drainAfterDone reads: the timer closes it
 }
 
-func newStreamWatch(g *Gateway, s *model.Settings, cancel context.CancelCauseFunc) *streamWatch {
+// start arms a zero streamWatch (the attempt's own, in its attemptRun).
+func (sw *streamWatch) start(g *Gateway, s *model.Settings, clock *attemptClock) *streamWatch {
 	now := g.modelNow()
-	sw := &streamWatch{g: g, w: model.NewWatchdog(s, now), cancel: cancel,
-		tick: min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))}
 	sw.mu.Lock()
+	sw.g, sw.w, sw.clock = g, model.NewWatchdog(s, now), clock
+	sw.tick = min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))
 	sw.armLocked(now)
 	sw.mu.Unlock()
 	return sw
@@ -725,9 +725,9 @@ func (sw *streamWatch) checkLocked(now model.Time) bool {
 	}
 	sw.stopped = true
 	if kind == model.OutcomeThroughput {
-		sw.cancel(errThroughput)
+		sw.clock.cut(errThroughput)
 	} else {
-		sw.cancel(errStall)
+		sw.clock.cut(errStall)
 	}
 	return true
 }
@@ -736,6 +736,10 @@ func (sw *streamWatch) fire() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if sw.stopped {
+		return
+	}
+	if sw.drain != nil {
+		sw.drain.Close() // drainAfterDone's time is up
 		return
 	}
 	now := sw.g.modelNow()
@@ -768,6 +772,23 @@ func (sw *streamWatch) producedOutput() bool {
 	return sw.w.ProducedOutput()
 }
 
+// drainAfterDone is drainAfterDone (transport.go) on the watch's own
+// timer, which has nothing left to watch once the stream's [DONE] came:
+// one timer per stream, not a second one for the drain.
+func (sw *streamWatch) drainAfterDone(body io.ReadCloser) {
+	sw.mu.Lock()
+	if sw.stopped || sw.t == nil {
+		sw.mu.Unlock()
+		drainAfterDone(body)
+		return
+	}
+	sw.drain = body
+	sw.t.Reset(drainWait)
+	sw.mu.Unlock()
+	drainBody(body)
+	sw.stop()
+}
+
 func (sw *streamWatch) stop() {
 	sw.mu.Lock()
 	sw.stopped = true
@@ -784,8 +805,8 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // gate; server.streamCommit: first-event turns it off), so an error or a
 // stall before that is retried elsewhere; after commit a failure ends the
 // stream with an explicit SSE error event, never a truncated success.
-func (rs *reqState) pipeStream(actx context.Context, cancel context.CancelCauseFunc, resp *http.Response, secret string) execResult {
-	sw := newStreamWatch(rs.g, rs.s, cancel)
+func (rs *reqState) pipeStream(actx context.Context, run *attemptRun, resp *http.Response, secret string) execResult {
+	sw := run.watch.start(rs.g, rs.s, &run.clock)
 	defer sw.stop()
 	rd := newSSEReader(resp.Body)
 	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
@@ -833,7 +854,7 @@ func (p *ssePipe) gone() execResult {
 // delivered is the stream passed through to its end. attempt flushes the
 // end once the outcome is recorded and counted.
 func (p *ssePipe) delivered() execResult {
-	ok := model.Outcome{Kind: model.OutcomeResponse, Status: p.resp.StatusCode, Headers: p.resp.Header}
+	ok := model.Outcome{Kind: model.OutcomeResponse, Status: p.resp.StatusCode, Headers: upstreamHeader(p.resp.Header)}
 	return execResult{outcome: ok, delivered: true, committed: true, status: http.StatusOK}
 }
 
@@ -944,7 +965,7 @@ func (p *ssePipe) event() (res execResult, done bool) {
 
 // errorEvent ends the attempt on the upstream's in-stream error event.
 func (p *ssePipe) errorEvent(ev *model.StreamEvent) execResult {
-	o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: p.resp.Header,
+	o := model.Outcome{Kind: model.OutcomeResponse, Status: ev.ErrorStatus, Headers: upstreamHeader(p.resp.Header),
 		Body: string(p.data[:min(len(p.data), model.MaxBodyPrefix)])}
 	if !p.committed {
 		return execResult{outcome: o, errBody: append([]byte(nil), p.data...), header: http.Header{"Content-Type": {"application/json"}}}
@@ -974,7 +995,7 @@ func (p *ssePipe) doneEvent() (res execResult, done bool) {
 	} else if _, err := p.w.Write(p.raw); err != nil {
 		return p.gone(), true
 	}
-	drainAfterDone(p.resp.Body) // transport.go: keeps the connection for the next request
+	p.sw.drainAfterDone(p.resp.Body) // transport.go: keeps the connection for the next request
 	return p.delivered(), true
 }
 
