@@ -45,7 +45,7 @@ fuzz:
 	done
 
 # --- proxy ---
-.PHONY: run bench-proxy bench-instr bench-surface-instr
+.PHONY: run bench-proxy bench-instr bench-surface-instr bench-surface-ttft
 
 ## run: the gateway on examples/demo.yaml (memory store, in-process demo upstreams)
 run:
@@ -58,6 +58,10 @@ bench-proxy:
 ## bench-instr: instructions per request of the gateway and the no-logic floor (callgrind; repeatable on a noisy machine)
 bench-instr:
 	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-instr.sh
+
+## bench-surface-ttft: time to first content per client format (chat, Messages, Responses) through the gateway, interleaved rounds (perfkit streamlat)
+bench-surface-ttft:
+	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-surface-ttft.sh
 
 ## bench-surface-instr: instructions per streamed request for chat, Messages and Responses, and what the translation adds (callgrind)
 bench-surface-instr:
