@@ -39,7 +39,13 @@ func ParseEmbeddings(body []byte) (*EmbedRequest, error) {
 		return nil, reqErr("model", "is required")
 	}
 	switch firstByte(r.Input) {
-	case '"', '[':
+	case '"':
+	case '[':
+		// An empty list is refused here, as OpenAI refuses it, rather
+		// than spent on an upstream attempt.
+		if emptyArray(r.Input) {
+			return nil, reqErr("input", "must not be empty")
+		}
 	default:
 		return nil, reqErr("input", "must be a string or an array")
 	}
@@ -52,6 +58,18 @@ func ParseEmbeddings(body []byte) (*EmbedRequest, error) {
 		return nil, reqErr("encoding_format", "must be float or base64 (got %q)", r.EncodingFormat)
 	}
 	return &r, nil
+}
+
+// emptyArray reports whether raw, a JSON array, has no element.
+func emptyArray(raw json.RawMessage) bool {
+	for _, c := range raw[1:] {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c == ']'
+		}
+	}
+	return false
 }
 
 // Texts is the input as texts; token-id inputs have no text form.

@@ -47,6 +47,7 @@ func TestEmbeddingsGemini(t *testing.T) {
 		t.Fatal("a non-number value must be refused")
 	}
 	for body, field := range map[string]string{`{"input":"x"}`: "model", `{"model":"m","input":5}`: "input",
+		`{"model":"m","input":[]}`: "input", `{"model":"m","input":[ ]}`: "input",
 		`{"model":"m","input":"x","dimensions":0}`: "dimensions", `{"model":"m","input":"x","encoding_format":"hex"}`: "encoding_format"} {
 		if _, err := ParseEmbeddings([]byte(body)); err == nil || !strings.HasPrefix(err.Error(), field) {
 			t.Errorf("%s: %v", body, err)
