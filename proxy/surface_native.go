@@ -212,12 +212,5 @@ func appendRawEvent(dst, name, data []byte) []byte {
 		_ = json.Unmarshal(data, &t)
 		name = []byte(t.Type)
 	}
-	if len(name) > 0 {
-		dst = append(dst, "event: "...)
-		dst = append(dst, name...)
-		dst = append(dst, '\n')
-	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, data...)
-	return append(dst, "\n\n"...)
+	return wire.AppendSSE(dst, name, data)
 }

@@ -7,9 +7,11 @@ package wire
 // translations, and through these for what no surface serves (Gemini).
 
 // AppendSSE appends one server-sent event: an `event:` line when name is
-// not empty, the data line, and the blank line that ends the event.
-func AppendSSE(dst []byte, name string, data []byte) []byte {
-	if name != "" {
+// not empty, the data line, and the blank line that ends the event. The
+// name is a string or bytes, so a relayed event's name (bytes read off the
+// wire) is written without a conversion.
+func AppendSSE[N string | []byte](dst []byte, name N, data []byte) []byte {
+	if len(name) > 0 {
 		dst = append(dst, "event: "...)
 		dst = append(dst, name...)
 		dst = append(dst, '\n')
