@@ -98,34 +98,29 @@ func (g *Gateway) wrap(next http.Handler) http.Handler {
 			r.URL.Path = mergeSlashes(r.URL.Path)
 			r.URL.RawPath = ""
 		}
-		if r.Method == http.MethodPost {
-			// The routes nearly every request takes, without the router's
-			// walk over the routes (regexps, path cleaning, a copy of the
-			// request for route variables, which these do not use).
-			switch r.URL.Path {
-			case "/v1/chat/completions":
-				// The recorder lives in the request's state: one
-				// allocation, not two.
-				rs := &reqState{}
-				rs.rec.ResponseWriter = w
-				defer g.served(&rs.rec, r)
-				g.serveChatIn(rs, &rs.rec, r, nil)
-				return
-			case messagesPath:
-				rec := &statusRecorder{ResponseWriter: w}
-				defer g.served(rec, r)
-				g.handleMessages(rec, r)
-				return
-			case responsesPath:
-				rec := &statusRecorder{ResponseWriter: w}
-				defer g.served(rec, r)
-				g.handleResponses(rec, r)
-				return
-			}
+		// The routes nearly every request takes go without the router's
+		// walk over the routes (regexps, path cleaning, a copy of the
+		// request for route variables, which these do not use).
+		post := r.Method == http.MethodPost
+		if post && r.URL.Path == "/v1/chat/completions" {
+			// The recorder lives in the request's state: one allocation,
+			// not two.
+			rs := &reqState{}
+			rs.rec.ResponseWriter = w
+			defer g.served(&rs.rec, r)
+			g.serveChatIn(rs, &rs.rec, r, nil)
+			return
 		}
 		rec := &statusRecorder{ResponseWriter: w}
 		defer g.served(rec, r)
-		next.ServeHTTP(rec, r)
+		switch {
+		case post && r.URL.Path == messagesPath:
+			g.handleMessages(rec, r)
+		case post && r.URL.Path == responsesPath:
+			g.handleResponses(rec, r)
+		default:
+			next.ServeHTTP(rec, r)
+		}
 	})
 }
 
