@@ -43,7 +43,7 @@ func ParseEmbeddings(body []byte) (*EmbedRequest, error) {
 	case '[':
 		// An empty list is refused here, as OpenAI refuses it, rather
 		// than spent on an upstream attempt.
-		if emptyArray(r.Input) {
+		if firstByte(r.Input[1:]) == ']' {
 			return nil, reqErr("input", "must not be empty")
 		}
 	default:
@@ -58,18 +58,6 @@ func ParseEmbeddings(body []byte) (*EmbedRequest, error) {
 		return nil, reqErr("encoding_format", "must be float or base64 (got %q)", r.EncodingFormat)
 	}
 	return &r, nil
-}
-
-// emptyArray reports whether raw, a JSON array, has no element.
-func emptyArray(raw json.RawMessage) bool {
-	for _, c := range raw[1:] {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-		default:
-			return c == ']'
-		}
-	}
-	return false
 }
 
 // Texts is the input as texts; token-id inputs have no text form.
