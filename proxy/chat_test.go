@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -1149,45 +1147,26 @@ resilience:
 // reports nothing.
 func TestWaitingHookReportsCooldownWait(t *testing.T) {
 	up := newFakeUp(t)
-	cfg, _, err := ParseConfig("test.yaml", []byte(strings.ReplaceAll(`
+	var mu sync.Mutex
+	var events []int
+	g := newGWOpts(t, up, `
 providers:
   - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
 resilience:
   waitForCooldown: {enabled: true, maxRetries: 3, maxRetryWaitSec: 5}
-`, "{{UP}}", up.url())), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var events []int
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1,
-		Waiting: func(d int) { mu.Lock(); events = append(events, d); mu.Unlock() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close(context.Background())
-	base := "http://" + serveLoopback(t, g)
-	post := func() *http.Response {
-		r, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"p/m","messages":[]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-		return r
-	}
+`, Options{Waiting: func(d int) { mu.Lock(); events = append(events, d); mu.Unlock() }})
 	// the upstream's n-th call answers seq's n-th behaviour
 	up.set("k", seq(okJSON("at once"), status(429, `{"error":{"message":"slow down"}}`, "Retry-After", "1"), okJSON("after wait")))
-	if r := post(); r.StatusCode != 200 {
-		t.Fatalf("status %d", r.StatusCode)
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("status %d", r.code)
 	}
 	mu.Lock()
 	if len(events) != 0 {
 		t.Fatalf("an answer without a wait reported %v", events)
 	}
 	mu.Unlock()
-	if r := post(); r.StatusCode != 200 || r.Header.Get("X-Breakwater-Attempts") != "2" {
-		t.Fatalf("status %d attempts %q", r.StatusCode, r.Header.Get("X-Breakwater-Attempts"))
+	if r := g.chat("p/m"); r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "2" {
+		t.Fatalf("status %d attempts %q", r.code, r.h.Get("X-Breakwater-Attempts"))
 	}
 	mu.Lock()
 	defer mu.Unlock()

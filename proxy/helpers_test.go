@@ -247,16 +247,24 @@ func serveGW(t *testing.T, g *Gateway) *gwServer {
 // newGW starts a gateway from YAML; {{UP}} is the fake upstream's base URL.
 func newGW(t *testing.T, up *fakeUp, cfgYAML string, env ...string) *gw {
 	t.Helper()
+	return newGWOpts(t, up, cfgYAML, Options{Environ: env})
+}
+
+// newGWOpts is newGW with Options (its Logger and Seed are the test's).
+func newGWOpts(t *testing.T, up *fakeUp, cfgYAML string, opts Options) *gw {
+	t.Helper()
+	env := opts.Environ
 	y := strings.ReplaceAll(cfgYAML, "{{UP}}", up.url())
 	cfg, _, err := ParseConfig("test.yaml", []byte(y), env)
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, y)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	g, err := New(context.Background(), cfg, Options{Logger: log, Environ: env, Seed: 1})
+	opts.Seed = 1
+	g, err := New(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
