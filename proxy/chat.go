@@ -21,6 +21,15 @@ import (
 
 const defaultMaxBodyBytes = 16 << 20
 
+// maxBodyBytes bounds a client request body: server.maxBodyBytes, or the
+// default.
+func (g *Gateway) maxBodyBytes() int64 {
+	if n := g.conf().Server.MaxBodyBytes; n > 0 {
+		return n
+	}
+	return defaultMaxBodyBytes
+}
+
 var selPool = sync.Pool{New: func() any { return new(model.Selection) }}
 
 // reqState is one client chat request across all its attempts. The request
@@ -192,15 +201,11 @@ func (g *Gateway) startChat(rs *reqState, w http.ResponseWriter, r *http.Request
 		rs.key = key
 	}
 	rs.wireOver = surfaceWire(r, rs.nr, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration())
-	limit := g.conf().Server.MaxBodyBytes
-	if limit <= 0 {
-		limit = defaultMaxBodyBytes
-	}
 	rs.cw.watch(rs.ctx, w, g.clientWriteGrace) // cuts the body read and the attempts' writes (request.go)
 	var err error
 	if body == nil {
 		rs.cw.setReading(true)
-		body, err = readBodyWatched(w, r, limit, g.bodyReadTimeout)
+		body, err = readBodyWatched(w, r, g.maxBodyBytes(), g.bodyReadTimeout)
 		rs.cw.setReading(false)
 	}
 	if err == nil {

@@ -200,11 +200,7 @@ func (g *Gateway) surfaceBody(w http.ResponseWriter, r *http.Request, refuse fun
 		return nil, false
 	}
 	sr.key = key
-	limit := g.conf().Server.MaxBodyBytes
-	if limit <= 0 {
-		limit = defaultMaxBodyBytes
-	}
-	body, err := readBody(w, r, limit, g.bodyReadTimeout)
+	body, err := readBody(w, r, g.maxBodyBytes(), g.bodyReadTimeout)
 	if err != nil {
 		h.Set("X-Breakwater-Attempts", "0")
 		status := http.StatusBadRequest
