@@ -9,7 +9,8 @@
 #
 # Env: PERFKIT (default ../shared/perfkit), OUT (work dir), D (seconds
 # counted, default 10), C (concurrency, default 4), BIN_BW (a prebuilt
-# gateway binary to measure instead of building this checkout).
+# gateway binary to measure instead of building this checkout), BENCH_MOCK_ADDR
+# and BENCH_GW_ADDR (ports, so two checkouts can measure side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "bench-instr: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
@@ -27,7 +28,7 @@ if [[ -z "$BW" ]]; then
 fi
 go build -o "$BIN/bareproxy" ./examples/bareproxy
 MOCK_ADDR=${BENCH_MOCK_ADDR:-127.0.0.1:9011}
-GW_ADDR=127.0.0.1:9012
+GW_ADDR=${BENCH_GW_ADDR:-127.0.0.1:9012}
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
