@@ -370,17 +370,42 @@ func (c *Config) accessProblem() error {
 
 // headerValueProblem says why v cannot be sent as an HTTP header value
 // (a connection's key goes out in Authorization or the provider's key
-// header), or "". A control character is refused here rather than left to
-// the Transport, which would refuse every attempt with it and charge the
-// failures to the provider. The value itself is never quoted: it is a
-// credential.
+// header; a tracing header goes to the collector), or "". A control
+// character is refused here rather than left to the Transport, which would
+// refuse every request with it (and charge the failures to the provider).
+// Tab is allowed, as net/http allows it. The value itself is never quoted:
+// it is usually a credential.
 func headerValueProblem(v string) string {
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c == 0x7f {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
 			return fmt.Sprintf("contains a control character (byte 0x%02x at offset %d); a header value cannot carry it", c, i)
 		}
 	}
 	return ""
+}
+
+// headerNameProblem says why name cannot be sent as an HTTP header name, or
+// "": a name is a token (RFC 9110 section 5.6.2), as net/http's Transport
+// requires.
+func headerNameProblem(name string) string {
+	if name == "" {
+		return "a header name cannot be empty"
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return fmt.Sprintf("%q is not a valid header name (byte 0x%02x at offset %d is not a token character)", name, name[i], i)
+		}
+	}
+	return ""
+}
+
+// isTokenChar reports whether c is an RFC 9110 tchar.
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // line returns the line of a field path (0 when unknown).

@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +51,19 @@ func (c *Config) validateTracing() []error {
 	}
 	if r := t.SampleRatio; r != nil && (*r < 0 || *r > 1 || math.IsNaN(*r)) {
 		errs = append(errs, c.errAt("server.tracing.sampleRatio", "want a number from 0 to 1, got %v", *r))
+	}
+	// A header the Transport would refuse fails every export; refuse it at
+	// load instead, with the field named.
+	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
+		field := "server.tracing.headers." + name
+		if problem := headerNameProblem(name); problem != "" {
+			if headerValueProblem(name) != "" {
+				field = "server.tracing.headers" // keep a CR or LF in the name out of the message's first line
+			}
+			errs = append(errs, c.errAt(field, "%s", problem))
+		} else if problem := headerValueProblem(t.Headers[name]); problem != "" {
+			errs = append(errs, c.errAt(field, "%s", problem))
+		}
 	}
 	return errs
 }

@@ -98,3 +98,39 @@ func TestTracingConfigValidated(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// docs/operations.md#traces: a tracing header the Transport would refuse (a
+// name that is not a token, a value with a control character) is a config
+// error naming the field, by the same rule as a connection's key; the value
+// is never quoted. Tab in a value passes, as net/http sends it.
+func TestTracingHeadersValidated(t *testing.T) {
+	cfg := func(headers string) string {
+		return "server:\n  tracing:\n    endpoint: 'http://127.0.0.1:4318'\n    headers:\n" + headers +
+			"providers:\n  - {id: p, baseURL: 'http://x/v1', models: [m], connections: [{id: c}]}\n"
+	}
+	bad := []struct{ headers, field, problem, secret string }{
+		{"      Authorization: \"Bearer s3\\r\\nX-Injected: 1\"\n", "server.tracing.headers.Authorization:", "control character", "s3"},
+		{"      X-Key: \"k\\x00ey\"\n", "server.tracing.headers.X-Key:", "byte 0x00", "k\x00ey"},
+		{"      X-Key: \"k\\x7fey\"\n", "server.tracing.headers.X-Key:", "byte 0x7f", "k\x7fey"},
+		{"      'X Key': v\n", "server.tracing.headers.X Key:", "not a valid header name", ""},
+		{"      'X:Key': v\n", "server.tracing.headers.X:Key:", "not a valid header name", ""},
+		{"      \"X\\r\\nKey\": v\n", "server.tracing.headers:", "not a valid header name", ""},
+		{"      '': v\n", "server.tracing.headers.:", "cannot be empty", ""},
+	}
+	for _, b := range bad {
+		_, _, err := ParseConfig("t.yaml", []byte(cfg(b.headers)), nil)
+		if err == nil || !strings.Contains(err.Error(), b.field) || !strings.Contains(err.Error(), b.problem) {
+			t.Errorf("headers %q: got %v, want %q ... %q", b.headers, err, b.field, b.problem)
+			continue
+		}
+		if !strings.Contains(err.Error(), "t.yaml:") {
+			t.Errorf("headers %q: the error has no file and line: %v", b.headers, err)
+		}
+		if b.secret != "" && strings.Contains(err.Error(), b.secret) {
+			t.Errorf("headers %q: the error quotes the value: %v", b.headers, err)
+		}
+	}
+	if _, _, err := ParseConfig("t.yaml", []byte(cfg("      Authorization: \"Bearer\\ttok\"\n      x-honeycomb-team: k\n")), nil); err != nil {
+		t.Fatalf("valid tracing headers refused: %v", err)
+	}
+}
