@@ -32,104 +32,124 @@ func textDelta(data []byte) ([]byte, bool) {
 // escapes. A quote inside a string only makes the pass more cautious,
 // never wrong: the full decoder reads what it declines.
 func plainDelta(data []byte, role bool) (id, text []byte, ok bool) {
-	const key = `delta":{"content":"`
-	const roleKey = `delta":{"role":"assistant"`
-	found, ids := false, 0
-	indexes, choices := 0, 0
+	s := deltaScan{data: data, role: role}
 	for q := bytes.IndexByte(data, '"'); q >= 0; {
-		k := data[q+1:]
-		n := bytes.IndexByte(k, '"')
+		n := bytes.IndexByte(data[q+1:], '"')
 		if n < 0 {
 			break // the last quote: no string follows
 		}
-		w := k[:n]
-		next := q + 1 + n // the quote that ends w
-		switch string(w) {
-		case "delta":
-			if found {
-				return nil, nil, false
-			}
-			var start int
-			switch {
-			case bytes.HasPrefix(k, []byte(key)):
-				start = q + 1 + len(key)
-			case role && bytes.HasPrefix(k, []byte(roleKey+`}`)):
-				found, text = true, nil // no content
-				next = q + len(roleKey)
-			case role && bytes.HasPrefix(k, []byte(roleKey+`,"content":"`)):
-				start = q + 1 + len(roleKey) + len(`,"content":"`)
-			default:
-				return nil, nil, false
-			}
-			if found {
-				break
-			}
-			end := bytes.IndexByte(data[start:], '"')
-			if end < 0 {
-				return nil, nil, false
-			}
-			text = data[start : start+end]
-			// The delta must close right after the text (OpenAI's role
-			// chunk has a null refusal there, which the decoder does not
-			// read either).
-			rest := data[start+end+1:]
-			if !plainText(text) || !(bytes.HasPrefix(rest, []byte("}")) || bytes.HasPrefix(rest, []byte(`,"refusal":null}`))) {
-				return nil, nil, false
-			}
-			found = true
-			next = start + end // the text holds no quote: go on after it
-		case "index":
-			if indexes++; indexes > 1 || !bytes.HasPrefix(k[n:], []byte(`":0`)) {
-				return nil, nil, false
-			}
-		case "finish_reason":
-			if !bytes.HasPrefix(k[n:], []byte(`":null`)) {
-				return nil, nil, false
-			}
-		case "refusal":
-			if !bytes.HasPrefix(k[n:], []byte(`":null`)) {
-				return nil, nil, false // a refusal with text: the full path is the careful one
-			}
-		case "choices":
-			if choices++; choices > 1 {
-				return nil, nil, false // the decoder keeps the last
-			}
-		case "id":
-			if !role {
-				break // a text chunk's id means nothing to its translation
-			}
-			if next+1 >= len(data) || data[next+1] != ':' {
-				if next+1 < len(data) && keyEnd(data[next+1]) {
-					return nil, nil, false // a key spaced from its colon
-				}
-				break // a value
-			}
-			// The chunk's id: its first key (a later one may be a nested
-			// object's), a string of plain text, once.
-			if q != 1 {
-				return nil, nil, false
-			}
-			v := data[next+2:]
-			e := bytes.IndexByte(v[min(1, len(v)):], '"')
-			if ids++; ids > 1 || len(v) == 0 || v[0] != '"' || e < 0 || !plainText(v[1:1+e]) {
-				return nil, nil, false
-			}
-			id = v[1 : 1+e]
-			next += 2 + e + 1 // the id's closing quote
-		default:
-			// Only a key can be one the decoder reads: a string followed
-			// by its colon (or by space before it). A value, or the bytes
-			// between two strings, is followed by something else.
-			if next+1 < len(data) && keyEnd(data[next+1]) && decodedKey(w) {
-				return nil, nil, false
-			}
+		if q, ok = s.word(q, n); !ok {
+			return nil, nil, false
 		}
-		q = next
 	}
-	if !found || indexes != 1 {
+	if !s.found || s.indexes != 1 {
 		return nil, nil, false
 	}
-	return id, text, true
+	return s.id, s.text, true
+}
+
+// deltaScan is plainDelta's pass over one chunk: what it has read so far.
+type deltaScan struct {
+	data  []byte
+	role  bool // an opening chunk is taken too
+	found bool // the delta was read
+	ids   int
+	// indexes and choices count their keys: one each is a plain chunk.
+	indexes, choices int
+	id, text         []byte
+}
+
+const (
+	contentDelta = `delta":{"content":"`
+	roleDelta    = `delta":{"role":"assistant"`
+)
+
+// word looks at the n bytes of string after the quote at q and returns
+// the quote the pass goes on from, or false when the chunk is not plain.
+func (s *deltaScan) word(q, n int) (next int, ok bool) {
+	k := s.data[q+1:]
+	w := k[:n]
+	next = q + 1 + n // the quote that ends w
+	switch string(w) {
+	case "delta":
+		return s.delta(q)
+	case "index":
+		s.indexes++
+		return next, s.indexes == 1 && bytes.HasPrefix(k[n:], []byte(`":0`))
+	case "finish_reason", "refusal":
+		// A refusal with text: the full path is the careful one.
+		return next, bytes.HasPrefix(k[n:], []byte(`":null`))
+	case "choices":
+		s.choices++
+		return next, s.choices == 1 // the decoder keeps the last
+	case "id":
+		if !s.role {
+			return next, true // a text chunk's id means nothing to its translation
+		}
+		return s.chunkID(q, next)
+	}
+	// Only a key can be one the decoder reads: a string followed by its
+	// colon (or by space before it). A value, or the bytes between two
+	// strings, is followed by something else.
+	return next, next+1 >= len(s.data) || !keyEnd(s.data[next+1]) || !decodedKey(w)
+}
+
+// delta reads the delta whose key's opening quote is at q: a text
+// content, or an opening chunk's role with or without one. It returns
+// the quote the pass goes on from.
+func (s *deltaScan) delta(q int) (next int, ok bool) {
+	if s.found {
+		return 0, false
+	}
+	k := s.data[q+1:]
+	var start int
+	switch {
+	case bytes.HasPrefix(k, []byte(contentDelta)):
+		start = q + 1 + len(contentDelta)
+	case s.role && bytes.HasPrefix(k, []byte(roleDelta+`}`)):
+		s.found = true // no content
+		return q + len(roleDelta), true
+	case s.role && bytes.HasPrefix(k, []byte(roleDelta+`,"content":"`)):
+		start = q + 1 + len(roleDelta) + len(`,"content":"`)
+	default:
+		return 0, false
+	}
+	end := bytes.IndexByte(s.data[start:], '"')
+	if end < 0 {
+		return 0, false
+	}
+	text := s.data[start : start+end]
+	// The delta must close right after the text (OpenAI's role chunk has
+	// a null refusal there, which the decoder does not read either).
+	rest := s.data[start+end+1:]
+	if !plainText(text) || !(bytes.HasPrefix(rest, []byte("}")) || bytes.HasPrefix(rest, []byte(`,"refusal":null}`))) {
+		return 0, false
+	}
+	s.found, s.text = true, text
+	return start + end, true // the text holds no quote: go on after it
+}
+
+// chunkID reads an opening chunk's "id", whose quotes are at q and next:
+// a value is passed over; the key must be the chunk's first (a later one
+// may be a nested object's), seen once, with a string of plain text.
+func (s *deltaScan) chunkID(q, next int) (int, bool) {
+	data := s.data
+	if next+1 >= len(data) || data[next+1] != ':' {
+		if next+1 < len(data) && keyEnd(data[next+1]) {
+			return 0, false // a key spaced from its colon
+		}
+		return next, true // a value
+	}
+	if q != 1 {
+		return 0, false
+	}
+	v := data[next+2:]
+	e := bytes.IndexByte(v[min(1, len(v)):], '"')
+	if s.ids++; s.ids > 1 || len(v) == 0 || v[0] != '"' || e < 0 || !plainText(v[1:1+e]) {
+		return 0, false
+	}
+	s.id = v[1 : 1+e]
+	return next + 2 + e + 1, true // the id's closing quote
 }
 
 // decodedKey reports whether w, as a key, is one the full decoder would
