@@ -246,7 +246,8 @@ func formatInt(n int64) string {
 }
 
 func BenchmarkFenceCheck(b *testing.B) {
-	// Target (issue 6): the fence adds ≤ 1 µs to the decision path.
+	// Target (docs/leases.md#fence): the fence adds ≤ 1 µs to the decision
+	// path.
 	row := &LeaseRow{OwnerHash: strings.Repeat("ab", 32), APIKeyID: "team-a", Conn: ConnRef{"glm", "k1"}, Generation: 7, ExpiresAt: at(sec(120))}
 	c := &LeaseClaim{OwnerHash: strings.Repeat("ab", 32), Generation: 7, APIKeyID: "team-a", Conn: ConnRef{"glm", "k1"}}
 	b.ReportAllocs()

@@ -597,8 +597,9 @@ func activeByConn(t *testing.T, l store.Leases) map[string]int {
 }
 
 func BenchmarkFence(b *testing.B) {
-	// Target (issue 6): the per-attempt fence adds ≤ 1 µs to the decision
-	// path. A copy with 1000 active leases; the hot path is one lookup.
+	// Target (docs/leases.md#fence): the per-attempt fence adds ≤ 1 µs to
+	// the decision path. A copy with 1000 active leases; the hot path is one
+	// lookup.
 	// No upstream is called: any base URL will do.
 	cfg, _, err := ParseConfig("t.yaml", []byte(strings.ReplaceAll(leaseCfg, "{{UP}}", "http://127.0.0.1:9/v1")), nil)
 	if err != nil {
@@ -761,7 +762,8 @@ func TestLeaseStoreDownFailsClosed(t *testing.T) {
 }
 
 func BenchmarkLeaseAcquirePostgres(b *testing.B) {
-	// Target (issue 6): lease acquire round trip on Postgres ≤ 5 ms p99.
+	// Target (docs/leases.md#the-database-arbitrates): lease acquire round
+	// trip on Postgres ≤ 5 ms p99.
 	// One HTTP acquire through the gateway (selection + the arbiter's
 	// transaction), then a release off the clock; p50/p99 are reported.
 	url := pgtest.NewDB(b)

@@ -44,7 +44,7 @@ func newReplica(t *testing.T, up *fakeUp, url, cfgYAML string) *gw {
 }
 
 func TestReplicasShareBreakerThroughPostgres(t *testing.T) {
-	// docs/store.md#replicas / issue 3: two gateway replicas on one database
+	// docs/store.md#replicas: two gateway replicas on one database
 	// converge — a breaker opened by one is seen OPEN by the other, and a
 	// restarted replica restores it.
 	url := pgtest.NewDB(t)

@@ -195,8 +195,8 @@ func BenchmarkReplicaConvergence(b *testing.B) {
 
 // BenchmarkRequestLogWrite: the gateway-side cost of writing one request
 // log row (an ordinary served attempt) to Postgres in the log writer's
-// batches: what the request log adds to the gateway's CPU (issue 4's "the
-// request log stays off the hot path" budget). ns/op and allocs/op are per
+// batches: what the request log adds to the gateway's CPU, which stays off
+// the request path (docs/store.md#request-log). ns/op and allocs/op are per
 // row.
 func BenchmarkRequestLogWrite(b *testing.B) {
 	s := openPG(b, pgtest.NewDB(b), func(o *PostgresOptions) { o.NoSubscribe = true })

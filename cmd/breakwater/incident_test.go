@@ -36,7 +36,7 @@ func exportCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 // TestIncidentExportCommandInput pins the command's contract for bad input
-// (issue 5): bad flags, bad times, from after to, a malformed JSONL line
+// (docs/incident.md#flags): bad flags, bad times, from after to, a malformed JSONL line
 // (with its line number) exit 2 with a message saying what is wrong; an
 // empty window exits 1 saying there is nothing to export; a database URL is
 // never echoed.
@@ -128,8 +128,9 @@ resilience:
   waitForCooldown: {enabled: false}
 `
 
-// TestIncidentExportFromGateway is the end-to-end round trip of issue 5: a
-// real gateway (memory store) in front of fault upstreams records an
+// TestIncidentExportFromGateway is the end-to-end round trip of
+// docs/incident.md (an incident in production becomes a scenario): a real
+// gateway (memory store) in front of fault upstreams records an
 // incident in its request log; GET /api/request-log?format=jsonl fetches
 // it; `incident export -log -config` turns it into a scenario; the
 // simulator replays it and every connection answers the statuses it
