@@ -51,17 +51,17 @@ fuzz:
 run:
 	$(GO) run ./cmd/breakwater serve -config examples/demo.yaml
 
-## bench-proxy: perfkit (../shared/perfkit) against the mock directly, through the plain net/http floor (examples/bareproxy) and through the gateway, in one run
+## bench-proxy: the perf kit (PERFKIT=<path>) against the mock directly, through the plain net/http floor (examples/bareproxy) and through the gateway, in one run
 bench-proxy:
-	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-proxy.sh
+	PERFKIT="$(PERFKIT)" ./examples/bench-proxy.sh
 
-## bench-instr: instructions per request of the gateway and the no-logic floor (callgrind; repeatable on a noisy machine)
+## bench-instr: instructions per request of the gateway and the no-logic floor (callgrind, PERFKIT=<path>; repeatable on a noisy machine)
 bench-instr:
-	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-instr.sh
+	PERFKIT="$(PERFKIT)" ./examples/bench-instr.sh
 
-## bench-surface-ttft: time to first content per client format (chat, Messages, Responses) through the gateway, interleaved rounds (perfkit streamlat)
+## bench-surface-ttft: time to first content per client format (chat, Messages, Responses) through the gateway, interleaved rounds (perf kit streamlat, PERFKIT=<path>)
 bench-surface-ttft:
-	PERFKIT=$${PERFKIT:-../shared/perfkit} ./examples/bench-surface-ttft.sh
+	PERFKIT="$(PERFKIT)" ./examples/bench-surface-ttft.sh
 
 ## bench-surface-instr: instructions per streamed request for chat, Messages and Responses, and what the translation adds (callgrind)
 bench-surface-instr:

@@ -5,18 +5,20 @@
 # on CONFIG_A, then on CONFIG_B, level by level, and prints one line each.
 #
 # usage: examples/bench-ab.sh CONFIG_A CONFIG_B
-# env: PERFKIT (default ../shared/perfkit), LEVELS (default "c1 r2000 sc1"),
-# ROUNDS (3), D (seconds per run, 3), WARM (1), RT (e.g. "chrt -r 20"),
-# BENCH_MOCK_ADDR, BENCH_GW_ADDR (the configs should listen on
-# ${BENCH_GW_ADDR} and point at ${BENCH_MOCK_ADDR}, as examples/bench-proxy.yaml).
+# env: PERFKIT (required: the perf kit, see examples/perfkit.sh), LEVELS
+# (default "c1 r2000 sc1"), ROUNDS (3), D (seconds per run, 3), WARM (1),
+# RT (e.g. "chrt -r 20"), BENCH_MOCK_ADDR, BENCH_GW_ADDR (the configs should
+# listen on ${BENCH_GW_ADDR} and point at ${BENCH_MOCK_ADDR}, as
+# examples/bench-proxy.yaml).
 # Example: streams committed at the first event against at the first content:
 #   sed 's/^  streamCommit:.*/  streamCommit: first-event/' examples/bench-proxy.yaml >/tmp/first.yaml
 #   examples/bench-ab.sh /tmp/first.yaml examples/bench-proxy.yaml
 set -euo pipefail
-[[ $# -eq 2 ]] || { sed -n 2,14p "$0" >&2; exit 2; }
+[[ $# -eq 2 ]] || { sed -n 2,15p "$0" >&2; exit 2; }
 A=$(realpath "$1") B=$(realpath "$2")
+. "$(dirname "$0")/perfkit.sh"
+need_perfkit bench-ab
 cd "$(dirname "$0")/.."
-PERFKIT=${PERFKIT:-../shared/perfkit}
 export BENCH_MOCK_ADDR=${BENCH_MOCK_ADDR:-127.0.0.1:9001}
 export BENCH_GW_ADDR=${BENCH_GW_ADDR:-127.0.0.1:9002}
 RT=${RT:-}

@@ -7,14 +7,16 @@
 # wall-clock matrix is `make bench-proxy`). GC and scheduler work are
 # included; time spent waiting is not.
 #
-# Env: PERFKIT (default ../shared/perfkit), OUT (work dir), D (seconds
-# counted, default 10), C (concurrency, default 4), BIN_BW (a prebuilt
-# gateway binary to measure instead of building this checkout), BENCH_MOCK_ADDR
-# and BENCH_GW_ADDR (ports, so two checkouts can measure side by side).
+# Env: PERFKIT (required: the perf kit, see examples/perfkit.sh), OUT (work
+# dir), D (seconds counted, default 10), C (concurrency, default 4), BIN_BW
+# (a prebuilt gateway binary to measure instead of building this checkout),
+# BENCH_MOCK_ADDR and BENCH_GW_ADDR (ports, so two checkouts can measure side
+# by side).
 set -euo pipefail
+. "$(dirname "$0")/perfkit.sh"
+need_perfkit bench-instr
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "bench-instr: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
-PERFKIT=${PERFKIT:-../shared/perfkit}
 OUT=${OUT:-$(mktemp -d)}
 D=${D:-10}
 C=${C:-4}

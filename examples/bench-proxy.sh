@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# bench-proxy: measure the gateway's overhead with the shared perfkit: the
-# mock upstream measured directly, through the plain net/http floor
+# bench-proxy: measure the gateway's overhead with the perf kit (PERFKIT):
+# the mock upstream measured directly, through the plain net/http floor
 # (examples/bareproxy: Server + Transport, no logic; label "bare-proxy") and
 # through the gateway, in one run, then the summarize table. Every gateway
 # figure is read against the floor's from the same run.
-# Env: PERFKIT (default ../shared/perfkit), LEVELS, REPS,
+# Env: PERFKIT (required: the perf kit, see examples/perfkit.sh), LEVELS, REPS,
 # D, WARM (passed to perfkit's bench.sh), MOCK_ARGS (e.g. "-chunk-delay 100ms"),
 # BENCH_MOCK_ADDR, BENCH_GW_ADDR, OUT, RT (e.g. "chrt -r 20": run mock, gateway
 # and load tool at real-time priority on a shared machine).
@@ -13,8 +13,9 @@
 # the table shows store/log on against the memory store in the same run.
 # BARE_ADDR: where the floor listens (default 127.0.0.1:9003).
 set -euo pipefail
+. "$(dirname "$0")/perfkit.sh"
+need_perfkit bench-proxy
 cd "$(dirname "$0")/.."
-PERFKIT=${PERFKIT:-../shared/perfkit}
 export BENCH_MOCK_ADDR=${BENCH_MOCK_ADDR:-127.0.0.1:9001}
 export BENCH_GW_ADDR=${BENCH_GW_ADDR:-127.0.0.1:9002}
 RT=${RT:-}

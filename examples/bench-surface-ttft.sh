@@ -6,11 +6,12 @@
 # machine's load touches all three alike; the summary gives each format's
 # median over the rounds and the median of its per-round difference to chat.
 #
-# Env: PERFKIT (default ../shared/perfkit), OUT (work dir), ROUNDS (default
-# 8), N (streams per run, default 200).
+# Env: PERFKIT (required: the perf kit, see examples/perfkit.sh), OUT (work
+# dir), ROUNDS (default 8), N (streams per run, default 200).
 set -euo pipefail
+. "$(dirname "$0")/perfkit.sh"
+need_perfkit bench-surface-ttft
 cd "$(dirname "$0")/.."
-PERFKIT=${PERFKIT:-../shared/perfkit}
 OUT=${OUT:-$(mktemp -d)}
 ROUNDS=${ROUNDS:-8}
 N=${N:-200}
