@@ -169,13 +169,32 @@ func timerCause(err error) (p model.TimerPlan, x model.TimerExpiry, ok bool) {
 }
 
 // clockCtx is the parent of an attempt's context. It carries the attempt
-// clock to the dialer and is otherwise the request's context: its Done and
-// cancelCtx are the request's own, so context.WithCancelCause under it
-// registers with the request's context and starts no goroutine (one
-// small allocation per attempt).
+// clock to the dialer and is otherwise the request's context. Under a
+// request whose clientWrites watches its context (detached), it reports
+// no Done: context.WithCancelCause under it then registers nowhere, and
+// the request's one hook (clientWrites.requestEnded) cancels the running
+// attempt instead, so an attempt adds no entry to the request context's
+// children. Otherwise its Done and cancelCtx are the request's own, and
+// the attempt's context registers with the request's (no goroutine
+// either way).
 type clockCtx struct {
 	context.Context
-	clock *attemptClock
+	clock    *attemptClock
+	detached bool
+}
+
+func (c *clockCtx) Done() <-chan struct{} {
+	if c.detached {
+		return nil
+	}
+	return c.Context.Done()
+}
+
+func (c *clockCtx) Err() error {
+	if c.detached {
+		return nil
+	}
+	return c.Context.Err()
 }
 
 type clockKey struct{}

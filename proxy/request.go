@@ -234,27 +234,35 @@ func keyEquals(raw []byte, key string) bool {
 // The attempt's own cuts (its clock, the stream watchdogs) call cut; the
 // request's context ending (the client gone, the shutdown's cut) reaches
 // it through the one context.AfterFunc the request registers, which also
-// cuts a body read still in progress: one hook per request, not one per
-// attempt and one per body read.
+// cuts a body read still in progress and cancels the running attempt
+// (whose context then registers nowhere, clockCtx): one hook per request,
+// not one per attempt and one per body read.
 type clientWrites struct {
 	mu      sync.Mutex
+	ctx     context.Context // the request's
 	w       http.ResponseWriter
 	grace   time.Duration
-	stop    func() bool // the request's AfterFunc; nil before watch
-	reading bool        // the body is being read
-	armed   bool        // an attempt is running
-	fired   bool        // its write deadline was set
-	ended   bool        // the request's context ended
-	over    bool        // the handler returned: the connection is not ours
+	stop    func() bool             // the request's AfterFunc; nil before watch
+	cancel  context.CancelCauseFunc // the running attempt's; nil between attempts
+	reading bool                    // the body is being read
+	armed   bool                    // an attempt is running
+	fired   bool                    // its write deadline was set
+	ended   bool                    // the request's context ended
+	over    bool                    // the handler returned: the connection is not ours
 }
 
 // watch hooks the request's end, which cuts a body read (no context
 // interrupts it: a request cut by the shutdown's drain ends its read
 // through the deadline, and is answered) and a running attempt's writes.
 func (c *clientWrites) watch(ctx context.Context, w http.ResponseWriter, grace time.Duration) {
-	c.w, c.grace = w, grace
+	c.ctx, c.w, c.grace = ctx, w, grace
 	c.stop = context.AfterFunc(ctx, c.requestEnded)
 }
+
+// watching reports whether the request's end reaches its attempts through
+// requestEnded (set once, before the first attempt, on the request's
+// goroutine).
+func (c *clientWrites) watching() bool { return c.stop != nil }
 
 func (c *clientWrites) requestEnded() {
 	c.mu.Lock()
@@ -265,6 +273,15 @@ func (c *clientWrites) requestEnded() {
 	c.ended = true
 	if c.reading {
 		_ = http.NewResponseController(c.w).SetReadDeadline(time.Now())
+	}
+	c.endAttemptLocked()
+}
+
+// endAttemptLocked cancels the running attempt with the request's cause,
+// as a context under the request's would be, and gives the client grace.
+func (c *clientWrites) endAttemptLocked() {
+	if c.cancel != nil {
+		c.cancel(context.Cause(c.ctx))
 	}
 	c.cutLocked()
 }
@@ -288,13 +305,13 @@ func (c *clientWrites) release() {
 	c.mu.Unlock()
 }
 
-// begin arms the watch for one attempt; one begun after the request's
-// context ended is cut at once, as its own context is.
-func (c *clientWrites) begin() {
+// begin arms the watch for one attempt (cancel ends its context); one
+// begun after the request's context ended is cancelled and cut at once.
+func (c *clientWrites) begin(cancel context.CancelCauseFunc) {
 	c.mu.Lock()
-	c.armed, c.fired = true, false
-	if c.ended {
-		c.cutLocked()
+	c.armed, c.fired, c.cancel = true, false, cancel
+	if c.ended || (c.ctx != nil && c.ctx.Err() != nil) {
+		c.endAttemptLocked()
 	}
 	c.mu.Unlock()
 }
@@ -324,7 +341,7 @@ func (c *clientWrites) cutLocked() {
 func (c *clientWrites) end(committed, gone bool) {
 	c.mu.Lock()
 	fired := c.fired
-	c.armed, c.fired = false, false
+	c.armed, c.fired, c.cancel = false, false, nil
 	c.mu.Unlock()
 	if !fired {
 		return

@@ -353,13 +353,15 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	// (not reused in reqState: a finished attempt's timer may still be
 	// unlinking its context from it).
 	run := &attemptRun{}
-	run.clockCtx = clockCtx{Context: rs.ctx, clock: &run.clock} // the dialer finds the clock (dialUpstream)
+	// The dialer finds the clock (dialUpstream); the request's end cancels
+	// the attempt through clientWrites when it watches the request.
+	run.clockCtx = clockCtx{Context: rs.ctx, clock: &run.clock, detached: rs.cw.watching()}
 	actx, cancel := context.WithCancelCause(&run.clockCtx)
 	defer cancel(nil)
 	// A cut attempt (its clock, a stream watchdog) does not wait on a
 	// client that reads nothing (clientWrites, request.go): the cut gives
 	// the client grace. end runs before cancel(nil) above.
-	rs.cw.begin()
+	rs.cw.begin(cancel)
 	defer func() {
 		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
 	}()
