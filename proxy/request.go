@@ -46,7 +46,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 }
 
 // readBodyWatched reads the request body up to limit bytes (413 past it)
-// within timeout (408 past it; 0: no bound of its own), for a caller whose
+// within timeout (408 past it; 0: no bound of its own; the server's
+// ReadTimeout when that is no longer, serverBoundsBody), for a caller whose
 // own hook cuts the read when the request's context ends (readBody, or a
 // chat request's clientWrites). The buffer grows with the bytes that
 // arrive, never from the declared Content-Length: a head that declares
@@ -61,7 +62,7 @@ func readBodyWatched(w http.ResponseWriter, r *http.Request, limit int64, timeou
 		w.Header().Set("Connection", "close")
 		return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, limit)}
 	}
-	if timeout > 0 {
+	if timeout > 0 && !serverBoundsBody(r, timeout) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
@@ -107,6 +108,17 @@ func readBodyWatched(w http.ResponseWriter, r *http.Request, limit int64, timeou
 		}
 	}
 	return body, nil
+}
+
+// serverBoundsBody reports whether the server's ReadTimeout already ends
+// the body's read within timeout: net/http sets the connection's read
+// deadline to the request's first byte plus ReadTimeout once the head is
+// in, and clears it once the body has been read to its end, so a
+// deadline of the handler's own would cost a timer update per request
+// and bound nothing more.
+func serverBoundsBody(r *http.Request, timeout time.Duration) bool {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	return srv != nil && srv.ReadTimeout > 0 && srv.ReadTimeout <= timeout
 }
 
 // firstBodyBuffer is the body buffer's first size; a chat request body of
