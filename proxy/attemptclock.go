@@ -15,7 +15,7 @@ import (
 // attempts by (docs/budget.md#attempt-bound); the clock keeps the plan's
 // moving parts in atomics (progress runs on the reading goroutine, fire on
 // the timer's) and arms the timer. A stream's phases are the stream
-// watchdogs' (streamWatch).
+// watchdogs' (streamWatch), which run on the same timer.
 //
 // One timer per attempt rather than one per deadline: every Go timer costs
 // allocations and a timer-heap insertion, and adding one can wake an idle
@@ -33,6 +33,9 @@ type attemptClock struct {
 	stall   atomic.Bool  // the running phase is the body's (errStall), not the headers'
 	stopped atomic.Bool
 	cw      *clientWrites // told of a cut, when the clock is an attempt's (attemptRun)
+	// The stream's watchdogs, once it streams: the timer is theirs too, and
+	// once they are set every re-arm is made under their mutex.
+	sw atomic.Pointer[streamWatch]
 }
 
 // startAttemptClock starts the clock of an attempt that may take end in
@@ -98,10 +101,30 @@ func (c *attemptClock) fire() {
 	case model.TimerBody:
 		cause = errStall
 	default:
+		sw := c.sw.Load()
+		if sw != nil && sw.fire(time.Duration(next)-now) {
+			return
+		}
 		c.t.Reset(time.Duration(next) - now)
+		if sw == nil && c.sw.Load() != nil {
+			// The watchdogs started (and armed the timer) while this
+			// ran: the re-arm above may be later than theirs.
+			c.sw.Load().rearm()
+		}
 		return
 	}
 	c.cut(cause)
+}
+
+// rest is how long until the next deadline of the clock's own plan (0
+// when one is due: the timer then fires at once and cuts).
+func (c *attemptClock) rest() time.Duration {
+	now := time.Since(c.base)
+	p := model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
+	if x, next := p.Due(int64(now)); x == model.TimerNone {
+		return time.Duration(next) - now
+	}
+	return 0
 }
 
 // cut cancels the attempt with cause: a timer of its plan ran out, or a
@@ -146,13 +169,32 @@ func timerCause(err error) (p model.TimerPlan, x model.TimerExpiry, ok bool) {
 }
 
 // clockCtx is the parent of an attempt's context. It carries the attempt
-// clock to the dialer and is otherwise the request's context: its Done and
-// cancelCtx are the request's own, so context.WithCancelCause under it
-// registers with the request's context and starts no goroutine (one
-// small allocation per attempt).
+// clock to the dialer and is otherwise the request's context. Under a
+// request whose clientWrites watches its context (detached), it reports
+// no Done: context.WithCancelCause under it then registers nowhere, and
+// the request's one hook (clientWrites.requestEnded) cancels the running
+// attempt instead, so an attempt adds no entry to the request context's
+// children. Otherwise its Done and cancelCtx are the request's own, and
+// the attempt's context registers with the request's (no goroutine
+// either way).
 type clockCtx struct {
 	context.Context
-	clock *attemptClock
+	clock    *attemptClock
+	detached bool
+}
+
+func (c *clockCtx) Done() <-chan struct{} {
+	if c.detached {
+		return nil
+	}
+	return c.Context.Done()
+}
+
+func (c *clockCtx) Err() error {
+	if c.detached {
+		return nil
+	}
+	return c.Context.Err()
 }
 
 type clockKey struct{}

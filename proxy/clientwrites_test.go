@@ -40,7 +40,7 @@ func TestClientWritesGraceOnlyWhileAnAttemptRuns(t *testing.T) {
 	if len(d.write) != 0 {
 		t.Fatalf("a cut outside an attempt set %d write deadlines", len(d.write))
 	}
-	c.begin()
+	c.begin(nil)
 	before := time.Now()
 	c.cut()
 	c.cut() // the clock and a watchdog may both cut: one deadline
@@ -51,12 +51,12 @@ func TestClientWritesGraceOnlyWhileAnAttemptRuns(t *testing.T) {
 	if len(d.write) != 2 || !d.write[1].IsZero() {
 		t.Fatalf("write deadlines %v, want the grace cleared once the client took the bytes", d.write)
 	}
-	c.begin()
+	c.begin(nil)
 	c.end(true, false)
 	if len(d.write) != 2 {
 		t.Fatalf("an attempt nobody cut set a deadline: %v", d.write)
 	}
-	c.begin()
+	c.begin(nil)
 	c.cut()
 	c.end(true, true) // the client went away: the deadline stays
 	if len(d.write) != 3 || d.write[2].IsZero() {
@@ -80,7 +80,7 @@ func TestClientWritesRequestEndCutsReadAndAttempts(t *testing.T) {
 	if len(d.write) != 0 {
 		t.Fatalf("no attempt ran, yet write deadlines %v", d.write)
 	}
-	c.begin()
+	c.begin(nil)
 	if len(d.write) != 1 || d.write[0].IsZero() {
 		t.Fatalf("an attempt begun after the request ended: write deadlines %v, want the grace at once", d.write)
 	}
@@ -92,11 +92,42 @@ func TestClientWritesRequestEndCutsReadAndAttempts(t *testing.T) {
 // a request-end hook that runs late leaves it alone.
 func TestClientWritesLeaveTheConnectionAfterRelease(t *testing.T) {
 	d, c, cancel := watchedReading()
-	c.begin()
+	c.begin(nil)
 	c.release()
 	cancel()
 	c.requestEnded() // as a hook that had already started would run
 	if len(d.read)+len(d.write) != 0 {
 		t.Fatalf("deadlines set after the handler returned: read %v write %v", d.read, d.write)
 	}
+}
+
+// An attempt's context does not register with the request's (clockCtx):
+// the request's end reaches it through the request's one hook, which
+// cancels it with the request's cause, as a context under the request's
+// would be; one begun after the end is cancelled as it begins.
+func TestClientWritesRequestEndCancelsTheAttempt(t *testing.T) {
+	d := newDeadlines()
+	rctx, end := context.WithCancelCause(context.Background())
+	c := &clientWrites{}
+	c.watch(rctx, d, time.Second)
+	run := &attemptRun{}
+	run.clockCtx = clockCtx{Context: rctx, clock: &run.clock, detached: c.watching()}
+	actx, cancel := context.WithCancelCause(&run.clockCtx)
+	defer cancel(nil)
+	c.begin(cancel)
+	end(errShutdown)
+	<-actx.Done() // the request's end cancels the attempt
+	if context.Cause(actx) != errShutdown {
+		t.Fatalf("the attempt's cause %v, want the request's (%v)", context.Cause(actx), errShutdown)
+	}
+	c.end(false, false)
+
+	next, cancelNext := context.WithCancelCause(&clockCtx{Context: rctx, detached: true})
+	defer cancelNext(nil)
+	c.begin(cancelNext)
+	if context.Cause(next) != errShutdown {
+		t.Fatalf("an attempt begun after the request ended: cause %v, want the request's", context.Cause(next))
+	}
+	c.end(false, false)
+	c.release()
 }

@@ -260,11 +260,13 @@ func (g *Gateway) newServer() *http.Server {
 	return &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
-		// The whole request of a handler that reads no body itself (the
-		// management API, a 404 whose unread body net/http drains):
-		// readBody sets its own deadline from the end of the head, and
-		// clears it once the body is in.
-		ReadTimeout:    readHeaderTimeout + bodyReadTimeout,
+		// The whole request, head and body, from its first byte: the
+		// body's bound (net/http sets it once the head is in and clears it
+		// once the body has been read to its end), so readBody sets no
+		// deadline of its own (serverBoundsBody), and the bound of a
+		// handler that reads no body itself (the management API, a 404
+		// whose unread body net/http drains).
+		ReadTimeout:    g.bodyReadTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
 		IdleTimeout:    idleTimeout,
 		BaseContext:    func(net.Listener) context.Context { return g.base },
@@ -458,9 +460,9 @@ const (
 	maxHeaderBytes = 64 << 10
 	// idleTimeout ends a kept-alive client connection with no next request.
 	idleTimeout = 120 * time.Second
-	// bodyReadTimeout bounds the read of a request body, from the end of
-	// its head (408 past it): a body declared large and sent slowly holds
-	// a connection no longer than this.
+	// bodyReadTimeout bounds the read of a request, head and body, from
+	// its first byte (408 past it): a body declared large and sent slowly
+	// holds a connection no longer than this.
 	bodyReadTimeout = 60 * time.Second
 	// clientWriteGrace is how long a client gets to take what is pending
 	// once an attempt was cut: a client that reads nothing holds its slot

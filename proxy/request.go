@@ -46,7 +46,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 }
 
 // readBodyWatched reads the request body up to limit bytes (413 past it)
-// within timeout (408 past it; 0: no bound of its own), for a caller whose
+// within timeout (408 past it; 0: no bound of its own; the server's
+// ReadTimeout when that is no longer, serverBoundsBody), for a caller whose
 // own hook cuts the read when the request's context ends (readBody, or a
 // chat request's clientWrites). The buffer grows with the bytes that
 // arrive, never from the declared Content-Length: a head that declares
@@ -61,7 +62,7 @@ func readBodyWatched(w http.ResponseWriter, r *http.Request, limit int64, timeou
 		w.Header().Set("Connection", "close")
 		return nil, &errBadRequest{http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, limit)}
 	}
-	if timeout > 0 {
+	if timeout > 0 && !serverBoundsBody(r, timeout) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)) // ErrNotSupported off a real connection: no bound
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
@@ -107,6 +108,17 @@ func readBodyWatched(w http.ResponseWriter, r *http.Request, limit int64, timeou
 		}
 	}
 	return body, nil
+}
+
+// serverBoundsBody reports whether the server's ReadTimeout already ends
+// the body's read within timeout: net/http sets the connection's read
+// deadline to the request's first byte plus ReadTimeout once the head is
+// in, and clears it once the body has been read to its end, so a
+// deadline of the handler's own would cost a timer update per request
+// and bound nothing more.
+func serverBoundsBody(r *http.Request, timeout time.Duration) bool {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	return srv != nil && srv.ReadTimeout > 0 && srv.ReadTimeout <= timeout
 }
 
 // firstBodyBuffer is the body buffer's first size; a chat request body of
@@ -234,27 +246,35 @@ func keyEquals(raw []byte, key string) bool {
 // The attempt's own cuts (its clock, the stream watchdogs) call cut; the
 // request's context ending (the client gone, the shutdown's cut) reaches
 // it through the one context.AfterFunc the request registers, which also
-// cuts a body read still in progress: one hook per request, not one per
-// attempt and one per body read.
+// cuts a body read still in progress and cancels the running attempt
+// (whose context then registers nowhere, clockCtx): one hook per request,
+// not one per attempt and one per body read.
 type clientWrites struct {
 	mu      sync.Mutex
+	ctx     context.Context // the request's
 	w       http.ResponseWriter
 	grace   time.Duration
-	stop    func() bool // the request's AfterFunc; nil before watch
-	reading bool        // the body is being read
-	armed   bool        // an attempt is running
-	fired   bool        // its write deadline was set
-	ended   bool        // the request's context ended
-	over    bool        // the handler returned: the connection is not ours
+	stop    func() bool             // the request's AfterFunc; nil before watch
+	cancel  context.CancelCauseFunc // the running attempt's; nil between attempts
+	reading bool                    // the body is being read
+	armed   bool                    // an attempt is running
+	fired   bool                    // its write deadline was set
+	ended   bool                    // the request's context ended
+	over    bool                    // the handler returned: the connection is not ours
 }
 
 // watch hooks the request's end, which cuts a body read (no context
 // interrupts it: a request cut by the shutdown's drain ends its read
 // through the deadline, and is answered) and a running attempt's writes.
 func (c *clientWrites) watch(ctx context.Context, w http.ResponseWriter, grace time.Duration) {
-	c.w, c.grace = w, grace
+	c.ctx, c.w, c.grace = ctx, w, grace
 	c.stop = context.AfterFunc(ctx, c.requestEnded)
 }
+
+// watching reports whether the request's end reaches its attempts through
+// requestEnded (set once, before the first attempt, on the request's
+// goroutine).
+func (c *clientWrites) watching() bool { return c.stop != nil }
 
 func (c *clientWrites) requestEnded() {
 	c.mu.Lock()
@@ -265,6 +285,15 @@ func (c *clientWrites) requestEnded() {
 	c.ended = true
 	if c.reading {
 		_ = http.NewResponseController(c.w).SetReadDeadline(time.Now())
+	}
+	c.endAttemptLocked()
+}
+
+// endAttemptLocked cancels the running attempt with the request's cause,
+// as a context under the request's would be, and gives the client grace.
+func (c *clientWrites) endAttemptLocked() {
+	if c.cancel != nil {
+		c.cancel(context.Cause(c.ctx))
 	}
 	c.cutLocked()
 }
@@ -288,13 +317,13 @@ func (c *clientWrites) release() {
 	c.mu.Unlock()
 }
 
-// begin arms the watch for one attempt; one begun after the request's
-// context ended is cut at once, as its own context is.
-func (c *clientWrites) begin() {
+// begin arms the watch for one attempt (cancel ends its context); one
+// begun after the request's context ended is cancelled and cut at once.
+func (c *clientWrites) begin(cancel context.CancelCauseFunc) {
 	c.mu.Lock()
-	c.armed, c.fired = true, false
-	if c.ended {
-		c.cutLocked()
+	c.armed, c.fired, c.cancel = true, false, cancel
+	if c.ended || (c.ctx != nil && c.ctx.Err() != nil) {
+		c.endAttemptLocked()
 	}
 	c.mu.Unlock()
 }
@@ -324,7 +353,7 @@ func (c *clientWrites) cutLocked() {
 func (c *clientWrites) end(committed, gone bool) {
 	c.mu.Lock()
 	fired := c.fired
-	c.armed, c.fired = false, false
+	c.armed, c.fired, c.cancel = false, false, nil
 	c.mu.Unlock()
 	if !fired {
 		return

@@ -353,13 +353,15 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	// (not reused in reqState: a finished attempt's timer may still be
 	// unlinking its context from it).
 	run := &attemptRun{}
-	run.clockCtx = clockCtx{Context: rs.ctx, clock: &run.clock} // the dialer finds the clock (dialUpstream)
+	// The dialer finds the clock (dialUpstream); the request's end cancels
+	// the attempt through clientWrites when it watches the request.
+	run.clockCtx = clockCtx{Context: rs.ctx, clock: &run.clock, detached: rs.cw.watching()}
 	actx, cancel := context.WithCancelCause(&run.clockCtx)
 	defer cancel(nil)
 	// A cut attempt (its clock, a stream watchdog) does not wait on a
 	// client that reads nothing (clientWrites, request.go): the cut gives
 	// the client grace. end runs before cancel(nil) above.
-	rs.cw.begin()
+	rs.cw.begin(cancel)
 	defer func() {
 		rs.cw.end(res.committed, res.committed && res.outcome.Kind == model.OutcomeClientAbort)
 	}()
@@ -678,16 +680,18 @@ func isLength(v string, n int) bool {
 }
 
 // streamWatch runs the model's stream watchdogs (docs/streams.md) for one attempt:
-// fed every event, and checked from a timer at Watchdog.Deadline so a silent
-// stream is caught by time. An abort cancels the attempt with its cause.
+// fed every event, and checked at Watchdog.Deadline so a silent stream is
+// caught by time. The timer is the attempt clock's (one per attempt): the
+// clock's fire checks its own bound, then calls fire, which re-arms the
+// timer for the earlier of the two. An abort cancels the attempt with its
+// cause.
 type streamWatch struct {
 	mu      sync.Mutex
 	g       *Gateway
 	w       model.Watchdog
-	t       *time.Timer
 	armed   model.Time
 	tick    int64         // re-check period once the throughput watchdog is ready
-	clock   *attemptClock // the attempt's: a watchdog's abort cuts it (attemptClock.cut)
+	clock   *attemptClock // the attempt's: its timer, and a watchdog's abort cuts it (attemptClock.cut)
 	stopped bool
 	drain   io.Closer // the body drainAfterDone reads: the timer closes it
 }
@@ -698,23 +702,29 @@ func (sw *streamWatch) start(g *Gateway, s *model.Settings, clock *attemptClock)
 	sw.mu.Lock()
 	sw.g, sw.w, sw.clock = g, model.NewWatchdog(s, now), clock
 	sw.tick = min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))
-	sw.armLocked(now)
+	clock.sw.Store(sw)
+	sw.armLocked(now, clock.rest())
 	sw.mu.Unlock()
 	return sw
 }
 
-// armLocked sets the timer to the watchdogs' next deadline.
-func (sw *streamWatch) armLocked(now model.Time) {
+// armLocked sets the clock's timer to the watchdogs' next deadline, or to
+// the clock's own (rest from now) when that comes first.
+func (sw *streamWatch) armLocked(now model.Time, rest time.Duration) {
 	next := sw.w.Deadline()
 	if next <= now {
 		next = now.Add(sw.tick)
 	}
 	sw.armed = next
-	d := time.Duration(next.Sub(now)) * time.Millisecond
-	if sw.t == nil {
-		sw.t = time.AfterFunc(d, sw.fire)
-	} else {
-		sw.t.Reset(d)
+	sw.clock.t.Reset(min(time.Duration(next.Sub(now))*time.Millisecond, rest))
+}
+
+// rearm re-arms the timer for what is due next (attemptClock.fire).
+func (sw *streamWatch) rearm() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if !sw.stopped && sw.drain == nil {
+		sw.armLocked(sw.g.modelNow(), sw.clock.rest())
 	}
 }
 
@@ -732,20 +742,24 @@ func (sw *streamWatch) checkLocked(now model.Time) bool {
 	return true
 }
 
-func (sw *streamWatch) fire() {
+// fire runs from the clock's timer once the clock's own plan has nothing
+// due (rest until it has); false when the watch is over and the clock
+// re-arms the timer for its own plan.
+func (sw *streamWatch) fire(rest time.Duration) bool {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if sw.stopped {
-		return
+		return false
 	}
 	if sw.drain != nil {
 		sw.drain.Close() // drainAfterDone's time is up
-		return
+		return true
 	}
 	now := sw.g.modelNow()
 	if !sw.checkLocked(now) {
-		sw.armLocked(now)
+		sw.armLocked(now, rest)
 	}
+	return true
 }
 
 // observe feeds one event; it re-arms the timer when the next deadline
@@ -762,7 +776,7 @@ func (sw *streamWatch) observe(ev model.StreamEvent) {
 		return
 	}
 	if next := sw.w.Deadline(); next < sw.armed {
-		sw.armLocked(now)
+		sw.armLocked(now, sw.clock.rest())
 	}
 }
 
@@ -772,29 +786,27 @@ func (sw *streamWatch) producedOutput() bool {
 	return sw.w.ProducedOutput()
 }
 
-// drainAfterDone is drainAfterDone (transport.go) on the watch's own
-// timer, which has nothing left to watch once the stream's [DONE] came:
-// one timer per stream, not a second one for the drain.
+// drainAfterDone is drainAfterDone (transport.go) on the attempt's timer,
+// which has nothing left to watch once the stream's [DONE] came: one
+// timer per stream, not a second one for the drain.
 func (sw *streamWatch) drainAfterDone(body io.ReadCloser) {
 	sw.mu.Lock()
-	if sw.stopped || sw.t == nil {
+	if sw.stopped || sw.clock == nil {
 		sw.mu.Unlock()
 		drainAfterDone(body)
 		return
 	}
 	sw.drain = body
-	sw.t.Reset(drainWait)
+	sw.clock.t.Reset(drainWait)
 	sw.mu.Unlock()
 	drainBody(body)
 	sw.stop()
 }
 
+// stop ends the watch; the timer is the clock's, stopped with it.
 func (sw *streamWatch) stop() {
 	sw.mu.Lock()
 	sw.stopped = true
-	if sw.t != nil {
-		sw.t.Stop()
-	}
 	sw.mu.Unlock()
 }
 
