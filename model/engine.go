@@ -22,6 +22,12 @@ type Engine struct {
 	provIdx  map[string]int
 	combos   []comboState
 	comboIdx map[string]int
+	// routes remembers the names that resolved (Resolve): a route depends
+	// on the topology alone, and a new topology is a new Engine value
+	// (UpdateTopology), which starts it empty. At most maxRoutes: a
+	// provider without a model list resolves any "provider/model" a client
+	// sends.
+	routes map[string]Route
 
 	pins    map[pinKey]Pin
 	changes []Change
