@@ -22,6 +22,12 @@ type Engine struct {
 	provIdx  map[string]int
 	combos   []comboState
 	comboIdx map[string]int
+	// routes remembers the names that resolved (Resolve): a route depends
+	// on the topology alone, and a new topology is a new Engine value
+	// (UpdateTopology), which starts it empty. At most maxRoutes: a
+	// provider without a model list resolves any "provider/model" a client
+	// sends.
+	routes map[string]Route
 
 	pins    map[pinKey]Pin
 	changes []Change
@@ -274,7 +280,7 @@ func (e *Engine) Begin(now Time, c Candidate) (Attempt, error) {
 	}
 	cs.st.Uses++
 	cs.st.LastUsedAt = now
-	e.emit(Change{At: now, Kind: ChangeUsage, Provider: p.id, Connection: cs.id, Conn: cs.st})
+	e.emitConn(now, ChangeUsage, p, cs)
 	cs.lane.refresh(now)
 	return Attempt{Provider: p.id, Connection: cs.id, Model: c.Model, Started: now, Permit: pm, Target: c.Target,
 		Limited: e.limiterApplies(p, cs), SlowLane: cs.lane.Active && cs.cfg.SpendWall.SlowLane, p: c.p, c: c.c}, nil
@@ -326,7 +332,7 @@ func (e *Engine) Record(now Time, a *Attempt, o Outcome) Verdict {
 	connDirty = e.applyConn(now, p, c, a, &v) || connDirty
 	e.applyWindow(now, p, c, a, &v, &connDirty)
 	if connDirty {
-		e.emit(Change{At: now, Kind: ChangeConnection, Provider: p.id, Connection: c.id, Conn: c.st})
+		e.emitConn(now, ChangeConnection, p, c)
 	}
 	e.applyEgressBucket(now, p, c, &v)
 	e.applyLockout(now, p, c, a, &v)

@@ -156,7 +156,7 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 	}
 	for {
 		if now >= f.deadline {
-			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
+			return *f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
 				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's deadline was spent"}})
 		}
 		req := Request{Route: f.Route, Allowed: f.Allowed, Skip: f.tried, Session: f.Session, Held: f.Held, HeldUntil: f.HeldUntil}
@@ -181,7 +181,7 @@ func (f *Flow) Next(now Time, e *Engine, sel *Selection) Step {
 			return f.noCandidate(now, e, sel)
 		}
 		if f.attempts >= e.settings.RequestBudget.MaxAttempts+f.grace {
-			return f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
+			return *f.finish(Step{Kind: StepAnswer, Result: ResultRejected,
 				Err: &Error{Code: CodeBudgetExhausted, Message: "the request's attempt budget was spent"}})
 		}
 		c := sel.Candidates[ci]
@@ -298,7 +298,7 @@ func (f *Flow) answerUnavailable(unavail *Error) Step {
 	if f.hasLast && f.local != nil {
 		// The last try was refused by the local admission queue (docs/admission.md,
 		// docs/errors.md): the client gets that typed error, never a made-up 502.
-		return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.local, RetryAfterMs: f.local.RetryAfterMs})
+		return *f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.local, RetryAfterMs: f.local.RetryAfterMs})
 	}
 	if f.hasLast {
 		// Attempts were made: the client gets the last upstream error.
@@ -309,18 +309,18 @@ func (f *Flow) answerUnavailable(unavail *Error) Step {
 			// (docs/api.md); a 404 that locked the model gets none.
 			retry = unavail.RetryAfterMs
 		}
-		return f.finish(Step{Kind: StepAnswer, Status: st, Result: ResultUpstream, RetryAfterMs: retry})
+		return *f.finish(Step{Kind: StepAnswer, Status: st, Result: ResultUpstream, RetryAfterMs: retry})
 	}
 	if f.unsupported != nil && (unavail == nil || unavail.Code == CodeNoExecutableTargets) {
 		// No upstream answered and what is left cannot express the request.
 		f.lastConn = f.unsupportedConn
-		return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.unsupported})
+		return *f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: f.unsupported})
 	}
 	if unavail == nil {
 		// Candidates exist but every one belongs to a skipped target.
 		unavail = &Error{Code: CodeAllTargetsSkipped, Message: "every remaining target was skipped"}
 	}
-	return f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: unavail, RetryAfterMs: unavail.RetryAfterMs})
+	return *f.finish(Step{Kind: StepAnswer, Result: ResultRejected, Err: unavail, RetryAfterMs: unavail.RetryAfterMs})
 }
 
 // ReportKind names how an attempt ended, as the shell saw it; each kind
@@ -510,14 +510,16 @@ func (f *Flow) recordCut(now Time, e *Engine, a *Attempt, err *Error, committed 
 // targetOf is the combo target index an attempt ran for.
 func (f *Flow) targetOf(a *Attempt) int { return a.Target }
 
-func (f *Flow) finish(s Step) Step {
+// finish makes s the flow's answer and returns it, in place: a Step is
+// large, and the served path needs no copy of it.
+func (f *Flow) finish(s Step) *Step {
 	s.Verdict = f.last
 	s.LastConnection = f.lastConn
 	if s.Err != nil && s.Status == 0 {
 		s.Status = s.Err.Code.HTTPStatus()
 	}
 	f.answer, f.answered = s, true
-	return s
+	return &f.answer
 }
 
 // upstreamStatus is the status a client gets for an upstream failure the

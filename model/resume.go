@@ -255,7 +255,7 @@ func (f *Flow) resumeFail() Step {
 	if err == nil {
 		err = &Error{Code: CodeStreamInterrupted, Message: "the upstream stream ended early"}
 	}
-	return f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError, Err: err})
+	return *f.finish(Step{Kind: StepAnswer, Status: 200, Result: ResultStreamError, Err: err})
 }
 
 // resumeDone: a resume attempt finished the stream.

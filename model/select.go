@@ -28,8 +28,21 @@ func (r *Route) IsCombo() bool { return r.Combo != "" }
 // alias → provider/model with a configured provider → a bare model listed
 // by exactly one provider → a CodeModelNotFound error naming the candidates.
 func (e *Engine) Resolve(name string) (Route, error) {
-	return e.resolve(name, true)
+	if r, ok := e.routes[name]; ok {
+		return r, nil
+	}
+	r, err := e.resolve(name, true)
+	if err == nil && r.Name == name && len(e.routes) < maxRoutes {
+		if e.routes == nil {
+			e.routes = map[string]Route{}
+		}
+		e.routes[name] = r
+	}
+	return r, err
 }
+
+// maxRoutes bounds Engine.routes.
+const maxRoutes = 1024
 
 func (e *Engine) resolve(name string, aliases bool) (Route, error) {
 	name = strings.TrimSpace(name)

@@ -3,6 +3,7 @@ package model
 import (
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -420,5 +421,63 @@ func TestTriedConnectionIsNamedSo(t *testing.T) {
 	e.Select(at(0), &req, &sel)
 	if len(sel.Excluded) != 1 || sel.Excluded[0].Reason != ExclNotAllowed {
 		t.Fatalf("%+v", sel.Excluded)
+	}
+}
+
+// Rule (docs/settings.md#defaults model resolution): a name resolves against
+// the topology in force. Resolve remembers the names that resolved, so a
+// second Resolve must answer the same route, and after UpdateTopology the
+// new topology's answer: a model the provider no longer lists is not
+// found, an alias now pointing elsewhere follows it. A name with
+// surrounding spaces resolves as its trimmed form and does not stand in
+// for it; the memory stays within maxRoutes.
+func TestResolveFollowsTopologyUpdates(t *testing.T) {
+	a := oneProvider("a", ProfileAPIKey, 1)
+	a.Models = []string{"m1", "m2"}
+	tp := topo(a)
+	tp.Aliases = map[string]string{"fast": "a/m1"}
+	e := mustEngine(t, tp, nil)
+	for range 2 {
+		if r, err := e.Resolve("a/m2"); err != nil || r.Provider != "a" || r.Model != "m2" || r.Name != "a/m2" {
+			t.Fatalf("resolve a/m2 = %+v, %v", r, err)
+		}
+		if r, err := e.Resolve("fast"); err != nil || r.Model != "m1" || r.Name != "fast" {
+			t.Fatalf("resolve fast = %+v, %v", r, err)
+		}
+		if r, err := e.Resolve("  a/m2 "); err != nil || r.Model != "m2" || r.Name != "a/m2" {
+			t.Fatalf("resolve with spaces = %+v, %v", r, err)
+		}
+	}
+	next := oneProvider("a", ProfileAPIKey, 1)
+	next.Models = []string{"m1"}
+	tp2 := topo(next)
+	tp2.Aliases = map[string]string{"a/m2": "a/m1"}
+	if err := e.UpdateTopology(tp2); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.Resolve("a/m2"); err != nil || r.Model != "m1" {
+		t.Fatalf("after the update a/m2 is an alias of a/m1: %+v, %v", r, err)
+	}
+	tp3 := topo(next)
+	if err := e.UpdateTopology(tp3); err != nil {
+		t.Fatal(err)
+	}
+	var te *Error
+	if _, err := e.Resolve("a/m2"); err == nil || !asError(err, &te) || te.Code != CodeModelNotFound {
+		t.Fatalf("a/m2 after the provider dropped m2: %v, want model not found", err)
+	}
+	if _, err := e.Resolve("fast"); err == nil {
+		t.Fatalf("the alias fast is gone from the topology, yet it resolved")
+	}
+	any := oneProvider("any", ProfileAPIKey, 1)
+	any.Models = nil // any model
+	e = mustEngine(t, topo(any), nil)
+	for i := range maxRoutes + 10 {
+		if _, err := e.Resolve("any/m" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.routes) > maxRoutes {
+		t.Fatalf("Resolve remembers %d names, more than maxRoutes %d", len(e.routes), maxRoutes)
 	}
 }

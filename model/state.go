@@ -49,6 +49,15 @@ type Change struct {
 
 func (e *Engine) emit(c Change) { e.changes = append(e.changes, c) }
 
+// emitConn records connection c's state (ChangeUsage, ChangeConnection:
+// one per served request at least), written in the batch itself rather
+// than built as a Change-sized temporary and copied into it.
+func (e *Engine) emitConn(now Time, kind ChangeKind, p *provState, c *connState) {
+	e.changes = append(e.changes, Change{})
+	ch := &e.changes[len(e.changes)-1]
+	ch.At, ch.Kind, ch.Provider, ch.Connection, ch.Conn = now, kind, p.id, c.id, c.st
+}
+
 func (e *Engine) emitBreaker(now Time, p *provState, tr Transition) {
 	e.emit(Change{At: now, Kind: ChangeBreaker, Provider: p.id, Transition: tr, Breaker: p.breaker.clone()})
 }

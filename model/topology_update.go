@@ -61,9 +61,11 @@ func (e *Engine) UpdateTopology(topo Topology) error {
 // lookup by id, for an attempt or candidate begun before UpdateTopology.
 // ok is false when the connection is gone.
 func (e *Engine) locate(p, c int32, prov, conn string) (int32, int32, bool) {
-	if p >= 0 && int(p) < len(e.provs) && c >= 0 && int(c) < len(e.provs[p].conns) &&
-		e.provs[p].id == prov && e.provs[p].conns[c].id == conn {
-		return p, c, true
+	if p >= 0 && int(p) < len(e.provs) {
+		ps := &e.provs[p]
+		if c >= 0 && int(c) < len(ps.conns) && ps.id == prov && ps.conns[c].id == conn {
+			return p, c, true
+		}
 	}
 	pi, ok := e.provIdx[prov]
 	if !ok {

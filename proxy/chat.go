@@ -308,12 +308,12 @@ func (rs *reqState) run() int {
 	if rs.key != nil {
 		allowed = rs.key.allowed
 	}
-	g.lock()
-	route, err := g.eng.Resolve(rs.req.Model)
-	if err == nil {
-		rs.startFlow(route, allowed)
-	}
-	g.unlock()
+	// A request that presents no lease takes its first step under the lock
+	// that starts its flow, at the same instant: one engine lock per
+	// request fewer. A managed request checks its lease between the two
+	// (leaseDispatch: the arbiter may be asked), so it steps in the loop.
+	managed := rs.presentsLease()
+	stepped, err := rs.startFlow(allowed, !managed)
 	if err != nil {
 		var me *model.Error
 		if errors.As(err, &me) {
@@ -322,16 +322,21 @@ func (rs *reqState) run() int {
 		writeError(rs.w, http.StatusBadRequest, "invalid_model", err.Error())
 		return http.StatusBadRequest
 	}
-	if done, status := rs.leaseDispatch(); done {
-		return status
+	if managed {
+		if done, status := rs.leaseDispatch(); done {
+			return status
+		}
 	}
 	rs.dl = rs.flow.Deadline().Std()
 	for {
-		if rs.ctx.Err() != nil {
-			return rs.clientGone()
+		if !stepped {
+			if rs.ctx.Err() != nil {
+				return rs.clientGone()
+			}
+			rs.refreshHeld()
+			rs.nextStep()
 		}
-		rs.refreshHeld()
-		rs.nextStep()
+		stepped = false
 		step := &rs.step
 		if g.log.Enabled(rs.ctx, slog.LevelDebug) {
 			rs.explain(step)
@@ -380,15 +385,41 @@ func (rs *reqState) nextStep() {
 	g.unlock()
 }
 
-// startFlow is out of line: the Flow that StartFlow returns by value is a
-// 1 KiB temporary, which inlined into run would stay in run's frame under
-// every later call of the request (stack per held stream, docs/gateway.md
-// "Measuring").
+// startFlow resolves the requested model and starts the request's flow;
+// with step (and the client still there) it also takes the flow's first
+// step into rs.step under the same lock, as the loop's first nextStep
+// would (the connections leased now read before it, as refreshHeld does).
+// stepped reports whether it did. Out of line: the Flow that StartFlow
+// returns by value is a 1 KiB temporary, which inlined into run would
+// stay in run's frame under every later call of the request (stack per
+// held stream, docs/gateway.md "Measuring").
 //
 //go:noinline
-func (rs *reqState) startFlow(route model.Route, allowed []model.ConnRef) {
-	rs.flow = rs.g.eng.StartFlow(rs.g.modelNow(), route, rs.session, allowed)
+func (rs *reqState) startFlow(allowed []model.ConnRef, step bool) (stepped bool, err error) {
+	g := rs.g
+	var held []model.ConnRef
+	var heldUntil []model.Time
+	if step {
+		rs.sel.Full = g.log.Enabled(rs.ctx, slog.LevelDebug)
+		if len(g.leases.managed) > 0 { // refreshHeld, read before the engine lock
+			held, heldUntil = g.leases.heldUntilFor(g.modelNow())
+		}
+	}
+	g.lock()
+	defer g.unlock()
+	route, err := g.eng.Resolve(rs.req.Model)
+	if err != nil {
+		return false, err
+	}
+	now := g.modelNow()
+	rs.flow = g.eng.StartFlow(now, route, rs.session, allowed)
 	rs.resumeStart() // proxy/resume.go
+	if !step || rs.ctx.Err() != nil {
+		return false, nil
+	}
+	rs.flow.Held, rs.flow.HeldUntil = held, heldUntil
+	rs.step = rs.flow.Next(now, g.eng, rs.sel)
+	return true, nil
 }
 
 // answer writes the flow's final answer (a served request was already

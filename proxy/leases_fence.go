@@ -13,6 +13,12 @@ import (
 // connection, and the fence runs before every upstream attempt. A request
 // without them is routed around every leased connection (lease_held).
 
+// presentsLease reports whether the request carries lease headers: a
+// managed request, or one leaseDispatch refuses.
+func (rs *reqState) presentsLease() bool {
+	return headerValue(rs.r.Header, hdrLeaseOwner) != "" || headerValue(rs.r.Header, hdrLeaseGeneration) != ""
+}
+
 // leaseDispatch prepares the flow after StartFlow. It reports (true,
 // status) when the request was refused before any dispatch.
 func (rs *reqState) leaseDispatch() (bool, int) {

@@ -121,10 +121,20 @@ func (ps *pacers) pausedUntil(ref model.ConnRef, modelID string) int64 {
 
 // maxWaitOf is the queue budget of a's connection (rateLimitOverrides beats
 // requestQueue), which decides pacing vs lockout for body-declared retries.
+// The connection the attempt was admitted on (rs.cr, set by target) is
+// read without the provider lookup and its lock: its budget is the one
+// admission held the attempt to.
 func (rs *reqState) maxWaitOf(a *model.Attempt) int64 {
+	cr := rs.cr
+	if !cr.is(a.Provider, a.Connection) {
+		cr = nil
+		if p := rs.g.provider(a.Provider); p != nil {
+			cr = p.conns[a.Connection]
+		}
+	}
 	var o RateLimitOverrides
-	if p := rs.g.provider(a.Provider); p != nil && p.conns[a.Connection] != nil {
-		o = p.conns[a.Connection].cfg.RateLimitOverrides
+	if cr != nil {
+		o = cr.cfg.RateLimitOverrides
 	}
 	w, _ := rs.s.QueueBudgets(model.ConnOverrides{MaxWaitMs: model.Millis(o.MaxWaitMs), ExecutionMaxWaitMs: model.Millis(o.ExecutionMaxWaitMs)})
 	return w

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"pgregory.net/rapid"
@@ -241,4 +242,22 @@ func BenchmarkLogRingAdd(b *testing.B) {
 	for b.Loop() {
 		l.add(r)
 	}
+}
+
+// TestStorableTextRule pins storableText to its rule for every length and
+// byte (the short-ASCII pass included): valid UTF-8 without NUL is kept as
+// it is; anything else has each invalid sequence and each NUL replaced by
+// U+FFFD, as Postgres text can hold it.
+func TestStorableTextRule(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := rapid.SliceOfN(rapid.SampledFrom([]byte{'a', 'Z', '0', '-', ' ', 0, 0x7f, 0x80, 0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xff}), 0, 90).Draw(t, "bytes")
+		s := string(b)
+		want := s
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			want = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+		}
+		if got := storableText(s); got != want {
+			t.Fatalf("storableText(%q) = %q, want %q", s, got, want)
+		}
+	})
 }

@@ -97,7 +97,16 @@ func sanitize(r LogRecord) LogRecord {
 // log writer would retry that batch for ever while every later record
 // waited behind it. Both stores keep the same text.
 func storableText(s string) string {
-	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+	// The common value (an id, a name, an error type) is short ASCII: one
+	// pass over it, instead of the UTF-8 check and the NUL search each
+	// with a call per field of every record.
+	ascii := len(s) <= 64
+	for i := 0; ascii && i < len(s); i++ {
+		if c := s[i]; c == 0 || c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if ascii || utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
