@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonscan"
 )
 
 // chatChunkSeeds are chat-completions chunks as providers send them, plus
@@ -220,5 +222,19 @@ func BenchmarkScanChatChunk(b *testing.B) {
 				scanChatChunk(data)
 			}
 		})
+	}
+}
+
+// ParseStreamEventAfter reads a stream's events with its chunk prefix as
+// ParseStreamEvent reads each alone, whatever came before.
+func TestParseStreamEventAfterIsParseStreamEvent(t *testing.T) {
+	head := `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",`
+	events := append([]string{head + `"choices":[{"delta":{"content":"a"}}]}`, head + `"choices":[{"delta":{"content":"bc"}}]}`,
+		head + `"choices":[],"error":{"message":"x"}}`, "[DONE]", ""}, chatChunkSeeds...)
+	var p jsonscan.Prefix
+	for _, in := range events {
+		if got, want := ParseStreamEventAfter([]byte(in), &p), ParseStreamEvent([]byte(in)); got != want {
+			t.Errorf("ParseStreamEventAfter(%q) = %+v, ParseStreamEvent = %+v", in, got, want)
+		}
 	}
 }

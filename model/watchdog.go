@@ -38,7 +38,13 @@ type StreamEvent struct {
 // chat-completions, Responses or Anthropic Messages streams. Anything it
 // does not understand (usage-only events, metadata, malformed JSON) is no
 // progress: heartbeats never reset a watchdog.
-func ParseStreamEvent(data []byte) StreamEvent {
+func ParseStreamEvent(data []byte) StreamEvent { return ParseStreamEventAfter(data, nil) }
+
+// ParseStreamEventAfter is ParseStreamEvent for the events of one stream:
+// p, when not nil, is the stream's jsonscan.Prefix, which reads the
+// members every chunk of the stream repeats once (the same answer, for
+// less work per event).
+func ParseStreamEventAfter(data []byte, p *jsonscan.Prefix) StreamEvent {
 	data = bytes.TrimSpace(data)
 	if string(data) == "[DONE]" {
 		return StreamEvent{Done: true}
@@ -49,7 +55,11 @@ func ParseStreamEvent(data []byte) StreamEvent {
 	if data[0] != '{' {
 		return StreamEvent{Malformed: !jsonvalid.Valid(data)}
 	}
-	if out, ok := scanChatChunk(data); ok {
+	if p != nil {
+		if c, ok := jsonscan.ChatChunkAfter(data, p); ok {
+			return chunkEvent(c)
+		}
+	} else if out, ok := scanChatChunk(data); ok {
 		return out
 	}
 	return decodeStreamEvent(data)
@@ -63,7 +73,11 @@ func scanChatChunk(data []byte) (StreamEvent, bool) {
 	if !ok {
 		return StreamEvent{}, false
 	}
-	return StreamEvent{UsefulBytes: c.UsefulBytes, Reasoning: c.Reasoning, ToolCall: c.ToolCall, FinishReason: c.FinishReason}, true
+	return chunkEvent(c), true
+}
+
+func chunkEvent(c jsonscan.Chunk) StreamEvent {
+	return StreamEvent{UsefulBytes: c.UsefulBytes, Reasoning: c.Reasoning, ToolCall: c.ToolCall, FinishReason: c.FinishReason}
 }
 
 // decodeStreamEvent is ParseStreamEvent's full decoder: every event shape,

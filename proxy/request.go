@@ -144,8 +144,12 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	var f [len(chatFields)]valueRange
 	dup := -1
 	valid := jsonvalid.Members(body, func(ks, ke, vs, ve int) {
+		raw := body[ks:ke]
+		// Looked for once per member, not once per field: most keys are
+		// none of chatFields and have no escape.
+		escaped := bytes.IndexByte(raw, '\\') >= 0
 		for j, key := range chatFields {
-			if keyEquals(body[ks:ke], key) {
+			if len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key || escaped && keyEquals(raw, key) {
 				if f[j].ok {
 					dup = j
 				}

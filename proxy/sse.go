@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonscan"
 )
 
 // SSE handling: reading raw events. What an event means (progress for the
@@ -31,6 +33,9 @@ type sseReader struct {
 	// keptBuffer each: the next stream starts with them instead of
 	// growing its own.
 	raw, data, held []byte
+	// prefix is the stream's chunk prefix (model.ParseStreamEventAfter),
+	// its buffer kept with the pooled reader like the event buffers.
+	prefix jsonscan.Prefix
 }
 
 // keptBuffer bounds an event buffer kept with a pooled reader.
@@ -62,8 +67,9 @@ func newSSEReader(r io.Reader) *sseReader {
 // the pool whenever it waits, at the end of the body too.)
 func (s *sseReader) release() {
 	s.drop()
-	raw, data, held := s.raw, s.data, s.held
-	*s = sseReader{raw: raw, data: data, held: held}
+	raw, data, held, prefix := s.raw, s.data, s.held, s.prefix
+	prefix.Reset()
+	*s = sseReader{raw: raw, data: data, held: held, prefix: prefix}
 	sseReaders.Put(s)
 }
 

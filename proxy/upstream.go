@@ -946,7 +946,7 @@ func (p *ssePipe) event() (res execResult, done bool) {
 	p.sawEvent = true
 	// One parse per event: progress for the watchdogs, the finish
 	// reason and an in-stream error all come from the model's reading.
-	ev := model.ParseStreamEvent(data)
+	ev := model.ParseStreamEventAfter(data, &p.rd.prefix)
 	if ev.Malformed {
 		// Never passed on as a chunk; skipped and counted while the
 		// model's bound allows (proxy/resume.go skipMalformed), else

@@ -48,6 +48,49 @@ func ChatChunk(data []byte) (Chunk, bool) {
 	return out, true
 }
 
+// Prefix is what the chunks of one stream repeat: the members before
+// "choices" (id, object, created, model, system_fingerprint), the same
+// bytes in every chunk of an OpenAI stream. ChatChunkAfter keeps them
+// from a chunk it answered and reads a next chunk that begins with the
+// same bytes from its "choices" value on. The scanner's reading of those
+// members depends on their bytes alone and changes nothing but where it
+// is, and in a chunk it answered they hold neither "choices" nor a key
+// it refuses; so the answer is ChatChunk's.
+type Prefix struct {
+	b []byte
+}
+
+// maxPrefix bounds what a Prefix keeps (an ordinary chunk's is about 150
+// bytes): a longer run of members is read every time.
+const maxPrefix = 512
+
+// Reset forgets the prefix (a new stream), keeping the buffer.
+func (p *Prefix) Reset() { p.b = p.b[:0] }
+
+// ChatChunkAfter is ChatChunk for the chunks of one stream, p its Prefix.
+func ChatChunkAfter(data []byte, p *Prefix) (Chunk, bool) {
+	var out Chunk
+	var i int
+	if n := len(p.b); n > 0 && len(data) > n && string(data[:n]) == string(p.b) {
+		if i = scanChoices(data, skipWS(data, n), &out); i >= 0 {
+			var more bool
+			if i, more = scanNext(data, i, '}'); more {
+				i = scanMembers(data, i, &out, true, nil)
+			}
+		}
+	} else {
+		at := -1
+		i = scanChunkAt(data, skipWS(data, 0), &out, &at)
+		if i >= 0 && at > 0 && at <= maxPrefix && skipWS(data, i) == len(data) {
+			p.b = append(p.b[:0], data[:at]...)
+		}
+	}
+	if i < 0 || skipWS(data, i) != len(data) {
+		return Chunk{}, false
+	}
+	return out, true
+}
+
 // The keys the full decoder's struct names, per object: the scanner reads
 // or refuses them, and skips every other key as the decoder ignores it.
 var (
@@ -80,12 +123,21 @@ const (
 
 // scanChunk reads the top-level object: only "choices" is read here, the
 // other names are the decoder's.
-func scanChunk(b []byte, i int, out *Chunk) int {
+func scanChunk(b []byte, i int, out *Chunk) int { return scanChunkAt(b, i, out, nil) }
+
+// scanChunkAt is scanChunk; at, when not nil, is set to the index of the
+// "choices" value when it is read.
+func scanChunkAt(b []byte, i int, out *Chunk, at *int) int {
 	i, done := enter(b, i, '{', false)
 	if done {
 		return i
 	}
-	seen := false
+	return scanMembers(b, i, out, false, at)
+}
+
+// scanMembers reads the top-level object's members from i, the start of
+// one; seen: "choices" was read already.
+func scanMembers(b []byte, i int, out *Chunk, seen bool, at *int) int {
 	for {
 		// The keys providers send, each matched whole with its quotes
 		// and colon; member reads any other key (and would answer the
@@ -130,6 +182,9 @@ func scanChunk(b []byte, i int, out *Chunk) int {
 			i = skipValue(b, v)
 		case m == chunkChoices && !seen:
 			seen = true
+			if at != nil {
+				*at = v
+			}
 			i = scanChoices(b, v, out)
 		case m == chunkUsage:
 			i = skipUsage(b, v)
