@@ -15,6 +15,7 @@ import (
 type Engine struct {
 	topo     Topology
 	settings Settings
+	bopts    *[3]breakerOpts // per Profile, resolved from settings (setSettings)
 	clf      *Classifier
 	rng      *rand.Rand
 
@@ -180,6 +181,10 @@ func EgressBucketed(typ string) bool {
 
 func (e *Engine) setSettings(s Settings) {
 	e.settings = s
+	e.bopts = &[3]breakerOpts{}
+	for prof := range Profile(len(e.bopts)) {
+		e.bopts[prof] = resolveBreakerOpts(&e.settings, prof)
+	}
 	e.clf = NewClassifier(&e.settings)
 }
 
@@ -201,8 +206,11 @@ func (e *Engine) UpdateSettings(now Time, s Settings) {
 	}
 }
 
-func (e *Engine) opts(p *provState) breakerOpts {
-	return breakerOpts{p: e.settings.ProviderBreaker.For(p.profile), probeTimeout: e.settings.ProbeTimeout(p.profile)}
+func (e *Engine) opts(p *provState) *breakerOpts {
+	if int(p.profile) < len(e.bopts) {
+		return &e.bopts[p.profile]
+	}
+	return &e.bopts[ProfileAPIKey] // byProfile: any other profile reads the API-key options
 }
 
 // refreshProvider applies the breaker's lazy transitions at now.
