@@ -44,6 +44,7 @@ type provState struct {
 	conns         []connState
 	connIdx       map[string]int
 	order         []int32 // static order for fill-first / priority
+	capped        int     // connections with a concurrency cap (connState.capped): 0 = none is ever full
 	cursor        uint64  // round-robin cursor
 }
 
@@ -140,6 +141,9 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		p.order = make([]int32, len(cfg.Connections))
 		for j, c := range cfg.Connections {
 			p.conns[j] = connState{id: c.ID, cfg: c}
+			if p.conns[j].capped() {
+				p.capped++
+			}
 			p.connIdx[c.ID] = j
 			p.order[j] = int32(j)
 		}

@@ -552,14 +552,14 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 	case LeastUsed:
 		leastUsedOrder(p, buf)
 	}
-	full := 0
+	if p.capped == 0 {
+		return buf // no connection has a cap to fill: skip reading each one
+	}
 	for _, ci := range buf {
 		if p.conns[ci].full(model) {
-			full++
+			freeFirst(p, model, buf)
+			break
 		}
-	}
-	if full > 0 {
-		freeFirst(p, model, buf)
 	}
 	return buf
 }
@@ -647,16 +647,27 @@ func (c *connState) full(model string) bool {
 	return n > 0 && c.byModel[model] >= n
 }
 
+// capped: the connection has a cap full can report reached.
+func (c *connState) capped() bool {
+	return c.cfg.MaxConcurrent > 0 || len(c.cfg.ModelConcurrency) > 0
+}
+
 // SetCaps changes a connection's maxConcurrent and modelConcurrency caps
 // as the selection reads them (PUT /api/providers changes the gate's live
 // copy).
 func (e *Engine) SetCaps(ref ConnRef, maxConcurrent int, modelConcurrency map[string]int) error {
-	_, c, err := e.conn(ref)
+	p, c, err := e.conn(ref)
 	if err != nil {
 		return err
 	}
+	if c.capped() {
+		p.capped--
+	}
 	c.cfg.MaxConcurrent = max(maxConcurrent, 0)
 	c.cfg.ModelConcurrency = maps.Clone(modelConcurrency)
+	if c.capped() {
+		p.capped++
+	}
 	return nil
 }
 
