@@ -206,8 +206,8 @@ func (s *Selection) reset() {
 	s.rest = s.rest[:0]
 }
 
-func (s *Selection) exclude(now Time, x Excluded) {
-	s.Excluded = append(s.Excluded, x)
+func (s *Selection) exclude(now Time, x *Excluded) {
+	s.Excluded = append(s.Excluded, *x)
 	if x.RemainingMs <= 0 || !x.Reason.Timer() {
 		return
 	}
@@ -242,8 +242,8 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 		if r.provider < 0 || int(r.provider) >= len(e.provs) || e.provs[r.provider].id != r.Provider {
 			return
 		}
-		sc, ok := e.openTarget(now, out, r.provider, -1, r.Model, 0, false)
-		if !ok {
+		var sc connScan
+		if !e.openTarget(now, out, &sc, r.provider, -1, r.Model, 0, false) {
 			return
 		}
 		var stop *lazyScan
@@ -266,6 +266,7 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 	if out.Full {
 		lazy = nil
 	}
+	var sc connScan
 	for i, ti := range out.targets {
 		if lazy != nil && len(out.Candidates) > 0 {
 			if lazy.from < 0 {
@@ -277,8 +278,7 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 			}
 		}
 		t := &cs.cfg.Targets[ti]
-		sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true)
-		if !ok {
+		if !e.openTarget(now, out, &sc, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true) {
 			continue
 		}
 		var stop *lazyScan
@@ -318,9 +318,10 @@ func (e *Engine) SelectRest(now Time, req *Request, out *Selection) {
 		return // a single-model route: one target
 	}
 	cs := &e.combos[out.combo]
+	var sc connScan
 	for _, ti := range out.targets[out.next:] {
 		t := &cs.cfg.Targets[ti]
-		if sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true); ok {
+		if e.openTarget(now, out, &sc, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true) {
 			e.scanConns(now, req, out, &sc, out.conns, nil)
 		}
 	}
@@ -402,34 +403,36 @@ type connScan struct {
 }
 
 // openTarget applies the target-level layers (breaker, provider cooldown,
-// served models) and, when the target passes, orders its connections into
-// out.conns.
-func (e *Engine) openTarget(now Time, out *Selection, pi, pinned int32, model string, target int, combo bool) (connScan, bool) {
+// served models) and, when the target passes, fills sc and orders its
+// connections into out.conns. An excluded target leaves sc as it was:
+// every combo selection passes over the targets of the providers that are
+// down, so that path builds nothing it does not list.
+func (e *Engine) openTarget(now Time, out *Selection, sc *connScan, pi, pinned int32, model string, target int, combo bool) bool {
 	p := &e.provs[pi]
 	e.refreshProvider(now, p)
 	if !p.breaker.admits() {
-		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclCircuitOpen,
+		out.exclude(now, &Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclCircuitOpen,
 			RemainingMs: p.breaker.retryAfter(now, e.opts(p))})
-		return connScan{}, false
+		return false
 	}
 	if combo {
 		if ms := e.windowCooling(now, p); ms > 0 {
-			out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclProviderCooldown, RemainingMs: ms})
-			return connScan{}, false
+			out.exclude(now, &Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclProviderCooldown, RemainingMs: ms})
+			return false
 		}
 	}
 	if p.models != nil && !p.models[model] {
-		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclNoModel})
-		return connScan{}, false
+		out.exclude(now, &Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclNoModel})
+		return false
 	}
-	sc := connScan{pi: pi, pinned: pinned, model: model, fam: p.family(model), target: target,
+	*sc = connScan{pi: pi, pinned: pinned, model: model, fam: p.family(model), target: target,
 		probe: p.breaker.State == HalfOpen, first: len(out.Candidates), p: p}
 	if pinned >= 0 {
 		out.conns = append(out.conns[:0], pinned)
 	} else {
 		out.conns = e.orderConns(now, p, model, out.conns[:0])
 	}
-	return sc, true
+	return true
 }
 
 // scanConns checks conns, a target's connections in order, appending each
@@ -481,7 +484,7 @@ func (e *Engine) scanConns(now Time, req *Request, out *Selection, sc *connScan,
 				continue
 			}
 		}
-		out.exclude(now, x)
+		out.exclude(now, &x)
 	}
 	e.applyAffinity(now, req, out, sc.first, p)
 	return -1
