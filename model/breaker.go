@@ -121,6 +121,23 @@ func (b *Breaker) openUntil(o *breakerOpts) Time {
 	return b.OpenedAt.Add(o.openDuration(b.LastFailureKind, b.OpenCycles))
 }
 
+// due reports whether refresh may have a transition to apply at now; when
+// false, refresh would change nothing. Every selection refreshes the
+// breaker of every target after the one that serves
+// (docs/model.md#lazy-selection), and most have nothing due: this answers
+// them without building a transition.
+func (b *Breaker) due(now Time, o *breakerOpts) bool {
+	switch b.State {
+	case Open:
+		return now >= b.openUntil(o)
+	case HalfOpen:
+		return len(b.Probes) > 0 // refresh looks at each probe's deadline
+	case Degraded, Closed:
+		return b.FailureCount > 0 && b.HasFailure && now.Sub(b.LastFailureAt) >= o.quietPeriod(b.LastFailureKind)
+	}
+	return false
+}
+
 // refresh applies every lazy transition due at now. It is idempotent and
 // composes: refresh(t1) then refresh(t2) equals refresh(t2) for t1 <= t2.
 func (b *Breaker) refresh(now Time, o *breakerOpts) (tr Transition, changed bool) {

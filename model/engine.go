@@ -219,7 +219,11 @@ func (e *Engine) opts(p *provState) *breakerOpts {
 
 // refreshProvider applies the breaker's lazy transitions at now.
 func (e *Engine) refreshProvider(now Time, p *provState) {
-	if tr, changed := p.breaker.refresh(now, e.opts(p)); changed {
+	o := e.opts(p)
+	if !p.breaker.due(now, o) {
+		return
+	}
+	if tr, changed := p.breaker.refresh(now, o); changed {
 		e.emitBreaker(now, p, tr)
 	}
 }
