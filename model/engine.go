@@ -87,6 +87,11 @@ type comboState struct {
 	tp     []int32 // provider index per target
 	tc     []int32 // pinned connection index per target, -1 when none
 	cursor uint64
+	// stirs marks the targets whose listing moves a cursor or draws
+	// (provState.stirsOrder, not for a pinned connection); stirring counts
+	// them. lastStirring reads them on every lazy selection.
+	stirs    []bool
+	stirring int
 }
 
 // Window is the provider-level window gate of the optional provider
@@ -155,13 +160,16 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 	e.combos = make([]comboState, len(e.topo.Combos))
 	for i := range e.topo.Combos {
 		cfg := &e.topo.Combos[i]
-		cs := comboState{cfg: cfg, tp: make([]int32, len(cfg.Targets)), tc: make([]int32, len(cfg.Targets))}
+		cs := comboState{cfg: cfg, tp: make([]int32, len(cfg.Targets)), tc: make([]int32, len(cfg.Targets)), stirs: make([]bool, len(cfg.Targets))}
 		for j, t := range cfg.Targets {
 			pi := e.provIdx[t.Provider]
 			cs.tp[j] = int32(pi)
 			cs.tc[j] = -1
 			if t.Connection != "" {
 				cs.tc[j] = int32(e.provs[pi].connIdx[t.Connection])
+			} else if e.provs[pi].stirsOrder() {
+				cs.stirs[j] = true
+				cs.stirring++
 			}
 		}
 		e.combos[i] = cs

@@ -356,28 +356,36 @@ func (l *lazyScan) stopHere(targets []int32) bool {
 func (e *Engine) lastStirring(req *Request, cs *comboState, targets []int32, from int) int {
 	last := from - 1
 	pins := req.Session != "" && e.settings.SessionAffinityTTLMs > 0 && len(e.pins) > 0
+	stirs := cs.stirring > 0 && !e.peek
+	if !pins && !stirs {
+		return last // no later target can stir
+	}
 	for i := from; i < len(targets); i++ {
 		ti := targets[i]
-		p := &e.provs[cs.tp[ti]]
-		if cs.tc[ti] < 0 && !e.peek {
-			switch p.cfg.Strategy {
-			case RoundRobin:
-				last = i
-				continue
-			case Random, Weighted, P2C:
-				if len(p.order) >= 2 {
-					last = i
-					continue
-				}
-			}
+		if stirs && cs.stirs[ti] {
+			last = i
+			continue
 		}
 		if pins {
-			if _, ok := e.pins[pinKey{req.Session, p.id}]; ok {
+			if _, ok := e.pins[pinKey{req.Session, e.provs[cs.tp[ti]].id}]; ok {
 				last = i
 			}
 		}
 	}
 	return last
+}
+
+// stirsOrder reports whether ordering the provider's connections changes
+// state: a round-robin cursor moves, a random, weighted or p2c order of two
+// or more connections draws (orderConns; a peek does neither).
+func (p *provState) stirsOrder() bool {
+	switch p.cfg.Strategy {
+	case RoundRobin:
+		return true
+	case Random, Weighted, P2C:
+		return len(p.order) >= 2
+	}
+	return false
 }
 
 // deferTargets leaves the targets from position from on to SelectRest. Their
