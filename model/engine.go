@@ -40,6 +40,7 @@ type provState struct {
 	models        map[string]bool // nil = any model
 	families      map[string]string
 	breaker       Breaker
+	bopts         *breakerOpts // the profile's resolved breaker options (Engine.opts)
 	window        Window
 	conns         []connState
 	connIdx       map[string]int
@@ -92,6 +93,7 @@ type comboState struct {
 	// them. lastStirring reads them on every lazy selection.
 	stirs    []bool
 	stirring int
+	index    []int32 // 0, 1, … len(targets)-1: orderTargets' starting order
 }
 
 // Window is the provider-level window gate of the optional provider
@@ -124,6 +126,7 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		}
 		p := &e.provs[i]
 		*p = provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
+		p.bopts = e.profileOpts(p.profile)
 		p.perModelQuota = perModelQuotaDefault(typ)
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
@@ -160,8 +163,10 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 	e.combos = make([]comboState, len(e.topo.Combos))
 	for i := range e.topo.Combos {
 		cfg := &e.topo.Combos[i]
-		cs := comboState{cfg: cfg, tp: make([]int32, len(cfg.Targets)), tc: make([]int32, len(cfg.Targets)), stirs: make([]bool, len(cfg.Targets))}
+		n := len(cfg.Targets)
+		cs := comboState{cfg: cfg, tp: make([]int32, n), tc: make([]int32, n), stirs: make([]bool, n), index: make([]int32, n)}
 		for j, t := range cfg.Targets {
+			cs.index[j] = int32(j)
 			pi := e.provIdx[t.Provider]
 			cs.tp[j] = int32(pi)
 			cs.tc[j] = -1
@@ -197,6 +202,9 @@ func (e *Engine) setSettings(s Settings) {
 	for prof := range Profile(len(e.bopts)) {
 		e.bopts[prof] = resolveBreakerOpts(&e.settings, prof)
 	}
+	for i := range e.provs {
+		e.provs[i].bopts = e.profileOpts(e.provs[i].profile)
+	}
 	e.clf = NewClassifier(&e.settings)
 }
 
@@ -218,9 +226,12 @@ func (e *Engine) UpdateSettings(now Time, s Settings) {
 	}
 }
 
-func (e *Engine) opts(p *provState) *breakerOpts {
-	if int(p.profile) < len(e.bopts) {
-		return &e.bopts[p.profile]
+// opts is the provider's breaker options under the current settings.
+func (e *Engine) opts(p *provState) *breakerOpts { return p.bopts }
+
+func (e *Engine) profileOpts(prof Profile) *breakerOpts {
+	if int(prof) < len(e.bopts) {
+		return &e.bopts[prof]
 	}
 	return &e.bopts[ProfileAPIKey] // byProfile: any other profile reads the API-key options
 }

@@ -713,9 +713,7 @@ func (e *Engine) weightedOrder(buf []int32, weight func(int32) int) {
 // orderTargets orders a combo's targets by its strategy.
 func (e *Engine) orderTargets(now Time, cs *comboState, buf []int32) []int32 {
 	n := len(cs.cfg.Targets)
-	for i := range n {
-		buf = append(buf, int32(i))
-	}
+	buf = append(buf, cs.index...)
 	switch cs.cfg.Strategy {
 	case RoundRobin:
 		k := int(cs.cursor % uint64(n))
