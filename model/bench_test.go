@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -82,8 +83,81 @@ func BenchmarkSelectComboAllTargetsAll(b *testing.B) { benchSelect(b, "c100", tr
 // same engine (50 connections).
 func BenchmarkSelectOneProvider(b *testing.B) { benchSelect(b, "p07/m1", false) }
 
+// BenchmarkSelectFailoverOpenBreakers: BenchmarkSelect with the providers
+// of the combo's first 10 targets OPEN (docs/breaker.md#open): a request
+// passes over ten open breakers to the first target that serves, as every
+// request does while half the combo's providers are down. Target ≤ 1 µs/op,
+// 0 allocs/op.
+func BenchmarkSelectFailoverOpenBreakers(b *testing.B) {
+	e, now := benchEngine(b)
+	for i := range 10 {
+		p := fmt.Sprintf("p%02d", i)
+		for j := 1; breakerOf(e, p).State != Open; j++ {
+			if j == 50 {
+				b.Fatalf("%s: breaker still %v after 49 failures", p, breakerOf(e, p).State)
+			}
+			hit(b, e, now, p, fmt.Sprintf("k%02d", j), fmt.Sprintf("m%d", i%5), status(503))
+		}
+	}
+	e.Changes()
+	sel := benchSelectOn(b, e, now, "c20", false)
+	benchFailoverCheck(b, sel, 10, func(x Excluded) bool { return x.Reason == ExclCircuitOpen && x.Connection == "" })
+}
+
+// BenchmarkSelectFailoverCoolingConnections: BenchmarkSelect with every
+// connection of the combo's first 10 targets cooling down or locked out for
+// the target's model (a 429 with Retry-After on each), their breakers
+// closed: a request checks and lists 500 excluded connections before the
+// first one that serves.
+func BenchmarkSelectFailoverCoolingConnections(b *testing.B) {
+	e, now := benchEngine(b)
+	for i := range 10 {
+		p := fmt.Sprintf("p%02d", i)
+		for j := range 50 {
+			hit(b, e, now, p, fmt.Sprintf("k%02d", j), fmt.Sprintf("m%d", i%5), withHeader(429, "retry-after", "600"))
+		}
+		if st := breakerOf(e, p).State; st != Closed {
+			b.Fatalf("%s: breaker %v after 429s, want CLOSED", p, st)
+		}
+	}
+	e.Changes()
+	sel := benchSelectOn(b, e, now, "c20", false)
+	benchFailoverCheck(b, sel, 500, func(x Excluded) bool {
+		return x.Connection != "" && (x.Reason == ExclConnectionCooldown || x.Reason == ExclModelLockout)
+	})
+}
+
+// benchFailoverCheck: the lazy selection passed over the combo's first 10
+// targets, excluding exactly n entries of theirs, each matching want, and
+// its first candidate is on the 11th.
+func benchFailoverCheck(b *testing.B, sel *Selection, n int, want func(Excluded) bool) {
+	b.Helper()
+	if len(sel.Candidates) == 0 || sel.Candidates[0].Target != 10 {
+		b.Fatalf("first candidate %v, want one on target 10", sel.Candidates)
+	}
+	got := 0
+	for _, x := range sel.Excluded {
+		if x.Target >= 10 {
+			continue
+		}
+		if !want(x) {
+			b.Fatalf("unexpected exclusion %+v", x)
+		}
+		got++
+	}
+	if got != n {
+		b.Fatalf("%d exclusions on the first 10 targets, want %d", got, n)
+	}
+}
+
 func benchSelect(b *testing.B, route string, full bool) {
 	e, now := benchEngine(b)
+	benchSelectOn(b, e, now, route, full)
+}
+
+// benchSelectOn measures Select of route on e and returns the last
+// selection it made.
+func benchSelectOn(b *testing.B, e *Engine, now Time, route string, full bool) *Selection {
 	r, err := e.Resolve(route)
 	if err != nil {
 		b.Fatal(err)
@@ -97,9 +171,13 @@ func benchSelect(b *testing.B, route string, full bool) {
 		e.Select(now, &req, &sel)
 	}
 	b.StopTimer()
+	last := sel
+	last.Candidates = slices.Clone(sel.Candidates)
+	last.Excluded = slices.Clone(sel.Excluded)
 	first := sel.Candidates[0]
-	// The state is what the benchmark says: the full listing spans every
-	// provider, with exclusions, and the lazy one starts where it does.
+	// The state is what the benchmark says: the full listing has
+	// exclusions, starts where the lazy one does and, for a combo, spans
+	// every provider from the first candidate's target on.
 	e.SelectAll(now, &req, &sel)
 	if len(sel.Candidates) == 0 || len(sel.Excluded) == 0 || sel.Candidates[0] != first {
 		b.Fatalf("benchmark selection is degenerate: %d candidates, %d excluded, first %v then %v",
@@ -109,10 +187,15 @@ func benchSelect(b *testing.B, route string, full bool) {
 		for _, c := range sel.Candidates {
 			providers[c.Provider] = true
 		}
-		if len(providers) != 20 {
-			b.Fatalf("the combo's candidates span %d providers, want 20", len(providers))
+		serving := map[string]bool{}
+		for _, t := range e.combos[r.combo].cfg.Targets[first.Target:] {
+			serving[t.Provider] = true
+		}
+		if len(providers) != len(serving) {
+			b.Fatalf("the combo's candidates span %d providers, want %d", len(providers), len(serving))
 		}
 	}
+	return &last
 }
 
 // BenchmarkRecordSuccess: ≤ 200 ns/op, 0 allocs/op.

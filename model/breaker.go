@@ -55,11 +55,37 @@ func (t Transition) Changed() bool { return t.Reason != "" }
 type breakerOpts struct {
 	p            *BreakerProfile
 	probeTimeout int64
+	// hold is each failure kind's cooldownByKind open duration (-1: no
+	// override) and quiet each kind's quiet period, resolved once per
+	// settings (resolveBreakerOpts): every selection refreshes the breaker
+	// of every target after the one that serves (docs/model.md#lazy-selection),
+	// so a read looks nothing up by name.
+	hold, quiet [numFailureKinds]int64
+}
+
+// resolveBreakerOpts resolves one profile's breaker options.
+func resolveBreakerOpts(s *Settings, prof Profile) breakerOpts {
+	// A copy: the options point into no engine (UpdateTopology copies
+	// the engine whole).
+	p := *s.ProviderBreaker.For(prof)
+	o := breakerOpts{p: &p, probeTimeout: s.ProbeTimeout(prof)}
+	for k := range numFailureKinds {
+		o.hold[k] = -1
+		if d, ok := p.CooldownByKind[k.String()]; ok && k != KindNone && d >= 0 {
+			o.hold[k] = int64(d)
+		}
+		hold := int64(p.ResetTimeoutMs)
+		if o.hold[k] >= 0 {
+			hold = o.hold[k]
+		}
+		o.quiet[k] = max(hold*int64(max(1, p.MaxBackoffMultiplier)), hold)
+	}
+	return o
 }
 
 // effectiveResetTimeout escalates the reset timeout after
 // backoffEscalationCount open cycles, up to maxBackoffMultiplier × base.
-func (o breakerOpts) effectiveResetTimeout(cycles int) int64 {
+func (o *breakerOpts) effectiveResetTimeout(cycles int) int64 {
 	base := int64(o.p.ResetTimeoutMs)
 	if cycles <= o.p.BackoffEscalationCount {
 		return base
@@ -74,35 +100,47 @@ func (o breakerOpts) effectiveResetTimeout(cycles int) int64 {
 
 // openDuration is how long an OPEN lasts for a failure kind: its
 // cooldownByKind value as is, else the escalated reset timeout.
-func (o breakerOpts) openDuration(kind FailureKind, cycles int) int64 {
-	if d, ok := o.p.CooldownByKind[kind.String()]; ok && kind != KindNone && d >= 0 {
-		return int64(d)
+func (o *breakerOpts) openDuration(kind FailureKind, cycles int) int64 {
+	if int(kind) < len(o.hold) && o.hold[kind] >= 0 {
+		return o.hold[kind]
 	}
 	return o.effectiveResetTimeout(cycles)
 }
 
 // quietPeriod is how long DEGRADED (or CLOSED with failures) must see no
 // failure before it forgets them: the longest OPEN hold for the last kind.
-func (o breakerOpts) quietPeriod(kind FailureKind) int64 {
-	hold := int64(o.p.ResetTimeoutMs)
-	// Every selection refreshes every later target's breaker
-	// (docs/model.md#lazy-selection): no lookup without an override.
-	if kind != KindNone && len(o.p.CooldownByKind) > 0 {
-		if d, ok := o.p.CooldownByKind[kind.String()]; ok && d >= 0 {
-			hold = int64(d)
-		}
+func (o *breakerOpts) quietPeriod(kind FailureKind) int64 {
+	if int(kind) < len(o.quiet) {
+		return o.quiet[kind]
 	}
-	return max(hold*int64(max(1, o.p.MaxBackoffMultiplier)), hold)
+	return o.quiet[KindNone] // a kind without a name has no override
 }
 
 // OpenUntil is the instant an OPEN breaker becomes HALF_OPEN.
-func (b *Breaker) openUntil(o breakerOpts) Time {
+func (b *Breaker) openUntil(o *breakerOpts) Time {
 	return b.OpenedAt.Add(o.openDuration(b.LastFailureKind, b.OpenCycles))
+}
+
+// due reports whether refresh may have a transition to apply at now; when
+// false, refresh would change nothing. Every selection refreshes the
+// breaker of every target after the one that serves
+// (docs/model.md#lazy-selection), and most have nothing due: this answers
+// them without building a transition.
+func (b *Breaker) due(now Time, o *breakerOpts) bool {
+	switch b.State {
+	case Open:
+		return now >= b.openUntil(o)
+	case HalfOpen:
+		return len(b.Probes) > 0 // refresh looks at each probe's deadline
+	case Degraded, Closed:
+		return b.FailureCount > 0 && b.HasFailure && now.Sub(b.LastFailureAt) >= o.quietPeriod(b.LastFailureKind)
+	}
+	return false
 }
 
 // refresh applies every lazy transition due at now. It is idempotent and
 // composes: refresh(t1) then refresh(t2) equals refresh(t2) for t1 <= t2.
-func (b *Breaker) refresh(now Time, o breakerOpts) (tr Transition, changed bool) {
+func (b *Breaker) refresh(now Time, o *breakerOpts) (tr Transition, changed bool) {
 	switch b.State {
 	case Open:
 		if now >= b.openUntil(o) {
@@ -158,7 +196,7 @@ func (b *Breaker) admits() bool {
 }
 
 // retryAfter is how long until the breaker admits again (0 = admits now).
-func (b *Breaker) retryAfter(now Time, o breakerOpts) int64 {
+func (b *Breaker) retryAfter(now Time, o *breakerOpts) int64 {
 	switch b.State {
 	case Open:
 		return max(0, b.openUntil(o).Sub(now))
@@ -178,7 +216,7 @@ func (b *Breaker) retryAfter(now Time, o breakerOpts) int64 {
 // acquire is the one try-acquire permit operation every path uses (
 // docs/breaker.md#half-open): CLOSED/DEGRADED hand out a plain permit, HALF_OPEN hands
 // out at most halfOpenRequests probe permits, OPEN refuses.
-func (b *Breaker) acquire(now Time, o breakerOpts) (Permit, bool) {
+func (b *Breaker) acquire(now Time, o *breakerOpts) (Permit, bool) {
 	switch b.State {
 	case Closed, Degraded:
 		return Permit{Generation: b.Generation}, true
@@ -208,7 +246,7 @@ func (b *Breaker) takeProbe(id uint64) bool {
 
 // record applies one result admitted under permit. counted=false means the
 // failure was deduplicated: it still frees a probe permit but moves no counter.
-func (b *Breaker) record(now Time, pm Permit, eff BreakerEffect, kind FailureKind, counted bool, o breakerOpts) Transition {
+func (b *Breaker) record(now Time, pm Permit, eff BreakerEffect, kind FailureKind, counted bool, o *breakerOpts) Transition {
 	if pm.Generation != b.Generation {
 		return Transition{} // a late result from an older generation
 	}
@@ -269,7 +307,7 @@ func (b *Breaker) record(now Time, pm Permit, eff BreakerEffect, kind FailureKin
 	return Transition{}
 }
 
-func (b *Breaker) degradeAt(o breakerOpts) int {
+func (b *Breaker) degradeAt(o *breakerOpts) int {
 	return o.p.DegradationThreshold
 }
 

@@ -226,6 +226,15 @@ func TestBreakerCooldownByKind(t *testing.T) {
 	if stateAt(e, at(2999), "p") != Open || stateAt(e, at(3000), "p") != HalfOpen {
 		t.Fatal("a timeout-kind open must last cooldownByKind.timeout = 2 s")
 	}
+	// docs/breaker.md#options: a changed cooldownByKind re-evaluates the
+	// running OPEN at once, as a changed resetTimeout does.
+	hit(t, e, at(3000), "p", "k1", "m1", Outcome{Kind: OutcomeTransport, Transport: TransportHeaderTimeout}) // the probe fails: OPEN again at 3 s
+	s := e.Settings()
+	s.ProviderBreaker.Local.CooldownByKind = map[string]Millis{"timeout": 4000}
+	e.UpdateSettings(at(3500), s)
+	if stateAt(e, at(6999), "p") != Open || stateAt(e, at(7000), "p") != HalfOpen {
+		t.Fatal("after the change a timeout-kind open must last 4 s")
+	}
 }
 
 func TestBreakerDegradedExits(t *testing.T) {

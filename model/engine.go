@@ -15,6 +15,7 @@ import (
 type Engine struct {
 	topo     Topology
 	settings Settings
+	bopts    *[3]breakerOpts // per Profile, resolved from settings (setSettings)
 	clf      *Classifier
 	rng      *rand.Rand
 
@@ -45,10 +46,12 @@ type provState struct {
 	models        map[string]bool // nil = any model
 	families      map[string]string
 	breaker       Breaker
+	bopts         *breakerOpts // the profile's resolved breaker options (Engine.opts)
 	window        Window
 	conns         []connState
 	connIdx       map[string]int
 	order         []int32 // static order for fill-first / priority
+	capped        int     // connections with a concurrency cap (connState.capped): 0 = none is ever full
 	cursor        uint64  // round-robin cursor
 }
 
@@ -91,6 +94,12 @@ type comboState struct {
 	tp     []int32 // provider index per target
 	tc     []int32 // pinned connection index per target, -1 when none
 	cursor uint64
+	// stirs marks the targets whose listing moves a cursor or draws
+	// (provState.stirsOrder, not for a pinned connection); stirring counts
+	// them. lastStirring reads them on every lazy selection.
+	stirs    []bool
+	stirring int
+	index    []int32 // 0, 1, … len(targets)-1: orderTargets' starting order
 }
 
 // Window is the provider-level window gate of the optional provider
@@ -123,6 +132,7 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		}
 		p := &e.provs[i]
 		*p = provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
+		p.bopts = e.profileOpts(p.profile)
 		p.perModelQuota = perModelQuotaDefault(typ)
 		if cfg.PerModelQuota != nil {
 			p.perModelQuota = *cfg.PerModelQuota
@@ -145,6 +155,9 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 		p.order = make([]int32, len(cfg.Connections))
 		for j, c := range cfg.Connections {
 			p.conns[j] = connState{id: c.ID, cfg: c}
+			if p.conns[j].capped() {
+				p.capped++
+			}
 			p.connIdx[c.ID] = j
 			p.order[j] = int32(j)
 		}
@@ -156,13 +169,18 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 	e.combos = make([]comboState, len(e.topo.Combos))
 	for i := range e.topo.Combos {
 		cfg := &e.topo.Combos[i]
-		cs := comboState{cfg: cfg, tp: make([]int32, len(cfg.Targets)), tc: make([]int32, len(cfg.Targets))}
+		n := len(cfg.Targets)
+		cs := comboState{cfg: cfg, tp: make([]int32, n), tc: make([]int32, n), stirs: make([]bool, n), index: make([]int32, n)}
 		for j, t := range cfg.Targets {
+			cs.index[j] = int32(j)
 			pi := e.provIdx[t.Provider]
 			cs.tp[j] = int32(pi)
 			cs.tc[j] = -1
 			if t.Connection != "" {
 				cs.tc[j] = int32(e.provs[pi].connIdx[t.Connection])
+			} else if e.provs[pi].stirsOrder() {
+				cs.stirs[j] = true
+				cs.stirring++
 			}
 		}
 		e.combos[i] = cs
@@ -186,6 +204,13 @@ func EgressBucketed(typ string) bool {
 
 func (e *Engine) setSettings(s Settings) {
 	e.settings = s
+	e.bopts = &[3]breakerOpts{}
+	for prof := range Profile(len(e.bopts)) {
+		e.bopts[prof] = resolveBreakerOpts(&e.settings, prof)
+	}
+	for i := range e.provs {
+		e.provs[i].bopts = e.profileOpts(e.provs[i].profile)
+	}
 	e.clf = NewClassifier(&e.settings)
 }
 
@@ -207,13 +232,23 @@ func (e *Engine) UpdateSettings(now Time, s Settings) {
 	}
 }
 
-func (e *Engine) opts(p *provState) breakerOpts {
-	return breakerOpts{p: e.settings.ProviderBreaker.For(p.profile), probeTimeout: e.settings.ProbeTimeout(p.profile)}
+// opts is the provider's breaker options under the current settings.
+func (e *Engine) opts(p *provState) *breakerOpts { return p.bopts }
+
+func (e *Engine) profileOpts(prof Profile) *breakerOpts {
+	if int(prof) < len(e.bopts) {
+		return &e.bopts[prof]
+	}
+	return &e.bopts[ProfileAPIKey] // byProfile: any other profile reads the API-key options
 }
 
 // refreshProvider applies the breaker's lazy transitions at now.
 func (e *Engine) refreshProvider(now Time, p *provState) {
-	if tr, changed := p.breaker.refresh(now, e.opts(p)); changed {
+	o := e.opts(p)
+	if !p.breaker.due(now, o) {
+		return
+	}
+	if tr, changed := p.breaker.refresh(now, o); changed {
 		e.emitBreaker(now, p, tr)
 	}
 }

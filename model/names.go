@@ -203,6 +203,7 @@ const (
 	KindTimeout
 	KindServerError
 	KindTransport
+	numFailureKinds // not a kind: how many there are
 )
 
 var failureKindNames = enumNames{"", "timeout", "server_error", "transport"}

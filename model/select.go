@@ -219,8 +219,8 @@ func (s *Selection) reset() {
 	s.rest = s.rest[:0]
 }
 
-func (s *Selection) exclude(now Time, x Excluded) {
-	s.Excluded = append(s.Excluded, x)
+func (s *Selection) exclude(now Time, x *Excluded) {
+	s.Excluded = append(s.Excluded, *x)
 	if x.RemainingMs <= 0 || !x.Reason.Timer() {
 		return
 	}
@@ -255,8 +255,8 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 		if r.provider < 0 || int(r.provider) >= len(e.provs) || e.provs[r.provider].id != r.Provider {
 			return
 		}
-		sc, ok := e.openTarget(now, out, r.provider, -1, r.Model, 0, false)
-		if !ok {
+		var sc connScan
+		if !e.openTarget(now, out, &sc, r.provider, -1, r.Model, 0, false) {
 			return
 		}
 		var stop *lazyScan
@@ -279,6 +279,7 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 	if out.Full {
 		lazy = nil
 	}
+	var sc connScan
 	for i, ti := range out.targets {
 		if lazy != nil && len(out.Candidates) > 0 {
 			if lazy.from < 0 {
@@ -290,8 +291,7 @@ func (e *Engine) Select(now Time, req *Request, out *Selection) {
 			}
 		}
 		t := &cs.cfg.Targets[ti]
-		sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true)
-		if !ok {
+		if !e.openTarget(now, out, &sc, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true) {
 			continue
 		}
 		var stop *lazyScan
@@ -331,9 +331,10 @@ func (e *Engine) SelectRest(now Time, req *Request, out *Selection) {
 		return // a single-model route: one target
 	}
 	cs := &e.combos[out.combo]
+	var sc connScan
 	for _, ti := range out.targets[out.next:] {
 		t := &cs.cfg.Targets[ti]
-		if sc, ok := e.openTarget(now, out, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true); ok {
+		if e.openTarget(now, out, &sc, cs.tp[ti], cs.tc[ti], t.Model, int(ti), true) {
 			e.scanConns(now, req, out, &sc, out.conns, nil)
 		}
 	}
@@ -368,28 +369,36 @@ func (l *lazyScan) stopHere(targets []int32) bool {
 func (e *Engine) lastStirring(req *Request, cs *comboState, targets []int32, from int) int {
 	last := from - 1
 	pins := req.Session != "" && e.settings.SessionAffinityTTLMs > 0 && len(e.pins) > 0
+	stirs := cs.stirring > 0 && !e.peek
+	if !pins && !stirs {
+		return last // no later target can stir
+	}
 	for i := from; i < len(targets); i++ {
 		ti := targets[i]
-		p := &e.provs[cs.tp[ti]]
-		if cs.tc[ti] < 0 && !e.peek {
-			switch p.cfg.Strategy {
-			case RoundRobin:
-				last = i
-				continue
-			case Random, Weighted, P2C:
-				if len(p.order) >= 2 {
-					last = i
-					continue
-				}
-			}
+		if stirs && cs.stirs[ti] {
+			last = i
+			continue
 		}
 		if pins {
-			if _, ok := e.pins[pinKey{req.Session, p.id}]; ok {
+			if _, ok := e.pins[pinKey{req.Session, e.provs[cs.tp[ti]].id}]; ok {
 				last = i
 			}
 		}
 	}
 	return last
+}
+
+// stirsOrder reports whether ordering the provider's connections changes
+// state: a round-robin cursor moves, a random, weighted or p2c order of two
+// or more connections draws (orderConns; a peek does neither).
+func (p *provState) stirsOrder() bool {
+	switch p.cfg.Strategy {
+	case RoundRobin:
+		return true
+	case Random, Weighted, P2C:
+		return len(p.order) >= 2
+	}
+	return false
 }
 
 // deferTargets leaves the targets from position from on to SelectRest. Their
@@ -415,34 +424,36 @@ type connScan struct {
 }
 
 // openTarget applies the target-level layers (breaker, provider cooldown,
-// served models) and, when the target passes, orders its connections into
-// out.conns.
-func (e *Engine) openTarget(now Time, out *Selection, pi, pinned int32, model string, target int, combo bool) (connScan, bool) {
+// served models) and, when the target passes, fills sc and orders its
+// connections into out.conns. An excluded target leaves sc as it was:
+// every combo selection passes over the targets of the providers that are
+// down, so that path builds nothing it does not list.
+func (e *Engine) openTarget(now Time, out *Selection, sc *connScan, pi, pinned int32, model string, target int, combo bool) bool {
 	p := &e.provs[pi]
 	e.refreshProvider(now, p)
 	if !p.breaker.admits() {
-		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclCircuitOpen,
+		out.exclude(now, &Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclCircuitOpen,
 			RemainingMs: p.breaker.retryAfter(now, e.opts(p))})
-		return connScan{}, false
+		return false
 	}
 	if combo {
 		if ms := e.windowCooling(now, p); ms > 0 {
-			out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclProviderCooldown, RemainingMs: ms})
-			return connScan{}, false
+			out.exclude(now, &Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclProviderCooldown, RemainingMs: ms})
+			return false
 		}
 	}
 	if p.models != nil && !p.models[model] {
-		out.exclude(now, Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclNoModel})
-		return connScan{}, false
+		out.exclude(now, &Excluded{Provider: p.id, Model: model, Target: target, Reason: ExclNoModel})
+		return false
 	}
-	sc := connScan{pi: pi, pinned: pinned, model: model, fam: p.family(model), target: target,
+	*sc = connScan{pi: pi, pinned: pinned, model: model, fam: p.family(model), target: target,
 		probe: p.breaker.State == HalfOpen, first: len(out.Candidates), p: p}
 	if pinned >= 0 {
 		out.conns = append(out.conns[:0], pinned)
 	} else {
 		out.conns = e.orderConns(now, p, model, out.conns[:0])
 	}
-	return sc, true
+	return true
 }
 
 // scanConns checks conns, a target's connections in order, appending each
@@ -494,7 +505,7 @@ func (e *Engine) scanConns(now Time, req *Request, out *Selection, sc *connScan,
 				continue
 			}
 		}
-		out.exclude(now, x)
+		out.exclude(now, &x)
 	}
 	e.applyAffinity(now, req, out, sc.first, p)
 	return -1
@@ -565,14 +576,14 @@ func (e *Engine) orderConns(now Time, p *provState, model string, buf []int32) [
 	case LeastUsed:
 		leastUsedOrder(p, buf)
 	}
-	full := 0
+	if p.capped == 0 {
+		return buf // no connection has a cap to fill: skip reading each one
+	}
 	for _, ci := range buf {
 		if p.conns[ci].full(model) {
-			full++
+			freeFirst(p, model, buf)
+			break
 		}
-	}
-	if full > 0 {
-		freeFirst(p, model, buf)
 	}
 	return buf
 }
@@ -660,16 +671,27 @@ func (c *connState) full(model string) bool {
 	return n > 0 && c.byModel[model] >= n
 }
 
+// capped: the connection has a cap full can report reached.
+func (c *connState) capped() bool {
+	return c.cfg.MaxConcurrent > 0 || len(c.cfg.ModelConcurrency) > 0
+}
+
 // SetCaps changes a connection's maxConcurrent and modelConcurrency caps
 // as the selection reads them (PUT /api/providers changes the gate's live
 // copy).
 func (e *Engine) SetCaps(ref ConnRef, maxConcurrent int, modelConcurrency map[string]int) error {
-	_, c, err := e.conn(ref)
+	p, c, err := e.conn(ref)
 	if err != nil {
 		return err
 	}
+	if c.capped() {
+		p.capped--
+	}
 	c.cfg.MaxConcurrent = max(maxConcurrent, 0)
 	c.cfg.ModelConcurrency = maps.Clone(modelConcurrency)
+	if c.capped() {
+		p.capped++
+	}
 	return nil
 }
 
@@ -704,9 +726,7 @@ func (e *Engine) weightedOrder(buf []int32, weight func(int32) int) {
 // orderTargets orders a combo's targets by its strategy.
 func (e *Engine) orderTargets(now Time, cs *comboState, buf []int32) []int32 {
 	n := len(cs.cfg.Targets)
-	for i := range n {
-		buf = append(buf, int32(i))
-	}
+	buf = append(buf, cs.index...)
 	switch cs.cfg.Strategy {
 	case RoundRobin:
 		k := int(cs.cursor % uint64(n))

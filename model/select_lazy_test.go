@@ -48,18 +48,27 @@ func TestSelectStopsAtFirstCandidate(t *testing.T) {
 
 func TestSelectListsStirringTargetsAtOnce(t *testing.T) {
 	// docs/model.md#lazy-selection: a later target whose listing moves a
-	// round-robin cursor is listed at once, so the cursor moves and its
-	// change record comes out as with a full listing.
-	e := lazyCombo(t, RoundRobin)
-	req := Request{Route: route(t, e, "x")}
-	var sel Selection
-	e.Select(at(sec(1)), &req, &sel)
-	if !reflect.DeepEqual(candidates(&sel), []string{"a/k2", "a/k3", "b/k1", "b/k2"}) || !sel.Partial() {
-		t.Fatalf("candidates %v partial=%v, want a's and b's listed, c's left", candidates(&sel), sel.Partial())
-	}
-	ch := e.Changes()
-	if len(ch) != 1 || ch[0].Kind != ChangeCursor || ch[0].Provider != "b" || ch[0].Cursor != 1 {
-		t.Fatalf("changes %+v, want b's cursor moved to 1", ch)
+	// round-robin cursor or draws from the random source (random, weighted,
+	// p2c) is listed at once, so the cursor moves and its change record
+	// comes out, and the draws are taken in the order of a full listing.
+	for _, st := range []Strategy{RoundRobin, Random, Weighted, P2C} {
+		t.Run(st.String(), func(t *testing.T) {
+			e, twin := lazyCombo(t, st), lazyCombo(t, st)
+			req := Request{Route: route(t, e, "x")}
+			var sel, full Selection
+			e.Select(at(sec(1)), &req, &sel)
+			twin.SelectAll(at(sec(1)), &req, &full)
+			if got := candidates(&sel); !sel.Partial() || len(got) != 4 || !reflect.DeepEqual(got, candidates(&full)[:4]) {
+				t.Fatalf("candidates %v partial=%v, want a's and b's listed as in %v, c's left", got, sel.Partial(), candidates(&full))
+			}
+			if e.rng.Uint64() != twin.rng.Uint64() {
+				t.Fatal("the lazy selection drew from the random source otherwise than the full listing")
+			}
+			ch := e.Changes()
+			if st == RoundRobin && (len(ch) != 1 || ch[0].Kind != ChangeCursor || ch[0].Provider != "b" || ch[0].Cursor != 1) {
+				t.Fatalf("changes %+v, want b's cursor moved to 1", ch)
+			}
+		})
 	}
 }
 

@@ -382,6 +382,49 @@ func TestFullConnectionGoesAfterAFreeSibling(t *testing.T) {
 	}
 }
 
+func TestCapSetAtRunTimeHoldsAFullConnection(t *testing.T) {
+	// docs/admission.md#concurrency-gates: a cap given to a connection of
+	// a provider that had none (PUT /api/providers, SetCaps) or by a
+	// config reload (UpdateTopology) holds the connection once it is full,
+	// as a cap from the start does; taking the caps away again frees it.
+	p := oneProvider("p", ProfileAPIKey, 2)
+	p.Strategy = FillFirst
+	e := mustEngine(t, topo(p), nil)
+	if err := e.SetCaps(ConnRef{"p", "k1"}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	a := beginOn(t, e, at(0), "p", "k1", "m1")
+	if got := candidates(selectAt(t, e, at(1), "p/m1")); got[0] != "p/k2" {
+		t.Fatalf("k1 full after SetCaps: k2 first, got %v", got)
+	}
+	e.Record(at(1), &a, status(200))
+	if err := e.SetCaps(ConnRef{"p", "k1"}, 0, map[string]int{"m1": 1}); err != nil {
+		t.Fatal(err)
+	}
+	a = beginOn(t, e, at(1), "p", "k1", "m1")
+	if got := candidates(selectAt(t, e, at(1), "p/m1")); got[0] != "p/k2" {
+		t.Fatalf("k1's m1 cap taken after SetCaps: k2 first, got %v", got)
+	}
+	if err := e.SetCaps(ConnRef{"p", "k1"}, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := candidates(selectAt(t, e, at(1), "p/m1")); got[0] != "p/k1" {
+		t.Fatalf("caps taken away: fill-first, got %v", got)
+	}
+	e.Record(at(2), &a, status(200))
+
+	q := oneProvider("p", ProfileAPIKey, 2)
+	q.Strategy = FillFirst
+	q.Connections[0].MaxConcurrent = 1
+	if err := e.UpdateTopology(topo(q)); err != nil {
+		t.Fatal(err)
+	}
+	beginOn(t, e, at(3), "p", "k1", "m1")
+	if got := candidates(selectAt(t, e, at(4), "p/m1")); got[0] != "p/k2" {
+		t.Fatalf("k1 full after a reload gave it a cap: k2 first, got %v", got)
+	}
+}
+
 func TestModelCapFullGoesAfterAFreeSibling(t *testing.T) {
 	// docs/admission.md#concurrency-gates per-model caps: a connection whose modelConcurrency cap for
 	// the model is taken goes after a sibling that can take it, as for
