@@ -40,11 +40,14 @@ served() { curl -fs "http://$MOCK_ADDR/_stats" | python3 -c 'import json,sys; d=
 # measure LABEL MODEL [-stream] -- CMD...: one target under callgrind.
 measure() {
   local label=$1 model=$2 stream=$3; shift 4
-  rm -f "$OUT"/cg.out.*
+  # Each target keeps its profiles (callgrind_annotate $OUT/<label>-<json|stream>/cg.out.*.1).
+  local kind=json; [[ -z "$stream" ]] || kind=stream
+  local dir="$OUT/$label-$kind"
+  rm -rf "$dir"; mkdir -p "$dir"
   # asyncpreemptoff: callgrind does not survive Go's preemption signals.
   # cpu.rdtscp=off: valgrind 3.19 cannot decode RDTSCP, which the runtime uses on AMD CPUs.
   GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off BENCH_GW_ADDR=$GW_ADDR BENCH_MOCK_ADDR=$MOCK_ADDR \
-    valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.out.%p" "$@" >"$OUT/$label.log" 2>&1 &
+    valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out.%p" "$@" >"$OUT/$label.log" 2>&1 &
   local vg=$!
   for _ in $(seq 1 300); do
     curl -fs -o /dev/null -X POST "http://$GW_ADDR/v1/chat/completions" -d "{\"model\":\"$model\",\"messages\":[]}" 2>/dev/null && break
@@ -57,7 +60,7 @@ measure() {
   local n1; n1=$(served)
   callgrind_control -d "$vg" >/dev/null 2>&1
   kill "$vg"; wait "$vg" 2>/dev/null || true
-  local ir; ir=$(grep -h '^summary:' "$OUT"/cg.out.*.1 | awk '{print $2}')
+  local ir; ir=$(grep -h '^summary:' "$dir"/cg.out.*.1 | awk '{print $2}')
   printf '%-12s %-7s %8d requests %9d instructions/request\n' "$label" "${stream:-json}" $((n1 - n0)) $((ir / (n1 - n0)))
 }
 
