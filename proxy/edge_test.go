@@ -205,39 +205,51 @@ func TestUpstreamBytesAfterAnAnswerNeverReachAnotherClient(t *testing.T) {
 
 // (2) A POST the upstream read and then reset on a reused connection is
 // not sent again by the transport layer: exactly one upstream call per
-// model attempt (maxAttempts 1: one call, a typed 502).
+// model attempt (maxAttempts 1: one call, a typed 502) — also when the
+// client's passed-through headers carry an idempotency key, which
+// net/http reads as leave to send the request twice.
 func TestWrittenRequestIsNeverResent(t *testing.T) {
-	var calls atomic.Int64
-	var reusedReset atomic.Bool
-	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
-		for k := 1; ; k++ {
-			if _, err := readRawRequest(br); err != nil {
-				return
+	for _, key := range []string{"", "Idempotency-Key", "X-Idempotency-Key"} {
+		t.Run("key="+key, func(t *testing.T) {
+			var calls atomic.Int64
+			var reusedReset atomic.Bool
+			up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+				for k := 1; ; k++ {
+					if _, err := readRawRequest(br); err != nil {
+						return
+					}
+					if calls.Add(1) == 1 {
+						io.WriteString(c, rawAnswer(200, chatAnswerJSON("first")))
+						continue
+					}
+					// Read whole, then reset (no answer).
+					reusedReset.Store(k > 1)
+					c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+					return
+				}
+			})
+			extra := testBase + "  requestBudget: {maxAttempts: 1}\n"
+			var hdr []string
+			if key != "" {
+				extra = "server: {passHeaders: [" + key + "]}\n" + extra
+				hdr = []string{key, "abc"}
 			}
-			if calls.Add(1) == 1 {
-				io.WriteString(c, rawAnswer(200, chatAnswerJSON("first")))
-				continue
+			g := rawGW(t, up, extra)
+			if r := g.chat("p/m"); r.code != 200 {
+				t.Fatalf("first request: %d %s", r.code, r.body)
 			}
-			// Read whole, then reset (no answer).
-			reusedReset.Store(k > 1)
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-			return
-		}
-	})
-	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
-	if r := g.chat("p/m"); r.code != 200 {
-		t.Fatalf("first request: %d %s", r.code, r.body)
-	}
-	r := g.chat("p/m")
-	if r.code != 502 {
-		t.Fatalf("after a reset: %d %s, want a typed 502", r.code, r.body)
-	}
-	if !reusedReset.Load() {
-		t.Fatal("the reset request did not come on the kept-alive connection: the test proves nothing")
-	}
-	if a := r.h.Get("X-Breakwater-Attempts"); a != "1" || calls.Load() != 2 {
-		t.Fatalf("upstream calls %d for 1+%s model attempts, want exactly one per attempt", calls.Load(), a)
+			r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, hdr...)
+			if r.code != 502 {
+				t.Fatalf("after a reset: %d %s, want a typed 502", r.code, r.body)
+			}
+			if !reusedReset.Load() {
+				t.Fatal("the reset request did not come on the kept-alive connection: the test proves nothing")
+			}
+			if a := r.h.Get("X-Breakwater-Attempts"); a != "1" || calls.Load() != 2 {
+				t.Fatalf("upstream calls %d for 1+%s model attempts, want exactly one per attempt", calls.Load(), a)
+			}
+		})
 	}
 }
 

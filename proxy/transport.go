@@ -26,8 +26,10 @@ import (
 // retry is the model's decision and counts in the request budget. The
 // Transport re-sends a request only when nothing of it reached the
 // connection (a kept-alive connection the upstream had closed), or when
-// the request is replayable, which a POST without an Idempotency-Key
-// header never is; the gateway sets no such header.
+// the request is replayable: a POST with a GetBody and an Idempotency-Key
+// or X-Idempotency-Key header. The gateway sets neither header; a client's
+// passed through (server.passHeaders) comes on a request without GetBody
+// (upstreamRequest), which the Transport never replays.
 
 // maxResponseHeaderBytes bounds an upstream's response head.
 const maxResponseHeaderBytes = 1 << 20

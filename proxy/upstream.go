@@ -431,7 +431,16 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 	}
 	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // docs/spendwall.md: the model put this attempt on the lane
-	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
+	// The client's allow-listed headers (surface_config.go).
+	if rs.passHeaders(h) {
+		// With an idempotency key and a GetBody the Transport would send
+		// a written POST again when its connection fails (transport.go):
+		// without GetBody it never does. The cost: such a request is not
+		// re-sent either when nothing of it was written (a kept-alive
+		// connection the upstream had just closed); that attempt fails and
+		// the model decides.
+		req.GetBody = nil
+	}
 	return req, nil
 }
 
