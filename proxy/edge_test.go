@@ -203,6 +203,89 @@ func TestUpstreamBytesAfterAnAnswerNeverReachAnotherClient(t *testing.T) {
 	}
 }
 
+// (1), late: bytes an upstream writes a little after its answer (here an
+// unsolicited second answer, 2 ms later) that arrive once the next request
+// went out on the connection cannot be told from that request's answer on
+// HTTP/1.1. The reuse guard catches the upstream writing outside its
+// answers (bytes on an idle connection, or buffered past an answer) and
+// then no connection to it is reused for a while (transport.go): answers
+// may cross only until the upstream is first caught. Phase one runs until
+// it is caught; phase two, with the upstream poisoning as before, must see
+// no crossing at all.
+func TestLateUpstreamBytesCrossOnlyUntilCaught(t *testing.T) {
+	var n atomic.Int64
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			body, err := readRawRequest(br)
+			if err != nil {
+				return
+			}
+			tag := tagPattern.FindString(body)
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON(tag))); err != nil {
+				return
+			}
+			if n.Add(1)%10 == 3 {
+				time.Sleep(2 * time.Millisecond)
+				io.WriteString(c, rawAnswer(200, chatAnswerJSON(tag)))
+			}
+		}
+	})
+	g := rawGW(t, up, testBase)
+	pool := poolOf(g.g, "p")
+	caught := func() bool { return pool.strayUntil.Load() != 0 }
+	const clients = 3
+	run := func(phase, each int, untilCaught bool) (crossed, served int64) {
+		var wg sync.WaitGroup
+		var x, ok atomic.Int64
+		for ci := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if untilCaught && caught() {
+						return
+					}
+					tag := fmt.Sprintf("tag-%d-%d", ci, phase*1000+i)
+					r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"`+tag+`"}]}`)
+					for _, got := range tagPattern.FindAllString(r.body, -1) {
+						if got != tag {
+							x.Add(1)
+							break
+						}
+					}
+					if r.code == 200 && strings.Contains(r.body, tag) {
+						ok.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return x.Load(), ok.Load()
+	}
+	before, _ := run(1, 200, true)
+	if !caught() {
+		t.Fatalf("600 requests, every 10th answer followed by another, and the upstream was never caught (%d crossed)", before)
+	}
+	// Before the first finding a crossing needs the next request written
+	// before the upstream's late bytes, and each crossing leaves the
+	// victim's own answer late in turn, which is caught when it lands on
+	// an idle connection; a handful at most.
+	if before > 5 {
+		t.Errorf("%d answers crossed before the upstream was caught, want a handful at most", before)
+	}
+	after, served := run(2, 60, false)
+	if after != 0 {
+		t.Errorf("%d answers reached the wrong client after the upstream was caught", after)
+	}
+	if served < clients*60*9/10 {
+		t.Errorf("only %d of %d requests served after the upstream was caught", served, clients*60)
+	}
+	if m := g.do("GET", "/metrics", "").body; !strings.Contains(m, `breakwater_upstream_stray_bytes_total{provider="p"}`) {
+		t.Error("the finding is not counted in breakwater_upstream_stray_bytes_total")
+	}
+	t.Logf("crossed %d before the upstream was caught, %d after", before, after)
+}
+
 // (2) A POST the upstream read and then reset on a reused connection is
 // not sent again by the transport layer: exactly one upstream call per
 // model attempt (maxAttempts 1: one call, a typed 502) — also when the
@@ -373,6 +456,46 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 	}
 	if conns.Load() != 2 {
 		t.Fatalf("%d upstream connections, want 2 (the one with the stray bytes dropped)", conns.Load())
+	}
+}
+
+// (4), late and back to back: the stray CRLF comes 2 ms after the answer,
+// and each client sends as soon as the one before was answered, so the
+// CRLF lands on an idle connection, on one handed to the next request, or
+// after that request went out, just before its answer. No answer starts
+// with CR or LF: the reuse guard skips them there, refuses them on an
+// idle or handed connection (the request then goes out on a fresh one),
+// and stops reusing the upstream's connections (transport.go). Every
+// client is served on its first attempt and nothing is charged to the
+// provider.
+func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+			io.WriteString(c, "\r\n")
+		}
+	})
+	g := rawGW(t, up, testBase)
+	for i := range 50 {
+		r := g.chat("p/m")
+		if r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
+			t.Fatalf("client %d: %d attempts %s %s, want 200 on its first attempt", i, r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+		}
+	}
+	m := g.do("GET", "/metrics", "").body
+	for l := range strings.SplitSeq(m, "\n") {
+		if strings.HasPrefix(l, "breakwater_upstream_attempts_total{") && !strings.Contains(l, `result="200"`) {
+			t.Fatalf("an attempt was charged to the provider: %s", l)
+		}
+	}
+	if poolOf(g.g, "p").strayUntil.Load() == 0 {
+		t.Fatal("50 answers each followed by a CRLF, and the upstream was never caught")
 	}
 }
 

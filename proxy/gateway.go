@@ -117,6 +117,7 @@ type provRuntime struct {
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
 	egress    bool        // egress-bucketed (docs/classification.md): learn each attempt's egress IP
+	plain     bool        // an http:// upstream: its attempts watch for bytes outside answers (transport.go)
 	pool      *upstreamPool
 }
 
@@ -184,7 +185,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.logSavedOverrides() // proxy/ops_settings.go
 	g.ops = newOps(g, opts.Environ)
 	for _, p := range cfg.Providers {
-		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
+		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, p.ID, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
 		g.provOrder = append(g.provOrder, p.ID)
 	}
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, cfg.Providers)
@@ -279,7 +280,7 @@ func (g *Gateway) newServer() *http.Server {
 func newProvRuntime(p ProviderConfig, pool *upstreamPool) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
 	pr := &provRuntime{cfg: p, modelsURL: base + "/models", conns: map[string]*connRuntime{},
-		egress: model.EgressBucketed(p.Type), pool: pool}
+		egress: model.EgressBucketed(p.Type), pool: pool, plain: strings.HasPrefix(base, "http://")}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
 		pr.modelsURL = pr.wire.modelsURL()
 	} else {

@@ -366,7 +366,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	run.clock.cw = &rs.cw
 	rs.startClock(&run.clock, execMaxMs, sent, cancel)
 	defer run.clock.stop()
-	req, err := rs.upstreamRequest(withReuseGuard(actx), prov, conn, cand) // the reuse guard (transport.go)
+	req, err := rs.upstreamRequest(withReuseGuard(actx, &run.conn, prov.plain), prov, conn, cand) // the reuse guard (transport.go)
 	if err != nil {
 		return transport(model.TransportRefused)
 	}
@@ -379,6 +379,7 @@ type attemptRun struct {
 	clockCtx
 	clock attemptClock
 	watch streamWatch
+	conn  connWatch // the reuse guard's view of the attempt's connection
 }
 
 // startClock starts the attempt's clock: the model's bound of the whole
