@@ -500,38 +500,57 @@ func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
 }
 
 // (5) A request head sent a byte at a time is closed at the header
-// timeout, not held past it.
+// timeout (Options.ReadHeaderTimeout, 1 s here), not held past it: not
+// before it (the server's deadline starts after the dial), and well
+// within twice it, while the client is still sending its head a byte
+// every 50 ms.
 func TestSlowHeadIsClosedAtReadHeaderTimeout(t *testing.T) {
+	const timeout = time.Second
 	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
-	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadHeaderTimeout = 500 * time.Millisecond })
+	cfg, _, err := ParseConfig("test.yaml", []byte("providers:\n  - id: p\n    baseURL: "+up.baseURL()+"\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n"+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1, ReadHeaderTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	srv := serveGW(t, g)
 	// Taken before the dial: the server's header deadline starts once it
 	// has accepted the connection, never before this.
 	start := time.Now()
-	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Padding: " +
+		strings.Repeat("p", 100) + "\r\nContent-Length: 2\r\n\r\n"
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
 		io.Copy(io.Discard, c) // returns when the gateway closes the connection
 	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for i := 0; i < len(head); i++ {
 		select {
 		case <-gone:
 			took := time.Since(start)
-			if took < 500*time.Millisecond {
-				t.Fatalf("closed after %v, before the header timeout", took)
+			if took < timeout {
+				t.Fatalf("closed after %v, before the header timeout %v", took, timeout)
+			}
+			if took > 2*timeout {
+				t.Fatalf("closed after %v with %d head bytes sent, past twice the header timeout %v", took, i, timeout)
 			}
 			t.Logf("closed after %v with %d of %d head bytes sent", took, i, len(head))
 			return
-		case <-time.After(250 * time.Millisecond):
+		case <-tick.C:
 		}
 		c.Write([]byte{head[i]})
 	}
-	t.Fatalf("the whole head was accepted a byte every 250 ms over %v (header timeout 500 ms)", time.Since(start))
+	t.Fatalf("the whole head was accepted a byte every 50 ms over %v (header timeout %v)", time.Since(start), timeout)
 }
 
 // (6) A client that hangs up while its request runs is noticed at once,

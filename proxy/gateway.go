@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -38,6 +39,9 @@ type Options struct {
 	// replay) lets its clock run while something waits on purpose and
 	// stand still while the gateway only works, as the simulator does.
 	Waiting func(delta int)
+	// ReadHeaderTimeout bounds the arrival of a client's request head
+	// (the client is closed then); 0 = 10 s.
+	ReadHeaderTimeout time.Duration
 }
 
 // Gateway is the running gateway: the engine behind its mutex, the store
@@ -201,7 +205,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.base, g.cutAll = context.WithCancelCause(context.Background())
 	g.bodyReadTimeout = bodyReadTimeout
 	g.clientWriteGrace = clientWriteGrace
-	g.srv = g.newServer()
+	g.srv = g.newServer(cmp.Or(opts.ReadHeaderTimeout, readHeaderTimeout))
 	g.drainCh = make(chan struct{})
 	go g.pump()
 	return g, nil
@@ -257,7 +261,7 @@ func (g *Gateway) restoreState(ctx context.Context, topo model.Topology, s *mode
 
 // newServer is the client listener's http.Server, with the gateway's
 // bounds on heads, bodies and idle connections.
-func (g *Gateway) newServer() *http.Server {
+func (g *Gateway) newServer(readHeaderTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
