@@ -447,10 +447,18 @@ func (c *upConn) Read(p []byte) (int, error) {
 			}
 			n = copy(p, p[k:n])
 		}
+		if m := min(n, len(statusLine)); string(p[:m]) != statusLine[:m] {
+			// Not an answer either: the previous answer's tail (a body
+			// longer than its length). The Transport refuses it.
+			c.found()
+		}
 		c.awaiting.Store(false)
 	}
 	return n, err
 }
+
+// statusLine is how every HTTP/1.x answer starts.
+const statusLine = "HTTP/"
 
 func (c *upConn) Write(p []byte) (int, error) {
 	if !c.unwritten.Load() && idleState(c.state.Load()) {
