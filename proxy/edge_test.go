@@ -203,41 +203,137 @@ func TestUpstreamBytesAfterAnAnswerNeverReachAnotherClient(t *testing.T) {
 	}
 }
 
-// (2) A POST the upstream read and then reset on a reused connection is
-// not sent again by the transport layer: exactly one upstream call per
-// model attempt (maxAttempts 1: one call, a typed 502).
-func TestWrittenRequestIsNeverResent(t *testing.T) {
-	var calls atomic.Int64
-	var reusedReset atomic.Bool
+// (1), late: bytes an upstream writes a little after its answer (here an
+// unsolicited second answer, 2 ms later) that arrive once the next request
+// went out on the connection cannot be told from that request's answer on
+// HTTP/1.1. The reuse guard catches the upstream writing outside its
+// answers (bytes on an idle connection, or buffered past an answer) and
+// then no connection to it is reused for a while (transport.go): answers
+// may cross only until the upstream is first caught. Phase one runs until
+// it is caught; phase two, with the upstream poisoning as before, must see
+// no crossing at all.
+func TestLateUpstreamBytesCrossOnlyUntilCaught(t *testing.T) {
+	var n atomic.Int64
 	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
-		for k := 1; ; k++ {
-			if _, err := readRawRequest(br); err != nil {
+		for {
+			body, err := readRawRequest(br)
+			if err != nil {
 				return
 			}
-			if calls.Add(1) == 1 {
-				io.WriteString(c, rawAnswer(200, chatAnswerJSON("first")))
-				continue
+			tag := tagPattern.FindString(body)
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON(tag))); err != nil {
+				return
 			}
-			// Read whole, then reset (no answer).
-			reusedReset.Store(k > 1)
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-			return
+			if n.Add(1)%10 == 3 {
+				time.Sleep(2 * time.Millisecond)
+				io.WriteString(c, rawAnswer(200, chatAnswerJSON(tag)))
+			}
 		}
 	})
-	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
-	if r := g.chat("p/m"); r.code != 200 {
-		t.Fatalf("first request: %d %s", r.code, r.body)
+	g := rawGW(t, up, testBase)
+	pool := poolOf(g.g, "p")
+	caught := func() bool { return pool.strayUntil.Load() != 0 }
+	const clients = 3
+	run := func(phase, each int, untilCaught bool) (crossed, served int64) {
+		var wg sync.WaitGroup
+		var x, ok atomic.Int64
+		for ci := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if untilCaught && caught() {
+						return
+					}
+					tag := fmt.Sprintf("tag-%d-%d", ci, phase*1000+i)
+					r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"`+tag+`"}]}`)
+					for _, got := range tagPattern.FindAllString(r.body, -1) {
+						if got != tag {
+							x.Add(1)
+							break
+						}
+					}
+					if r.code == 200 && strings.Contains(r.body, tag) {
+						ok.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return x.Load(), ok.Load()
 	}
-	r := g.chat("p/m")
-	if r.code != 502 {
-		t.Fatalf("after a reset: %d %s, want a typed 502", r.code, r.body)
+	before, _ := run(1, 200, true)
+	if !caught() {
+		t.Fatalf("600 requests, every 10th answer followed by another, and the upstream was never caught (%d crossed)", before)
 	}
-	if !reusedReset.Load() {
-		t.Fatal("the reset request did not come on the kept-alive connection: the test proves nothing")
+	// Before the first finding a crossing needs the next request written
+	// before the upstream's late bytes, and each crossing leaves the
+	// victim's own answer late in turn, which is caught when it lands on
+	// an idle connection or behind the crossed answer: about one per
+	// client in flight then (0-3 seen), bounded here at two per client.
+	if before > 2*clients {
+		t.Errorf("%d answers crossed before the upstream was caught, want %d at most", before, 2*clients)
 	}
-	if a := r.h.Get("X-Breakwater-Attempts"); a != "1" || calls.Load() != 2 {
-		t.Fatalf("upstream calls %d for 1+%s model attempts, want exactly one per attempt", calls.Load(), a)
+	after, served := run(2, 60, false)
+	if after != 0 {
+		t.Errorf("%d answers reached the wrong client after the upstream was caught", after)
+	}
+	if served < clients*60*9/10 {
+		t.Errorf("only %d of %d requests served after the upstream was caught", served, clients*60)
+	}
+	if m := g.do("GET", "/metrics", "").body; !strings.Contains(m, `breakwater_upstream_stray_bytes_total{provider="p"}`) {
+		t.Error("the finding is not counted in breakwater_upstream_stray_bytes_total")
+	}
+	t.Logf("crossed %d before the upstream was caught, %d after", before, after)
+}
+
+// (2) A POST the upstream read and then reset on a reused connection is
+// not sent again by the transport layer: exactly one upstream call per
+// model attempt (maxAttempts 1: one call, a typed 502) — also when the
+// client's passed-through headers carry an idempotency key, which
+// net/http reads as leave to send the request twice.
+func TestWrittenRequestIsNeverResent(t *testing.T) {
+	for _, key := range []string{"", "Idempotency-Key", "X-Idempotency-Key"} {
+		t.Run("key="+key, func(t *testing.T) {
+			var calls atomic.Int64
+			var reusedReset atomic.Bool
+			up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+				for k := 1; ; k++ {
+					if _, err := readRawRequest(br); err != nil {
+						return
+					}
+					if calls.Add(1) == 1 {
+						io.WriteString(c, rawAnswer(200, chatAnswerJSON("first")))
+						continue
+					}
+					// Read whole, then reset (no answer).
+					reusedReset.Store(k > 1)
+					c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+					return
+				}
+			})
+			extra := testBase + "  requestBudget: {maxAttempts: 1}\n"
+			var hdr []string
+			if key != "" {
+				extra = "server: {passHeaders: [" + key + "]}\n" + extra
+				hdr = []string{key, "abc"}
+			}
+			g := rawGW(t, up, extra)
+			if r := g.chat("p/m"); r.code != 200 {
+				t.Fatalf("first request: %d %s", r.code, r.body)
+			}
+			r := g.do("POST", "/v1/chat/completions", `{"model":"p/m","messages":[{"role":"user","content":"hi"}]}`, hdr...)
+			if r.code != 502 {
+				t.Fatalf("after a reset: %d %s, want a typed 502", r.code, r.body)
+			}
+			if !reusedReset.Load() {
+				t.Fatal("the reset request did not come on the kept-alive connection: the test proves nothing")
+			}
+			if a := r.h.Get("X-Breakwater-Attempts"); a != "1" || calls.Load() != 2 {
+				t.Fatalf("upstream calls %d for 1+%s model attempts, want exactly one per attempt", calls.Load(), a)
+			}
+		})
 	}
 }
 
@@ -364,39 +460,138 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 	}
 }
 
+// (4), late and back to back: the stray CRLF comes 2 ms after the answer,
+// and each client sends as soon as the one before was answered, so the
+// CRLF lands on an idle connection, on one handed to the next request, or
+// after that request went out, just before its answer. No answer starts
+// with CR or LF: the reuse guard skips them there, refuses them on an
+// idle or handed connection (the request then goes out on a fresh one),
+// and stops reusing the upstream's connections (transport.go). Every
+// client is served on its first attempt and nothing is charged to the
+// provider.
+func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+			io.WriteString(c, "\r\n")
+		}
+	})
+	g := rawGW(t, up, testBase)
+	for i := range 50 {
+		r := g.chat("p/m")
+		if r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
+			t.Fatalf("client %d: %d attempts %s %s, want 200 on its first attempt", i, r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+		}
+	}
+	m := g.do("GET", "/metrics", "").body
+	for l := range strings.SplitSeq(m, "\n") {
+		if strings.HasPrefix(l, "breakwater_upstream_attempts_total{") && !strings.Contains(l, `result="200"`) {
+			t.Fatalf("an attempt was charged to the provider: %s", l)
+		}
+	}
+	if poolOf(g.g, "p").strayUntil.Load() == 0 {
+		t.Fatal("50 answers each followed by a CRLF, and the upstream was never caught")
+	}
+}
+
+// (4), other late bytes: an upstream whose answers are each followed, 2 ms
+// later, by more body bytes (a body longer than its Content-Length) makes
+// the next request on the connection read them where its answer's status
+// line should be. That request fails (the upstream wrote it), but the
+// upstream is caught on the first such answer: from then on its requests
+// go out on fresh connections and every client is served.
+func TestLateExcessBodyBytesAreCaughtOnce(t *testing.T) {
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+			io.WriteString(c, `,"excess":1}`)
+		}
+	})
+	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
+	pool := poolOf(g.g, "p")
+	failed := 0
+	for i := 0; i < 40 && pool.strayUntil.Load() == 0; i++ {
+		if r := g.chat("p/m"); r.code != 200 {
+			failed++
+		}
+	}
+	if pool.strayUntil.Load() == 0 {
+		t.Fatal("40 answers each followed by excess bytes, and the upstream was never caught")
+	}
+	if failed > 1 {
+		t.Errorf("%d clients failed before the upstream was caught, want one at most", failed)
+	}
+	for i := range 20 {
+		if r := g.chat("p/m"); r.code != 200 {
+			t.Fatalf("client %d after the upstream was caught: %d %s", i, r.code, r.body)
+		}
+	}
+}
+
 // (5) A request head sent a byte at a time is closed at the header
-// timeout, not held past it.
+// timeout (Options.ReadHeaderTimeout, 1 s here), not held past it: not
+// before it (the server's deadline starts after the dial), and well
+// within twice it, while the client is still sending its head a byte
+// every 50 ms.
 func TestSlowHeadIsClosedAtReadHeaderTimeout(t *testing.T) {
+	const timeout = time.Second
 	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {})
-	g := rawGW(t, up, testBase, func(g *Gateway) { g.srv.ReadHeaderTimeout = 500 * time.Millisecond })
+	cfg, _, err := ParseConfig("test.yaml", []byte("providers:\n  - id: p\n    baseURL: "+up.baseURL()+"\n    models: [m]\n    connections: [{id: c, apiKey: k}]\n"+testBase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1, ReadHeaderTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	srv := serveGW(t, g)
 	// Taken before the dial: the server's header deadline starts once it
 	// has accepted the connection, never before this.
 	start := time.Now()
-	c, err := net.Dial("tcp", strings.TrimPrefix(g.srv.URL, "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Padding: " +
+		strings.Repeat("p", 100) + "\r\nContent-Length: 2\r\n\r\n"
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
 		io.Copy(io.Discard, c) // returns when the gateway closes the connection
 	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for i := 0; i < len(head); i++ {
 		select {
 		case <-gone:
 			took := time.Since(start)
-			if took < 500*time.Millisecond {
-				t.Fatalf("closed after %v, before the header timeout", took)
+			if took < timeout {
+				t.Fatalf("closed after %v, before the header timeout %v", took, timeout)
+			}
+			if took > 2*timeout {
+				t.Fatalf("closed after %v with %d head bytes sent, past twice the header timeout %v", took, i, timeout)
 			}
 			t.Logf("closed after %v with %d of %d head bytes sent", took, i, len(head))
 			return
-		case <-time.After(250 * time.Millisecond):
+		case <-tick.C:
 		}
 		c.Write([]byte{head[i]})
 	}
-	t.Fatalf("the whole head was accepted a byte every 250 ms over %v (header timeout 500 ms)", time.Since(start))
+	t.Fatalf("the whole head was accepted a byte every 50 ms over %v (header timeout %v)", time.Since(start), timeout)
 }
 
 // (6) A client that hangs up while its request runs is noticed at once,

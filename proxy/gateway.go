@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -38,6 +39,9 @@ type Options struct {
 	// replay) lets its clock run while something waits on purpose and
 	// stand still while the gateway only works, as the simulator does.
 	Waiting func(delta int)
+	// ReadHeaderTimeout bounds the arrival of a client's request head
+	// (the client is closed then); 0 = 10 s.
+	ReadHeaderTimeout time.Duration
 }
 
 // Gateway is the running gateway: the engine behind its mutex, the store
@@ -117,6 +121,7 @@ type provRuntime struct {
 	conns     map[string]*connRuntime
 	wire      wireAdapter // native wire format (anthropic, gemini); nil = OpenAI-compatible
 	egress    bool        // egress-bucketed (docs/classification.md): learn each attempt's egress IP
+	plain     bool        // an http:// upstream: its attempts watch for bytes outside answers (transport.go)
 	pool      *upstreamPool
 }
 
@@ -184,7 +189,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.logSavedOverrides() // proxy/ops_settings.go
 	g.ops = newOps(g, opts.Environ)
 	for _, p := range cfg.Providers {
-		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
+		g.provs[p.ID] = newProvRuntime(p, newUpstreamPool(g, p.ID, idleConnsFor(p, settings.RequestQueue.GlobalMaxConcurrent)))
 		g.provOrder = append(g.provOrder, p.ID)
 	}
 	g.gate.configure(settings.RequestQueue.GlobalMaxConcurrent, cfg.Providers)
@@ -200,7 +205,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.base, g.cutAll = context.WithCancelCause(context.Background())
 	g.bodyReadTimeout = bodyReadTimeout
 	g.clientWriteGrace = clientWriteGrace
-	g.srv = g.newServer()
+	g.srv = g.newServer(cmp.Or(opts.ReadHeaderTimeout, readHeaderTimeout))
 	g.drainCh = make(chan struct{})
 	go g.pump()
 	return g, nil
@@ -256,7 +261,7 @@ func (g *Gateway) restoreState(ctx context.Context, topo model.Topology, s *mode
 
 // newServer is the client listener's http.Server, with the gateway's
 // bounds on heads, bodies and idle connections.
-func (g *Gateway) newServer() *http.Server {
+func (g *Gateway) newServer(readHeaderTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -281,7 +286,7 @@ func (g *Gateway) newServer() *http.Server {
 func newProvRuntime(p ProviderConfig, pool *upstreamPool) *provRuntime {
 	base := strings.TrimRight(p.BaseURL, "/")
 	pr := &provRuntime{cfg: p, modelsURL: base + "/models", conns: map[string]*connRuntime{},
-		egress: model.EgressBucketed(p.Type), pool: pool}
+		egress: model.EgressBucketed(p.Type), pool: pool, plain: strings.HasPrefix(base, "http://")}
 	if pr.wire = newWireAdapter(p.Type, base); pr.wire != nil {
 		pr.modelsURL = pr.wire.modelsURL()
 	} else {

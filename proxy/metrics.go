@@ -15,6 +15,9 @@ import (
 type gatewayMetrics struct {
 	*metrics.Metrics
 	stream *streamMetrics
+	// upstreamStray counts the times an upstream was caught writing bytes
+	// outside its answers on an HTTP/1.1 connection (transport.go).
+	upstreamStray *prometheus.CounterVec
 }
 
 // connMetrics are a connection's series, resolved on first use.
@@ -23,6 +26,10 @@ type connMetrics = metrics.ConnSeries
 func newMetrics(g *Gateway) *gatewayMetrics {
 	m := &gatewayMetrics{Metrics: metrics.New(metricsState{g}, g.ops.met.Collectors()...)}
 	m.stream = newStreamMetrics(m.Registry())
+	m.upstreamStray = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_upstream_stray_bytes_total",
+		Help: "Times an upstream sent bytes outside its answers on an HTTP/1.1 connection; each stops connection reuse to the provider for 60 s."},
+		[]string{"provider"})
+	m.Registry().MustRegister(m.upstreamStray)
 	return m
 }
 

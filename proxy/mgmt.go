@@ -491,7 +491,9 @@ func applyConnectionPatch(cp *mgmt.ConnectionPatch, c *ConnectionConfig, i int, 
 // gate and the model: a connection with a new key starts over.
 func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed map[string]bool) mgmt.ProviderView {
 	id := next.ID
-	np := newProvRuntime(next, cur.pool)
+	// The pool as a reload would size it (reloadPool): a new cap resizes
+	// the idle connections, and the old pool's idle ones go.
+	np := newProvRuntime(next, reloadPool(g, cur, next, g.settings().RequestQueue.GlobalMaxConcurrent))
 	g.provs[id] = np
 	var cfgs []ProviderConfig
 	for _, pid := range g.provOrder {
@@ -499,6 +501,9 @@ func (g *Gateway) replaceProvider(cur *provRuntime, next ProviderConfig, changed
 	}
 	out := g.providerView(np, changed)
 	g.provMu.Unlock()
+	if np.pool != cur.pool {
+		cur.pool.closeIdle() // in-flight attempts keep their connections
+	}
 
 	g.gate.configure(g.settings().RequestQueue.GlobalMaxConcurrent, cfgs)
 	g.lock()

@@ -344,5 +344,5 @@ func reloadPool(g *Gateway, old *provRuntime, p ProviderConfig, global int) *ups
 	if old != nil && old.pool != nil && old.pool.idle == idle {
 		return old.pool
 	}
-	return newUpstreamPool(g, idle)
+	return newUpstreamPool(g, p.ID, idle)
 }

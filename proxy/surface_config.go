@@ -47,11 +47,16 @@ func (c *Config) validateSurfaces() []error {
 }
 
 // passHeaders copies the allow-listed client headers onto an upstream
-// request.
-func (rs *reqState) passHeaders(h http.Header) {
+// request. It reports whether it copied a header net/http's Transport
+// reads as "this request may be sent twice" (Idempotency-Key,
+// X-Idempotency-Key): the caller then makes the request unreplayable
+// (see upstreamRequest).
+func (rs *reqState) passHeaders(h http.Header) (replayable bool) {
 	for _, k := range rs.g.conf().Server.PassHeaders {
 		if v := rs.r.Header[k]; len(v) > 0 {
 			h[k] = v
+			replayable = replayable || k == "Idempotency-Key" || k == "X-Idempotency-Key"
 		}
 	}
+	return replayable
 }

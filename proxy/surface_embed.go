@@ -136,7 +136,7 @@ func (e *embedWire) wrap(resp *http.Response, model string) {
 
 // batch makes one later batchEmbedContents call and reads its answer.
 func (e *embedWire) batch(body []byte) ([]byte, error) {
-	ctx := e.ctx
+	ctx := withReuseGuard(e.ctx, nil, false) // the shared guard (transport.go)
 	if e.header > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.header)

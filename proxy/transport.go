@@ -18,16 +18,19 @@ import (
 // Upstream calls go through net/http's Transport, one per provider, which
 // owns the framing: it bounds response heads (MaxResponseHeaderBytes,
 // interim 1xx answers included), drops a pooled connection that receives
-// bytes nobody asked for (an upstream that writes past its answer never
-// hands them to the next request), and speaks HTTP/2 to https upstreams
-// that offer it.
+// bytes nobody asked for, and speaks HTTP/2 to https upstreams that offer
+// it. Bytes an HTTP/1.1 upstream writes past its answer that arrive after
+// the next request went out on the connection are read as that request's
+// answer; the reuse guard below bounds how often that can happen.
 //
 // A request that was written is never sent again by this layer: every
 // retry is the model's decision and counts in the request budget. The
 // Transport re-sends a request only when nothing of it reached the
 // connection (a kept-alive connection the upstream had closed), or when
-// the request is replayable, which a POST without an Idempotency-Key
-// header never is; the gateway sets no such header.
+// the request is replayable: a POST with a GetBody and an Idempotency-Key
+// or X-Idempotency-Key header. The gateway sets neither header; a client's
+// passed through (server.passHeaders) comes on a request without GetBody
+// (upstreamRequest), which the Transport never replays.
 
 // maxResponseHeaderBytes bounds an upstream's response head.
 const maxResponseHeaderBytes = 1 << 20
@@ -41,15 +44,71 @@ const upstreamIdleFor = 90 * time.Second
 // and names the cause, and a second timer per request in the Transport
 // would only cost its allocation and timer-heap work on every attempt.
 type upstreamPool struct {
-	idle int // MaxIdleConnsPerHost: the provider's concurrency
-	tr   *http.Transport
+	idle     int // MaxIdleConnsPerHost: the provider's concurrency
+	tr       *http.Transport
+	g        *Gateway
+	provider string
+	// strayUntil is when (unix ns) the provider's requests go back to
+	// kept-alive connections after its upstream sent bytes outside an
+	// answer (see stray); 0 when it never did. Until then they go out
+	// on fresh, a copy of tr with keep-alives off.
+	strayUntil atomic.Int64
+	fresh      atomic.Pointer[http.Transport]
 }
 
-func newUpstreamPool(g *Gateway, idle int) *upstreamPool {
-	return &upstreamPool{idle: idle, tr: newUpstreamTransport(g, idle)}
+func newUpstreamPool(g *Gateway, provider string, idle int) *upstreamPool {
+	p := &upstreamPool{idle: idle, g: g, provider: provider, tr: newUpstreamTransport(g, idle)}
+	p.tr.DialContext = p.dial
+	return p
+}
+
+// dial is the pool's dialer: its connections know their pool, which the
+// reuse guard's findings go to.
+func (p *upstreamPool) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := p.g.dialUpstream(ctx, network, addr)
+	if uc, ok := c.(*upConn); ok {
+		uc.pool = p
+	}
+	return c, err
 }
 
 func (p *upstreamPool) closeIdle() { p.tr.CloseIdleConnections() }
+
+// transport is the Transport an attempt goes out on: fresh connections
+// while the upstream is known to write outside its answers.
+func (p *upstreamPool) transport() *http.Transport {
+	if u := p.strayUntil.Load(); u != 0 && time.Now().UnixNano() < u {
+		return p.fresh.Load()
+	}
+	return p.tr
+}
+
+// strayFor is how long an upstream that sent bytes outside an answer has
+// its requests sent on fresh connections; every new finding extends it.
+const strayFor = 60 * time.Second
+
+// stray is the reuse guard's finding that the upstream wrote bytes
+// outside an answer on one of the pool's HTTP/1.1 connections. Such bytes
+// that arrive after the next request went out on that connection would
+// be read as its answer, another client's (HTTP/1.1 cannot tell them
+// apart), so the provider's connections are not reused for strayFor: its
+// idle ones are closed and its requests go out on fresh ones.
+func (p *upstreamPool) stray() {
+	if p.fresh.Load() == nil {
+		f := p.tr.Clone()
+		f.DisableKeepAlives = true
+		p.fresh.CompareAndSwap(nil, f)
+	}
+	now := time.Now().UnixNano()
+	if p.strayUntil.Swap(now+int64(strayFor)) < now {
+		p.g.log.Warn("upstream sent bytes outside an answer on a kept-alive connection; its connections are not reused for a while",
+			"provider", p.provider, "for", strayFor.String())
+	}
+	if m := p.g.met; m != nil {
+		m.upstreamStray.WithLabelValues(p.provider).Inc()
+	}
+	go p.tr.CloseIdleConnections() // not on the Transport's read loop, which found it
+}
 
 func newUpstreamTransport(g *Gateway, idle int) *http.Transport {
 	return &http.Transport{
@@ -89,24 +148,11 @@ func idleConnsFor(p ProviderConfig, global int) int {
 	return n
 }
 
-// withReuseGuard is an attempt's context for its upstream request: the
-// reuse guard below rides on it. Set before the request is built, so the
-// request is not copied again to carry it.
-func withReuseGuard(ctx context.Context) context.Context {
-	if httptrace.ContextClientTrace(ctx) == nil {
-		return httptrace.WithClientTrace(ctx, reuseGuard)
-	}
-	// WithClientTrace composes the hooks already there into the trace it
-	// is given: the shared one must not be that trace.
-	g := *reuseGuard
-	return httptrace.WithClientTrace(ctx, &g)
-}
-
 // roundTrip sends one attempt's request, built on a context from
 // withReuseGuard, on its provider's Transport. Redirects are not
 // followed: a 3xx is the upstream's answer.
 func (p *provRuntime) roundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := p.pool.tr.RoundTrip(req)
+	resp, err := p.pool.transport().RoundTrip(req)
 	if err == nil {
 		decodeGzip(resp)
 	}
@@ -220,14 +266,30 @@ func (b *gzipBody) Close() error { return b.src.Close() }
 // looked (its read is blocked on the socket: nothing was waiting) or has
 // dropped the connection (then the request, not yet written, goes out on
 // a fresh one). Bytes that arrive after that and before the request is
-// written are refused the same way. Bytes that arrive after the request
-// went out cannot be told from its answer on HTTP/1.1; HTTP/2 (https
-// upstreams that offer it) frames every answer by stream.
-var reuseGuard = &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+// written are refused the same way.
+//
+// Bytes that arrive after the request went out cannot be told from its
+// answer on HTTP/1.1 (HTTP/2, for https upstreams that offer it, frames
+// every answer by stream). What can be told is that the upstream writes
+// outside its answers: on a plain http:// connection, bytes that arrive
+// while it sits idle in the pool (its last answer read whole, as
+// connWatch reports), bytes the Transport found buffered past an answer
+// (it drops the connection without reading on), and CR or LF before an
+// answer's status line (the tail of the previous answer; skipped, so the
+// answer behind them is read). Each such finding stops the reuse of the
+// provider's connections for a while (upstreamPool.stray): late bytes
+// reach another request only until the upstream is first caught, and on
+// the connections that were already carrying a request then.
+var reuseGuard = &httptrace.ClientTrace{GotConn: guardConn}
+
+func guardConn(info httptrace.GotConnInfo) {
+	uc, plain := info.Conn.(*upConn)
 	if !info.Reused {
+		if plain {
+			uc.take()
+		}
 		return
 	}
-	uc, plain := info.Conn.(*upConn)
 	if tc, ok := info.Conn.(*tls.Conn); ok {
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
 			return // framed by stream
@@ -251,47 +313,179 @@ var reuseGuard = &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo
 	}
 	if plain {
 		uc.handed.Store(true)
+		uc.take()
 	}
-}}
+}
 
 const (
 	settleWaits = 1000
 	settleStep  = 100 * time.Microsecond
 )
 
-// errUnsolicited is what a reused connection's read returns for bytes that
-// arrived before the next request was written.
-var errUnsolicited = errors.New("upstream sent bytes on an idle connection")
+// connWatch is an attempt's reuse guard on a plain http:// upstream: it
+// learns the attempt's connection (GotConn) and tells it when the
+// Transport pooled it with the answer read whole (PutIdleConn), from
+// which on any byte that arrives is outside an answer. It lives in the
+// attempt's attemptRun; https upstreams, and requests outside an
+// attempt, use the shared reuseGuard.
+//
+// The hooks do not say which request they are for: when the attempt makes
+// more than one request (an embeddings call in batches), a PutIdleConn
+// could be another request's, so only a lone request's is believed.
+type connWatch struct {
+	trace httptrace.ClientTrace
+	got   atomic.Int32 // GotConns so far
+	uc    *upConn      // the first's connection
+	tok   uint64
+}
+
+// withReuseGuard is an attempt's context for its upstream request, with
+// the reuse guard on it (w's for a plain http:// upstream). Set before
+// the request is built, so the request is not copied again to carry it.
+func withReuseGuard(ctx context.Context, w *connWatch, plain bool) context.Context {
+	if plain && w != nil {
+		w.trace.GotConn = w.gotConn
+		w.trace.PutIdleConn = w.putIdleConn
+		return httptrace.WithClientTrace(ctx, &w.trace)
+	}
+	if httptrace.ContextClientTrace(ctx) == nil {
+		return httptrace.WithClientTrace(ctx, reuseGuard)
+	}
+	// WithClientTrace composes the hooks already there into the trace it
+	// is given: the shared one must not be that trace.
+	g := *reuseGuard
+	return httptrace.WithClientTrace(ctx, &g)
+}
+
+func (w *connWatch) gotConn(info httptrace.GotConnInfo) {
+	guardConn(info)
+	if uc, ok := info.Conn.(*upConn); ok && w.got.Add(1) == 1 {
+		w.uc, w.tok = uc, uc.state.Load()
+	}
+}
+
+// putIdleConn runs on the Transport's read loop once the answer was read
+// whole and the connection pooled.
+func (w *connWatch) putIdleConn(err error) {
+	if err == nil && w.got.Load() == 1 && w.uc != nil {
+		w.uc.answered(w.tok)
+	}
+}
+
+// errUnsolicited is what a connection's read returns for bytes that
+// arrived outside an answer, before a request was written.
+var errUnsolicited = errors.New("upstream sent bytes outside an answer")
 
 // upConn is an upstream connection as dialed: it tracks whether the
-// Transport is reading from it and whether the request it was handed for
-// has been written yet. It does no framing.
+// Transport is reading from it, and (plain http:// only) whether a
+// request holds it and whether that request's answer has begun. It does
+// no framing.
 type upConn struct {
 	net.Conn
-	reading atomic.Bool // a Read is blocked on the socket
+	pool    *upstreamPool // nil outside a provider's pool
+	reading atomic.Bool   // a Read is blocked on the socket
 	closed  atomic.Bool
 	handed  atomic.Bool // handed to a request on reuse, not yet written
+	// state is 0 until a request on plain HTTP/1.1 takes the connection;
+	// then odd while a request holds it (take), and even once the
+	// Transport pooled it with the answer read whole (answered): idle.
+	state     atomic.Uint64
+	peeked    atomic.Bool // a Read began since the connection went idle
+	unwritten atomic.Bool // taken by a request, nothing of it written yet
+	awaiting  atomic.Bool // a request was written, no byte of its answer read
 }
 
 func (c *upConn) settled() bool { return c.reading.Load() || c.closed.Load() }
 
+func idleState(s uint64) bool { return s != 0 && s&1 == 0 }
+
+// take marks the connection held by a request (the odd state after the
+// current one: an answered that comes late finds the state moved on).
+func (c *upConn) take() {
+	for {
+		s := c.state.Load()
+		if c.state.CompareAndSwap(s, s&^1+3) {
+			c.unwritten.Store(true)
+			return
+		}
+	}
+}
+
+// answered marks the connection idle, if the request that held it at tok
+// still does.
+func (c *upConn) answered(tok uint64) {
+	c.peeked.Store(false)
+	c.state.CompareAndSwap(tok, tok+1)
+}
+
 func (c *upConn) Read(p []byte) (int, error) {
+	if idleState(c.state.Load()) {
+		c.peeked.Store(true)
+	}
 	c.reading.Store(true)
 	n, err := c.Conn.Read(p)
 	c.reading.Store(false)
-	if n > 0 && c.handed.Load() {
+	if n == 0 {
+		return n, err
+	}
+	if c.handed.Load() || idleState(c.state.Load()) {
 		c.Conn.Close()
+		c.found()
 		return 0, errUnsolicited
+	}
+	if c.awaiting.Load() {
+		k := 0
+		for k < n && (p[k] == '\r' || p[k] == '\n') {
+			k++
+		}
+		if k > 0 {
+			// No answer starts so (net/http would refuse it): the tail of
+			// the previous answer. The answer behind it is this request's.
+			c.found()
+			if k == n && err == nil {
+				return c.Read(p)
+			}
+			n = copy(p, p[k:n])
+		}
+		if m := min(n, len(statusLine)); string(p[:m]) != statusLine[:m] {
+			// Not an answer either: the previous answer's tail (a body
+			// longer than its length). The Transport refuses it.
+			c.found()
+		}
+		c.awaiting.Store(false)
 	}
 	return n, err
 }
 
+// statusLine is how every HTTP/1.x answer starts.
+const statusLine = "HTTP/"
+
 func (c *upConn) Write(p []byte) (int, error) {
-	c.handed.Store(false)
+	if !c.unwritten.Load() && idleState(c.state.Load()) {
+		// A request that came without the guard (its context had no
+		// trace from withReuseGuard): its answer is not outside one.
+		c.take()
+	}
+	if c.unwritten.Load() { // the request's first write (a body may take more)
+		c.unwritten.Store(false)
+		c.awaiting.Store(true) // before handed goes: a read in between sees one of them
+		c.handed.Store(false)
+	}
 	return c.Conn.Write(p)
 }
 
 func (c *upConn) Close() error {
-	c.closed.Store(true)
+	if !c.closed.Swap(true) && idleState(c.state.Load()) && !c.peeked.Load() {
+		// Dropped right after it was pooled, without a read: the
+		// Transport found bytes buffered past the answer.
+		c.found()
+	}
 	return c.Conn.Close()
+}
+
+// found reports bytes outside an answer to the connection's pool.
+func (c *upConn) found() {
+	if c.pool != nil {
+		c.pool.stray()
+	}
 }

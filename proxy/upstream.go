@@ -368,7 +368,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	run.clock.cw = &rs.cw
 	rs.startClock(&run.clock, execMaxMs, sent, cancel)
 	defer run.clock.stop()
-	req, err := rs.upstreamRequest(withReuseGuard(actx), prov, conn, cand) // the reuse guard (transport.go)
+	req, err := rs.upstreamRequest(withReuseGuard(actx, &run.conn, prov.plain), prov, conn, cand) // the reuse guard (transport.go)
 	if err != nil {
 		return transport(model.TransportRefused)
 	}
@@ -381,6 +381,7 @@ type attemptRun struct {
 	clockCtx
 	clock attemptClock
 	watch streamWatch
+	conn  connWatch // the reuse guard's view of the attempt's connection
 }
 
 // startClock starts the attempt's clock: the model's bound of the whole
@@ -433,7 +434,16 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 	}
 	h["User-Agent"] = hdrUserAgent
 	setSpendWallHeader(h, cand) // docs/spendwall.md: the model put this attempt on the lane
-	rs.passHeaders(h)           // the client's allow-listed headers (surface_config.go)
+	// The client's allow-listed headers (surface_config.go).
+	if rs.passHeaders(h) {
+		// With an idempotency key and a GetBody the Transport would send
+		// a written POST again when its connection fails (transport.go):
+		// without GetBody it never does. The cost: such a request is not
+		// re-sent either when nothing of it was written (a kept-alive
+		// connection the upstream had just closed); that attempt fails and
+		// the model decides.
+		req.GetBody = nil
+	}
 	return req, nil
 }
 
