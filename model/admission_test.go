@@ -98,7 +98,7 @@ func TestPacingApplies(t *testing.T) {
 
 // docs/admission.md#concurrency-gates: quota-share combos fail open with quotaShareConcurrencyLimit on
 // (default), are not serialized with it off; other requests are neither.
-func TestQuotaShareAdmissionSpec4(t *testing.T) {
+func TestQuotaShareAdmission(t *testing.T) {
 	s := DefaultSettings()
 	if !s.QuotaShareConcurrencyLimit.Enabled {
 		t.Fatalf("quotaShareConcurrencyLimit.enabled defaults to true")

@@ -10,7 +10,7 @@ import (
 
 // docs/admission.md body-declared retry: pacing vs lockout is a pure function of the
 // hint's kind, the limiter's scope and maxWaitMs.
-func TestBodyRetrySpec5(t *testing.T) {
+func TestBodyRetry(t *testing.T) {
 	const wait = 30_000
 	cases := []struct {
 		name  string
@@ -38,7 +38,7 @@ func TestBodyRetrySpec5(t *testing.T) {
 
 // docs/admission.md: learning from x-ratelimit-* (the simple form): zero remaining
 // requests with a reset pauses until the reset.
-func TestLearnedPauseSpec5(t *testing.T) {
+func TestLearnedPause(t *testing.T) {
 	cases := []struct {
 		name string
 		h    HeaderMap
@@ -65,7 +65,7 @@ func TestLearnedPauseSpec5(t *testing.T) {
 // docs/admission.md: a limiter that really pauses rejects at once a caller whose
 // remaining queue time ends before the pause does; queued calls run when it
 // refills. Explicit virtual times.
-func TestLimiterPauseSpec5(t *testing.T) {
+func TestLimiterPause(t *testing.T) {
 	var l Limiter
 	now := int64(at(0))
 	if d := l.Reserve(now, "m1", ConnLimits{}, 0, 30_000); d.Code != "" || d.AtMs != now {
@@ -150,7 +150,7 @@ func TestLimiterRPMPerConnection(t *testing.T) {
 // pause; on a connection-wide limiter (openai) it keeps the pause; prose
 // within maxWaitMs pauses the model; a connection outside the admission
 // queue gets nothing.
-func TestLimiterFeedbackSpec5(t *testing.T) {
+func TestLimiterFeedback(t *testing.T) {
 	gem := oneProvider("gem", ProfileAPIKey, 1)
 	gem.Type = "gemini"
 	oa := oneProvider("oa", ProfileAPIKey, 1)
@@ -196,7 +196,7 @@ func TestLimiterFeedbackSpec5(t *testing.T) {
 
 // docs/admission.md: POST /api/rate-limits' choice lives in the connection's state:
 // it beats the config file, and survives a snapshot/restore (restart).
-func TestRateLimitProtectionToggleSpec5(t *testing.T) {
+func TestRateLimitProtectionToggle(t *testing.T) {
 	oauth := oneProvider("o", ProfileOAuth, 1)
 	e := mustEngine(t, topo(oauth), nil)
 	ref := ConnRef{"o", "k1"}
@@ -234,7 +234,7 @@ func TestRateLimitProtectionToggleSpec5(t *testing.T) {
 
 // docs/admission.md, docs/errors.md: a local admission refusal is neutral and, when nothing else
 // serves, the client gets the typed error (503 RATE_LIMIT_QUEUE_TIMEOUT).
-func TestFlowRecordLocalSpec5(t *testing.T) {
+func TestFlowRecordLocal(t *testing.T) {
 	e := mustEngine(t, topo(oneProvider("p", ProfileAPIKey, 1)), func(s *Settings) { s.WaitForCooldown.Enabled = false })
 	f := e.StartFlow(at(0), route(t, e, "p/m1"), "", nil)
 	var sel Selection
@@ -290,7 +290,7 @@ func BenchmarkPaceBodyRetry(b *testing.B) {
 // and budgets, a connection's limiter never books more than rpm dispatches
 // in any 60 s window, never two closer than minTimeMs, never one inside a
 // pause, and never one past the caller's queue budget (it refuses instead).
-func TestRapidLimiterInvariantsSpec5(t *testing.T) {
+func TestRapidLimiterInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		lim := ConnLimits{RPM: rapid.IntRange(0, 5).Draw(t, "rpm"), MinTimeMs: rapid.Int64Range(0, 3000).Draw(t, "minTime")}
 		var l Limiter

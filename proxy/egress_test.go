@@ -42,7 +42,7 @@ func egressSeen(t *testing.T, g *gw, conn string) string {
 // egress IP (httptrace GotConn → LocalAddr), logs it in the request log, and
 // a rate-limit 429 on one connection cools its sibling on the same IP, so
 // the sibling is not called for a certain failure.
-func TestEgressBucketCoolsSiblingsSpec7(t *testing.T) {
+func TestEgressBucketCoolsSiblingsThroughTheGateway(t *testing.T) {
 	up := newFakeUp(t)
 	st := store.NewMemory(store.MemoryOptions{})
 	g := newGWStore(t, up, egressConfig, st)
@@ -83,7 +83,7 @@ func TestEgressBucketCoolsSiblingsSpec7(t *testing.T) {
 // in the model (TestEgressBucket*); here: after a restart with no persisted
 // connection state the last known egress IPs come back from the request log
 // (last 24 h), so the very first 429 already cools the sibling.
-func TestEgressRestoredFromRequestLogSpec7(t *testing.T) {
+func TestEgressRestoredFromRequestLog(t *testing.T) {
 	up := newFakeUp(t)
 	st := store.NewMemory(store.MemoryOptions{})
 	now := time.Now()

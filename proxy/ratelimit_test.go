@@ -58,7 +58,7 @@ providers:
 // docs/admission.md body-declared retry: a typed 1 s retry delay (within maxWaitMs) on
 // a connection-wide limiter pauses it; the call queued behind runs when it
 // refills, not before.
-func TestBodyRetryPausesQueuedCallsSpec5(t *testing.T) {
+func TestBodyRetryPausesQueuedCalls(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -90,7 +90,7 @@ func TestBodyRetryPausesQueuedCallsSpec5(t *testing.T) {
 // docs/admission.md: when the limiter really pauses, a caller whose remaining queue
 // time ends before the pause does is rejected at once with
 // RATE_LIMIT_QUEUE_TIMEOUT (503 + Retry-After) and never reaches upstream.
-func TestBodyRetryPauseRejectsAtOnceSpec5(t *testing.T) {
+func TestBodyRetryPauseRejectsAtOnce(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k", seq(status(429, retryInfo1s), okJSON("hi")))
 	g := newGW(t, up, pacedConfig("600"))
@@ -117,7 +117,7 @@ func TestBodyRetryPauseRejectsAtOnceSpec5(t *testing.T) {
 
 // docs/admission.md: the simple form of learning — x-ratelimit-remaining-requests: 0
 // with a reset pauses the connection's limiter until the reset.
-func TestLearnedRateLimitWindowSpec5(t *testing.T) {
+func TestLearnedRateLimitWindow(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("x-ratelimit-remaining-requests", "0")
@@ -145,7 +145,7 @@ func TestLearnedRateLimitWindowSpec5(t *testing.T) {
 // connection, no state change on bad input), GET shows the flag, PUT
 // /api/providers never changes it (decision: the field is accepted so a GET
 // can be sent back, and ignored), and the choice survives a restart.
-func TestRateLimitProtectionEndpointSpec5(t *testing.T) {
+func TestRateLimitProtectionEndpoint(t *testing.T) {
 	up := newFakeUp(t)
 	st := store.NewMemory(store.MemoryOptions{})
 	cfg := `
@@ -211,7 +211,7 @@ providers:
 // slot) when the queue budget ends; with quotaShareConcurrencyLimit off they
 // are not serialized at all; an ordinary request on the same connection
 // meets a hard cap (503 SEMAPHORE_TIMEOUT).
-func TestQuotaShareFailOpenSpec4(t *testing.T) {
+func TestQuotaShareFailOpen(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		up := newFakeUp(t)
 		up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
@@ -268,7 +268,7 @@ resilience:
 
 // docs/admission.md / docs/settings.md#layers: BREAKWATER_RATE_LIMIT_AUTO_ENABLE=off turns the apikey
 // safety net off: an apikey connection with minTimeMs is no longer queued.
-func TestAutoEnableEnvOffSpec5(t *testing.T) {
+func TestAutoEnableEnvOff(t *testing.T) {
 	up := newFakeUp(t)
 	g := newGW(t, up, pacedConfig("100"), "BREAKWATER_RATE_LIMIT_AUTO_ENABLE=off")
 	if b := g.do("GET", "/api/rate-limits", "").body; !strings.Contains(b, `"enabled":false`) {
@@ -286,7 +286,7 @@ func TestAutoEnableEnvOffSpec5(t *testing.T) {
 // window: with rpm 3, two served requests and one refused leave room for a
 // third dispatch (a phantom booking made it wait a minute: 503
 // RATE_LIMIT_QUEUE_TIMEOUT).
-func TestGateRefusalBooksNoRPMSlotSpec5(t *testing.T) {
+func TestGateRefusalBooksNoRPMSlot(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k", slow(300*time.Millisecond, okJSON("hi")))
 	g := newGW(t, up, `
@@ -332,7 +332,7 @@ providers:
 // even when the gate frees two slots at nearly the same moment (pacing
 // booked at arrival, before the gate wait, let two queued calls out
 // together).
-func TestMinTimeHoldsBehindTheGateSpec5(t *testing.T) {
+func TestMinTimeHoldsBehindTheGate(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
 		d := 100 * time.Millisecond
@@ -382,7 +382,7 @@ providers:
 // docs/admission.md#concurrency-gates live: with fill-first and maxConcurrent 1 per key, a second
 // request goes to the idle sibling instead of queueing behind the first on
 // k1 (it waited up to maxWaitMs while k2 sat unused).
-func TestFullConnectionSendsToTheIdleSiblingSpec4(t *testing.T) {
+func TestFullConnectionSendsToTheIdleSibling(t *testing.T) {
 	up := newFakeUp(t)
 	up.set("k1", slow(400*time.Millisecond, okJSON("one")))
 	up.set("k2", slow(400*time.Millisecond, okJSON("two")))

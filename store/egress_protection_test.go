@@ -10,7 +10,7 @@ import (
 
 // docs/cooldowns.md#egress-buckets / docs/admission.md across replicas: the egress IP and the rateLimitProtection
 // switch survive a merge (they used to be dropped by the three-way merge).
-func TestMergeKeepsEgressAndProtectionSpec7(t *testing.T) {
+func TestMergeKeepsEgressAndProtection(t *testing.T) {
 	anc := model.Conn{}
 	mine := model.Conn{EgressIP: "203.0.113.7", EgressAt: 1000, RateLimitProtection: model.ToggleOn}
 	theirs := model.Conn{BackoffLevel: 1}
@@ -31,7 +31,7 @@ func TestMergeKeepsEgressAndProtectionSpec7(t *testing.T) {
 // docs/admission.md / docs/classification.md / docs/store.md#restore: POST /api/rate-limits' switch and the last
 // known egress IP live in the connection's state, so the Postgres store
 // keeps them across a restart.
-func TestPostgresKeepsProtectionAndEgressSpec5(t *testing.T) {
+func TestPostgresKeepsProtectionAndEgress(t *testing.T) {
 	url := pgtest.NewDB(t)
 	e := newEngine(t)
 	pg := openPG(t, url, nil)
