@@ -125,68 +125,78 @@ func NewEngine(topo Topology, settings Settings, rng *rand.Rand) (*Engine, error
 	e.setSettings(settings)
 	e.provs = make([]provState, len(e.topo.Providers))
 	for i := range e.topo.Providers {
-		cfg := &e.topo.Providers[i]
-		typ := cfg.Type
-		if typ == "" {
-			typ = "openai"
-		}
-		p := &e.provs[i]
-		*p = provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
-		p.bopts = e.profileOpts(p.profile)
-		p.perModelQuota = perModelQuotaDefault(typ)
-		if cfg.PerModelQuota != nil {
-			p.perModelQuota = *cfg.PerModelQuota
-		}
-		p.egressBucket = EgressBucketed(typ)
-		p.dailyResetMin, _ = parseDailyReset(cfg.DailyResetUTC)
-		if len(cfg.Models) > 0 {
-			p.models = map[string]bool{}
-			for _, m := range cfg.Models {
-				p.models[m] = true
-			}
-		}
-		if len(cfg.QuotaFamilies) > 0 {
-			p.families = map[string]string{}
-			for _, m := range cfg.Models {
-				p.families[m] = familyOf(cfg, m)
-			}
-		}
-		p.conns = make([]connState, len(cfg.Connections))
-		p.order = make([]int32, len(cfg.Connections))
-		for j, c := range cfg.Connections {
-			p.conns[j] = connState{id: c.ID, cfg: c}
-			if p.conns[j].capped() {
-				p.capped++
-			}
-			p.connIdx[c.ID] = j
-			p.order[j] = int32(j)
-		}
-		if cfg.Strategy == Priority {
-			slices.SortStableFunc(p.order, func(a, b int32) int { return cfg.Connections[a].Priority - cfg.Connections[b].Priority })
-		}
-		e.provIdx[cfg.ID] = i
+		e.provs[i] = e.newProvState(&e.topo.Providers[i])
+		e.provIdx[e.topo.Providers[i].ID] = i
 	}
 	e.combos = make([]comboState, len(e.topo.Combos))
 	for i := range e.topo.Combos {
-		cfg := &e.topo.Combos[i]
-		n := len(cfg.Targets)
-		cs := comboState{cfg: cfg, tp: make([]int32, n), tc: make([]int32, n), stirs: make([]bool, n), index: make([]int32, n)}
-		for j, t := range cfg.Targets {
-			cs.index[j] = int32(j)
-			pi := e.provIdx[t.Provider]
-			cs.tp[j] = int32(pi)
-			cs.tc[j] = -1
-			if t.Connection != "" {
-				cs.tc[j] = int32(e.provs[pi].connIdx[t.Connection])
-			} else if e.provs[pi].stirsOrder() {
-				cs.stirs[j] = true
-				cs.stirring++
-			}
-		}
-		e.combos[i] = cs
-		e.comboIdx[cfg.ID] = i
+		e.combos[i] = e.newComboState(&e.topo.Combos[i])
+		e.comboIdx[e.topo.Combos[i].ID] = i
 	}
 	return e, nil
+}
+
+// newProvState is a provider's state at the engine's start: its options,
+// quota shape, model sets and connection order.
+func (e *Engine) newProvState(cfg *ProviderConfig) provState {
+	typ := cfg.Type
+	if typ == "" {
+		typ = "openai"
+	}
+	p := provState{cfg: cfg, id: cfg.ID, typ: typ, profile: cfg.Profile, connIdx: map[string]int{}}
+	p.bopts = e.profileOpts(p.profile)
+	p.perModelQuota = perModelQuotaDefault(typ)
+	if cfg.PerModelQuota != nil {
+		p.perModelQuota = *cfg.PerModelQuota
+	}
+	p.egressBucket = EgressBucketed(typ)
+	p.dailyResetMin, _ = parseDailyReset(cfg.DailyResetUTC)
+	if len(cfg.Models) > 0 {
+		p.models = map[string]bool{}
+		for _, m := range cfg.Models {
+			p.models[m] = true
+		}
+	}
+	if len(cfg.QuotaFamilies) > 0 {
+		p.families = map[string]string{}
+		for _, m := range cfg.Models {
+			p.families[m] = familyOf(cfg, m)
+		}
+	}
+	p.conns = make([]connState, len(cfg.Connections))
+	p.order = make([]int32, len(cfg.Connections))
+	for j, c := range cfg.Connections {
+		p.conns[j] = connState{id: c.ID, cfg: c}
+		if p.conns[j].capped() {
+			p.capped++
+		}
+		p.connIdx[c.ID] = j
+		p.order[j] = int32(j)
+	}
+	if cfg.Strategy == Priority {
+		slices.SortStableFunc(p.order, func(a, b int32) int { return cfg.Connections[a].Priority - cfg.Connections[b].Priority })
+	}
+	return p
+}
+
+// newComboState is a combo's index of its targets: provider and connection
+// indexes, and which targets stir their provider's order (docs/selection.md).
+func (e *Engine) newComboState(cfg *ComboConfig) comboState {
+	n := len(cfg.Targets)
+	cs := comboState{cfg: cfg, tp: make([]int32, n), tc: make([]int32, n), stirs: make([]bool, n), index: make([]int32, n)}
+	for j, t := range cfg.Targets {
+		cs.index[j] = int32(j)
+		pi := e.provIdx[t.Provider]
+		cs.tp[j] = int32(pi)
+		cs.tc[j] = -1
+		if t.Connection != "" {
+			cs.tc[j] = int32(e.provs[pi].connIdx[t.Connection])
+		} else if e.provs[pi].stirsOrder() {
+			cs.stirs[j] = true
+			cs.stirring++
+		}
+	}
+	return cs
 }
 
 // Settings returns the settings the engine runs with.

@@ -22,6 +22,7 @@ var outsideCitation = regexp.MustCompile(strings.Join([]string{
 	`CONTRACTS` + `\.md`,
 	`DESIGN` + `\.md`,
 	`"does ` + `better"`,
+	`func (Test|Benchmark|Fuzz)\w*` + `Spec[0-9]`, // a section number in a test's name
 }, "|"))
 
 // docsCitation matches a cited docs page with an optional anchor, as code
