@@ -588,13 +588,16 @@ func TestPreCommitStreamFailuresFallBack(t *testing.T) {
 	}
 }
 
-// Reasoning frames restart the stall budget; heartbeats do not.
+// Reasoning frames restart the stall budget; heartbeats do not. The
+// frames run twice the budget in all, 100 ms apart against a 600 ms
+// budget, so only the restart keeps the stream alive and a loaded machine
+// has half a second of slack per frame.
 func TestReasoningKeepsStreamAlive(t *testing.T) {
 	up := newFakeUp(t)
 	g := newGW(t, up, twoConns+`
-  upstreamTimeouts: {firstContentMs: 300, streamIdleMs: 300}
+  upstreamTimeouts: {firstContentMs: 600, streamIdleMs: 600}
 `)
-	up.set("glm-k1", sse(streamOpt{reasoning: 6, interval: 100 * time.Millisecond, chunks: 1}))
+	up.set("glm-k1", sse(streamOpt{reasoning: 12, interval: 100 * time.Millisecond, chunks: 1}))
 	r := g.stream("glm/glm-5")
 	if r.code != 200 || !strings.Contains(r.body, "[DONE]") || r.h.Get("X-Breakwater-Connection") != "k1" {
 		t.Fatalf("got %d %v\n%s", r.code, r.h, r.body)

@@ -337,10 +337,10 @@ func TestMinTimeHoldsBehindTheGate(t *testing.T) {
 	up.set("k", func(w http.ResponseWriter, r *http.Request, n int) {
 		d := 100 * time.Millisecond
 		switch n {
-		case 1:
-			d = 900 * time.Millisecond
-		case 2:
-			d = 600 * time.Millisecond
+		case 1: // dispatched at 0, done at 1.8 s
+			d = 1800 * time.Millisecond
+		case 2: // dispatched at 0.6 s, done at 1.8 s: two slots free at once
+			d = 1200 * time.Millisecond
 		}
 		slow(d, okJSON("hi"))(w, r, n)
 	})
@@ -352,7 +352,7 @@ providers:
     baseURL: {{UP}}
     models: [m]
     connections:
-      - {id: c, apiKey: k, maxConcurrent: 2, rateLimitOverrides: {minTimeMs: 300, maxWaitMs: 10000}}
+      - {id: c, apiKey: k, maxConcurrent: 2, rateLimitOverrides: {minTimeMs: 600, maxWaitMs: 10000}}
 `)
 	var wg sync.WaitGroup
 	for range 5 {
@@ -371,10 +371,11 @@ providers:
 		// The gateway spaces its dispatches minTimeMs apart on its own
 		// clock; the fake upstream stamps each arrival when its handler
 		// runs, which a busy machine may delay for one call and not the
-		// next. 250 ms still fails the bug this pins: two calls let out
-		// together arrive a few ms apart.
-		if gap := at[i].Sub(at[i-1]); gap < 250*time.Millisecond {
-			t.Fatalf("dispatches %d and %d only %v apart (minTimeMs 300): %v", i-1, i, gap, at)
+		// next. Half the spacing still fails the bug this pins (two calls
+		// let out together arrive a few ms apart) and leaves 300 ms for
+		// a busy machine to delay one handler.
+		if gap := at[i].Sub(at[i-1]); gap < 300*time.Millisecond {
+			t.Fatalf("dispatches %d and %d only %v apart (minTimeMs 600): %v", i-1, i, gap, at)
 		}
 	}
 }
