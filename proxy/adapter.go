@@ -434,6 +434,7 @@ type sseTranslator struct {
 	rd   *sseReader
 	raw  []byte
 	data []byte
+	buf  []byte // where data is assembled (sseReader.next)
 	out  []byte // pending output
 	off  int
 	// event translates one native event's data, appending output events
@@ -460,7 +461,7 @@ func (t *sseTranslator) Read(p []byte) (int, error) {
 		}
 		t.out, t.off = t.out[:0], 0
 		var err error
-		t.raw, t.data, err = t.rd.next(t.raw, t.data)
+		t.raw, t.buf, t.data, err = t.rd.next(t.raw, t.buf)
 		if err != nil {
 			if err == io.EOF && !t.ended && t.end != nil {
 				t.out = t.end(t.out)

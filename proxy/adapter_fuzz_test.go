@@ -33,9 +33,9 @@ func FuzzAdapterStream(f *testing.F) {
 				t.Fatalf("%T: %v", w, err)
 			}
 			rd := newSSEReader(bytes.NewReader(out))
-			var raw, data []byte
+			var raw, buf, data []byte
 			for {
-				raw, data, err = rd.next(raw, data)
+				raw, buf, data, err = rd.next(raw, buf)
 				if err != nil {
 					break
 				}

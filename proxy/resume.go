@@ -351,10 +351,10 @@ func (rs *reqState) pipeContinuation(actx context.Context, run *attemptRun, resp
 	c.flusher, _ = c.w.(http.Flusher)
 	c.need = model.RestartCheckBytes(string(c.k.text))
 	c.judged, c.strip = c.need == 0, c.k.trimmed
-	var raw, data []byte
+	var raw, buf, data []byte
 	for {
 		var err error
-		raw, data, err = rd.next(raw, data)
+		raw, buf, data, err = rd.next(raw, buf)
 		if err != nil {
 			return c.end(actx, err)
 		}

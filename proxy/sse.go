@@ -141,32 +141,40 @@ func (s *sseReader) readSlice() ([]byte, error) {
 // no data. At the end of the body it returns io.EOF (with any partial event
 // dropped: an event is only complete at its blank line).
 //
+// raw and buf are the caller's buffers, returned grown; data is valid as
+// long as raw and buf are not passed to next again. An event with one data
+// line (every chunk of an OpenAI stream) gets its data as a slice of raw,
+// capped so that appending to it copies; only an event with several data
+// lines is assembled in buf. Nothing writes to raw or data in place.
+//
 // An event longer than maxStreamEvent (one endless line, or endless lines
 // without the blank one) ends the read with errEventTooLarge: what an
 // upstream streams never grows the gateway's memory without bound.
-func (s *sseReader) next(raw, data []byte) ([]byte, []byte, error) {
-	raw, data = raw[:0], data[:0]
-	hasData := false
+func (s *sseReader) next(raw, buf []byte) (_, _, data []byte, _ error) {
+	raw, buf = raw[:0], buf[:0]
+	// The one data line so far: raw[ds:de]; lines counts data lines.
+	ds, de, lines := 0, 0, 0
 	for {
 		line, err := s.readSlice()
 		if err == bufio.ErrBufferFull {
 			// a long line: keep reading it whole, up to the bound
-			buf := append([]byte(nil), line...)
+			long := append([]byte(nil), line...)
 			for err == bufio.ErrBufferFull {
-				if len(raw)+len(buf) > maxStreamEvent {
-					return raw[:0], data[:0], errEventTooLarge
+				if len(raw)+len(long) > maxStreamEvent {
+					return raw[:0], buf[:0], buf[:0], errEventTooLarge
 				}
 				line, err = s.readSlice()
-				buf = append(buf, line...)
+				long = append(long, line...)
 			}
-			line = buf
+			line = long
 		}
 		if err != nil {
-			return raw, data, err
+			return raw, buf, eventData(raw, buf, ds, de, lines), err
 		}
 		if len(raw)+len(line) > maxStreamEvent {
-			return raw[:0], data[:0], errEventTooLarge
+			return raw[:0], buf[:0], buf[:0], errEventTooLarge
 		}
+		start := len(raw)
 		raw = append(raw, line...)
 		l := line
 		for len(l) > 0 && (l[len(l)-1] == '\n' || l[len(l)-1] == '\r') {
@@ -177,16 +185,32 @@ func (s *sseReader) next(raw, data []byte) ([]byte, []byte, error) {
 				raw = raw[:0]
 				continue
 			}
-			return raw, data, nil
+			return raw, buf, eventData(raw, buf, ds, de, lines), nil
 		}
 		if v, ok := bytes.CutPrefix(l, []byte("data:")); ok {
-			if hasData {
-				data = append(data, '\n')
+			v = bytes.TrimPrefix(v, []byte(" "))
+			switch lines++; lines {
+			case 1:
+				ds = start + len(l) - len(v) // v ends l, which starts the line
+				de = ds + len(v)
+			case 2:
+				buf = append(buf, raw[ds:de]...)
+				fallthrough
+			default:
+				buf = append(buf, '\n')
+				buf = append(buf, v...)
 			}
-			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
-			hasData = true
 		}
 	}
+}
+
+// eventData is next's data: raw[ds:de] for one data line, capped so that
+// appending to it copies; buf for none or several.
+func eventData(raw, buf []byte, ds, de, lines int) []byte {
+	if lines == 1 {
+		return raw[ds:de:de]
+	}
+	return buf
 }
 
 // buffered reports whether more bytes are already read (no need to flush

@@ -30,9 +30,9 @@ func (p *pieces) Read(q []byte) (int, error) {
 func readEvents(r io.Reader) (raws, datas []string, err error) {
 	s := newSSEReader(r)
 	defer s.release()
-	var raw, data []byte
+	var raw, buf, data []byte
 	for {
-		raw, data, err = s.next(raw, data)
+		raw, buf, data, err = s.next(raw, buf)
 		if err != nil {
 			return raws, datas, err
 		}
@@ -84,6 +84,61 @@ func TestSSEReaderIndependentOfHowBytesArrive(t *testing.T) {
 		for i := range wantRaw {
 			if gotRaw[i] != wantRaw[i] || gotData[i] != wantData[i] {
 				t.Fatalf("event %d differs in pieces %v:\nwhole  %q\npieces %q", i, sizes, wantRaw[i], gotRaw[i])
+			}
+		}
+	})
+}
+
+// TestSSEReaderDataIsTheEventsDataLines: an event's data is its data
+// lines' values joined by newlines (docs/streams.md: the model reads the
+// data an upstream sent), whether next returns it as a slice of the raw
+// bytes (one data line) or assembles it; and appending to it never writes
+// into the raw bytes, which still go to the client.
+func TestSSEReaderDataIsTheEventsDataLines(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var sb strings.Builder
+		for range rapid.IntRange(1, 6).Draw(t, "events") {
+			for range rapid.IntRange(1, 4).Draw(t, "lines") {
+				switch rapid.IntRange(0, 3).Draw(t, "kind") {
+				case 0:
+					sb.WriteString(": keep-alive")
+				case 1:
+					sb.WriteString("data:" + strings.Repeat("y", rapid.IntRange(0, 5000).Draw(t, "long")))
+				default:
+					sb.WriteString("data: " + rapid.StringMatching(`[a-z {}":, ]{0,40}`).Draw(t, "data"))
+				}
+				if rapid.Bool().Draw(t, "crlf") {
+					sb.WriteString("\r")
+				}
+				sb.WriteString("\n")
+			}
+			sb.WriteString("\n")
+		}
+		s := newSSEReader(strings.NewReader(sb.String()))
+		defer s.release()
+		var raw, buf, data []byte
+		for {
+			var err error
+			raw, buf, data, err = s.next(raw, buf)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, l := range strings.Split(string(raw), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimRight(l, "\r"), "data:"); ok {
+					want = append(want, strings.TrimPrefix(v, " "))
+				}
+			}
+			if string(data) != strings.Join(want, "\n") {
+				t.Fatalf("data %q, want %q (raw %q)", data, strings.Join(want, "\n"), raw)
+			}
+			before := string(raw)
+			_ = append(data, "overwritten"...)
+			if string(raw) != before {
+				t.Fatalf("appending to data changed the raw bytes: %q", raw)
 			}
 		}
 	})

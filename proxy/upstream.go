@@ -833,15 +833,15 @@ func (rs *reqState) pipeStream(actx context.Context, run *attemptRun, resp *http
 	rd := newSSEReader(resp.Body)
 	p := ssePipe{rs: rs, w: rs.w, resp: resp, sw: sw, rd: rd, secret: secret,
 		eager: rs.g.conf().Server.StreamCommit == "first-event"}
-	p.raw, p.data, p.held = rd.buffers() // the last stream's, pooled with the reader
+	p.raw, p.buf, p.held = rd.buffers() // the last stream's, pooled with the reader
 	defer func() {
-		rd.keep(p.raw, p.data, p.held) // nothing holds them once the stream is over
+		rd.keep(p.raw, p.buf, p.held) // nothing holds them once the stream is over
 		rd.release()
 	}()
 	p.flusher, _ = rs.w.(http.Flusher)
 	for {
 		var err error
-		p.raw, p.data, err = rd.next(p.raw, p.data)
+		p.raw, p.buf, p.data, err = rd.next(p.raw, p.buf)
 		if err != nil {
 			return p.end(actx, err)
 		}
@@ -863,6 +863,7 @@ type ssePipe struct {
 	secret  string
 
 	raw, data, held, finishHeld   []byte
+	buf                           []byte // where data is assembled (sseReader.next)
 	committed, sawEvent, terminal bool
 	eager                         bool // server.streamCommit: first-event
 	finish                        string
