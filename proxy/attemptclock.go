@@ -33,6 +33,8 @@ type attemptClock struct {
 	stall   atomic.Bool  // the running phase is the body's (errStall), not the headers'
 	stopped atomic.Bool
 	cw      *clientWrites // told of a cut, when the clock is an attempt's (attemptRun)
+
+	rep *deadlineReport // Options.Deadlines (proxy/deadlines.go); nil = unset
 }
 
 // startAttemptClock starts the clock of an attempt that may take end in
@@ -54,6 +56,9 @@ func (c *attemptClock) start(end time.Duration, endErr error, header time.Durati
 	// deadline is always due: timers never fire early), and progress runs on
 	// this goroutine after this store, publishing it through c.last.
 	c.t = time.AfterFunc(time.Duration(first), c.fire)
+	if c.rep != nil {
+		c.rep.arm(c.rep.in(time.Duration(first)))
+	}
 }
 
 // headersIn ends the header phase; a JSON body then runs under
@@ -80,6 +85,9 @@ func (c *attemptClock) progressAt(now, budget time.Duration) {
 		// headers → first content → idle steps shorten it): re-arm now.
 		// A later due is found by fire.
 		c.t.Reset(max(0, min(budget, c.end-now)))
+		if c.rep != nil {
+			c.rep.arm(c.rep.in(max(0, min(budget, c.end-now))))
+		}
 	}
 }
 
@@ -99,7 +107,17 @@ func (c *attemptClock) fire() {
 		cause = errStall
 	default:
 		c.t.Reset(time.Duration(next) - now)
+		if c.rep != nil {
+			c.rep.arm(c.rep.in(time.Duration(next) - now))
+		}
 		return
+	}
+	if c.rep != nil {
+		if early := c.rep.early(); early > 0 {
+			c.t.Reset(early) // the reporting shell's clock has not reached it yet
+			return
+		}
+		c.rep.end(true) // before the cut: the flow step after it comes later
 	}
 	c.cut(cause)
 }
@@ -117,6 +135,9 @@ func (c *attemptClock) cut(cause error) {
 func (c *attemptClock) stop() {
 	c.stopped.Store(true)
 	c.t.Stop()
+	if c.rep != nil {
+		c.rep.end(false)
+	}
 }
 
 // suspend stops the running phase's budget and returns it: a new

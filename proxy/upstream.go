@@ -393,6 +393,7 @@ func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, sent time.Time,
 	case model.CutDeadline:
 		cause = errDeadline
 	}
+	c.rep = rs.g.newDeadlineReport(rs.logID)
 	c.start(time.Duration(boundMs)*time.Millisecond, cause, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration(), cancel)
 }
 
@@ -689,7 +690,8 @@ type streamWatch struct {
 	tick    int64         // re-check period once the throughput watchdog is ready
 	clock   *attemptClock // the attempt's: a watchdog's abort cuts it (attemptClock.cut)
 	stopped bool
-	drain   io.Closer // the body drainAfterDone reads: the timer closes it
+	drain   io.Closer       // the body drainAfterDone reads: the timer closes it
+	rep     *deadlineReport // Options.Deadlines (proxy/deadlines.go); nil = unset
 }
 
 // start arms a zero streamWatch (the attempt's own, in its attemptRun).
@@ -697,6 +699,7 @@ func (sw *streamWatch) start(g *Gateway, s *model.Settings, clock *attemptClock)
 	now := g.modelNow()
 	sw.mu.Lock()
 	sw.g, sw.w, sw.clock = g, model.NewWatchdog(s, now), clock
+	sw.rep = clock.rep.sibling()
 	sw.tick = min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))
 	sw.armLocked(now)
 	sw.mu.Unlock()
@@ -710,6 +713,9 @@ func (sw *streamWatch) armLocked(now model.Time) {
 		next = now.Add(sw.tick)
 	}
 	sw.armed = next
+	if sw.rep != nil {
+		sw.rep.arm(next.Std())
+	}
 	d := time.Duration(next.Sub(now)) * time.Millisecond
 	if sw.t == nil {
 		sw.t = time.AfterFunc(d, sw.fire)
@@ -724,6 +730,9 @@ func (sw *streamWatch) checkLocked(now model.Time) bool {
 		return false
 	}
 	sw.stopped = true
+	if sw.rep != nil {
+		sw.rep.end(true) // before the cut: the flow step after it comes later
+	}
 	if kind == model.OutcomeThroughput {
 		sw.clock.cut(errThroughput)
 	} else {
@@ -784,6 +793,9 @@ func (sw *streamWatch) drainAfterDone(body io.ReadCloser) {
 	}
 	sw.drain = body
 	sw.t.Reset(drainWait)
+	if sw.rep != nil {
+		sw.rep.end(false) // the drain's time is no deadline of the attempt
+	}
 	sw.mu.Unlock()
 	drainBody(body)
 	sw.stop()
@@ -794,6 +806,9 @@ func (sw *streamWatch) stop() {
 	sw.stopped = true
 	if sw.t != nil {
 		sw.t.Stop()
+	}
+	if sw.rep != nil {
+		sw.rep.end(false)
 	}
 	sw.mu.Unlock()
 }
