@@ -57,9 +57,16 @@ func (d *deadlineReport) sibling() *deadlineReport {
 // delay is due at. A shell that drives Now lets its clock stand while the
 // gateway works (a dial the header budget waits for, say), so the instant
 // counts from the clock as the timer is armed, not from the attempt's
-// start. Milliseconds, as the model counts time (model.TimeOf).
+// start. Whole milliseconds, as the model counts time, rounded up: the
+// attempt's bound comes from the model's milliseconds (model.AttemptBound),
+// and a shell that holds its clock at the instant must not hold it short
+// of the deadline the model set.
 func (d *deadlineReport) in(delay time.Duration) time.Time {
-	return d.now().Add(delay).Truncate(time.Millisecond)
+	t := d.now().Add(delay)
+	if r := t.Truncate(time.Millisecond); r.Before(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
 }
 
 // arm reports the timer armed for at (disarming what it was armed for).
