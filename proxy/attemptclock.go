@@ -52,12 +52,15 @@ func (c *attemptClock) start(end time.Duration, endErr error, header time.Durati
 	p := model.HeaderPlan(int64(end), model.CutAttempt, int64(header))
 	c.budget.Store(p.Budget)
 	_, first := p.Due(0)
+	if c.rep != nil {
+		c.rep.bound = c.rep.in(end) // before fire can read it
+	}
 	// fire re-arms c.t only after a progress call (at its first run a
 	// deadline is always due: timers never fire early), and progress runs on
 	// this goroutine after this store, publishing it through c.last.
 	c.t = time.AfterFunc(time.Duration(first), c.fire)
 	if c.rep != nil {
-		c.rep.arm(c.rep.in(time.Duration(first)))
+		c.rep.arm(c.rep.at(time.Duration(first), first >= int64(end)))
 	}
 }
 
@@ -86,7 +89,7 @@ func (c *attemptClock) progressAt(now, budget time.Duration) {
 		// A later due is found by fire.
 		c.t.Reset(max(0, min(budget, c.end-now)))
 		if c.rep != nil {
-			c.rep.arm(c.rep.in(max(0, min(budget, c.end-now))))
+			c.rep.arm(c.rep.at(max(0, budget), budget >= c.end-now))
 		}
 	}
 }
@@ -108,14 +111,22 @@ func (c *attemptClock) fire() {
 	default:
 		c.t.Reset(time.Duration(next) - now)
 		if c.rep != nil {
-			c.rep.arm(c.rep.in(time.Duration(next) - now))
+			c.rep.arm(c.rep.at(time.Duration(next)-now, next >= int64(c.end)))
 		}
 		return
 	}
 	if c.rep != nil {
+		if cause == c.endErr {
+			// The real timer may have been armed for a phase and fired
+			// late: the bound runs out at its own instant.
+			c.rep.arm(c.rep.bound)
+		}
 		if early := c.rep.early(); early > 0 {
 			c.t.Reset(early) // the reporting shell's clock has not reached it yet
 			return
+		}
+		if c.rep.pastBound() {
+			cause = c.endErr
 		}
 		c.rep.end(true) // before the cut: the flow step after it comes later
 	}

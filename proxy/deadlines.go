@@ -33,6 +33,13 @@ type deadlineReport struct {
 	mu     sync.Mutex
 	armed  time.Time // zero = none
 	closed bool      // the timer is done: a late re-arm (a fire racing stop) is not one
+	// bound is the instant the attempt's whole bound runs out on the
+	// gateway's clock (attemptClock; zero for the stream watchdogs), set
+	// before the timer is armed. The attempt clock counts real time since
+	// its start, which runs ahead of a shell's clock that stood while the
+	// gateway worked: the bound's instant is the clock at the start plus the
+	// bound, never the clock at a re-arm plus the real time left.
+	bound time.Time
 }
 
 // newDeadlineReport returns the report of an attempt of request id, or nil
@@ -82,6 +89,24 @@ func (d *deadlineReport) arm(at time.Time) {
 	d.armed = at
 	d.fn(d.id, at, DeadlineArmed)
 }
+
+// at is the instant to report for a timer armed now for delay, which is
+// the attempt's bound when toBound: what runs out at the bound runs out at
+// its instant, and no phase's instant passes it.
+func (d *deadlineReport) at(delay time.Duration, toBound bool) time.Time {
+	if toBound {
+		return d.bound
+	}
+	if t := d.in(delay); t.Before(d.bound) {
+		return t
+	}
+	return d.bound
+}
+
+// pastBound says the gateway's clock has reached the attempt's bound: a
+// phase that ran out with it is cut as the bound (the bound wins a tie,
+// model.TimerPlan.Due).
+func (d *deadlineReport) pastBound() bool { return !d.now().Before(d.bound) }
 
 // early is how long the gateway's clock still has to go to the armed
 // instant when the attempt clock's real timer fires (0 = none). A shell

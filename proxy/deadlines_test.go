@@ -111,3 +111,71 @@ resilience:
 		t.Errorf("fired deadline at %v, want within [%v+300ms, %v]", at, start, end)
 	}
 }
+
+// A deadline runs out on the reporting shell's clock (proxy/deadlines.go;
+// docs/replay.md, "The gateway's deadlines"): the attempt's bound is due at
+// the clock at the attempt's start plus the bound, however much real time
+// the shell's clock stood still meanwhile (a dial), and it cuts with the
+// bound's cause only once that clock has reached it. A bound due earlier
+// on the shell's clock would cut the request's deadline (CutDeadline)
+// before the model's clock reaches it, which the model reads as the
+// client's abort.
+func TestDeadlinesBoundRunsOutOnTheShellsClock(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	var mu sync.Mutex
+	now := t0
+	type event struct {
+		at time.Time
+		ev DeadlineEvent
+	}
+	var events []event
+	rep := &deadlineReport{id: "r", now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	rep.fn = func(_ string, at time.Time, ev DeadlineEvent) { events = append(events, event{at, ev}) }
+	var cause error
+	var causeMu sync.Mutex
+	c := &attemptClock{rep: rep}
+	c.start(3*time.Second, errDeadline, 10*time.Second, func(err error) {
+		causeMu.Lock()
+		defer causeMu.Unlock()
+		if cause == nil {
+			cause = err
+		}
+	})
+	defer c.stop()
+	bound := t0.Add(3 * time.Second)
+	// The header budget restarts after a dial that took 500 ms of real time
+	// while the shell's clock stood at t0: the bound stays where it was.
+	c.progressAt(500*time.Millisecond, c.suspend())
+	rep.mu.Lock()
+	armed := rep.armed
+	rep.mu.Unlock()
+	if !armed.Equal(bound) {
+		t.Fatalf("after the dial the bound is reported at %v, want %v", armed, bound)
+	}
+	// The real bound has run out; the shell's clock is 1 ms short of it.
+	c.base = c.base.Add(-4 * time.Second)
+	mu.Lock()
+	now = bound.Add(-time.Millisecond)
+	mu.Unlock()
+	c.fire()
+	causeMu.Lock()
+	early := cause
+	causeMu.Unlock()
+	if early != nil {
+		t.Fatalf("cut with %v before the shell's clock reached the bound", early)
+	}
+	mu.Lock()
+	now = bound
+	mu.Unlock()
+	c.fire()
+	causeMu.Lock()
+	defer causeMu.Unlock()
+	if cause != errDeadline {
+		t.Fatalf("cause %v, want %v", cause, errDeadline)
+	}
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if last := events[len(events)-1]; last.ev != DeadlineFired || !last.at.Equal(bound) {
+		t.Errorf("last event %+v, want the bound fired at %v", last, bound)
+	}
+}
