@@ -35,7 +35,8 @@ type attemptClock struct {
 	cw      *clientWrites // told of a cut, when the clock is an attempt's (attemptRun)
 	// The stream's watchdogs, once it streams: the timer is theirs too, and
 	// once they are set every re-arm is made under their mutex.
-	sw atomic.Pointer[streamWatch]
+	sw  atomic.Pointer[streamWatch]
+	rep *deadlineReport // Options.Deadlines (proxy/deadlines.go); nil = unset
 }
 
 // startAttemptClock starts the clock of an attempt that may take end in
@@ -53,10 +54,16 @@ func (c *attemptClock) start(end time.Duration, endErr error, header time.Durati
 	p := model.HeaderPlan(int64(end), model.CutAttempt, int64(header))
 	c.budget.Store(p.Budget)
 	_, first := p.Due(0)
+	if c.rep != nil {
+		c.rep.bound = c.rep.in(end) // before fire can read it
+	}
 	// fire re-arms c.t only after a progress call (at its first run a
 	// deadline is always due: timers never fire early), and progress runs on
 	// this goroutine after this store, publishing it through c.last.
 	c.t = time.AfterFunc(time.Duration(first), c.fire)
+	if c.rep != nil {
+		c.rep.arm(c.rep.at(time.Duration(first), first >= int64(end)))
+	}
 }
 
 // headersIn ends the header phase; a JSON body then runs under
@@ -83,6 +90,9 @@ func (c *attemptClock) progressAt(now, budget time.Duration) {
 		// headers → first content → idle steps shorten it): re-arm now.
 		// A later due is found by fire.
 		c.t.Reset(max(0, min(budget, c.end-now)))
+		if c.rep != nil {
+			c.rep.arm(c.rep.at(max(0, budget), budget >= c.end-now))
+		}
 	}
 }
 
@@ -91,7 +101,7 @@ func (c *attemptClock) fire() {
 		return
 	}
 	now := time.Since(c.base)
-	p := model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
+	p := c.plan()
 	var cause error
 	switch x, next := p.Due(int64(now)); x {
 	case model.TimerBound:
@@ -101,6 +111,10 @@ func (c *attemptClock) fire() {
 	case model.TimerBody:
 		cause = errStall
 	default:
+		if c.rep != nil {
+			// The plan's own next deadline; the watchdogs report theirs.
+			c.rep.arm(c.rep.at(time.Duration(next)-now, next >= int64(c.end)))
+		}
 		sw := c.sw.Load()
 		if sw != nil && sw.fire(time.Duration(next)-now) {
 			return
@@ -113,18 +127,50 @@ func (c *attemptClock) fire() {
 		}
 		return
 	}
+	if c.rep != nil {
+		if cause == c.endErr {
+			// The real timer may have been armed for a phase and fired
+			// late: the bound runs out at its own instant.
+			c.rep.arm(c.rep.bound)
+		}
+		if early := c.rep.early(); early > 0 {
+			c.t.Reset(early) // the reporting shell's clock has not reached it yet
+			return
+		}
+		if c.rep.pastBound() {
+			cause = c.endErr
+		}
+		c.rep.end(true) // before the cut: the flow step after it comes later
+	}
 	c.cut(cause)
+}
+
+// plan is the clock's timer plan as it stands.
+func (c *attemptClock) plan() model.TimerPlan {
+	return model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
 }
 
 // rest is how long until the next deadline of the clock's own plan (0
 // when one is due: the timer then fires at once and cuts).
 func (c *attemptClock) rest() time.Duration {
 	now := time.Since(c.base)
-	p := model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
+	p := c.plan()
 	if x, next := p.Due(int64(now)); x == model.TimerNone {
 		return time.Duration(next) - now
 	}
 	return 0
+}
+
+// reportPlan reports (Options.Deadlines) the instant the clock's own plan
+// is next due at, for when the stream watchdogs re-arm the shared timer
+// away from the instant last reported. A deadline already due is left to
+// fire, which reports it.
+func (c *attemptClock) reportPlan() {
+	now := time.Since(c.base)
+	p := c.plan()
+	if x, next := p.Due(int64(now)); x == model.TimerNone {
+		c.rep.arm(c.rep.at(time.Duration(next)-now, next >= int64(c.end)))
+	}
 }
 
 // cut cancels the attempt with cause: a timer of its plan ran out, or a
@@ -140,6 +186,9 @@ func (c *attemptClock) cut(cause error) {
 func (c *attemptClock) stop() {
 	c.stopped.Store(true)
 	c.t.Stop()
+	if c.rep != nil {
+		c.rep.end(false)
+	}
 }
 
 // suspend stops the running phase's budget and returns it: a new

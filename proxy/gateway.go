@@ -42,6 +42,18 @@ type Options struct {
 	// ReadHeaderTimeout bounds the arrival of a client's request head
 	// (the client is closed then); 0 = 10 s.
 	ReadHeaderTimeout time.Duration
+	// Deadlines, when set, is told of every timer the gateway arms on an
+	// upstream attempt (the attempt's bound and its header and
+	// first-content budgets, the stream watchdogs) with the request's log
+	// id and the instant it is due on Now's clock: DeadlineArmed, then
+	// DeadlineDisarmed (the attempt ended first, or progress moved it) or
+	// DeadlineFired (it cut the attempt). A shell that drives Now (the
+	// replay) reads state at an instant only once every deadline due by
+	// then has fired, as the simulator's timers have. The timers are real
+	// ones; with the option set, one that fires before Now has reached its
+	// instant waits for it (as the stream watchdogs, which read Now, always
+	// do). nil costs one nil check per arm.
+	Deadlines func(id string, at time.Time, ev DeadlineEvent)
 }
 
 // Gateway is the running gateway: the engine behind its mutex, the store
@@ -52,6 +64,8 @@ type Gateway struct {
 	now func() time.Time
 	// waiting is Options.Waiting, or a no-op.
 	waiting func(delta int)
+	// deadlines is Options.Deadlines (nil = unset; proxy/deadlines.go).
+	deadlines func(id string, at time.Time, ev DeadlineEvent)
 
 	// mu guards eng and pending. Held only for model calls, never for I/O.
 	mu      sync.Mutex
@@ -183,7 +197,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
 		store: opts.Store, lower: lower, saved: saved,
-		provs: map[string]*provRuntime{}, gate: newGate(waiting), pace: newPacers(opts.Now, waiting), waiting: waiting,
+		provs: map[string]*provRuntime{}, gate: newGate(waiting), pace: newPacers(opts.Now, waiting), waiting: waiting, deadlines: opts.Deadlines,
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
 	g.rt.Store(&runtimeSettings{s: settings, src: src})
 	g.logSavedOverrides() // proxy/ops_settings.go

@@ -396,6 +396,7 @@ func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, sent time.Time,
 	case model.CutDeadline:
 		cause = errDeadline
 	}
+	c.rep = rs.g.newDeadlineReport(rs.logID)
 	c.start(time.Duration(boundMs)*time.Millisecond, cause, rs.s.UpstreamTimeouts.ResponseHeaderMs.Duration(), cancel)
 }
 
@@ -703,7 +704,8 @@ type streamWatch struct {
 	tick    int64         // re-check period once the throughput watchdog is ready
 	clock   *attemptClock // the attempt's: its timer, and a watchdog's abort cuts it (attemptClock.cut)
 	stopped bool
-	drain   io.Closer // the body drainAfterDone reads: the timer closes it
+	drain   io.Closer       // the body drainAfterDone reads: the timer closes it
+	rep     *deadlineReport // Options.Deadlines (proxy/deadlines.go); nil = unset
 }
 
 // start arms a zero streamWatch (the attempt's own, in its attemptRun).
@@ -711,6 +713,7 @@ func (sw *streamWatch) start(g *Gateway, s *model.Settings, clock *attemptClock)
 	now := g.modelNow()
 	sw.mu.Lock()
 	sw.g, sw.w, sw.clock = g, model.NewWatchdog(s, now), clock
+	sw.rep = clock.rep.sibling()
 	sw.tick = min(1000, max(10, int64(s.StreamRecovery.ThroughputWatchdog.WindowMs)/4))
 	clock.sw.Store(sw)
 	sw.armLocked(now, clock.rest())
@@ -726,6 +729,12 @@ func (sw *streamWatch) armLocked(now model.Time, rest time.Duration) {
 		next = now.Add(sw.tick)
 	}
 	sw.armed = next
+	if sw.rep != nil {
+		sw.rep.arm(next.Std())
+		// The shared timer no longer fires at the clock's own last
+		// reported instant: report the plan's next deadline instead.
+		sw.clock.reportPlan()
+	}
 	sw.clock.t.Reset(min(time.Duration(next.Sub(now))*time.Millisecond, rest))
 }
 
@@ -744,6 +753,9 @@ func (sw *streamWatch) checkLocked(now model.Time) bool {
 		return false
 	}
 	sw.stopped = true
+	if sw.rep != nil {
+		sw.rep.end(true) // before the cut: the flow step after it comes later
+	}
 	if kind == model.OutcomeThroughput {
 		sw.clock.cut(errThroughput)
 	} else {
@@ -808,6 +820,9 @@ func (sw *streamWatch) drainAfterDone(body io.ReadCloser) {
 	}
 	sw.drain = body
 	sw.clock.t.Reset(drainWait)
+	if sw.rep != nil {
+		sw.rep.end(false) // the drain's time is no deadline of the attempt
+	}
 	sw.mu.Unlock()
 	drainBody(body)
 	sw.stop()
@@ -817,6 +832,9 @@ func (sw *streamWatch) drainAfterDone(body io.ReadCloser) {
 func (sw *streamWatch) stop() {
 	sw.mu.Lock()
 	sw.stopped = true
+	if sw.rep != nil {
+		sw.rep.end(false)
+	}
 	sw.mu.Unlock()
 }
 

@@ -22,7 +22,7 @@ import (
 // docs/replay.md lists them.
 var (
 	conformanceLong = map[string]string{
-		"failover-slow-first-token.yaml": "about 60 s of wall time: its first tokens are slow on purpose, and latency in flight is real time",
+		"failover-slow-first-token.yaml": "about 30 s of wall time: its first tokens are slow on purpose, and latency in flight is real time",
 		"flapping-primary.yaml":          "about 60 s of wall time: three minutes of steady traffic, never idle long enough to skip",
 	}
 	notCompared = map[string]string{}

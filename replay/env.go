@@ -135,6 +135,7 @@ const connKeyPrefix = "rk_"
 // loopback listeners. now is the gateway's clock.
 func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() time.Time) (*env, error) {
 	e := &env{log: cmpOr(o.Logger, discard()), mgmtKey: randomKey(), prog: newProgress()}
+	e.prog.onBusy, e.prog.onBound = o.busy, o.bound
 	e.ctl, e.cli = newClients()
 	ok := false
 	defer func() {
@@ -180,7 +181,18 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
 	e.requests = newRequestRecorder(e.log.Handler(), e.prog)
 	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(e.requests),
-		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now, Waiting: o.waiting})
+		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now,
+		Waiting: func(d int) {
+			if o.waiting != nil {
+				o.waiting(d)
+			}
+			e.prog.gatewayWaiting(d)
+		},
+		Deadlines: func(id string, at time.Time, ev proxy.DeadlineEvent) {
+			if n, ok := replayNum(id); ok {
+				e.prog.deadline(n, at, ev)
+			}
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

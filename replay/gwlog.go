@@ -166,5 +166,15 @@ func (h *requestRecorder) of(ctx context.Context, n int) (gatewayRequest, bool) 
 	}
 }
 
+// replayNum is the replay request number of a gateway log id.
+func replayNum(id string) (int, bool) {
+	v, ok := strings.CutPrefix(id, replayRequestID)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
 // replayRequestID prefixes the X-Request-Id of replay request N.
 const replayRequestID = "replay-"

@@ -76,7 +76,9 @@ type Options struct {
 	// Logger receives the gateway's logs (default: discard).
 	Logger *slog.Logger
 
-	waiting func(int) // the clock's waiting-time hook (clock.go)
+	waiting func(int)   // the clock's waiting-time hook (clock.go)
+	busy    func(bool)  // the clock's busy-time hook (clock.go)
+	bound   func(int64) // the clock's bound hook (clock.go)
 }
 
 // Result is one replay's outcome; Failures use the file's own times.
@@ -144,7 +146,7 @@ func Run(ctx context.Context, sc *sim.Scenario, o Options) (*Result, error) {
 	// epoch at the start, so a daily reset falls where the simulator has it;
 	// their clock follows the schedule (clock.go).
 	clk := &schedClock{epoch: start, next: -1, wallClk: o.WallClock, maxQ: maxQuantum}
-	o.waiting = clk.waiting
+	o.waiting, o.busy, o.bound = clk.waiting, clk.setBusy, clk.setBound
 	var e *env
 	if o.Target == "" {
 		e, err = startLocal(ctx, scaled, &o, clk.now)
@@ -480,6 +482,9 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 		if err := r.sleepUntil(ctx, at); err != nil {
 			return err
 		}
+		if r.e.prog != nil && !r.o.WallClock {
+			r.e.prog.awaitSettled(r.clk.epoch.Add(at))
+		}
 		r.clk.dispatch(at, in.next, in.gap)
 		for _, ev := range evs[i:j] {
 			switch ev.kind {
@@ -513,6 +518,9 @@ func (r *runner) arrive(ctx context.Context, ev event, in *instant) arrival {
 	r.inflight.Add(1)
 	done, wrote := make(chan struct{}), make(chan struct{})
 	in.sent = append(in.sent, done)
+	if r.e.prog != nil {
+		r.e.prog.sentReq(ev.idx) // before its goroutine runs: the next instant waits for its first step
+	}
 	go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
 	if in.events > 1 {
 		r.staggerSameInstant(ev.idx, done, wrote)
@@ -570,6 +578,16 @@ func (r *runner) readAt(ctx context.Context, i int, in *instant) {
 		time.Sleep(min(r.o.Settle, in.gap/2))
 	}
 	if r.e.prog != nil {
+		// A deadline of the gateway's due within the slack after the
+		// instant is the simulator's at the instant: the gateway took the
+		// few milliseconds an upstream's answer spends in its hands (the
+		// upstream's next wait running meanwhile) before arming it, from
+		// a stream's headers to its first-content watchdog. The read
+		// stands at the latest such deadline.
+		inst := r.clk.now()
+		if d := r.e.prog.lastDeadline(inst, inst.Add(r.o.Slack)); !d.IsZero() {
+			r.clk.standAt(d.Sub(r.clk.epoch))
+		}
 		r.e.prog.awaitDue(r.clk.now())                     // the clock stands at the instant
 		r.e.prog.awaitCaughtUp(budget - time.Since(start)) // in transit: what is left of the budget
 	}
