@@ -143,6 +143,20 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 			e.close()
 		}
 	}()
+	upAddr, err := e.startUpstream(sc, o, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startGateway(ctx, sc, o, now, upAddr); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// startUpstream starts the scenario's fault upstream, counted and fed to
+// the progress tracker, and returns its address.
+func (e *env) startUpstream(sc *sim.Scenario, o *Options, now func() time.Time) (string, error) {
 	// The fault upstream holds a `timeout` no longer than the run could
 	// need it: the gateway gives up first.
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
@@ -160,7 +174,7 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("fault upstream listener: %w", err)
+		return "", fmt.Errorf("fault upstream listener: %w", err)
 	}
 	var up http.Handler = e.fs
 	if h := newLimitResetHandler(sc, e.fs, now); h != nil {
@@ -174,11 +188,17 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 	go func() { defer close(e.fsDone); _ = e.fsSrv.Serve(ln) }()
 	e.upstream = "http://" + ln.Addr().String()
 
+	return ln.Addr().String(), nil
+}
+
+// startGateway starts the scenario's gateway against the fault upstream at
+// upAddr, its log, waits and deadlines fed to the progress tracker.
+func (e *env) startGateway(ctx context.Context, sc *sim.Scenario, o *Options, now func() time.Time, upAddr string) error {
 	e.leases = newLeaseKeys(sc)
 	if e.leases != nil {
 		e.clientKey = e.leases.client
 	}
-	cfg := gatewayConfig(sc, ln.Addr().String(), e.mgmtKey, e.leases)
+	cfg := gatewayConfig(sc, upAddr, e.mgmtKey, e.leases)
 	e.requests = newRequestRecorder(e.log.Handler(), e.prog)
 	gw, err := proxy.New(ctx, cfg, proxy.Options{Logger: slog.New(e.requests),
 		Seed: sim.DeriveSeed(sc.Seed, "engine"), Now: now,
@@ -194,18 +214,17 @@ func startLocal(ctx context.Context, sc *sim.Scenario, o *Options, now func() ti
 			}
 		}})
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return fmt.Errorf("gateway: %w", err)
 	}
 	gln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = gw.Close(ctx)
-		return nil, fmt.Errorf("gateway listener: %w", err)
+		return fmt.Errorf("gateway listener: %w", err)
 	}
 	e.gw, e.gwDone = gw, make(chan struct{})
 	go func() { defer close(e.gwDone); _ = gw.Serve(gln) }()
 	e.base = "http://" + gln.Addr().String()
-	ok = true
-	return e, nil
+	return nil
 }
 
 // attachTarget checks an operator's gateway (and fault upstream) answers.
