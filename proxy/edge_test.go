@@ -460,6 +460,23 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 	}
 }
 
+// lateBytesUp is a raw upstream that follows every answer, 2 ms later,
+// with tail: bytes that belong to no answer.
+func lateBytesUp(t *testing.T, tail string) *rawUp {
+	return newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+			io.WriteString(c, tail)
+		}
+	})
+}
+
 // (4), late and back to back: the stray CRLF comes 2 ms after the answer,
 // and each client sends as soon as the one before was answered, so the
 // CRLF lands on an idle connection, on one handed to the next request, or
@@ -470,18 +487,7 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 // client is served on its first attempt and nothing is charged to the
 // provider.
 func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
-	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			if _, err := readRawRequest(br); err != nil {
-				return
-			}
-			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
-				return
-			}
-			time.Sleep(2 * time.Millisecond)
-			io.WriteString(c, "\r\n")
-		}
-	})
+	up := lateBytesUp(t, "\r\n")
 	g := rawGW(t, up, testBase)
 	for i := range 50 {
 		r := g.chat("p/m")
@@ -507,18 +513,7 @@ func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
 // upstream is caught on the first such answer: from then on its requests
 // go out on fresh connections and every client is served.
 func TestLateExcessBodyBytesAreCaughtOnce(t *testing.T) {
-	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			if _, err := readRawRequest(br); err != nil {
-				return
-			}
-			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
-				return
-			}
-			time.Sleep(2 * time.Millisecond)
-			io.WriteString(c, `,"excess":1}`)
-		}
-	})
+	up := lateBytesUp(t, `,"excess":1}`)
 	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
 	pool := poolOf(g.g, "p")
 	failed := 0
