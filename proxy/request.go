@@ -149,7 +149,7 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 		// none of chatFields and have no escape.
 		escaped := bytes.IndexByte(raw, '\\') >= 0
 		for j, key := range chatFields {
-			if len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key || escaped && keyEquals(raw, key) {
+			if plainKeyEquals(raw, key) || escaped && escapedKeyEquals(raw, key) {
 				if f[j].ok {
 					dup = j
 				}
@@ -226,10 +226,19 @@ func (r *chatRequest) bodyFor(upstreamModel string) []byte {
 	return append(out, r.body[r.mEnd:]...)
 }
 
+// keyEquals reports whether the raw JSON key (quotes included) is key.
 func keyEquals(raw []byte, key string) bool {
-	if len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key {
-		return true
-	}
+	return plainKeyEquals(raw, key) || escapedKeyEquals(raw, key)
+}
+
+// plainKeyEquals is keyEquals for a key written without escapes.
+func plainKeyEquals(raw []byte, key string) bool {
+	return len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key
+}
+
+// escapedKeyEquals compares a key written with escapes, out of the inlined
+// plain comparison's way.
+func escapedKeyEquals(raw []byte, key string) bool {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return false
 	}
