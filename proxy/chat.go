@@ -167,7 +167,15 @@ func (g *Gateway) serveChat(w http.ResponseWriter, r *http.Request, sr *surfaceR
 // (wrap allocates the response recorder with it).
 func (g *Gateway) serveChatIn(rs *reqState, w http.ResponseWriter, r *http.Request, sr *surfaceReq) {
 	g.active.Add(1) // also breakwater_inflight_requests (metrics.go)
-	defer g.active.Add(-1)
+	defer func() {
+		if g.draining.Load() {
+			// Shutdown closes the connections once no request is active:
+			// the answer (a cut request's 503) must be on the wire first,
+			// not in net/http's buffer, which it flushes after we return.
+			_ = http.NewResponseController(w).Flush()
+		}
+		g.active.Add(-1)
+	}()
 	ok := g.startChat(rs, w, r, sr)
 	defer rs.cw.release()
 	if !ok {
