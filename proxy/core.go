@@ -131,6 +131,7 @@ func (g *Gateway) PatchSettings(ctx context.Context, patch settings.Layer, text 
 	g.eng.UpdateSettings(g.modelNow(), s)
 	g.unlock()
 	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
+	g.resizePools(s.RequestQueue.GlobalMaxConcurrent)
 	g.log.Info("resilience settings changed", "patch", text)
 	return s, nil
 }

@@ -336,6 +336,30 @@ func (g *gate) prune(provs []ProviderConfig) {
 	g.mu.Unlock()
 }
 
+// resizePools sizes every provider's idle upstream connections to a new
+// global cap (requestQueue.globalMaxConcurrent, changed by a PATCH or by
+// another replica) as a reload would (reloadPool): a provider whose size
+// changes gets a new pool, and the old pool's idle connections close;
+// in-flight attempts keep theirs.
+func (g *Gateway) resizePools(global int) {
+	g.provMu.Lock()
+	var retired []*upstreamPool
+	for id, cur := range g.provs {
+		idle := idleConnsFor(cur.cfg, global)
+		if cur.pool != nil && cur.pool.idle == idle {
+			continue
+		}
+		g.provs[id] = newProvRuntime(cur.cfg, newUpstreamPool(g, id, idle))
+		if cur.pool != nil {
+			retired = append(retired, cur.pool)
+		}
+	}
+	g.provMu.Unlock()
+	for _, p := range retired {
+		p.closeIdle()
+	}
+}
+
 // reloadPool keeps a provider's upstream connections across a reload when
 // its pool's sizing is unchanged: the connections of a provider that stays
 // are worth keeping like its state.

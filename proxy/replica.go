@@ -64,6 +64,7 @@ func (g *Gateway) applyRemote() {
 	g.eng.UpdateSettings(g.modelNow(), s)
 	g.unlock()
 	g.gate.setGlobalCap(s.RequestQueue.GlobalMaxConcurrent)
+	g.resizePools(s.RequestQueue.GlobalMaxConcurrent)
 	g.log.Info("resilience settings changed by another replica")
 }
 

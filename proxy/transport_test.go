@@ -82,6 +82,33 @@ func TestProviderPutResizesItsUpstreamPool(t *testing.T) {
 	}
 }
 
+// A PATCH of requestQueue.globalMaxConcurrent sizes every provider's pool
+// to the new cap (resizePools), as a reload would: the pool bounded by it
+// is replaced, and a PATCH that leaves the cap alone keeps the pool.
+func TestGlobalCapPatchResizesUpstreamPools(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	up.set("glm-k1", okJSON("hello"))
+	up.set("glm-k2", okJSON("hello"))
+	before := poolOf(g.g, "glm")
+	if r := admin(g, "PATCH", "/api/resilience", `{"requestQueue":{"globalMaxConcurrent":7}}`); r.code != 200 {
+		t.Fatalf("PATCH: %d %s", r.code, r.body)
+	}
+	after := poolOf(g.g, "glm")
+	if after == before || after.idle != 7 || after.tr.MaxIdleConnsPerHost != 7 {
+		t.Fatalf("after globalMaxConcurrent 7: pool sized %d (new pool: %v), want a new pool sized 7", after.idle, after != before)
+	}
+	if r := admin(g, "PATCH", "/api/resilience", `{"requestQueue":{"maxWaitMs":1234}}`); r.code != 200 {
+		t.Fatalf("second PATCH: %d %s", r.code, r.body)
+	}
+	if poolOf(g.g, "glm") != after {
+		t.Fatal("a PATCH that left the global cap alone replaced the pool (and dropped its connections)")
+	}
+	if r := g.chat("glm/glm-5"); r.code != 200 {
+		t.Fatalf("a request through the resized pool: %d %s", r.code, r.body)
+	}
+}
+
 // An https upstream that offers HTTP/2 is reached over HTTP/2
 // (docs/gateway.md, upstream calls), through the provider's pool sized
 // to its concurrency.
