@@ -326,8 +326,9 @@ const (
 // learns the attempt's connection (GotConn) and tells it when the
 // Transport pooled it with the answer read whole (PutIdleConn), from
 // which on any byte that arrives is outside an answer. It lives in the
-// attempt's attemptRun; https upstreams, and requests outside an
-// attempt, use the shared reuseGuard.
+// attempt's attemptRun. On an https upstream it runs the shared guard and
+// sees what sendOnce needs; requests outside an attempt use the shared
+// reuseGuard.
 //
 // The hooks do not say which request they are for: when the attempt makes
 // more than one request (an embeddings call in batches), a PutIdleConn
@@ -337,6 +338,9 @@ type connWatch struct {
 	got   atomic.Int32 // GotConns so far
 	uc    *upConn      // the first's connection
 	tok   uint64
+	// On an https upstream (sendOnce): the request went out over
+	// HTTP/2, and all of it was written.
+	h2, wrote atomic.Bool
 }
 
 // withReuseGuard is an attempt's context for its upstream request, with
@@ -346,6 +350,11 @@ func withReuseGuard(ctx context.Context, w *connWatch, plain bool) context.Conte
 	if plain && w != nil {
 		w.trace.GotConn = w.gotConn
 		w.trace.PutIdleConn = w.putIdleConn
+		return httptrace.WithClientTrace(ctx, &w.trace)
+	}
+	if w != nil { // an https upstream's attempt: sendOnce's view too
+		w.trace.GotConn = w.gotTLSConn
+		w.trace.WroteRequest = w.wroteRequest
 		return httptrace.WithClientTrace(ctx, &w.trace)
 	}
 	if httptrace.ContextClientTrace(ctx) == nil {
@@ -361,6 +370,45 @@ func (w *connWatch) gotConn(info httptrace.GotConnInfo) {
 	guardConn(info)
 	if uc, ok := info.Conn.(*upConn); ok && w.got.Add(1) == 1 {
 		w.uc, w.tok = uc, uc.state.Load()
+	}
+}
+
+// errSentOnce is what the Transport gets for a written request it would
+// send again: the attempt fails as the reset that caused the resend.
+var errSentOnce = errors.New("the upstream reset a request it was sent whole; not sent again")
+
+// sendOnce keeps net/http's HTTP/2 transport from sending a written
+// request again: it retries a stream the peer reset with PROTOCOL_ERROR
+// (and REFUSED_STREAM, GOAWAY) by asking the request for its body again
+// (GetBody). Once the whole request went out over HTTP/2, GetBody refuses,
+// so the attempt fails and any retry is the model's, in the request's
+// budget. Before that, nothing of it reached the upstream, and a resend
+// is safe. HTTP/1.1 resends a POST only when nothing of it was written
+// (its WroteRequest comes before the flush, so the guard is HTTP/2's
+// alone).
+func (w *connWatch) sendOnce(req *http.Request) {
+	get := req.GetBody
+	if get == nil {
+		return
+	}
+	req.GetBody = func() (io.ReadCloser, error) {
+		if w.h2.Load() && w.wrote.Load() {
+			return nil, errSentOnce
+		}
+		return get()
+	}
+}
+
+func (w *connWatch) gotTLSConn(info httptrace.GotConnInfo) {
+	guardConn(info)
+	if tc, ok := info.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		w.h2.Store(true)
+	}
+}
+
+func (w *connWatch) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		w.wrote.Store(true)
 	}
 }
 

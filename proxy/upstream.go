@@ -372,6 +372,9 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	if err != nil {
 		return transport(model.TransportRefused)
 	}
+	if !prov.plain {
+		run.conn.sendOnce(req) // HTTP/2 resends a written request on some resets (transport.go)
+	}
 	return rs.exchange(actx, cancel, run, prov, conn, cand, req)
 }
 
