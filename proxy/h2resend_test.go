@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
 	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -99,19 +97,7 @@ func serveResettingH2(c net.Conn, calls *atomic.Int64) {
 func TestHTTP2ResetRequestIsNeverResent(t *testing.T) {
 	var calls atomic.Int64
 	addr, roots := resettingH2Upstream(t, &calls)
-	yaml := "providers:\n  - id: p\n    baseURL: https://" + addr + "/v1\n    models: [m]\n" +
-		"    connections: [{id: c, apiKey: k}]\n" + testBase + "  requestBudget: {maxAttempts: 1}\n"
-	cfg, _, err := ParseConfig("test.yaml", []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close(context.Background())
-	poolOf(g, "p").tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-	gg := &gw{t: t, g: g, srv: serveGW(t, g)}
+	gg := httpsGW(t, "https://"+addr, roots, "", "  requestBudget: {maxAttempts: 1}\n")
 	r := gg.chat("p/m")
 	if r.code != 502 || !strings.Contains(r.body, `"provider":"p"`) {
 		t.Fatalf("after a PROTOCOL_ERROR reset: %d %s, want a typed 502", r.code, r.body)

@@ -19,6 +19,26 @@ func poolOf(g *Gateway, id string) *upstreamPool {
 	return g.provs[id].pool
 }
 
+// httpsGW is a gateway with provider p (model m, connection c with conn's
+// extra fields) at the https upstream base, trusting roots; extra is
+// appended to the resilience settings.
+func httpsGW(t *testing.T, base string, roots *x509.CertPool, conn, extra string) *gw {
+	t.Helper()
+	yaml := "providers:\n  - id: p\n    baseURL: " + base + "/v1\n    models: [m]\n" +
+		"    connections: [{id: c, apiKey: k" + conn + "}]\n" + testBase + extra
+	cfg, _, err := ParseConfig("test.yaml", []byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	poolOf(g, "p").tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	return &gw{t: t, g: g, srv: serveGW(t, g)}
+}
+
 // A provider's idle upstream connections are sized to its concurrency
 // (docs/gateway.md, upstream calls): the sum of its connections' caps,
 // bounded by the provider's and the global cap, 1024 when nothing bounds it.
@@ -122,23 +142,12 @@ func TestHTTPSUpstreamIsReachedOverHTTP2(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	cfg, _, err := ParseConfig("test.yaml", []byte("providers:\n  - id: p\n    baseURL: "+srv.URL+"/v1\n    models: [m]\n    connections: [{id: c, apiKey: k, maxConcurrent: 3}]\n"+testBase), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close(context.Background())
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	pool := poolOf(g, "p")
-	pool.tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-	if pool.idle != 3 {
+	gg := httpsGW(t, srv.URL, roots, ", maxConcurrent: 3", "")
+	if pool := poolOf(gg.g, "p"); pool.idle != 3 {
 		t.Fatalf("pool sized %d, want 3 (the connection's cap)", pool.idle)
 	}
-	gg := &gw{t: t, g: g, srv: serveGW(t, g)}
 	for range 2 {
 		if r := gg.chat("p/m"); r.code != 200 {
 			t.Fatalf("answer %d %s", r.code, r.body)
