@@ -208,8 +208,8 @@ func TestUpstreamBytesAfterAnAnswerNeverReachAnotherClient(t *testing.T) {
 // went out on the connection cannot be told from that request's answer on
 // HTTP/1.1. The reuse guard catches the upstream writing outside its
 // answers (bytes on an idle connection, or buffered past an answer) and
-// then no connection to it is reused for a while (transport.go): answers
-// may cross only until the upstream is first caught. Phase one runs until
+// then no connection to it is reused (transport.go): answers may cross
+// only until the upstream is first caught. Phase one runs until
 // it is caught; phase two, with the upstream poisoning as before, must see
 // no crossing at all.
 func TestLateUpstreamBytesCrossOnlyUntilCaught(t *testing.T) {
@@ -232,7 +232,7 @@ func TestLateUpstreamBytesCrossOnlyUntilCaught(t *testing.T) {
 	})
 	g := rawGW(t, up, testBase)
 	pool := poolOf(g.g, "p")
-	caught := func() bool { return pool.strayUntil.Load() != 0 }
+	caught := pool.caught.Load
 	const clients = 3
 	run := func(phase, each int, untilCaught bool) (crossed, served int64) {
 		var wg sync.WaitGroup
@@ -449,12 +449,7 @@ func TestStrayCRLFAfterABodyCostsTheNextClientNothing(t *testing.T) {
 	if r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
 		t.Fatalf("the next client: %d attempts %s %s, want 200 on its first attempt", r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
 	}
-	m := g.do("GET", "/metrics", "").body
-	for l := range strings.SplitSeq(m, "\n") {
-		if strings.HasPrefix(l, "breakwater_upstream_attempts_total{") && !strings.Contains(l, `result="200"`) {
-			t.Fatalf("an attempt was charged to the provider: %s", l)
-		}
-	}
+	noAttemptCharged(t, g)
 	if conns.Load() != 2 {
 		t.Fatalf("%d upstream connections, want 2 (the one with the stray bytes dropped)", conns.Load())
 	}
@@ -481,9 +476,7 @@ func lateBytesUp(t *testing.T, tail string) *rawUp {
 // and each client sends as soon as the one before was answered, so the
 // CRLF lands on an idle connection, on one handed to the next request, or
 // after that request went out, just before its answer. No answer starts
-// with CR or LF: the reuse guard skips them there, refuses them on an
-// idle or handed connection (the request then goes out on a fresh one),
-// and stops reusing the upstream's connections (transport.go). Every
+// with CR or LF: the reuse guard drops them there (transport.go). Every
 // client is served on its first attempt and nothing is charged to the
 // provider.
 func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
@@ -495,14 +488,92 @@ func TestLateStrayCRLFCostsTheNextClientsNothing(t *testing.T) {
 			t.Fatalf("client %d: %d attempts %s %s, want 200 on its first attempt", i, r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
 		}
 	}
+	noAttemptCharged(t, g)
+}
+
+// (4), the connection: a CRLF that arrives after the answer was read whole
+// (here: once the client has it, so it is never read with the answer) is
+// dropped by the reuse guard, on the idle connection or ahead of the next
+// answer, and the connection stays in use: one upstream connection for 50
+// requests, and the upstream is not taken for one that writes outside its
+// answers.
+func TestStrayCRLFBetweenAnswersKeepsTheConnection(t *testing.T) {
+	var conns atomic.Int64
+	answered := make(chan struct{})
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		conns.Add(1)
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello"))); err != nil {
+				return
+			}
+			<-answered
+			io.WriteString(c, "\r\n")
+		}
+	})
+	g := rawGW(t, up, testBase)
+	for i := range 50 {
+		r := g.chat("p/m")
+		if r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
+			t.Fatalf("client %d: %d attempts %s %s, want 200 on its first attempt", i, r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+		}
+		answered <- struct{}{} // the upstream writes its CRLF now
+	}
+	noAttemptCharged(t, g)
+	if poolOf(g.g, "p").caught.Load() {
+		t.Error("CRLF between answers was taken for bytes outside an answer")
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d upstream connections for 50 requests, want 1 (kept across the CRLFs)", n)
+	}
+}
+
+// An endless run of CR and LF between answers is not a tail: past
+// maxNewlines the reuse guard takes it for bytes outside an answer, drops
+// the connection and stops reusing the upstream's; the next client is
+// served on a fresh connection.
+func TestEndlessNewlinesBetweenAnswersAreCaught(t *testing.T) {
+	answered := make(chan struct{})
+	var first atomic.Bool
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readRawRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello")))
+		if first.Swap(true) {
+			return // the fresh connection after the catch
+		}
+		<-answered
+		for range 1000 {
+			if _, err := io.WriteString(c, "\r\n"); err != nil {
+				return
+			}
+		}
+		readRawRequest(br) // until the gateway drops the connection
+	})
+	g := rawGW(t, up, testBase)
+	pool := poolOf(g.g, "p")
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("first request: %d %s", r.code, r.body)
+	}
+	answered <- struct{}{}
+	eventually(t, "the upstream caught for an endless run of newlines", pool.caught.Load)
+	if r := g.chat("p/m"); r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
+		t.Fatalf("the next client: %d attempts %s %s, want 200 on its first attempt", r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+	}
+}
+
+// noAttemptCharged fails t if the provider was charged an attempt that did
+// not answer 200.
+func noAttemptCharged(t *testing.T, g *gw) {
+	t.Helper()
 	m := g.do("GET", "/metrics", "").body
 	for l := range strings.SplitSeq(m, "\n") {
 		if strings.HasPrefix(l, "breakwater_upstream_attempts_total{") && !strings.Contains(l, `result="200"`) {
 			t.Fatalf("an attempt was charged to the provider: %s", l)
 		}
-	}
-	if poolOf(g.g, "p").strayUntil.Load() == 0 {
-		t.Fatal("50 answers each followed by a CRLF, and the upstream was never caught")
 	}
 }
 
@@ -517,12 +588,12 @@ func TestLateExcessBodyBytesAreCaughtOnce(t *testing.T) {
 	g := rawGW(t, up, testBase+"  requestBudget: {maxAttempts: 1}\n")
 	pool := poolOf(g.g, "p")
 	failed := 0
-	for i := 0; i < 40 && pool.strayUntil.Load() == 0; i++ {
+	for i := 0; i < 40 && !pool.caught.Load(); i++ {
 		if r := g.chat("p/m"); r.code != 200 {
 			failed++
 		}
 	}
-	if pool.strayUntil.Load() == 0 {
+	if !pool.caught.Load() {
 		t.Fatal("40 answers each followed by excess bytes, and the upstream was never caught")
 	}
 	if failed > 1 {

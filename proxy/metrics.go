@@ -27,7 +27,7 @@ func newMetrics(g *Gateway) *gatewayMetrics {
 	m := &gatewayMetrics{Metrics: metrics.New(metricsState{g}, g.ops.met.Collectors()...)}
 	m.stream = newStreamMetrics(m.Registry())
 	m.upstreamStray = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_upstream_stray_bytes_total",
-		Help: "Times an upstream sent bytes outside its answers on an HTTP/1.1 connection; each stops connection reuse to the provider for 60 s."},
+		Help: "Times an upstream sent bytes outside its answers on an HTTP/1.1 connection; the first stops connection reuse to the provider until a reload."},
 		[]string{"provider"})
 	m.Registry().MustRegister(m.upstreamStray)
 	return m

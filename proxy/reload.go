@@ -362,10 +362,12 @@ func (g *Gateway) resizePools(global int) {
 
 // reloadPool keeps a provider's upstream connections across a reload when
 // its pool's sizing is unchanged: the connections of a provider that stays
-// are worth keeping like its state.
+// are worth keeping like its state. A pool whose upstream was caught
+// writing outside its answers (upstreamPool.stray) is replaced: the reload
+// is how an operator who fixed the upstream brings reuse back.
 func reloadPool(g *Gateway, old *provRuntime, p ProviderConfig, global int) *upstreamPool {
 	idle := idleConnsFor(p, global)
-	if old != nil && old.pool != nil && old.pool.idle == idle {
+	if old != nil && old.pool != nil && old.pool.idle == idle && !old.pool.caught.Load() {
 		return old.pool
 	}
 	return newUpstreamPool(g, p.ID, idle)

@@ -48,12 +48,11 @@ type upstreamPool struct {
 	tr       *http.Transport
 	g        *Gateway
 	provider string
-	// strayUntil is when (unix ns) the provider's requests go back to
-	// kept-alive connections after its upstream sent bytes outside an
-	// answer (see stray); 0 when it never did. Until then they go out
-	// on fresh, a copy of tr with keep-alives off.
-	strayUntil atomic.Int64
-	fresh      atomic.Pointer[http.Transport]
+	// caught: the provider's upstream sent bytes outside an answer (see
+	// stray); from then on its requests go out on fresh, a copy of tr
+	// with keep-alives off, for the pool's life.
+	caught atomic.Bool
+	fresh  atomic.Pointer[http.Transport]
 }
 
 func newUpstreamPool(g *Gateway, provider string, idle int) *upstreamPool {
@@ -75,34 +74,32 @@ func (p *upstreamPool) dial(ctx context.Context, network, addr string) (net.Conn
 func (p *upstreamPool) closeIdle() { p.tr.CloseIdleConnections() }
 
 // transport is the Transport an attempt goes out on: fresh connections
-// while the upstream is known to write outside its answers.
+// once the upstream is known to write outside its answers.
 func (p *upstreamPool) transport() *http.Transport {
-	if u := p.strayUntil.Load(); u != 0 && time.Now().UnixNano() < u {
+	if p.caught.Load() {
 		return p.fresh.Load()
 	}
 	return p.tr
 }
 
-// strayFor is how long an upstream that sent bytes outside an answer has
-// its requests sent on fresh connections; every new finding extends it.
-const strayFor = 60 * time.Second
-
 // stray is the reuse guard's finding that the upstream wrote bytes
 // outside an answer on one of the pool's HTTP/1.1 connections. Such bytes
 // that arrive after the next request went out on that connection would
 // be read as its answer, another client's (HTTP/1.1 cannot tell them
-// apart), so the provider's connections are not reused for strayFor: its
-// idle ones are closed and its requests go out on fresh ones.
+// apart). An upstream that did it once can do it again at any time, so
+// the provider's connections are not reused for the pool's life: its idle
+// ones are closed and its requests go out on fresh ones. A reload or a
+// PUT of the provider (reloadPool) gives it a new pool, once the operator
+// has fixed the upstream.
 func (p *upstreamPool) stray() {
 	if p.fresh.Load() == nil {
 		f := p.tr.Clone()
 		f.DisableKeepAlives = true
 		p.fresh.CompareAndSwap(nil, f)
 	}
-	now := time.Now().UnixNano()
-	if p.strayUntil.Swap(now+int64(strayFor)) < now {
-		p.g.log.Warn("upstream sent bytes outside an answer on a kept-alive connection; its connections are not reused for a while",
-			"provider", p.provider, "for", strayFor.String())
+	if !p.caught.Swap(true) {
+		p.g.log.Error("upstream sent bytes outside an answer on a kept-alive connection; its connections are no longer reused (a reload starts over)",
+			"provider", p.provider)
 	}
 	if m := p.g.met; m != nil {
 		m.upstreamStray.WithLabelValues(p.provider).Inc()
@@ -271,15 +268,16 @@ func (b *gzipBody) Close() error { return b.src.Close() }
 // Bytes that arrive after the request went out cannot be told from its
 // answer on HTTP/1.1 (HTTP/2, for https upstreams that offer it, frames
 // every answer by stream). What can be told is that the upstream writes
-// outside its answers: on a plain http:// connection, bytes that arrive
-// while it sits idle in the pool (its last answer read whole, as
-// connWatch reports), bytes the Transport found buffered past an answer
-// (it drops the connection without reading on), and CR or LF before an
-// answer's status line (the tail of the previous answer; skipped, so the
-// answer behind them is read). Each such finding stops the reuse of the
-// provider's connections for a while (upstreamPool.stray): late bytes
-// reach another request only until the upstream is first caught, and on
-// the connections that were already carrying a request then.
+// outside its answers: on a plain http:// connection, bytes other than CR
+// and LF that arrive while it sits idle in the pool (its last answer read
+// whole, as connWatch reports), bytes the Transport found buffered past
+// an answer (it drops the connection without reading on), and an answer
+// that does not start with a status line. CR and LF between answers are
+// the previous answer's tail and are dropped (upConn.Read). A finding
+// stops the reuse of the provider's connections (upstreamPool.stray):
+// late bytes reach another request only until the upstream is first
+// caught, and on the connections that were already carrying a request
+// then.
 var reuseGuard = &httptrace.ClientTrace{GotConn: guardConn}
 
 func guardConn(info httptrace.GotConnInfo) {
@@ -466,43 +464,68 @@ func (c *upConn) answered(tok uint64) {
 	c.state.CompareAndSwap(tok, tok+1)
 }
 
+// maxNewlines bounds the CR and LF bytes one Read drops: an upstream that
+// sends more between its answers is writing outside them, and the bound
+// keeps an endless run from holding the read.
+const maxNewlines = 64
+
 func (c *upConn) Read(p []byte) (int, error) {
-	if idleState(c.state.Load()) {
-		c.peeked.Store(true)
-	}
-	c.reading.Store(true)
-	n, err := c.Conn.Read(p)
-	c.reading.Store(false)
-	if n == 0 {
-		return n, err
-	}
-	if c.handed.Load() || idleState(c.state.Load()) {
-		c.Conn.Close()
-		c.found()
-		return 0, errUnsolicited
-	}
-	if c.awaiting.Load() {
-		k := 0
-		for k < n && (p[k] == '\r' || p[k] == '\n') {
-			k++
+	for dropped := 0; ; {
+		n, err := c.readRaw(p)
+		if n == 0 {
+			return n, err
 		}
-		if k > 0 {
-			// No answer starts so (net/http would refuse it): the tail of
-			// the previous answer. The answer behind it is this request's.
+		between := c.handed.Load() || idleState(c.state.Load())
+		if !between && !c.awaiting.Load() {
+			return n, err // the answer, under way
+		}
+		// Between answers, or where this request's answer starts: CR and
+		// LF there are the previous answer's tail, harmless (no answer
+		// starts so, and nothing can be taken for one). They are dropped
+		// and the connection stays good. Anything else between answers
+		// would be read as the next request's answer.
+		k := newlines(p[:n])
+		if dropped += k; dropped > maxNewlines || (between && k < n) {
+			c.Conn.Close()
 			c.found()
-			if k == n && err == nil {
-				return c.Read(p)
-			}
-			n = copy(p, p[k:n])
+			return 0, errUnsolicited
 		}
+		if k == n {
+			if err == nil {
+				continue
+			}
+			return 0, err
+		}
+		n = copy(p, p[k:n])
 		if m := min(n, len(statusLine)); string(p[:m]) != statusLine[:m] {
 			// Not an answer either: the previous answer's tail (a body
 			// longer than its length). The Transport refuses it.
 			c.found()
 		}
 		c.awaiting.Store(false)
+		return n, err
 	}
+}
+
+// readRaw reads from the socket, noting that a read is under way (and,
+// on an idle connection, that the Transport looked).
+func (c *upConn) readRaw(p []byte) (int, error) {
+	if idleState(c.state.Load()) {
+		c.peeked.Store(true)
+	}
+	c.reading.Store(true)
+	n, err := c.Conn.Read(p)
+	c.reading.Store(false)
 	return n, err
+}
+
+// newlines is how many CR and LF bytes b starts with.
+func newlines(b []byte) int {
+	k := 0
+	for k < len(b) && (b[k] == '\r' || b[k] == '\n') {
+		k++
+	}
+	return k
 }
 
 // statusLine is how every HTTP/1.x answer starts.

@@ -102,6 +102,22 @@ func TestProviderPutResizesItsUpstreamPool(t *testing.T) {
 	}
 }
 
+// A reload keeps a provider's pool when its size is unchanged, except a
+// pool whose upstream was caught writing outside its answers
+// (upstreamPool.stray): the reload is how reuse comes back.
+func TestReloadReplacesACaughtPool(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, mgmtConfig, "ADMIN=s3cret")
+	prov := g.g.provs["glm"]
+	if reloadPool(g.g, prov, prov.cfg, 0) != prov.pool {
+		t.Fatal("a reload replaced a pool whose size did not change")
+	}
+	prov.pool.stray()
+	if np := reloadPool(g.g, prov, prov.cfg, 0); np == prov.pool || np.caught.Load() {
+		t.Fatal("a reload kept the pool of an upstream caught writing outside its answers")
+	}
+}
+
 // A PATCH of requestQueue.globalMaxConcurrent sizes every provider's pool
 // to the new cap (resizePools), as a reload would: the pool bounded by it
 // is replaced, and a PATCH that leaves the cap alone keeps the pool.
