@@ -136,7 +136,8 @@ func (e *embedWire) wrap(resp *http.Response, model string) {
 
 // batch makes one later batchEmbedContents call and reads its answer.
 func (e *embedWire) batch(body []byte) ([]byte, error) {
-	ctx := withReuseGuard(e.ctx, nil, false) // the shared guard (transport.go)
+	var w connWatch // this call's own guard (transport.go)
+	ctx := withReuseGuard(e.ctx, &w, e.prov.plain)
 	if e.header > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.header)
@@ -150,6 +151,9 @@ func (e *embedWire) batch(body []byte) ([]byte, error) {
 	req.Header["Accept"] = hdrJSON
 	req.Header["User-Agent"] = hdrUserAgent
 	e.setAuth(req.Header, e.apiKey)
+	if !e.prov.plain {
+		w.sendOnce(req) // a written batch is not sent again either
+	}
 	resp, err := e.prov.roundTrip(req)
 	if err != nil {
 		return nil, err
