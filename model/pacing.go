@@ -25,13 +25,18 @@ type ConnLimits struct {
 // Limiter is one connection's admission-queue state.
 type Limiter struct {
 	// Hits are dispatch reservations (past dispatches and queued jobs'
-	// future slots), ascending; none older than PaceWindowMs is kept.
+	// future slots), ascending; none older than PaceWindowMs is kept, nor
+	// more past ones than a decision can read (prune).
 	Hits []int64
 	// PausedUntil pauses the whole connection (a connection-wide limiter
 	// or a learned zero-remaining window); ModelPaused pauses one model of
 	// a model-scoped limiter.
 	PausedUntil int64
 	ModelPaused map[string]int64
+	// waits counts the requests told to wait (Enter) that have not yet
+	// been let go or refused (Wake) or left (Leave): each may still give
+	// its slot back, which is what prune must leave room for.
+	waits int
 }
 
 // pausedUntil is the later of the connection's and the model's pause.
@@ -56,7 +61,7 @@ func (l *Limiter) PausedUntilFor(now int64, model string) int64 {
 // nothing: RATE_LIMIT_QUEUE_FULL, or RATE_LIMIT_QUEUE_TIMEOUT at once when
 // the slot (or the end of a pause) lies after the request's queue budget.
 func (l *Limiter) Reserve(now int64, model string, lim ConnLimits, maxQueueDepth int, queueLeftMs int64) PaceDecision {
-	l.prune(now)
+	l.prune(now, lim.RPM)
 	waiting := 0
 	for i := len(l.Hits) - 1; i >= 0 && l.Hits[i] > now; i-- {
 		waiting++
@@ -133,21 +138,32 @@ func (l *Limiter) Enter(now int64, model string, lim ConnLimits, maxQueueDepth i
 	if d.Code == "" {
 		w.Booked, w.booked = d.AtMs, true
 	}
-	return w, paceStep(now, d)
+	st := paceStep(now, d)
+	if !st.Go && st.Code == "" {
+		l.waits++
+	}
+	return w, st
 }
 
 // Wake runs when a waiting request's WakeAtMs arrives: a pause that began
 // meanwhile holds it longer, or refuses it at once when its queue budget
 // ends first (recheck).
 func (l *Limiter) Wake(now int64, model string, w PaceWait) PaceStep {
-	return paceStep(now, l.recheck(now, model, w.QueueEndMs-now, w.Booked))
+	st := paceStep(now, l.recheck(now, model, w.QueueEndMs-now, w.Booked))
+	if st.Go || st.Code != "" {
+		l.waitEnded()
+	}
+	return st
 }
+
+func (l *Limiter) waitEnded() { l.waits = max(l.waits-1, 0) }
 
 // Leave gives a waiting request's slot back: it went away before it
 // dispatched, so it must not count against rpm.
 func (l *Limiter) Leave(w PaceWait) {
 	if w.booked {
 		l.Cancel(w.Booked)
+		l.waitEnded()
 	}
 }
 
@@ -164,16 +180,37 @@ func (l *Limiter) Pause(model string, until int64) {
 	l.ModelPaused[model] = max(l.ModelPaused[model], until)
 }
 
-// prune forgets dispatches that left the rpm window and pauses that ended.
-func (l *Limiter) prune(now int64) {
+// prune forgets dispatches that left the rpm window, past dispatches that
+// no decision can read any more, and pauses that ended.
+//
+// Pace reads only the last hit (FIFO, minTimeMs), the rpm-th most recent
+// one and the future ones (reservations still waiting), so the limiter
+// keeps the last max(rpm, 1) hits plus one per waiting request (each may
+// give its slot back with Cancel, which must then find the hit behind it).
+// What it keeps is always the newest part of the full history and never
+// shorter than those decisions need, so every decision is the one the
+// full 60 s history gives. Without the bound a connection with no rpm
+// kept every dispatch of the last minute: 8 bytes × requests per minute
+// of live heap (6 MB at 12k requests/s), all for no decision.
+func (l *Limiter) prune(now int64, rpm int) {
 	i := 0
 	for i < len(l.Hits) && l.Hits[i] <= now-PaceWindowMs {
 		i++
 	}
+	if drop := len(l.Hits) - (max(rpm, 1) + l.waits); drop > i {
+		for i < drop && l.Hits[i] <= now { // a future hit is a reservation: kept
+			i++
+		}
+	}
 	if i > 0 {
-		// Reslice, do not shift: append reallocates when the tail is full
-		// and then copies only the live hits (amortised O(1) per hit).
-		l.Hits = l.Hits[i:]
+		// Shift when at least as many hits go as stay (a copy no longer
+		// than what was dropped, amortised O(1) per hit, and no new array
+		// for a small limiter), else reslice.
+		if rest := len(l.Hits) - i; i >= rest {
+			l.Hits = l.Hits[:copy(l.Hits, l.Hits[i:])]
+		} else {
+			l.Hits = l.Hits[i:]
+		}
 	}
 	for m, p := range l.ModelPaused {
 		if p <= now {

@@ -76,10 +76,11 @@ func TestLimiterPause(t *testing.T) {
 	if d := l.Reserve(now+1000, "m1", ConnLimits{}, 0, 30_000); d.Code != "" || d.AtMs != now+20_000 {
 		t.Fatalf("paused 19 s, budget 30 s: want AtMs pause end, got %+v", d)
 	}
-	// does not fit: refused at once with the queue-timeout code, nothing booked
+	// does not fit: refused at once with the queue-timeout code, nothing
+	// booked (the limiter may forget the past dispatch no decision reads)
 	n := len(l.Hits)
 	d := l.Reserve(now+1000, "m1", ConnLimits{}, 0, 5000)
-	if d.Code != CodeRateLimitQueueTimeout || d.AtMs != now+20_000 || len(l.Hits) != n {
+	if d.Code != CodeRateLimitQueueTimeout || d.AtMs != now+20_000 || len(l.Hits) > n || l.Hits[len(l.Hits)-1] != now+20_000 {
 		t.Fatalf("paused 19 s, budget 5 s: want RATE_LIMIT_QUEUE_TIMEOUT at once, got %+v (hits %d→%d)", d, n, len(l.Hits))
 	}
 	// a pause never shortens
@@ -385,5 +386,124 @@ func TestLimiterEnterWakeLeave(t *testing.T) {
 	l2.Leave(PaceWait{}) // never booked: nothing to give back
 	if len(l2.Hits) != 2 {
 		t.Fatalf("leaving an unbooked wait changed the limiter: %v", l2.Hits)
+	}
+}
+
+// fullLimiter is the limiter's decisions over the whole 60 s history, with
+// no bound on what it keeps: the reference TestRapidLimiterBoundedHistory
+// holds the bounded Limiter to.
+type fullLimiter struct {
+	hits        []int64
+	pausedUntil int64
+}
+
+func (f *fullLimiter) cancel(at int64) {
+	if i := slices.Index(f.hits, at); i >= 0 {
+		f.hits = slices.Delete(f.hits, i, i+1)
+	}
+}
+
+func (f *fullLimiter) enter(now int64, lim ConnLimits, depth int, left int64) (PaceWait, PaceStep) {
+	for len(f.hits) > 0 && f.hits[0] <= now-PaceWindowMs {
+		f.hits = f.hits[1:]
+	}
+	waiting := 0
+	for _, h := range f.hits {
+		if h > now {
+			waiting++
+		}
+	}
+	d := Pace(PaceInput{NowMs: now, Hits: f.hits, RPM: lim.RPM, MinTimeMs: lim.MinTimeMs, Waiting: waiting,
+		MaxQueueDepth: depth, QueueLeftMs: left, PausedUntilMs: f.pausedUntil})
+	w := PaceWait{QueueEndMs: now + left}
+	if d.Code == "" {
+		f.hits = append(f.hits, d.AtMs)
+		w.Booked, w.booked = d.AtMs, true
+	}
+	return w, paceStep(now, d)
+}
+
+func (f *fullLimiter) wake(now int64, w PaceWait) PaceStep {
+	d := PaceDecision{AtMs: now}
+	if p := f.pausedUntil; p > now {
+		d.AtMs = p
+		if p-now > w.QueueEndMs-now {
+			f.cancel(w.Booked)
+			d.Code = CodeRateLimitQueueTimeout
+		}
+	}
+	return paceStep(now, d)
+}
+
+// docs/admission.md#pacing: a limiter keeps only the dispatches a decision
+// can still read (the last rpm, one per waiting request, the reservations),
+// and every decision is still the one the whole 60 s history gives, through
+// arrivals, waits, pauses, refusals at wake-up and requests that leave.
+func TestRapidLimiterBoundedHistory(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := ConnLimits{RPM: rapid.IntRange(0, 6).Draw(t, "rpm"), MinTimeMs: rapid.Int64Range(0, 2000).Draw(t, "minTime")}
+		depth := rapid.IntRange(0, 3).Draw(t, "depth")
+		var l Limiter
+		var ref fullLimiter
+		now := int64(at(0))
+		type waiter struct {
+			w      PaceWait
+			wakeAt int64
+		}
+		var waiters []waiter
+		for i, n := 0, rapid.IntRange(1, 80).Draw(t, "n"); i < n; i++ {
+			now += rapid.Int64Range(0, 8_000).Draw(t, "gap")
+			op := rapid.IntRange(0, 9).Draw(t, "op")
+			switch {
+			case op == 0:
+				u := now + rapid.Int64Range(1, 30_000).Draw(t, "pauseMs")
+				l.Pause("", u)
+				ref.pausedUntil = max(ref.pausedUntil, u)
+			case op <= 3 && len(waiters) > 0:
+				k := rapid.IntRange(0, len(waiters)-1).Draw(t, "who")
+				wt := waiters[k]
+				if op == 3 {
+					l.Leave(wt.w)
+					ref.cancel(wt.w.Booked)
+					waiters = slices.Delete(waiters, k, k+1)
+					continue
+				}
+				now = max(now, wt.wakeAt)
+				got, want := l.Wake(now, "m", wt.w), ref.wake(now, wt.w)
+				if got != want {
+					t.Fatalf("wake at %d: bounded %+v, full history %+v", now, got, want)
+				}
+				if got.Go || got.Code != "" {
+					waiters = slices.Delete(waiters, k, k+1)
+				} else {
+					waiters[k].wakeAt = got.WakeAtMs
+				}
+			default:
+				left := rapid.Int64Range(0, 90_000).Draw(t, "queueLeft")
+				w, got := l.Enter(now, "m", lim, depth, left)
+				rw, want := ref.enter(now, lim, depth, left)
+				if got != want || w != rw {
+					t.Fatalf("enter at %d: bounded %+v %+v, full history %+v %+v", now, got, w, want, rw)
+				}
+				if !got.Go && got.Code == "" {
+					waiters = append(waiters, waiter{w, got.WakeAtMs})
+				}
+			}
+		}
+	})
+}
+
+// docs/admission.md#pacing: what a limiter keeps does not grow with the
+// traffic: a connection with no rpm keeps its last dispatch (and the one it
+// just booked), however many went out in the last minute.
+func TestLimiterHistoryBoundedWithoutRPM(t *testing.T) {
+	var l Limiter
+	for i := range int64(100_000) { // 2 requests per ms for 50 s
+		if _, st := l.Enter(int64(at(0))+i/2, "m", ConnLimits{}, 0, 1000); !st.Go {
+			t.Fatalf("no limits: request %d waits: %+v", i, st)
+		}
+		if len(l.Hits) > 2 {
+			t.Fatalf("%d hits kept after %d requests, want at most 2", len(l.Hits), i+1)
+		}
 	}
 }
