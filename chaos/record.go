@@ -54,19 +54,6 @@ func (h *Histogram) Add(d time.Duration) {
 	h.max = max(h.max, d)
 }
 
-// Merge adds o's counts.
-func (h *Histogram) Merge(o *Histogram) {
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
-	h.n += o.n
-	h.sum += o.sum
-	h.max = max(h.max, o.max)
-}
-
-// Count is the number of recorded durations.
-func (h *Histogram) Count() uint64 { return h.n }
-
 // Quantile returns the q-quantile (0..1).
 func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {

@@ -86,9 +86,6 @@ func writeModelError(w http.ResponseWriter, e *model.Error) int {
 	return status
 }
 
-// writeSettingsError answers a bad settings patch with every problem.
-func writeSettingsError(w http.ResponseWriter, err error) { apierr.WriteSettings(w, err) }
-
 var secretPattern = regexp.MustCompile(`(?i)\b(sk|pk|rk|ak|key)[-_][A-Za-z0-9_\-\*\.]{6,}|\bBearer\s+[A-Za-z0-9_\-\.=]{8,}`)
 
 // redact removes the connection's credential and anything that looks like

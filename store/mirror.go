@@ -284,30 +284,3 @@ func (m *mirror) pending() int {
 	defer m.mu.Unlock()
 	return len(m.dirty)
 }
-
-// fromState replaces the mirror with a loaded state; the caller holds mu.
-func (m *mirror) fromState(st model.State) {
-	clear(m.ents)
-	m.dirty = m.dirty[:0]
-	for _, p := range st.Providers {
-		m.get(key{kind: kindBreaker, provider: p.Provider}).val = value{present: true, breaker: p.Breaker}
-		if len(p.Window.Failures) > 0 || p.Window.CoolUntil != 0 {
-			m.get(key{kind: kindWindow, provider: p.Provider}).val = value{present: true, window: p.Window}
-		}
-		if p.Cursor != 0 {
-			m.get(key{kind: kindCursor, provider: p.Provider}).val = value{present: true, cursor: p.Cursor}
-		}
-	}
-	for _, c := range st.Connections {
-		m.get(key{kind: kindConn, provider: c.Provider, conn: c.Connection}).val = value{present: true, conn: c.Conn}
-		for _, l := range c.Lockouts {
-			m.get(key{kind: kindLockout, provider: c.Provider, conn: c.Connection, name: l.Key.Name, exact: l.Key.Exact}).val = value{present: true, lock: l}
-		}
-	}
-	for _, c := range st.Combos {
-		m.get(key{kind: kindCursor, name: c.Combo}).val = value{present: true, cursor: c.Cursor}
-	}
-	for _, p := range st.Pins {
-		m.get(key{kind: kindPin, provider: p.Provider, name: p.Session}).val = value{present: true, pin: p}
-	}
-}
