@@ -29,7 +29,7 @@ func usage() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(os.Stderr, "  %-11s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(os.Stderr, "\nRun 'breakwater <command> -h' for a command's flags.")
 }

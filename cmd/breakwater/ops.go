@@ -80,6 +80,10 @@ func runHealthcheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080/readyz", "the probe URL")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: breakwater healthcheck [-url URL] [-timeout 3s]\n\nExits 0 when the gateway at -url answers 200 (ready), 1 otherwise.")
+		fs.PrintDefaults()
+	}
 	if code, ok := parseFlagsOnly(fs, args, "the URL is given with -url"); !ok {
 		return code
 	}

@@ -76,7 +76,7 @@ func loadServeConfig(args []string) (cfg *proxy.Config, log *slog.Logger, enviro
 	logFormat := fs.String("log-format", "text", "text or json")
 	check := fs.Bool("check", false, "validate the config (with its environment) and exit: 0 when it would start")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_DATABASE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
+		fmt.Fprintln(fs.Output(), "usage: breakwater serve -config FILE [-check] [-log-level info] [-log-format text]\n\nEnvironment: BREAKWATER_LISTEN, BREAKWATER_MANAGEMENT_KEY, BREAKWATER_DATABASE_URL override the\nconfig's server.listen, server.managementKey and store.url; BREAKWATER_* resilience variables\noverride the file's resilience: section (docs/config.md).")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlagsOnly(fs, args, "the config file is given with -config FILE"); !ok {

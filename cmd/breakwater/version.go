@@ -66,6 +66,10 @@ func versionLine(b proxy.BuildInfo) string {
 func runVersion(args []string) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: breakwater version [-json]\n\nPrints the version, commit and Go version of this binary.")
+		fs.PrintDefaults()
+	}
 	if code, ok := parseFlagsOnly(fs, args, "version takes no arguments"); !ok {
 		return code
 	}
