@@ -194,6 +194,22 @@ func (f Fence) Code() Code {
 	return ""
 }
 
+// Message is the client-facing text of a failed fence (never an owner or a
+// connection id).
+func (f Fence) Message() string {
+	switch f {
+	case FenceRequired:
+		return "no active lease for this owner; acquire one"
+	case FenceStale:
+		return "the lease generation is not the current one"
+	case FenceAuthorizationMismatch:
+		return "this lease belongs to another API key"
+	case FenceConnectionMismatch:
+		return "the request would use a connection the lease does not hold"
+	}
+	return "lease fence refused"
+}
+
 // CheckFence runs before every managed dispatch: row is the owner's active
 // lease (nil = none). An expired row is no lease. It allocates nothing.
 func CheckFence(now Time, row *LeaseRow, c *LeaseClaim) Fence {
@@ -247,6 +263,13 @@ func LeaseCapacity(sel *Selection) (eligible, free int) {
 // connection, so a combo (a fan-out over targets) is refused before any
 // dispatch (docs/leases.md "managed combos").
 func LeaseAcquireRoute(r *Route) error {
+	if e := leaseRouteErr(r); e != nil {
+		return e
+	}
+	return nil
+}
+
+func leaseRouteErr(r *Route) *LeaseError {
 	if r.IsCombo() {
 		return leaseErr(CodeLeaseContextInvalid, "model %q is a combo; a lease holds one connection, so name a provider model", r.Name)
 	}

@@ -5,6 +5,30 @@ import (
 	"slices"
 )
 
+// LeaseAdmit is a managed request's check before its first dispatch
+// (docs/leases.md#fence), the same in the gateway and the simulator: the
+// route is one provider's model (a combo cannot be leased), the fence
+// holds against row (the owner's active lease; nil = none), the leased
+// connection is still one of the key's allowed connections (the key's
+// configuration may have changed since the lease was taken) and belongs to
+// the route's provider. nil: the request goes on, restricted to the leased
+// connection (after LeaseMove).
+func LeaseAdmit(now Time, route *Route, row *LeaseRow, c *LeaseClaim, allowed []ConnRef) *LeaseError {
+	if e := leaseRouteErr(route); e != nil {
+		return e
+	}
+	if f := CheckFence(now, row, c); f != FenceValid {
+		return &LeaseError{Code: f.Code(), Message: f.Message()}
+	}
+	if !slices.Contains(allowed, row.Conn) {
+		return leaseErr(CodeLeaseKeyConfig, "the leased connection is no longer in this key's allowedConnections")
+	}
+	if row.Conn.Provider != route.Provider {
+		return leaseErr(CodeLeaseConnMismatch, "the leased connection's provider does not serve this model")
+	}
+	return nil
+}
+
 // LeaseMove is the lease move's decision (docs/leases.md#moving): normal
 // model, quota, health and cooldown rules still apply to a leased
 // connection, and when they keep it out of a managed request's route

@@ -60,3 +60,52 @@ func TestLeaseAcquireOffer(t *testing.T) {
 		t.Fatal("nothing eligible: the normal routing error, not a lease dispute")
 	}
 }
+
+// docs/leases.md#fence: a managed request is checked before its first
+// dispatch in this order: a combo cannot be leased, then the fence (no
+// active lease, another generation, another key), then the leased
+// connection must still be one of the key's allowed connections and serve
+// the route's provider.
+func TestLeaseAdmitOrder(t *testing.T) {
+	p := oneProvider("p", ProfileAPIKey, 2)
+	e := mustEngine(t, topo(p), nil)
+	r := route(t, e, "p/m1")
+	k1 := ConnRef{"p", "k1"}
+	row := LeaseRow{OwnerHash: "o", APIKeyID: "key", Conn: k1, Generation: 3, ExpiresAt: at(sec(60))}
+	claim := func(gen int64, key string) *LeaseClaim {
+		return &LeaseClaim{OwnerHash: "o", Generation: gen, APIKeyID: key}
+	}
+	combo := r
+	combo.Combo = "c"
+	other := r
+	other.Provider = "q"
+	cases := []struct {
+		name    string
+		route   *Route
+		row     *LeaseRow
+		claim   *LeaseClaim
+		allowed []ConnRef
+		want    Code
+	}{
+		{"a combo, before the fence", &combo, nil, claim(3, "key"), nil, CodeLeaseContextInvalid},
+		{"no lease", &r, nil, claim(3, "key"), []ConnRef{k1}, CodeLeaseRequired},
+		{"another generation", &r, &row, claim(2, "key"), []ConnRef{k1}, CodeLeaseFenceStale},
+		{"another key", &r, &row, claim(3, "other"), []ConnRef{k1}, CodeLeaseAuthMismatch},
+		{"no longer allowed", &r, &row, claim(3, "key"), []ConnRef{{"p", "k2"}}, CodeLeaseKeyConfig},
+		{"another provider", &other, &row, claim(3, "key"), []ConnRef{k1}, CodeLeaseConnMismatch},
+		{"valid", &r, &row, claim(3, "key"), []ConnRef{k1}, ""},
+	}
+	for _, c := range cases {
+		le := LeaseAdmit(at(sec(1)), c.route, c.row, c.claim, c.allowed)
+		var got Code
+		if le != nil {
+			got = le.Code
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+	if le := LeaseAdmit(at(sec(60)), &r, &row, claim(3, "key"), []ConnRef{k1}); le == nil || le.Code != CodeLeaseRequired {
+		t.Errorf("an expired lease is no lease: %v", le)
+	}
+}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"slices"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/store"
@@ -37,23 +36,22 @@ func (rs *reqState) leaseDispatch() (bool, int) {
 	if err != nil {
 		return true, writeLeaseErr(rs.w, err)
 	}
+	// A combo is refused before the arbiter is asked (LeaseAdmit checks it
+	// too); like LeaseAdmit's refusals, the answer says attempts 0.
 	if err := model.LeaseAcquireRoute(&rs.flow.Route); err != nil {
+		rs.setHeaders(rs.w.Header())
 		return true, writeLeaseErr(rs.w, err)
 	}
 	claim := &model.LeaseClaim{OwnerHash: hashOwner(owner), Generation: gen, APIKeyID: rs.key.id}
-	row, f, err := g.leases.verify(rs.ctx, owner, claim)
+	row, _, err := g.leases.verify(rs.ctx, owner, claim)
 	if err != nil {
 		return true, g.writeLeaseStoreDown(rs.w, err)
 	}
-	if f != model.FenceValid {
-		return true, writeLeaseError(rs.w, f.Code(), fenceMessage(f))
-	}
-	if !slices.Contains(rs.key.allowed, row.Conn) {
-		// The key's configuration changed since the lease was taken.
-		return true, writeLeaseError(rs.w, model.CodeLeaseKeyConfig, "the leased connection is no longer in this key's allowedConnections")
-	}
-	if row.Conn.Provider != rs.flow.Route.Provider {
-		return true, writeLeaseError(rs.w, model.CodeLeaseConnMismatch, "the leased connection's provider does not serve this model")
+	// The checks are the model's (the simulator makes the same ones);
+	// verify above only brought the arbiter's row when the copy lagged.
+	if le := model.LeaseAdmit(g.modelNow(), &rs.flow.Route, &row, claim, rs.key.allowed); le != nil {
+		rs.setHeaders(rs.w.Header())
+		return true, writeLeaseErr(rs.w, le)
 	}
 	if moved, ok := rs.leaseMove(owner, claim, row); ok {
 		row = moved
@@ -123,7 +121,7 @@ func (rs *reqState) leaseFenceRefuses(a *model.Attempt) (bool, int) {
 	}
 	rs.abandonAttempt(a)
 	rs.setHeaders(rs.w.Header())
-	return true, writeLeaseError(rs.w, f.Code(), fenceMessage(f))
+	return true, writeLeaseError(rs.w, f.Code(), f.Message())
 }
 
 // abandonAttempt records a begun attempt that never reached the upstream,

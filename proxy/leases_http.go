@@ -122,19 +122,5 @@ func (g *Gateway) leaseCall(ctx context.Context, key mgmt.LeaseKey, c leaseCall,
 
 // fenceError is the lease error of a fence refusal.
 func fenceError(f model.Fence) error {
-	return &model.LeaseError{Code: f.Code(), Message: fenceMessage(f)}
-}
-
-func fenceMessage(f model.Fence) string {
-	switch f {
-	case model.FenceRequired:
-		return "no active lease for this owner; acquire one"
-	case model.FenceStale:
-		return "the lease generation is not the current one"
-	case model.FenceAuthorizationMismatch:
-		return "this lease belongs to another API key"
-	case model.FenceConnectionMismatch:
-		return "the request would use a connection the lease does not hold"
-	}
-	return "lease fence refused"
+	return &model.LeaseError{Code: f.Code(), Message: f.Message()}
 }

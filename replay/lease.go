@@ -22,6 +22,13 @@ import (
 // POST /api/v1/session-leases, and releases with the owner token and
 // generation it got, sent as X-Breakwater-Lease-Owner / -Generation.
 //
+// A named lease (lease-acquire with lease:) is one managed client: its key
+// has the action's connections as allowedConnections, its acquire names
+// the action's model and the gateway picks the connection. Traffic naming
+// the lease is sent with that key and the owner and generation it holds
+// (or the generation the item names), so the gateway's fence and lease
+// move run on it as in the simulator.
+//
 // Because the gateway then has client keys, the traffic needs one too: a
 // plain key without scopes or allowedConnections (every connection, no
 // lease), as the simulator's traffic.
@@ -35,8 +42,22 @@ type leaseKeys struct {
 	models  map[string]string // "provider/connection" → the model named at acquire
 	order   []string          // connections in first-use order (stable config)
 
+	named      map[string]*namedLease // lease name → its managed client
+	namedOrder []string
+
 	mu   sync.Mutex
 	held map[string]heldLease // "provider/connection" → the lease the replay holds
+}
+
+// namedLease is a named managed client: its key and allowedConnections,
+// and the owner it was last given (kept after a release: a request that
+// presents it then is refused LEASE_REQUIRED, as in the simulator).
+type namedLease struct {
+	key     string
+	allowed []string
+	owner   string // never logged or reported; "" until the first acquire
+	gen     int64
+	active  bool
 }
 
 type heldLease struct {
@@ -54,7 +75,11 @@ func newLeaseKeys(sc *sim.Scenario) *leaseKeys {
 		}
 		if lk == nil {
 			lk = &leaseKeys{client: "bwreplay_client_" + randomKey(), managed: map[string]string{},
-				models: map[string]string{}, held: map[string]heldLease{}}
+				models: map[string]string{}, held: map[string]heldLease{}, named: map[string]*namedLease{}}
+		}
+		if a.Lease != "" {
+			lk.addNamed(&a)
+			continue
 		}
 		for _, c := range a.Connections {
 			ref := c.String()
@@ -86,13 +111,87 @@ func leaseModel(sc *sim.Scenario, provider string) string {
 	return provider + "/lease"
 }
 
+// addNamed notes a named lease's managed client (its first acquire names
+// its allowed connections).
+func (lk *leaseKeys) addNamed(a *sim.Action) {
+	if _, ok := lk.named[a.Lease]; ok || a.Kind != sim.ActLeaseAcquire {
+		return
+	}
+	n := &namedLease{key: "bwreplay_lease_" + randomKey()}
+	for _, c := range a.Connections {
+		n.allowed = append(n.allowed, c.String())
+	}
+	lk.named[a.Lease] = n
+	lk.namedOrder = append(lk.namedOrder, a.Lease)
+}
+
 func (lk *leaseKeys) clientKeys() []proxy.ClientKey {
 	out := []proxy.ClientKey{{ID: "replay-traffic", Key: lk.client}}
 	for i, ref := range lk.order {
 		out = append(out, proxy.ClientKey{ID: "replay-lease-" + strconv.Itoa(i+1), Key: lk.managed[ref],
 			Scopes: []string{model.LeaseScope}, AllowedConnections: []string{ref}})
 	}
+	for _, name := range lk.namedOrder {
+		n := lk.named[name]
+		out = append(out, proxy.ClientKey{ID: "replay-lease-" + name, Key: n.key,
+			Scopes: []string{model.LeaseScope}, AllowedConnections: n.allowed})
+	}
 	return out
+}
+
+// leaseHeaders sets a managed request's key and lease headers: the owner
+// the named client holds (a well-formed unknown one before its first
+// acquire) and its generation, or the one the traffic item presents.
+func (lk *leaseKeys) leaseHeaders(h http.Header, t *sim.Traffic) {
+	lk.mu.Lock()
+	n := lk.named[t.Lease]
+	owner, gen := n.owner, n.gen
+	lk.mu.Unlock()
+	if owner == "" {
+		owner, gen = model.LeaseOwnerPrefix+strings.Repeat("A", 43), 1
+	}
+	if t.LeaseGeneration > 0 {
+		gen = t.LeaseGeneration
+	}
+	h.Set("Authorization", "Bearer "+n.key)
+	h.Set("X-Breakwater-Lease-Owner", owner)
+	h.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(gen, 10))
+}
+
+// namedAction acquires or releases a named lease; acquiring one the client
+// holds, or releasing one it does not, changes nothing, as in the
+// simulator.
+func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
+	lk := r.e.leases
+	lk.mu.Lock()
+	n := lk.named[a.Lease]
+	owner, gen, active := n.owner, n.gen, n.active
+	lk.mu.Unlock()
+	switch {
+	case a.Kind == sim.ActLeaseAcquire && !active:
+		var v struct {
+			Owner      string `json:"owner"`
+			Generation int64  `json:"generation"`
+		}
+		body := map[string]any{"action": "acquire", "model": a.Model, "ttlMs": model.MaxLeaseTTLMs}
+		if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", n.key, body, &v); err != nil {
+			return fmt.Errorf("lease %s: %w", a.Lease, err)
+		}
+		owner, gen, active = v.Owner, v.Generation, true
+	case a.Kind == sim.ActLeaseRelease && active:
+		hdr := http.Header{}
+		hdr.Set("X-Breakwater-Lease-Owner", owner)
+		hdr.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(gen, 10))
+		if err := r.e.doHeaders(ctx, r.e.base+"/api/v1/session-leases", http.MethodPost, "/api/v1/session-leases",
+			n.key, hdr, map[string]any{"action": "release"}, nil); err != nil {
+			return fmt.Errorf("lease %s: %w", a.Lease, err)
+		}
+		active = false
+	}
+	lk.mu.Lock()
+	n.owner, n.gen, n.active = owner, gen, active
+	lk.mu.Unlock()
+	return nil
 }
 
 // leaseAction runs lease-acquire / lease-release. Acquiring a connection
@@ -102,6 +201,9 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 	lk := r.e.leases
 	if lk == nil {
 		return fmt.Errorf("%s needs a managed client key the replay generates only for its in-process gateway", a.Kind)
+	}
+	if a.Lease != "" {
+		return r.namedAction(ctx, a)
 	}
 	var errs []string
 	for _, c := range a.Connections {

@@ -835,6 +835,9 @@ func (r *runner) clientRequest(ctx context.Context, t *sim.Traffic, n int, wrote
 	if t.Session != "" {
 		req.Header.Set("X-Session-Id", t.Session)
 	}
+	if t.Lease != "" && r.e.leases != nil {
+		r.e.leases.leaseHeaders(req.Header, t) // lease.go: a managed request
+	}
 	return req, nil
 }
 

@@ -105,6 +105,7 @@ func Load(name string, src []byte, opts Options) (*sim.Scenario, error) {
 	sc.Rules = faults.DecodeRules(l.d, nodes["upstream"], "upstream", l.known())
 	l.traffic(nodes["traffic"])
 	l.actions(nodes["actions"])
+	l.checkTrafficLeases()
 	l.expects(nodes["expect"])
 	if err := l.d.Err(); err != nil {
 		return nil, err
@@ -439,7 +440,7 @@ func (l *loader) known() *faults.Known {
 	return k
 }
 
-var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout", "session", "format"}
+var trafficKeys = []string{"at", "model", "count", "every", "poisson", "stream", "timeout", "session", "format", "lease", "leaseGeneration"}
 
 func (l *loader) traffic(n *yaml.Node) {
 	if yamlnode.IsNull(n) {
@@ -494,6 +495,13 @@ func (l *loader) trafficField(key, ff string, v *yaml.Node, t *sim.Traffic) {
 		if t.Format == sim.FormatChat {
 			t.Format = ""
 		}
+	case "lease":
+		t.Lease = l.d.String(v, ff)
+	case "leaseGeneration":
+		t.LeaseGeneration = int64(l.d.Int(v, ff))
+		if t.LeaseGeneration < 1 {
+			l.d.Errf(v, ff, "a lease generation is a positive integer, got %d", t.LeaseGeneration)
+		}
 	case "session":
 		// The gateway keys affinity by a hash of the header, never the
 		// raw id; the simulator does the same.
@@ -526,7 +534,7 @@ func (l *loader) checkTraffic(v *yaml.Node, f string, t *sim.Traffic, modelNode 
 	}
 }
 
-var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "settings", "set"}
+var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "settings", "set", "lease"}
 
 func (l *loader) connRef(n *yaml.Node, field string) model.ConnRef {
 	s := l.d.String(n, field)
@@ -644,6 +652,8 @@ func (l *loader) actionField(key, ff string, v *yaml.Node, a *sim.Action) {
 		a.Model = l.d.String(v, ff)
 	case "all":
 		a.All = l.d.Bool(v, ff)
+	case "lease":
+		a.Lease = l.d.String(v, ff)
 	case "settings":
 		layer, err := settings.LayerOf(l.d.Value(v, ff))
 		if err != nil {
@@ -676,7 +686,9 @@ func (l *loader) setLayer(v *yaml.Node, ff string) settings.Layer {
 // cooldowns of no connection clears all.
 func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
 	switch a.Kind {
-	case sim.ActResetConnection, sim.ActConnectionTest, sim.ActLeaseAcquire, sim.ActLeaseRelease:
+	case sim.ActLeaseAcquire, sim.ActLeaseRelease:
+		l.checkLeaseAction(v, f, a)
+	case sim.ActResetConnection, sim.ActConnectionTest:
 		if len(a.Connections) == 0 {
 			l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection)", a.Kind)
 		}
@@ -688,6 +700,30 @@ func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
 		if !a.All && (len(a.Connections) == 0 || a.Model == "") {
 			l.d.Errf(v, f, "clear-lockout needs connection and model, or all: true")
 		}
+	}
+}
+
+// checkTrafficLeases: a lease the traffic presents is one an action
+// acquires (the managed client whose key the requests carry).
+func (l *loader) checkTrafficLeases() {
+	for i, t := range l.sc.Traffic {
+		if t.Lease != "" && !slices.ContainsFunc(l.sc.Actions, func(a sim.Action) bool { return a.Kind == sim.ActLeaseAcquire && a.Lease == t.Lease }) {
+			l.d.Errf(l.root, fmt.Sprintf("traffic[%d].lease", i), "line %d: no lease-acquire action names lease %q", t.Line, t.Lease)
+		}
+	}
+}
+
+// checkLeaseAction: an outside client's lease names its connections; a
+// named client's acquire names the model and its key's allowed
+// connections (docs/scenarios.md#actions).
+func (l *loader) checkLeaseAction(v *yaml.Node, f string, a *sim.Action) {
+	switch {
+	case a.Lease == "" && len(a.Connections) == 0:
+		l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection) or a lease", a.Kind)
+	case a.Lease != "" && a.Kind == sim.ActLeaseAcquire && (a.Model == "" || len(a.Connections) == 0):
+		l.d.Errf(v, f, "lease-acquire of lease %q needs model and connections (its key's allowedConnections)", a.Lease)
+	case a.Lease != "" && a.Kind == sim.ActLeaseRelease && len(a.Connections) > 0:
+		l.d.Errf(v, f+".connections", "lease-release of lease %q names no connections", a.Lease)
 	}
 }
 

@@ -51,6 +51,10 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		// virtual time must not overflow (it read "simulated -1635191h")
 		{"traffic past 10 years", strings.Replace(base, "every: 1s", "every: 87000h", 1), `t.yaml:5:5: traffic[0].every: the last request would arrive more than 10 years after the start`},
 		{"empty file", "", `t.yaml: empty scenario`},
+		// docs/scenarios.md#actions: leased traffic presents a named client's lease, which an action acquires.
+		{"traffic lease never acquired", strings.Replace(base, "count: 3", "count: 3, lease: a", 1), `traffic[0].lease: line 5: no lease-acquire action names lease "a"`},
+		{"named acquire without model", base + "actions:\n  - {at: 1s, action: lease-acquire, lease: a, connections: [glm/k1]}\n", `lease-acquire of lease "a" needs model and connections`},
+		{"bad lease generation", strings.Replace(base, "count: 3", "count: 3, leaseGeneration: 0", 1), `traffic[0].leaseGeneration: a lease generation is a positive integer`},
 		{"topology duplicate connection", strings.Replace(base, "{id: k2}", "{id: k1}", 1), `providers[0].connections[1].id: duplicate connection id "k1"`},
 	}
 	for _, c := range cases {

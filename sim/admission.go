@@ -131,6 +131,9 @@ func (s *sim) admit(id int32, a *model.Attempt) {
 	if s.adm.lims == nil {
 		s.adm.init(&s.sc.Topology, s.set.RequestQueue.GlobalMaxConcurrent, s.sc.Actions)
 	}
+	if s.leaseFenceRefuses(id, a) { // lease.go: before every managed dispatch
+		return
+	}
 	ref := model.ConnRef{Provider: a.Provider, Connection: a.Connection}
 	c := s.connCfg(ref)
 	if c != nil && c.EgressIP != "" {
@@ -331,6 +334,13 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 
 func (s *sim) dispatch(id int32, q *queued) {
 	delete(s.adm.pending, id)
+	if s.leaseFenceRefuses(id, &q.a) { // again after queueing: the lease may have changed meanwhile
+		s.unchecked(q)
+		if s.adm.held != nil {
+			s.release(id)
+		}
+		return
+	}
 	q.a.Dispatch(s.now) // the herd guard counts from dispatch, not from the queue
 	if q.checked {
 		s.opts.NoInvariants = true // checked at selection (see queued.checked)

@@ -1,22 +1,48 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
+
+	"github.com/breakwater-gw/breakwater/model"
 )
 
-// Exclusive session leases in the simulator (docs/leases.md). The scenario's
-// traffic carries no lease, so what matters is the set of connections that
-// some other owner holds: a request excludes them (Flow.Held, reason
-// lease_held) exactly as the gateway excludes every leased connection for
-// non-owners. The arbitration itself (one owner per connection) is the
-// store's and is tested there and in package proxy.
+// Exclusive session leases in the simulator (docs/leases.md), driving the
+// same model steps as the gateway's proxy/leases_fence.go:
+//
+//   - a lease held by a client outside the traffic (lease-acquire of
+//     connections) only takes its connections away: requests without a
+//     lease exclude them (Flow.Held, reason lease_held);
+//   - a named managed client's lease (lease-acquire with lease:) is taken
+//     by model.Engine.LeaseAcquire, and the traffic naming it is managed:
+//     model.LeaseAdmit (the fence and the key checks) before its first
+//     dispatch, model.Engine.LeaseMove when health or a cooldown keeps the
+//     leased connection out, and model.CheckFence before every attempt.
+//
+// The simulator is its own arbiter (one process, virtual time): a move
+// takes the first target LeaseMove offers, since nothing can lease it
+// meanwhile.
 
-// leaseAction applies lease-acquire / lease-release. The held list is
-// replaced, never mutated (flows share it); every flow step reads the
-// current one, so a request in flight stops using a connection leased
-// meanwhile, as in the proxy.
+// simLease is a named managed client and its lease.
+type simLease struct {
+	allowed []model.ConnRef // its key's allowedConnections
+	row     model.LeaseRow  // the lease (when active)
+	ttlMs   int64
+	active  bool
+	owners  int // owners minted so far: each acquire mints a new one
+}
+
+// leaseKeyID is the client key id of a named managed client.
+func leaseKeyID(name string) string { return "lease:" + name }
+
+// leaseAction applies lease-acquire / lease-release.
 func (s *sim) leaseAction(a *Action) {
-	next := slices.Clone(s.held)
+	if a.Lease != "" {
+		s.namedLeaseAction(a)
+		s.rebuildHeld()
+		return
+	}
+	next := slices.Clone(s.outside)
 	for _, c := range a.Connections {
 		i := slices.Index(next, c)
 		switch {
@@ -26,5 +52,153 @@ func (s *sim) leaseAction(a *Action) {
 			next = slices.Delete(next, i, i+1)
 		}
 	}
+	s.outside = next
+	s.rebuildHeld()
+}
+
+// rebuildHeld replaces the held list (never mutated: flows share it) with
+// every leased connection, so a request in flight stops using a connection
+// leased meanwhile, as in the proxy.
+func (s *sim) rebuildHeld() {
+	next := slices.Clone(s.outside)
+	for _, name := range s.leaseOrder {
+		if l := s.leases[name]; l.active && !slices.Contains(next, l.row.Conn) {
+			next = append(next, l.row.Conn)
+		}
+	}
 	s.held = next
+}
+
+// namedLeaseAction acquires or releases a named client's lease. Acquiring
+// a lease the client holds, or releasing one it does not, changes nothing.
+func (s *sim) namedLeaseAction(a *Action) {
+	if s.leases == nil {
+		s.leases = map[string]*simLease{}
+	}
+	l := s.leases[a.Lease]
+	if l == nil {
+		l = &simLease{}
+		s.leases[a.Lease] = l
+		s.leaseOrder = append(s.leaseOrder, a.Lease)
+	}
+	switch {
+	case a.Kind == ActLeaseRelease:
+		l.active = false
+	case !l.active:
+		l.allowed = a.Connections
+		if err := s.leaseAcquire(a.Lease, l, a.Model); err != "" {
+			s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: a.At, What: "action lease-acquire",
+				Expected: "the action to apply", Found: err})
+		}
+	}
+}
+
+// leaseAcquire takes the first connection model.Engine.LeaseAcquire
+// offers, with the longest TTL (the replay asks the gateway for it).
+func (s *sim) leaseAcquire(name string, l *simLease, modelName string) string {
+	route, err := s.eng.Resolve(modelName)
+	if err != nil {
+		return err.Error()
+	}
+	if err := model.LeaseAcquireRoute(&route); err != nil {
+		return err.Error()
+	}
+	_, me := s.eng.LeaseAcquire(s.now, route, l.allowed, s.held, nil, &s.sel)
+	s.drain()
+	switch {
+	case me != nil:
+		return string(me.Code)
+	case len(s.sel.Candidates) == 0:
+		return string(model.CodeLeaseCapacity)
+	}
+	c := s.sel.Candidates[0]
+	l.owners++
+	l.ttlMs = model.MaxLeaseTTLMs
+	l.row = model.LeaseRow{OwnerHash: fmt.Sprintf("%s#%d", name, l.owners), APIKeyID: leaseKeyID(name),
+		Conn: model.ConnRef{Provider: c.Provider, Connection: c.Connection}, Generation: 1, ExpiresAt: s.now.Add(l.ttlMs)}
+	l.active = true
+	return ""
+}
+
+// leaseClaim is what a managed request presents: the client's current
+// owner (the last one minted, active or not) and the generation.
+func (s *sim) leaseClaim(t *Traffic) (model.LeaseClaim, *simLease) {
+	l := s.leases[t.Lease]
+	if l == nil { // acquired later in the run: no owner yet
+		return model.LeaseClaim{OwnerHash: t.Lease + "#0", Generation: max(t.LeaseGeneration, 1), APIKeyID: leaseKeyID(t.Lease)}, nil
+	}
+	gen := t.LeaseGeneration
+	if gen == 0 {
+		gen = max(l.row.Generation, 1)
+	}
+	return model.LeaseClaim{OwnerHash: fmt.Sprintf("%s#%d", t.Lease, l.owners), Generation: gen, APIKeyID: leaseKeyID(t.Lease)}, l
+}
+
+// leaseDispatch prepares a managed request's flow (proxy leaseDispatch):
+// model.LeaseAdmit, then model.Engine.LeaseMove. It reports whether the
+// request was refused (and answered).
+func (s *sim) leaseDispatch(id int32, t *Traffic) bool {
+	r := &s.reqs[id]
+	claim, l := s.leaseClaim(t)
+	var row *model.LeaseRow
+	var allowed []model.ConnRef
+	if l != nil && l.active {
+		row, allowed = &l.row, l.allowed
+	}
+	if le := model.LeaseAdmit(s.now, &r.flow.Route, row, &claim, allowed); le != nil {
+		s.finish(id, model.LeaseHTTPStatus(le.Code), string(le.Code), lRejected, 0)
+		return true
+	}
+	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
+	if s.eng.LeaseMove(s.now, r.flow.Route, l.row.Conn, l.allowed, s.held, &s.sel) && len(s.sel.Candidates) > 0 {
+		c := s.sel.Candidates[0]
+		s.traceLeaseMove(r, l.row.Conn, c)
+		// Same generation, a fresh TTL (the store's Transition).
+		l.row.Conn = model.ConnRef{Provider: c.Provider, Connection: c.Connection}
+		l.row.ExpiresAt = s.now.Add(l.ttlMs)
+		s.rebuildHeld()
+	}
+	s.drain()
+	claim.Conn = l.row.Conn
+	r.lease = claim
+	r.managed = true
+	r.flow.Allowed = []model.ConnRef{l.row.Conn}
+	r.flow.Held, r.flow.HeldUntil = nil, nil
+	return false
+}
+
+func (s *sim) traceLeaseMove(r *request, from model.ConnRef, to model.Candidate) {
+	s.tr.rec()
+	s.tr.ev("lease_move")
+	s.tr.str("from", from.String())
+	s.tr.int("req", int64(r.id))
+	s.tr.end(s.off(s.now))
+	s.tr.str("to", to.Provider+"/"+to.Connection) // sorts after "t"
+	s.tr.close()
+}
+
+// leaseFenceRefuses runs the fence before one attempt of a managed request
+// (proxy leaseFenceRefuses): a refused attempt never reaches the upstream,
+// is recorded neutrally (a client abort frees its breaker permit) and the
+// client gets the fence's error.
+func (s *sim) leaseFenceRefuses(id int32, a *model.Attempt) bool {
+	r := &s.reqs[id]
+	if !r.managed {
+		return false
+	}
+	c := r.lease
+	c.Conn = model.ConnRef{Provider: a.Provider, Connection: a.Connection}
+	var row *model.LeaseRow
+	if l := s.leases[s.sc.Traffic[r.item].Lease]; l != nil && l.active {
+		row = &l.row
+	}
+	f := model.CheckFence(s.now, row, &c)
+	if f == model.FenceValid {
+		return false
+	}
+	r.flow.Record(s.now, s.eng, a, model.Report{Outcome: model.Outcome{Kind: model.OutcomeClientAbort}})
+	s.drain()
+	r.lastConn, r.hasLast = c.Conn, true
+	s.finish(id, model.LeaseHTTPStatus(f.Code()), string(f.Code()), lFailed, 0)
+	return true
 }

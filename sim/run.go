@@ -126,6 +126,10 @@ type request struct {
 	free     bool
 	// delivered: content chunks the client has (a resume's prefill).
 	delivered int64
+	// managed: the request presents a lease (lease.go); lease is its claim
+	// on the leased connection.
+	managed bool
+	lease   model.LeaseClaim
 }
 
 // abort says why an attempt was cut short by the gateway or the client.
@@ -182,10 +186,14 @@ type sim struct {
 	routeErr []error
 
 	sel model.Selection
-	// held: connections an outside owner's exclusive lease holds (lease.go);
-	// replaced, never mutated (flows share it).
-	held []model.ConnRef
-	adm  admission // the admission stage: limiters and the concurrency gate (admission.go)
+	// held: every leased connection (lease.go); replaced, never mutated
+	// (flows share it). outside: the ones clients outside the traffic
+	// hold; leases: the named managed clients (leaseOrder: first use).
+	held       []model.ConnRef
+	outside    []model.ConnRef
+	leases     map[string]*simLease
+	leaseOrder []string
+	adm        admission // the admission stage: limiters and the concurrency gate (admission.go)
 	// client statuses and results, counted here and copied into the
 	// Result's maps at the end
 	statusCount [600]int
@@ -431,6 +439,9 @@ func (s *sim) arrive(item int) {
 		return
 	}
 	r.flow.Reset(s.eng, s.now, route, t.Session, nil) // keeps the pooled request's buffers
+	if t.Lease != "" && s.leaseDispatch(id, t) {      // lease.go: refused before any dispatch
+		return
+	}
 	s.step(id)
 }
 
@@ -453,8 +464,10 @@ func (s *sim) step(id int32) {
 	// Next selects only when it has something to decide; an empty selection
 	// afterwards means it did not (e.g. the deadline was already spent).
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
-	r.flow.Held = s.held // the leases held now (docs/leases.md; lease.go), as the proxy does before every step
-	s.sel.Full = true    // the trace lists every candidate and exclusion (a lazy Select would list a prefix)
+	if !r.managed {
+		r.flow.Held = s.held // the leases held now (docs/leases.md; lease.go), as the proxy does before every step
+	}
+	s.sel.Full = true // the trace lists every candidate and exclusion (a lazy Select would list a prefix)
 	st := r.flow.Next(s.now, s.eng, &s.sel)
 	s.drain()
 	if len(s.sel.Candidates) > 0 || len(s.sel.Excluded) > 0 {

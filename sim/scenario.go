@@ -59,7 +59,14 @@ type Traffic struct {
 	// Format is the client's API (surface.go): chat (""), messages,
 	// responses or embeddings.
 	Format string
-	Line   int
+	// Lease names a managed client's lease (an action's Lease): the
+	// requests present its owner and generation (X-Breakwater-Lease-Owner
+	// / -Generation, docs/leases.md#fence) with that client's key; ""
+	// = no lease. LeaseGeneration is the generation presented (0 = the
+	// lease's own; another one is a stale claim).
+	Lease           string
+	LeaseGeneration int64
+	Line            int
 }
 
 // ActionKind is an operator action.
@@ -72,9 +79,13 @@ const (
 	ActClearLockout                      // DELETE /api/resilience/model-cooldowns
 	ActSet                               // PATCH /api/resilience
 	ActConnectionTest                    // POST /api/providers/{id}/test passed
-	// ActLeaseAcquire: a managed client outside the scenario's traffic takes
-	// an exclusive lease on the connection (POST /api/v1/session-leases,
-	// docs/leases.md); the traffic is routed around it (lease_held).
+	// ActLeaseAcquire: a managed client takes an exclusive lease (POST
+	// /api/v1/session-leases, docs/leases.md); the traffic without a lease
+	// is routed around it (lease_held). Without Lease, a client outside the
+	// traffic leases each connection named; with Lease, the named client
+	// (its key's allowedConnections are Connections) leases Model and the
+	// acquire picks the connection (model.Engine.LeaseAcquire); traffic
+	// naming the lease presents it.
 	ActLeaseAcquire
 	ActLeaseRelease // that client releases it
 )
@@ -111,6 +122,7 @@ type Action struct {
 	All         bool            // clear-cooldowns / clear-lockout of everything
 	Model       string          // clear-lockout
 	Settings    settings.Layer  // set: a settings layer stacked over the others
+	Lease       string          // lease-acquire / lease-release of a named managed client
 	Line        int
 }
 
