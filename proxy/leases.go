@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -280,11 +279,4 @@ func (m *leaseMgr) verify(ctx context.Context, owner string, c *model.LeaseClaim
 	m.put(l)
 	row := rowOf(l)
 	return row, model.CheckFence(now, &row, c), nil
-}
-
-// storeDown reports whether an arbiter error means "unavailable" (every
-// unexpected arbiter error is treated so: leases fail closed).
-func storeDown(err error) bool {
-	var lc *store.LeaseConflict
-	return err != nil && !errors.As(err, &lc) && !errors.Is(err, store.ErrLeaseStale)
 }

@@ -650,12 +650,6 @@ func slogDebug(w *syncBuf) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func httptestServer(t *testing.T, g *Gateway) *httptest.Server {
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 func TestLeaseInvariantTwoGatewaysPostgres(t *testing.T) {
 	// docs/leases.md / docs/leases.md#the-database-arbitrates: with Postgres the database is the arbiter — two
 	// gateways on one database, concurrent acquires, never two active
