@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/internal/wire"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -67,15 +68,8 @@ func newWireAdapter(typ, base string) wireAdapter {
 }
 
 // wireError is a client request the provider's native format cannot
-// express (an unsupported content part, n > 1 on anthropic, ...).
-type wireError struct {
-	typ string
-	msg string
-}
-
-func (e *wireError) Error() string {
-	return "provider type " + e.typ + " (wire adapter) cannot express this request: " + e.msg
-}
+// express (internal/wire's UnsupportedError).
+type wireError = wire.UnsupportedError
 
 // unsupportedError is the model's typed error for a request a provider
 // type cannot express (400 unsupported_by_provider_type when no other
@@ -157,10 +151,10 @@ type oaTool struct {
 func decodeOA(typ string, body []byte) (*oaRequest, error) {
 	var r oaRequest
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, &wireError{typ, "the body does not decode as a chat completion request: " + err.Error()}
+		return nil, &wireError{Type: typ, Msg: "the body does not decode as a chat completion request: " + err.Error()}
 	}
 	bad := func(format string, a ...any) (*oaRequest, error) {
-		return nil, &wireError{typ, fmt.Sprintf(format, a...)}
+		return nil, &wireError{Type: typ, Msg: fmt.Sprintf(format, a...)}
 	}
 	switch {
 	case len(r.Functions) > 0 && string(r.Functions) != "null":
@@ -204,7 +198,7 @@ func (r *oaRequest) stops(typ string) ([]string, error) {
 	}
 	var many []string
 	if json.Unmarshal(raw, &many) != nil {
-		return nil, &wireError{typ, `"stop" must be a string or a list of strings`}
+		return nil, &wireError{Type: typ, Msg: `"stop" must be a string or a list of strings`}
 	}
 	return many, nil
 }
@@ -218,23 +212,23 @@ func (m *oaMessage) parts(typ string, i int) ([]oaPart, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, &wireError{typ, fmt.Sprintf("messages[%d].content: %v", i, err)}
+			return nil, &wireError{Type: typ, Msg: fmt.Sprintf("messages[%d].content: %v", i, err)}
 		}
 		return []oaPart{{Type: "text", Text: s}}, nil
 	}
 	var ps []oaPart
 	if err := json.Unmarshal(raw, &ps); err != nil {
-		return nil, &wireError{typ, fmt.Sprintf("messages[%d].content must be a string or a list of content parts", i)}
+		return nil, &wireError{Type: typ, Msg: fmt.Sprintf("messages[%d].content must be a string or a list of content parts", i)}
 	}
 	for j, p := range ps {
 		switch p.Type {
 		case "text":
 		case "image_url":
 			if p.ImageURL == nil || p.ImageURL.URL == "" {
-				return nil, &wireError{typ, fmt.Sprintf("messages[%d].content[%d]: image_url needs a url", i, j)}
+				return nil, &wireError{Type: typ, Msg: fmt.Sprintf("messages[%d].content[%d]: image_url needs a url", i, j)}
 			}
 		default:
-			return nil, &wireError{typ, fmt.Sprintf("messages[%d].content[%d]: content part type %q is not supported", i, j, p.Type)}
+			return nil, &wireError{Type: typ, Msg: fmt.Sprintf("messages[%d].content[%d]: content part type %q is not supported", i, j, p.Type)}
 		}
 	}
 	return ps, nil
@@ -246,7 +240,7 @@ func (m *oaMessage) parts(typ string, i int) ([]oaPart, error) {
 func textOnly(typ string, i int, role string, ps []oaPart) error {
 	for j, p := range ps {
 		if p.Type != "text" {
-			return &wireError{typ, fmt.Sprintf("messages[%d].content[%d]: %s messages take text only (got %q)", i, j, role, p.Type)}
+			return &wireError{Type: typ, Msg: fmt.Sprintf("messages[%d].content[%d]: %s messages take text only (got %q)", i, j, role, p.Type)}
 		}
 	}
 	return nil
@@ -314,7 +308,7 @@ func argsObject(typ string, args string) (json.RawMessage, error) {
 		return json.RawMessage(`{}`), nil
 	}
 	if a[0] != '{' || !json.Valid(a) {
-		return nil, &wireError{typ, "tool call arguments must be a JSON object"}
+		return nil, &wireError{Type: typ, Msg: "tool call arguments must be a JSON object"}
 	}
 	return json.RawMessage(a), nil
 }

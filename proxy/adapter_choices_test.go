@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-gw/breakwater/internal/wire"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -129,7 +130,7 @@ func TestGeminiStreamEveryChoiceHasItsRoleAndToolIndex(t *testing.T) {
 func TestAdapterLogitBiasIsUnsupported(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	build := map[string]func(body []byte) ([]byte, error){
-		"anthropic": func(b []byte) ([]byte, error) { return anthropicBody(b, "m", false) },
+		"anthropic": func(b []byte) ([]byte, error) { return wire.ChatRequestToMessages(b, "m", false) },
 		"gemini":    geminiBody,
 	}
 	for typ, f := range build {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-gw/breakwater/internal/wire"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -99,7 +100,7 @@ func FuzzAdapterRequest(f *testing.F) {
 			return
 		}
 		for typ, build := range map[string]func() ([]byte, error){
-			"anthropic": func() ([]byte, error) { return anthropicBody(req.body, "up", req.Stream) },
+			"anthropic": func() ([]byte, error) { return wire.ChatRequestToMessages(req.body, "up", req.Stream) },
 			"gemini":    func() ([]byte, error) { return geminiBody(req.body) },
 		} {
 			out, err := build()
@@ -122,12 +123,11 @@ func BenchmarkAdapter(b *testing.B) {
 	an := []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lorem ipsum dol "}}`)
 	gm := []byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"lorem ipsum dol "}]},"index":0}],"modelVersion":"gemini-x","responseId":"r1"}`)
 	b.Run("anthropic/event", func(b *testing.B) {
-		s := &anStream{}
-		s.cw.init("msg_1", "claude-x")
-		var dst []byte
+		s := wire.NewMessagesChatStream("m")
+		dst := s.Event(nil, []byte(`{"type":"message_start","message":{"id":"msg_1","model":"claude-x","usage":{}}}`))
 		b.ReportAllocs()
 		for b.Loop() {
-			dst = s.event(dst[:0], an)
+			dst = s.Event(dst[:0], an)
 		}
 	})
 	b.Run("gemini/event", func(b *testing.B) {
@@ -168,7 +168,7 @@ func BenchmarkAdapter(b *testing.B) {
 		native := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum dol ", 64) + `"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":7}}`)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := anthropicJSON(native, 1, "m"); err != nil {
+			if _, err := wire.MessagesAnswerToChat(native, 1, "m"); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/internal/jsonvalid"
 )
 
 // geminiWire speaks the Gemini generateContent API. baseURL includes the
@@ -147,7 +149,7 @@ func geminiBody(body []byte) ([]byte, error) {
 
 // gmBad is the gemini adapter's refusal of a request it cannot express.
 func gmBad(format string, a ...any) error {
-	return &wireError{"gemini", fmt.Sprintf(format, a...)}
+	return &wireError{Type: "gemini", Msg: fmt.Sprintf(format, a...)}
 }
 
 // gmGeneration is the request's generationConfig (nil when it sets
@@ -550,4 +552,29 @@ func (s *gmStream) end(dst []byte) []byte {
 		return append(dst, doneBytes...)
 	}
 	return dst
+}
+
+// refuseLogitBias is a non-empty "logit_bias" as a *wireError, for both
+// adapters: neither native format can bias tokens, and a bias of -100 bans
+// one, so dropping it changes the request as much as "logprobs" would. An
+// empty object or null asks nothing. The key is matched exactly, as
+// parseChatRequest matches its fields (a body that spells it with \u
+// escapes means the same field); a body that cannot hold it is not scanned.
+func refuseLogitBias(typ string, body []byte) error {
+	if !bytes.Contains(body, []byte("logit_bias")) && !bytes.Contains(body, []byte(`\u`)) {
+		return nil
+	}
+	set := false
+	jsonvalid.Members(body, func(ks, ke, vs, ve int) {
+		if set || !keyEquals(body[ks:ke], "logit_bias") {
+			return
+		}
+		raw := body[vs:ve]
+		var m map[string]json.RawMessage
+		set = string(raw) != "null" && (json.Unmarshal(raw, &m) != nil || len(m) > 0)
+	})
+	if set {
+		return &wireError{Type: typ, Msg: `"logit_bias" is not supported`}
+	}
+	return nil
 }

@@ -57,7 +57,7 @@ func TestAnthropicRequestTranslation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := anthropicBody(req.body, "up", req.Stream)
+			out, err := wire.ChatRequestToMessages(req.body, "up", req.Stream)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 	for _, c := range cases {
 		var err error
 		if c.typ == "anthropic" {
-			_, err = anthropicBody([]byte(c.in), "m", false)
+			_, err = wire.ChatRequestToMessages([]byte(c.in), "m", false)
 		} else {
 			_, err = geminiBody([]byte(c.in))
 		}
@@ -144,16 +144,10 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 	}
 }
 
-// finish_reason mapping (docs/classification.md#provider-types adapters): anthropic end_turn /
-// stop_sequence → stop, max_tokens → length, tool_use → tool_calls;
-// gemini STOP → stop, MAX_TOKENS → length, SAFETY → content_filter.
+// finish_reason mapping (docs/classification.md#provider-types adapters):
+// gemini STOP → stop, MAX_TOKENS → length, SAFETY → content_filter (the
+// anthropic mapping is pinned in internal/wire).
 func TestAdapterFinishReasons(t *testing.T) {
-	for in, want := range map[string]string{"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
-		"tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "stop"} {
-		if got := anthropicFinish(in); got != want {
-			t.Errorf("anthropic %s → %s, want %s", in, got, want)
-		}
-	}
 	for in, want := range map[string]string{"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
 		"RECITATION": "content_filter", "OTHER": "stop"} {
 		if got := geminiFinish(in, false); got != want {
@@ -167,13 +161,13 @@ func TestAdapterFinishReasons(t *testing.T) {
 
 func TestAnthropicResponseTranslation(t *testing.T) {
 	native := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"Hello"},{"type":"tool_use","id":"tu1","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`
-	out, err := anthropicJSON([]byte(native), 42, "m")
+	out, err := wire.MessagesAnswerToChat([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jsonEq(t, "completion", out, `{"id":"msg_1","object":"chat.completion","created":42,"model":"claude-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":"hmm","tool_calls":[{"id":"tu1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":15,"completion_tokens":7,"total_tokens":22}}`)
 	for _, bad := range []string{`{"type":"error","error":{"type":"overloaded_error"}}`, `[]`, `{"type":"message","content":7}`} {
-		if _, err := anthropicJSON([]byte(bad), 0, "m"); err == nil {
+		if _, err := wire.MessagesAnswerToChat([]byte(bad), 0, "m"); err == nil {
 			t.Errorf("%s: want an error", bad)
 		}
 	}
@@ -396,14 +390,14 @@ func TestAppendJSONString(t *testing.T) {
 // stop_sequence back instead of end_turn; a natural end names none.
 func TestAnthropicStopSequenceReachesTheChatAnswer(t *testing.T) {
 	native := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"a"}],"stop_reason":"stop_sequence","stop_sequence":"END","usage":{"input_tokens":1,"output_tokens":1}}`
-	out, err := anthropicJSON([]byte(native), 42, "m")
+	out, err := wire.MessagesAnswerToChat([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(out, []byte(`"finish_reason":"stop","stop_reason":"END"`)) {
 		t.Fatalf("JSON: %s", out)
 	}
-	out, _ = anthropicJSON([]byte(strings.Replace(native, `"stop_reason":"stop_sequence","stop_sequence":"END"`, `"stop_reason":"end_turn","stop_sequence":null`, 1)), 42, "m")
+	out, _ = wire.MessagesAnswerToChat([]byte(strings.Replace(native, `"stop_reason":"stop_sequence","stop_sequence":"END"`, `"stop_reason":"end_turn","stop_sequence":null`, 1)), 42, "m")
 	if bytes.Contains(out, []byte(`"stop_reason"`)) {
 		t.Fatalf("end_turn names no sequence: %s", out)
 	}
