@@ -47,7 +47,7 @@ func FuzzAdapterStream(f *testing.F) {
 				if model.ParseStreamEvent(d).Malformed {
 					continue // a malformed native event: pipeStream's garbled-chunk path
 				}
-				var c oaChunk
+				var c wire.AdapterChunk
 				if json.Unmarshal(d, &c) != nil || c.Object != "chat.completion.chunk" {
 					t.Fatalf("%T emitted %q from %q", w, d, native)
 				}
@@ -79,7 +79,7 @@ func FuzzAdapterJSON(f *testing.F) {
 			if !json.Valid(out) {
 				continue
 			}
-			var c oaCompletion
+			var c wire.AdapterCompletion
 			if json.Unmarshal(out, &c) != nil || c.Object != "chat.completion" || len(c.Choices) == 0 {
 				t.Fatalf("%T: valid JSON that is not a completion: %s", w, out)
 			}
@@ -101,7 +101,7 @@ func FuzzAdapterRequest(f *testing.F) {
 		}
 		for typ, build := range map[string]func() ([]byte, error){
 			"anthropic": func() ([]byte, error) { return wire.ChatRequestToMessages(req.body, "up", req.Stream) },
-			"gemini":    func() ([]byte, error) { return geminiBody(req.body) },
+			"gemini":    func() ([]byte, error) { return wire.ChatRequestToGemini(req.body) },
 		} {
 			out, err := build()
 			var we *wireError
@@ -131,12 +131,11 @@ func BenchmarkAdapter(b *testing.B) {
 		}
 	})
 	b.Run("gemini/event", func(b *testing.B) {
-		s := &gmStream{started: true}
-		s.cw.init("r1", "gemini-x")
-		var dst []byte
+		s := wire.NewGeminiChatStream(1, "m")
+		dst := s.Event(nil, gm) // the first event opens the choice
 		b.ReportAllocs()
 		for b.Loop() {
-			dst = s.event(dst[:0], gm)
+			dst = s.Event(dst[:0], gm)
 		}
 	})
 	// through the io.Reader the pipeline reads: SSE framing included

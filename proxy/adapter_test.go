@@ -82,7 +82,7 @@ func TestGeminiRequestTranslation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := geminiBody([]byte(c.in))
+			out, err := wire.ChatRequestToGemini([]byte(c.in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 		if c.typ == "anthropic" {
 			_, err = wire.ChatRequestToMessages([]byte(c.in), "m", false)
 		} else {
-			_, err = geminiBody([]byte(c.in))
+			_, err = wire.ChatRequestToGemini([]byte(c.in))
 		}
 		var we *wireError
 		if !errors.As(err, &we) || !strings.Contains(err.Error(), c.want) {
@@ -141,21 +141,6 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 		if !ok || merr.Code != model.CodeUnsupportedByProviderType || merr.Code.HTTPStatus() != 400 || !strings.Contains(merr.Message, c.want) {
 			t.Errorf("rejection: %+v", merr)
 		}
-	}
-}
-
-// finish_reason mapping (docs/classification.md#provider-types adapters):
-// gemini STOP → stop, MAX_TOKENS → length, SAFETY → content_filter (the
-// anthropic mapping is pinned in internal/wire).
-func TestAdapterFinishReasons(t *testing.T) {
-	for in, want := range map[string]string{"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
-		"RECITATION": "content_filter", "OTHER": "stop"} {
-		if got := geminiFinish(in, false); got != want {
-			t.Errorf("gemini %s → %s, want %s", in, got, want)
-		}
-	}
-	if geminiFinish("STOP", true) != "tool_calls" {
-		t.Error("gemini STOP with a function call → tool_calls")
 	}
 }
 
@@ -175,14 +160,14 @@ func TestAnthropicResponseTranslation(t *testing.T) {
 
 func TestGeminiResponseTranslation(t *testing.T) {
 	native := `{"candidates":[{"content":{"role":"model","parts":[{"text":"plan","thought":true},{"text":"Hi "},{"text":"there"},{"functionCall":{"name":"f","args":{"q":"x"}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"thoughtsTokenCount":2,"totalTokenCount":9},"modelVersion":"gemini-x","responseId":"r1"}`
-	out, err := geminiJSON([]byte(native), 42, "m")
+	out, err := wire.GeminiAnswerToChat([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jsonEq(t, "completion", out, `{"id":"r1","object":"chat.completion","created":42,"model":"gemini-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there","reasoning_content":"plan","tool_calls":[{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"q\":\"x\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":6,"total_tokens":9}}`)
 	// No responseId / modelVersion: an id of its own (never one shared by
 	// every such answer) and the model asked for.
-	blocked, err := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
+	blocked, err := wire.GeminiAnswerToChat([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +177,11 @@ func TestGeminiResponseTranslation(t *testing.T) {
 		t.Fatalf("fallback id %q", b1.ID)
 	}
 	jsonEq(t, "blocked", blocked, `{"id":"`+b1.ID+`","object":"chat.completion","created":1,"model":"gemini-asked","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}`)
-	again, _ := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
+	again, _ := wire.GeminiAnswerToChat([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
 	if bytes.Equal(again, blocked) {
 		t.Fatal("two answers without a responseId got the same id")
 	}
-	if _, err := geminiJSON([]byte(`{"candidates":[]}`), 0, "m"); err == nil {
+	if _, err := wire.GeminiAnswerToChat([]byte(`{"candidates":[]}`), 0, "m"); err == nil {
 		t.Error("an answer without candidates is not a completion")
 	}
 }
@@ -274,7 +259,7 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 			if !strings.Contains(e, `"index":0`) {
 				t.Fatalf("tool call index: %s", e)
 			}
-			var c oaChunk
+			var c wire.AdapterChunk
 			_ = json.Unmarshal([]byte(e), &c)
 			args += c.Choices[0].Delta.ToolCalls[0].Function.Arguments
 		}
