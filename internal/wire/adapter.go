@@ -92,7 +92,8 @@ type oaTool struct {
 }
 
 // decodeOA decodes the client body for an adapter and rejects what no
-// adapter expresses. The body already passed parseChatRequest.
+// adapter expresses. The body already passed the gateway's request checks
+// (proxy.parseChatRequest).
 func decodeOA(typ string, body []byte) (*oaRequest, error) {
 	var r oaRequest
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -328,9 +329,9 @@ type oaDelta struct {
 }
 
 // malformedEvent stands for a native stream event that does not parse (or
-// does not make sense): one data line that is not JSON, so pipeStream takes
-// the same path as for a garbled OpenAI chunk — the output-validation
-// failure (OutcomeQuality, the synthetic 502; the simulator's
+// does not make sense): one data line that is not JSON, so the gateway's
+// stream pipe (proxy.pipeStream) takes the same path as for a garbled
+// OpenAI chunk — the output-validation failure (OutcomeQuality, the synthetic 502; the simulator's
 // malformed-chunk) — whatever the provider type. The client never sees
 // these bytes: before commit the attempt is retried, after it the stream
 // ends with the gateway's own error event.
@@ -341,7 +342,8 @@ func malformedEvent(dst []byte, typ string) []byte {
 }
 
 // passError forwards a native error event's data unchanged: its object has
-// an "error" member, so pipeStream classifies the native body.
+// an "error" member, so the gateway's stream pipe classifies the native
+// body.
 func passError(dst, data []byte) []byte {
 	dst = append(dst, "data: "...)
 	dst = append(dst, bytes.ReplaceAll(bytes.TrimSpace(data), []byte("\n"), []byte(" "))...)
