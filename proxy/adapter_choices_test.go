@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-gw/breakwater/internal/wire"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -47,7 +48,7 @@ func TestGeminiStreamEveryChoiceHasItsRoleAndToolIndex(t *testing.T) {
 	ids := map[string]bool{}
 	callIDs := map[string]int{}
 	for _, e := range ev[:len(ev)-1] {
-		var c oaChunk
+		var c wire.AdapterChunk
 		if err := json.Unmarshal([]byte(e), &c); err != nil || c.Object != "chat.completion.chunk" {
 			t.Fatalf("not a chunk (%v): %s", err, e)
 		}
@@ -129,8 +130,8 @@ func TestGeminiStreamEveryChoiceHasItsRoleAndToolIndex(t *testing.T) {
 func TestAdapterLogitBiasIsUnsupported(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	build := map[string]func(body []byte) ([]byte, error){
-		"anthropic": func(b []byte) ([]byte, error) { return anthropicBody(b, "m", false) },
-		"gemini":    geminiBody,
+		"anthropic": func(b []byte) ([]byte, error) { return wire.ChatRequestToMessages(b, "m", false) },
+		"gemini":    wire.ChatRequestToGemini,
 	}
 	for typ, f := range build {
 		for _, in := range []string{

@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/internal/wire"
 )
 
 // End-to-end tests of the wire adapters (docs/classification.md#provider-types): an OpenAI client
@@ -63,7 +64,7 @@ func checkCompletion(t *testing.T, r resp) {
 	if r.code != 200 {
 		t.Fatalf("status %d: %s", r.code, r.body)
 	}
-	var c oaCompletion
+	var c wire.AdapterCompletion
 	if err := json.Unmarshal([]byte(r.body), &c); err != nil || c.Object != "chat.completion" || len(c.Choices) != 1 {
 		t.Fatalf("not a chat.completion: %v %s", err, r.body)
 	}

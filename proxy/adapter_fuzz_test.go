@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-gw/breakwater/internal/wire"
 	"github.com/breakwater-gw/breakwater/model"
 )
 
@@ -46,7 +47,7 @@ func FuzzAdapterStream(f *testing.F) {
 				if model.ParseStreamEvent(d).Malformed {
 					continue // a malformed native event: pipeStream's garbled-chunk path
 				}
-				var c oaChunk
+				var c wire.AdapterChunk
 				if json.Unmarshal(d, &c) != nil || c.Object != "chat.completion.chunk" {
 					t.Fatalf("%T emitted %q from %q", w, d, native)
 				}
@@ -78,7 +79,7 @@ func FuzzAdapterJSON(f *testing.F) {
 			if !json.Valid(out) {
 				continue
 			}
-			var c oaCompletion
+			var c wire.AdapterCompletion
 			if json.Unmarshal(out, &c) != nil || c.Object != "chat.completion" || len(c.Choices) == 0 {
 				t.Fatalf("%T: valid JSON that is not a completion: %s", w, out)
 			}
@@ -99,8 +100,8 @@ func FuzzAdapterRequest(f *testing.F) {
 			return
 		}
 		for typ, build := range map[string]func() ([]byte, error){
-			"anthropic": func() ([]byte, error) { return anthropicBody(req.body, "up", req.Stream) },
-			"gemini":    func() ([]byte, error) { return geminiBody(req.body) },
+			"anthropic": func() ([]byte, error) { return wire.ChatRequestToMessages(req.body, "up", req.Stream) },
+			"gemini":    func() ([]byte, error) { return wire.ChatRequestToGemini(req.body) },
 		} {
 			out, err := build()
 			var we *wireError
@@ -122,21 +123,19 @@ func BenchmarkAdapter(b *testing.B) {
 	an := []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lorem ipsum dol "}}`)
 	gm := []byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"lorem ipsum dol "}]},"index":0}],"modelVersion":"gemini-x","responseId":"r1"}`)
 	b.Run("anthropic/event", func(b *testing.B) {
-		s := &anStream{}
-		s.cw.init("msg_1", "claude-x")
-		var dst []byte
+		s := wire.NewMessagesChatStream("m")
+		dst := s.Event(nil, []byte(`{"type":"message_start","message":{"id":"msg_1","model":"claude-x","usage":{}}}`))
 		b.ReportAllocs()
 		for b.Loop() {
-			dst = s.event(dst[:0], an)
+			dst = s.Event(dst[:0], an)
 		}
 	})
 	b.Run("gemini/event", func(b *testing.B) {
-		s := &gmStream{started: true}
-		s.cw.init("r1", "gemini-x")
-		var dst []byte
+		s := wire.NewGeminiChatStream(1, "m")
+		dst := s.Event(nil, gm) // the first event opens the choice
 		b.ReportAllocs()
 		for b.Loop() {
-			dst = s.event(dst[:0], gm)
+			dst = s.Event(dst[:0], gm)
 		}
 	})
 	// through the io.Reader the pipeline reads: SSE framing included
@@ -168,7 +167,7 @@ func BenchmarkAdapter(b *testing.B) {
 		native := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum dol ", 64) + `"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":7}}`)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := anthropicJSON(native, 1, "m"); err != nil {
+			if _, err := wire.MessagesAnswerToChat(native, 1, "m"); err != nil {
 				b.Fatal(err)
 			}
 		}

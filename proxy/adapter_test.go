@@ -57,7 +57,7 @@ func TestAnthropicRequestTranslation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := anthropicBody(req.body, "up", req.Stream)
+			out, err := wire.ChatRequestToMessages(req.body, "up", req.Stream)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestGeminiRequestTranslation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := geminiBody([]byte(c.in))
+			out, err := wire.ChatRequestToGemini([]byte(c.in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,9 +128,9 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 	for _, c := range cases {
 		var err error
 		if c.typ == "anthropic" {
-			_, err = anthropicBody([]byte(c.in), "m", false)
+			_, err = wire.ChatRequestToMessages([]byte(c.in), "m", false)
 		} else {
-			_, err = geminiBody([]byte(c.in))
+			_, err = wire.ChatRequestToGemini([]byte(c.in))
 		}
 		var we *wireError
 		if !errors.As(err, &we) || !strings.Contains(err.Error(), c.want) {
@@ -144,36 +144,15 @@ func TestAdapterUnsupportedRequest(t *testing.T) {
 	}
 }
 
-// finish_reason mapping (docs/classification.md#provider-types adapters): anthropic end_turn /
-// stop_sequence → stop, max_tokens → length, tool_use → tool_calls;
-// gemini STOP → stop, MAX_TOKENS → length, SAFETY → content_filter.
-func TestAdapterFinishReasons(t *testing.T) {
-	for in, want := range map[string]string{"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
-		"tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "stop"} {
-		if got := anthropicFinish(in); got != want {
-			t.Errorf("anthropic %s → %s, want %s", in, got, want)
-		}
-	}
-	for in, want := range map[string]string{"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
-		"RECITATION": "content_filter", "OTHER": "stop"} {
-		if got := geminiFinish(in, false); got != want {
-			t.Errorf("gemini %s → %s, want %s", in, got, want)
-		}
-	}
-	if geminiFinish("STOP", true) != "tool_calls" {
-		t.Error("gemini STOP with a function call → tool_calls")
-	}
-}
-
 func TestAnthropicResponseTranslation(t *testing.T) {
 	native := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"Hello"},{"type":"tool_use","id":"tu1","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`
-	out, err := anthropicJSON([]byte(native), 42, "m")
+	out, err := wire.MessagesAnswerToChat([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jsonEq(t, "completion", out, `{"id":"msg_1","object":"chat.completion","created":42,"model":"claude-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":"hmm","tool_calls":[{"id":"tu1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":15,"completion_tokens":7,"total_tokens":22}}`)
 	for _, bad := range []string{`{"type":"error","error":{"type":"overloaded_error"}}`, `[]`, `{"type":"message","content":7}`} {
-		if _, err := anthropicJSON([]byte(bad), 0, "m"); err == nil {
+		if _, err := wire.MessagesAnswerToChat([]byte(bad), 0, "m"); err == nil {
 			t.Errorf("%s: want an error", bad)
 		}
 	}
@@ -181,14 +160,14 @@ func TestAnthropicResponseTranslation(t *testing.T) {
 
 func TestGeminiResponseTranslation(t *testing.T) {
 	native := `{"candidates":[{"content":{"role":"model","parts":[{"text":"plan","thought":true},{"text":"Hi "},{"text":"there"},{"functionCall":{"name":"f","args":{"q":"x"}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4,"thoughtsTokenCount":2,"totalTokenCount":9},"modelVersion":"gemini-x","responseId":"r1"}`
-	out, err := geminiJSON([]byte(native), 42, "m")
+	out, err := wire.GeminiAnswerToChat([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jsonEq(t, "completion", out, `{"id":"r1","object":"chat.completion","created":42,"model":"gemini-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there","reasoning_content":"plan","tool_calls":[{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"q\":\"x\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":6,"total_tokens":9}}`)
 	// No responseId / modelVersion: an id of its own (never one shared by
 	// every such answer) and the model asked for.
-	blocked, err := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
+	blocked, err := wire.GeminiAnswerToChat([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +177,11 @@ func TestGeminiResponseTranslation(t *testing.T) {
 		t.Fatalf("fallback id %q", b1.ID)
 	}
 	jsonEq(t, "blocked", blocked, `{"id":"`+b1.ID+`","object":"chat.completion","created":1,"model":"gemini-asked","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}`)
-	again, _ := geminiJSON([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
+	again, _ := wire.GeminiAnswerToChat([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), 1, "gemini-asked")
 	if bytes.Equal(again, blocked) {
 		t.Fatal("two answers without a responseId got the same id")
 	}
-	if _, err := geminiJSON([]byte(`{"candidates":[]}`), 0, "m"); err == nil {
+	if _, err := wire.GeminiAnswerToChat([]byte(`{"candidates":[]}`), 0, "m"); err == nil {
 		t.Error("an answer without candidates is not a completion")
 	}
 }
@@ -280,7 +259,7 @@ func TestAnthropicStreamTranslation(t *testing.T) {
 			if !strings.Contains(e, `"index":0`) {
 				t.Fatalf("tool call index: %s", e)
 			}
-			var c oaChunk
+			var c wire.AdapterChunk
 			_ = json.Unmarshal([]byte(e), &c)
 			args += c.Choices[0].Delta.ToolCalls[0].Function.Arguments
 		}
@@ -396,14 +375,14 @@ func TestAppendJSONString(t *testing.T) {
 // stop_sequence back instead of end_turn; a natural end names none.
 func TestAnthropicStopSequenceReachesTheChatAnswer(t *testing.T) {
 	native := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"a"}],"stop_reason":"stop_sequence","stop_sequence":"END","usage":{"input_tokens":1,"output_tokens":1}}`
-	out, err := anthropicJSON([]byte(native), 42, "m")
+	out, err := wire.MessagesAnswerToChat([]byte(native), 42, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(out, []byte(`"finish_reason":"stop","stop_reason":"END"`)) {
 		t.Fatalf("JSON: %s", out)
 	}
-	out, _ = anthropicJSON([]byte(strings.Replace(native, `"stop_reason":"stop_sequence","stop_sequence":"END"`, `"stop_reason":"end_turn","stop_sequence":null`, 1)), 42, "m")
+	out, _ = wire.MessagesAnswerToChat([]byte(strings.Replace(native, `"stop_reason":"stop_sequence","stop_sequence":"END"`, `"stop_reason":"end_turn","stop_sequence":null`, 1)), 42, "m")
 	if bytes.Contains(out, []byte(`"stop_reason"`)) {
 		t.Fatalf("end_turn names no sequence: %s", out)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/internal/wire"
 )
 
 // Outside-in checks of the wire adapters (docs/classification.md#provider-types) found by driving a
@@ -73,7 +74,7 @@ func TestCheckAdapterAnthropicStreamToolWithoutInput(t *testing.T) {
 		ev(`{"type":"message_stop"}`)
 	args := map[int]string{}
 	for _, e := range translateStream(t, &anthropicWire{}, native) {
-		var c oaChunk
+		var c wire.AdapterChunk
 		if e == "[DONE]" || json.Unmarshal([]byte(e), &c) != nil || len(c.Choices) == 0 {
 			continue
 		}

@@ -89,18 +89,18 @@ func (e *embedWire) encode(req *chatRequest, upstreamModel string) (string, []by
 	case "gemini":
 		r, err := wire.ParseEmbeddings(req.body)
 		if err != nil {
-			return "", nil, &wireError{e.typ, err.Error()}
+			return "", nil, &wireError{Type: e.typ, Msg: err.Error()}
 		}
 		e.b64 = r.EncodingFormat == "base64"
 		batches, err := wire.EmbeddingsToGeminiBatches(r, upstreamModel)
 		if err != nil {
-			return "", nil, &wireError{e.typ, err.Error()}
+			return "", nil, &wireError{Type: e.typ, Msg: err.Error()}
 		}
 		m := url.PathEscape(strings.TrimPrefix(upstreamModel, "models/"))
 		e.url, e.rest = e.base+"/models/"+m+":batchEmbedContents", batches[1:]
 		return e.url, batches[0], nil
 	case "anthropic":
-		return "", nil, &wireError{e.typ, "the provider type has no embeddings API"}
+		return "", nil, &wireError{Type: e.typ, Msg: "the provider type has no embeddings API"}
 	}
 	return e.base + "/embeddings", req.bodyFor(upstreamModel), nil
 }

@@ -125,7 +125,7 @@ func (w *passThroughWire) encode(_ *chatRequest, upstreamModel string) (string, 
 	if w.nr.parsed == nil {
 		cr, err := parseChatRequest(w.nr.body)
 		if err != nil {
-			return "", nil, &wireError{w.label, err.Error()}
+			return "", nil, &wireError{Type: w.label, Msg: err.Error()}
 		}
 		w.nr.parsed = &cr
 	}
@@ -160,7 +160,7 @@ func (c *chatPathWire) postTemplate() *http.Request { return c.tmpl }
 
 func (c *chatPathWire) encode(req *chatRequest, upstreamModel string) (string, []byte, error) {
 	if c.nr.only != "" {
-		return "", nil, &wireError{"(chat translation)", "only a native target can serve this request: " + c.nr.only}
+		return "", nil, &wireError{Type: "(chat translation)", Msg: "only a native target can serve this request: " + c.nr.only}
 	}
 	if c.inner != nil {
 		return c.inner.encode(req, upstreamModel)

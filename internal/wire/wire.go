@@ -10,6 +10,14 @@
 // surface translates the chat answer back — JSON, each stream event as it
 // comes (nothing is buffered), and errors — into the client's own format.
 //
+// The native provider formats are here too, from the upstream's side: the
+// gateway's anthropic and gemini adapters send a chat request in the
+// provider's own format and read its answer back as chat
+// (upstream_anthropic.go, upstream_gemini.go, adapter.go), and the fault
+// upstream renders its answers in those formats (upstream.go,
+// upstream_gemini.go, and the surfaces' Messages translation): one
+// definition of each format for both.
+//
 // Every decoder here takes untrusted bytes: a body it cannot read is a
 // *RequestError naming the field, never a panic.
 package wire
