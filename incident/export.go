@@ -959,6 +959,7 @@ type actionParams struct {
 	ConnectionIDs []string `json:"connectionIds"`
 	All           bool     `json:"all"`
 	Passed        []string `json:"passed"`
+	Enabled       *bool    `json:"enabled"`
 }
 
 // actionFields adds the fields of the action r records to m; false when
@@ -997,8 +998,13 @@ func (x *exporter) actionFields(m mapNode, r *store.LogRecord) bool {
 		return true
 	case "connection-test":
 		return x.connectionTestFields(m, r, &params)
+	case "rate-limit":
+		return x.rateLimitFields(m, r, &params)
 	case "set":
 		return x.setFields(m, r)
+	case "config-reload":
+		x.note("a config reload in the window is not replayed: the scenario runs one config throughout (export the windows before and after it, each with the config it ran)")
+		return false
 	}
 	x.note("skipped an operator action the scenario format has no action for")
 	return false
@@ -1045,6 +1051,22 @@ func (x *exporter) clearCooldownsFields(m mapNode, r *store.LogRecord, params *a
 		return false
 	}
 	m.addNode("connections", refs)
+	return true
+}
+
+// rateLimitFields: the connection and whether its rateLimitProtection
+// was turned on or off (POST /api/rate-limits).
+func (x *exporter) rateLimitFields(m mapNode, r *store.LogRecord, params *actionParams) bool {
+	if params.Enabled == nil {
+		x.note("skipped a rate-limit action whose record does not say on or off")
+		return false
+	}
+	if !x.knownConn(r.Provider, r.Connection) {
+		return false
+	}
+	m.add("action", r.Reason)
+	m.add("connection", r.Provider+"/"+r.Connection)
+	m.add("enabled", *params.Enabled)
 	return true
 }
 

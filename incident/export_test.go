@@ -2,6 +2,7 @@ package incident
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,5 +365,40 @@ func TestExportCommittedStreamFailure(t *testing.T) {
 	before := x.item(&store.LogRecord{ErrorType: "early_eof", LatencyMs: 40, FirstByteMs: 5})
 	if out, _ := yaml.Marshal(before); !strings.Contains(string(out), "stallAfter: 0") {
 		t.Fatalf("a cut before content: %s", out)
+	}
+}
+
+// TestExportRateLimitToggleAndReload pins two operator records: a
+// rate-limit toggle (POST /api/rate-limits) becomes the scenario's
+// rate-limit action on that connection with its on/off, and a config
+// reload, which the scenario cannot run (one config throughout), is left
+// out with a note saying so.
+func TestExportRateLimitToggleAndReload(t *testing.T) {
+	op := func(d time.Duration, reason, p, c, body string) store.LogRecord {
+		return store.LogRecord{Time: at(d), ErrorType: store.OperatorAction, Reason: reason, Provider: p, Connection: c, ErrorBody: body}
+	}
+	recs := []store.LogRecord{
+		{Time: at(time.Second), Provider: "p", Connection: "k1", Model: "m", Status: 200},
+		op(2*time.Second, "rate-limit", "p", "k1", `{"enabled":false}`),
+		op(3*time.Second, "config-reload", "", "", `{"added":[],"removed":[]}`),
+		{Time: at(4 * time.Second), Provider: "p", Connection: "k1", Model: "m", Status: 200},
+	}
+	out, sum, err := Export(recs, Options{From: t0, To: at(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Check("x.yaml", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(sc.Actions) != 1 {
+		t.Fatalf("actions %+v, want the rate-limit toggle only\n%s", sc.Actions, out)
+	}
+	a := sc.Actions[0]
+	if a.Kind.String() != "rate-limit" || a.At != 2*time.Second || len(a.Connections) != 1 || a.Connections[0].String() != "p/k1" || a.Enabled {
+		t.Errorf("the toggle exports as %+v, want rate-limit p/k1 off at 2s", a)
+	}
+	if !slices.ContainsFunc(sum.Notes, func(n string) bool { return strings.Contains(n, "config reload") }) {
+		t.Errorf("notes %q do not say the window holds a config reload", sum.Notes)
 	}
 }

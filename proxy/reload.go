@@ -152,6 +152,9 @@ func (g *Gateway) ApplyConfig(ctx context.Context, next *Config) (ReloadResult, 
 	o.met.SetLabels(opsLabels(next))
 	o.met.Reloads.WithLabelValues("success").Inc()
 	res.OK = true
+	// In the request log so an incident exported across it says that the
+	// config changed there (docs/incident.md).
+	g.logOperator("config-reload", "", "", "", map[string]any{"added": res.Added, "removed": res.Removed})
 	for _, w := range res.Warnings {
 		g.log.Warn("config reload: " + w)
 	}

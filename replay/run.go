@@ -748,6 +748,10 @@ func (r *runner) action(ctx context.Context, i int) {
 		err = r.e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(a.Settings), nil)
 	case sim.ActLeaseAcquire, sim.ActLeaseRelease:
 		err = r.leaseAction(ctx, a) // lease.go
+	case sim.ActRateLimit:
+		for _, c := range a.Connections {
+			err = cmp.Or(err, r.e.mgmt(ctx, http.MethodPost, "/api/rate-limits", map[string]any{"connectionId": c.String(), "enabled": a.Enabled}, nil))
+		}
 	}
 	if err != nil {
 		r.fail(a.Line, a.At, "action "+a.Kind.String(), "the action to apply", err.Error())

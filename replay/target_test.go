@@ -2,13 +2,16 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/breakwater-gw/breakwater/faults"
+	"github.com/breakwater-gw/breakwater/scenarios"
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
@@ -104,4 +107,63 @@ func operatorGateway(t *testing.T, sc *sim.Scenario) (context.Context, *env) {
 	}
 	t.Cleanup(op.close)
 	return ctx, op
+}
+
+// rateLimitToggle turns p/k1's rateLimitProtection on before its one
+// request.
+const rateLimitToggle = `
+name: "an operator turns on a connection's rate-limit protection"
+providers:
+  - {id: p, profile: apikey, models: [m], connections: [{id: k1}]}
+actions:
+  - {at: 0s, action: rate-limit, connection: p/k1, enabled: true}
+traffic:
+  - {at: 100ms, model: p/m}
+expect:
+  - request: 1
+    servedBy: p/k1
+`
+
+// TestReplayAppliesRateLimitAction pins docs/replay.md's rate-limit
+// action: the replay turns the connection's rateLimitProtection on through
+// POST /api/rate-limits, as the simulator's action does through the same
+// model step, and the gateway shows it after the run.
+func TestReplayAppliesRateLimitAction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("wall-clock replay")
+	}
+	sc, err := scenarios.Load("rate-limit-toggle.yaml", []byte(rateLimitToggle), scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sim.Run(sc, sim.Options{}); err != nil || !res.Passed {
+		t.Fatalf("the simulator: %v %+v", err, res)
+	}
+	ctx, op := operatorGateway(t, sc)
+	res, err := Run(ctx, sc, Options{Target: op.base, ManagementKey: op.mgmtKey, Upstream: op.upstream, Clean: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed {
+		t.Errorf("replay failed: %v", res.Failures)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, op.base+"/api/rate-limits", nil)
+	req.Header.Set("Authorization", "Bearer "+op.mgmtKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Connections []struct {
+			ConnectionID        string `json:"connectionId"`
+			RateLimitProtection bool   `json:"rateLimitProtection"`
+		} `json:"connections"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Connections) != 1 || got.Connections[0].ConnectionID != "p/k1" || !got.Connections[0].RateLimitProtection {
+		t.Errorf("the gateway's rate limits after the replay: %+v, want p/k1 protected", got.Connections)
+	}
 }

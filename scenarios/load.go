@@ -534,7 +534,7 @@ func (l *loader) checkTraffic(v *yaml.Node, f string, t *sim.Traffic, modelNode 
 	}
 }
 
-var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "settings", "set", "lease"}
+var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "enabled", "settings", "set", "lease"}
 
 func (l *loader) connRef(n *yaml.Node, field string) model.ConnRef {
 	s := l.d.String(n, field)
@@ -654,6 +654,8 @@ func (l *loader) actionField(key, ff string, v *yaml.Node, a *sim.Action) {
 		a.All = l.d.Bool(v, ff)
 	case "lease":
 		a.Lease = l.d.String(v, ff)
+	case "enabled":
+		a.Enabled = l.d.Bool(v, ff)
 	case "settings":
 		layer, err := settings.LayerOf(l.d.Value(v, ff))
 		if err != nil {
@@ -691,6 +693,10 @@ func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
 	case sim.ActResetConnection, sim.ActConnectionTest:
 		if len(a.Connections) == 0 {
 			l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection)", a.Kind)
+		}
+	case sim.ActRateLimit:
+		if len(a.Connections) == 0 || !hasKey(v, "enabled") {
+			l.d.Errf(v, f, "rate-limit needs a connection (provider/connection) and enabled: true|false")
 		}
 	case sim.ActClearCooldowns:
 		if len(a.Connections) == 0 {

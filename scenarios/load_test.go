@@ -44,6 +44,7 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		{"bad strategy", base + "combos:\n  - {id: c, strategy: prority, targets: [glm/glm-5]}\n", `unknown strategy "prority" (did you mean "priority"?)`},
 		{"combo target model", base + "combos:\n  - {id: c, targets: [glm/glm-9]}\n", `combos[0].targets[0].model: provider "glm" does not list model "glm-9"`},
 		{"unknown action", base + "actions:\n  - {at: 1s, action: reset-breakers}\n", `unknown action "reset-breakers" (did you mean "reset-breaker"?)`},
+		{"rate-limit without enabled", base + "actions:\n  - {at: 1s, action: rate-limit, connection: glm/k1}\n", `rate-limit needs a connection (provider/connection) and enabled: true|false`},
 		{"action set bad value", base + "actions:\n  - {at: 1s, action: set, settings: {requestBudget: {maxAttempts: many}}}\n", `actions[0].settings.requestBudget.maxAttempts: want an integer`},
 		{"no name", strings.Replace(base, "name: a scenario for loader tests\n", "", 1), `name: a scenario needs a name`},
 		{"invalid yaml", "name: [\n", `t.yaml:1: invalid YAML`},

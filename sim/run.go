@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"github.com/breakwater-gw/breakwater/model/settings"
 	"io"
@@ -995,6 +996,11 @@ func (s *sim) applyAction(a *Action) error {
 		s.leaseAction(a)
 	case ActSet:
 		err = s.setAction(a)
+	case ActRateLimit:
+		// The gateway's POST /api/rate-limits takes the same model step.
+		for _, c := range a.Connections {
+			err = cmp.Or(err, s.eng.SetRateLimitProtection(s.now, c, a.Enabled))
+		}
 	}
 	return err
 }

@@ -88,10 +88,15 @@ const (
 	// naming the lease presents it.
 	ActLeaseAcquire
 	ActLeaseRelease // that client releases it
+	// ActRateLimit turns a connection's rateLimitProtection on or off
+	// (POST /api/rate-limits, docs/admission.md): whether its attempts go
+	// through the limiter (the apikey safety net covers apikey connections
+	// either way).
+	ActRateLimit
 )
 
 var actionNames = []string{"reset-breaker", "clear-cooldowns", "reset-connection", "clear-lockout", "set", "connection-test",
-	"lease-acquire", "lease-release"}
+	"lease-acquire", "lease-release", "rate-limit"}
 
 // ActionNames lists the action names of the scenario format.
 func ActionNames() []string { return append([]string(nil), actionNames...) }
@@ -118,8 +123,9 @@ type Action struct {
 	At          time.Duration
 	Kind        ActionKind
 	Provider    string          // reset-breaker ("" = all), clear-cooldowns with All
-	Connections []model.ConnRef // clear-cooldowns, reset-connection, clear-lockout, connection-test
+	Connections []model.ConnRef // clear-cooldowns, reset-connection, clear-lockout, connection-test, rate-limit
 	All         bool            // clear-cooldowns / clear-lockout of everything
+	Enabled     bool            // rate-limit: rateLimitProtection on or off
 	Model       string          // clear-lockout
 	Settings    settings.Layer  // set: a settings layer stacked over the others
 	Lease       string          // lease-acquire / lease-release of a named managed client

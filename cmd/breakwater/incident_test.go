@@ -296,7 +296,7 @@ func TestRequestLogAPI(t *testing.T) {
 
 // TestIncidentExportReplaysOperatorActions drives a session on a real
 // gateway with operator actions between the requests (cooldowns cleared,
-// a settings patch, a connection reset), exports the request log and
+// a settings patch, a connection reset, a rate-limit toggle), exports the request log and
 // replays it in the simulator: the actions are in the scenario at their
 // instants, every connection answers as it did through the gateway, and
 // the scenario passes its own recorded expects. Without the actions the
@@ -348,6 +348,10 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 		t.Fatalf("reset connection: %d", st)
 	}
 	time.Sleep(20 * time.Millisecond)
+	if st := call(http.MethodPost, "/api/rate-limits", `{"connectionId":"glm/k2","enabled":true}`); st != 200 {
+		t.Fatalf("rate-limit toggle: %d", st)
+	}
+	time.Sleep(20 * time.Millisecond)
 	chat(4) // k1 again, 503, then k2
 	chat(5) // k1 cooling: k2
 	to := time.Now().UTC().Add(time.Second)
@@ -357,8 +361,11 @@ func TestIncidentExportReplaysOperatorActions(t *testing.T) {
 	for _, a := range sc.Actions {
 		kinds = append(kinds, a.Kind.String())
 	}
-	if want := []string{"clear-cooldowns", "set", "reset-connection"}; !slices.Equal(kinds, want) {
-		t.Errorf("exported actions %v, want %v", kinds, want)
+	if want := []string{"clear-cooldowns", "set", "reset-connection", "rate-limit"}; !slices.Equal(kinds, want) {
+		t.Fatalf("exported actions %v, want %v", kinds, want)
+	}
+	if rl := sc.Actions[3]; len(rl.Connections) != 1 || rl.Connections[0].String() != "glm/k2" || !rl.Enabled {
+		t.Errorf("the rate-limit toggle exports as %+v, want glm/k2 enabled", rl)
 	}
 	var trace bytes.Buffer
 	res, err := sim.Run(sc, sim.Options{Trace: &trace})

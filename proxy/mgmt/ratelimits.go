@@ -69,5 +69,6 @@ func (a *API) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 		apierr.Write(w, http.StatusNotFound, "not_found", fmt.Sprintf("connection %q not found", body.ConnectionID))
 		return
 	}
+	a.Core.LogOperator("rate-limit", ref.Provider, ref.Connection, "", map[string]any{"enabled": *body.Enabled})
 	apierr.WriteJSON(w, http.StatusOK, map[string]any{"connectionId": ref.String(), "rateLimitProtection": prot, "enabled": queued})
 }
