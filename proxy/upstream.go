@@ -989,7 +989,7 @@ func (p *ssePipe) event() (res execResult, done bool) {
 	}
 	rs.streamEvent(&ev, data) // proxy/resume.go
 	p.sw.observe(ev)
-	rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
+	rs.noteEventUsage(&ev, data) // the final usage chunk's token counts (metrics_ops.go)
 	if ev.FinishReason != "" {
 		p.finish = ev.FinishReason
 	}
