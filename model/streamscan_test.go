@@ -134,6 +134,7 @@ func TestScanChatChunkUsageAsAnyKey(t *testing.T) {
 	for _, v := range values {
 		usage, usageOK := scanChatChunk([]byte(`{"choices":[],"usage":` + v + `}`))
 		other, otherOK := scanChatChunk([]byte(`{"choices":[],"usagf":` + v + `}`))
+		other.MentionsUsage = usageOK // the one difference the key makes
 		if usage != other || usageOK != otherOK {
 			t.Errorf("usage %s: %+v %v; any other key: %+v %v", v, usage, usageOK, other, otherOK)
 		}

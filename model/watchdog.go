@@ -32,7 +32,14 @@ type StreamEvent struct {
 	// the output-validation case (OutcomeQuality, the synthetic 502): such
 	// an event is never passed on as a chunk.
 	Malformed bool
+	// MentionsUsage: the data holds "usage" with its quotes, as the key of
+	// a usage object does. Only such an event can carry token counts;
+	// false says for sure that it does not.
+	MentionsUsage bool
 }
+
+// quotedUsage is what StreamEvent.MentionsUsage looks for.
+var quotedUsage = []byte(`"usage"`)
 
 // ParseStreamEvent reads the data payload of one SSE event of the OpenAI
 // chat-completions, Responses or Anthropic Messages streams. Anything it
@@ -53,7 +60,7 @@ func ParseStreamEventAfter(data []byte, p *jsonscan.Prefix) StreamEvent {
 		return StreamEvent{}
 	}
 	if data[0] != '{' {
-		return StreamEvent{Malformed: !jsonvalid.Valid(data)}
+		return StreamEvent{Malformed: !jsonvalid.Valid(data), MentionsUsage: bytes.Contains(data, quotedUsage)}
 	}
 	if p != nil {
 		if c, ok := jsonscan.ChatChunkAfter(data, p); ok {
@@ -77,7 +84,8 @@ func scanChatChunk(data []byte) (StreamEvent, bool) {
 }
 
 func chunkEvent(c jsonscan.Chunk) StreamEvent {
-	return StreamEvent{UsefulBytes: c.UsefulBytes, Reasoning: c.Reasoning, ToolCall: c.ToolCall, FinishReason: c.FinishReason}
+	return StreamEvent{UsefulBytes: c.UsefulBytes, Reasoning: c.Reasoning, ToolCall: c.ToolCall, FinishReason: c.FinishReason,
+		MentionsUsage: c.MentionsUsage}
 }
 
 // decodeStreamEvent is ParseStreamEvent's full decoder: every event shape,
@@ -85,12 +93,13 @@ func chunkEvent(c jsonscan.Chunk) StreamEvent {
 // chat-completions chunk the same way without it.
 func decodeStreamEvent(data []byte) StreamEvent {
 	var ev wireStreamEvent
+	mentions := bytes.Contains(data, quotedUsage)
 	if json.Unmarshal(data, &ev) != nil {
 		// A valid document of unexpected types reads as nothing; only
 		// bytes that are not JSON are malformed.
-		return StreamEvent{Malformed: !jsonvalid.Valid(data)}
+		return StreamEvent{Malformed: !jsonvalid.Valid(data), MentionsUsage: mentions}
 	}
-	var out StreamEvent
+	out := StreamEvent{MentionsUsage: mentions}
 	if len(ev.Error) > 0 && string(ev.Error) != "null" {
 		out.Error = true
 		out.ErrorStatus, _ = StreamErrorStatus(data)

@@ -12,7 +12,7 @@ func TestParseStreamEvent(t *testing.T) {
 		{"chat empty content", `{"choices":[{"delta":{"content":""}}]}`, StreamEvent{}},
 		{"chat reasoning (even empty)", `{"choices":[{"delta":{"reasoning_content":""}}]}`, StreamEvent{Reasoning: true}},
 		{"chat tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`, StreamEvent{ToolCall: true}},
-		{"usage only", `{"choices":[],"usage":{"total_tokens":3}}`, StreamEvent{}},
+		{"usage only", `{"choices":[],"usage":{"total_tokens":3}}`, StreamEvent{MentionsUsage: true}},
 		{"done", `[DONE]`, StreamEvent{Done: true}},
 		{"malformed (cut)", `{"choices":[{"delta":`, StreamEvent{Malformed: true}},
 		{"malformed (not JSON)", `lorem ipsum`, StreamEvent{Malformed: true}},

@@ -511,6 +511,13 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 func (rs *reqState) setHeaders(h http.Header) {
+	rs.setOwnHeaders(h)
+	h["Date"] = httpDate(time.Now())
+}
+
+// setOwnHeaders sets the X-Breakwater-* headers of setHeaders, without
+// the Date.
+func (rs *reqState) setOwnHeaders(h http.Header) {
 	// An answer no upstream took part in (refused before any attempt) names
 	// no provider or connection rather than sending them empty.
 	if rs.provider != "" {
@@ -525,7 +532,6 @@ func (rs *reqState) setHeaders(h http.Header) {
 		// fail-over, though one attempt was made.
 		h["X-Breakwater-Waits"] = []string{strconv.Itoa(w)}
 	}
-	h["Date"] = httpDate(time.Now())
 }
 
 // dateNow caches the Date header value of the current second. Without a

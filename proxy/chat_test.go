@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -1020,6 +1022,57 @@ providers:
 		t.Fatalf("stream: %d %v", r.code, r.h)
 	}
 }
+
+// Rule (docs/performance.md): the head a stream's handler sets, with the
+// upstream's request id passed on, fits the eight entries a Go map holds
+// in its small form; net/http adds the Date. A ninth header would build
+// the handler's map, and net/http's copy of it at WriteHeader, as full
+// tables on every stream.
+func TestStreamHeadFitsASmallMap(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
+`+testBase)
+	sseWithID := sse(streamOpt{chunks: 2})
+	up.set("c", func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("X-Request-Id", "up-req-8")
+		sseWithID(w, r, n)
+	})
+	var set int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.g.Handler().ServeHTTP(&headCounter{ResponseWriter: w, n: &set}, r)
+	}))
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"p/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("X-Upstream-Request-Id") != "up-req-8" || res.Header.Get("Date") == "" {
+		t.Fatalf("stream: %d %v", res.StatusCode, res.Header)
+	}
+	if set == 0 || set > 8 {
+		t.Errorf("the stream's handler set %d headers, more than a small map holds: %v", set, res.Header)
+	}
+}
+
+// headCounter counts the headers a handler set when it writes its head.
+type headCounter struct {
+	http.ResponseWriter
+	n *int
+}
+
+func (h *headCounter) WriteHeader(code int) {
+	*h.n = len(h.Header())
+	h.ResponseWriter.WriteHeader(code)
+}
+
+func (h *headCounter) Flush() { h.ResponseWriter.(http.Flusher).Flush() }
+
+func (h *headCounter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // GET /v1/models lists only what the key can use (a model outside its
 // allowedConnections would answer 404 no_executable_targets), as an array

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy/metrics"
 )
 
@@ -79,7 +80,8 @@ var (
 // a usage object: OpenAI chat's (prompt_tokens, completion_tokens), or,
 // for an answer a native surface passes on as it came, Anthropic
 // Messages' and OpenAI Responses' (input_tokens, output_tokens).
-// Events without one cost one substring search; nothing is allocated.
+// Bodies without one cost one substring search, stream events none (the
+// event's parse says whether it holds "usage"); nothing is allocated.
 func (rs *reqState) noteUsage(b []byte) {
 	// The first "usage" with its quotes is the answer's own: inside a
 	// JSON string the quotes would be escaped.
@@ -107,6 +109,14 @@ func (rs *reqState) noteUsage(b []byte) {
 	}
 	if out, ok := jsonIntAfter(u, outputKey); ok {
 		rs.completionTokens = out
+	}
+}
+
+// noteEventUsage is noteUsage for a stream event, ev its parse: an event
+// whose bytes do not hold "usage" (most of a stream) is not searched again.
+func (rs *reqState) noteEventUsage(ev *model.StreamEvent, data []byte) {
+	if ev.MentionsUsage {
+		rs.noteUsage(data)
 	}
 }
 

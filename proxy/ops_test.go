@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakwater-gw/breakwater/internal/jsonscan"
+	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/store"
 )
 
@@ -261,4 +263,39 @@ func TestMetricsListenValidated(t *testing.T) {
 			t.Errorf("%s: %v", c.v, err)
 		}
 	}
+}
+
+// usageEvents are stream events with and without token counts, the ones
+// that only mention "usage" in their text included.
+var usageEvents = []string{
+	`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`,
+	`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":10,"total_tokens":34}}`,
+	`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"\"usage"},"finish_reason":null}],"prompt_tokens":5}`,
+	`{"choices":[{"delta":{"content":"usage"}}],"completion_tokens":6}`,
+	`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":32}}`,
+	`["usage",{"prompt_tokens":7}]`, `[DONE]`, ``, `{"usage":`,
+}
+
+// FuzzStreamEventUsage: skipping the events whose parse says they do not
+// mention "usage" never changes the token counts a stream's events give
+// (the final chunk's counts are what the request log and metrics report).
+func FuzzStreamEventUsage(f *testing.F) {
+	for _, a := range usageEvents {
+		for _, b := range usageEvents {
+			f.Add([]byte(a), []byte(b))
+		}
+	}
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		var p jsonscan.Prefix
+		all, skipping := &reqState{}, &reqState{}
+		for _, data := range [][]byte{first, second} {
+			ev := model.ParseStreamEventAfter(data, &p)
+			all.noteUsage(data)
+			skipping.noteEventUsage(&ev, data)
+			if all.promptTokens != skipping.promptTokens || all.completionTokens != skipping.completionTokens {
+				t.Fatalf("after %q: %d/%d searching every event, %d/%d skipping", data,
+					all.promptTokens, all.completionTokens, skipping.promptTokens, skipping.completionTokens)
+			}
+		}
+	})
 }

@@ -992,7 +992,7 @@ func (p *ssePipe) event() (res execResult, done bool) {
 	}
 	rs.streamEvent(&ev, data) // proxy/resume.go
 	p.sw.observe(ev)
-	rs.noteUsage(data) // the final usage chunk's token counts (metrics_ops.go)
+	rs.noteEventUsage(&ev, data) // the final usage chunk's token counts (metrics_ops.go)
 	if ev.FinishReason != "" {
 		p.finish = ev.FinishReason
 	}
@@ -1087,9 +1087,13 @@ func (p *ssePipe) relay(ev *model.StreamEvent) (res execResult, done bool) {
 
 // setStreamHeaders sets the head of a committed stream: the gateway's
 // headers, SSE framing without buffering, and the upstream's request id
-// as on a JSON answer.
+// as on a JSON answer. The Date is net/http's: with it the map would
+// hold nine headers, past the eight a Go map keeps in its small form, and
+// it and the copy net/http makes of it at WriteHeader would each be built
+// as a full table (allocations and hashing per stream for the same bytes
+// on the wire).
 func (rs *reqState) setStreamHeaders(h, up http.Header) {
-	rs.setHeaders(h)
+	rs.setOwnHeaders(h)
 	h["Content-Type"] = hdrSSE
 	h["Cache-Control"] = hdrNoCache
 	h["X-Accel-Buffering"] = hdrNo

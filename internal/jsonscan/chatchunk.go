@@ -17,6 +17,10 @@ type Chunk struct {
 	ToolCall bool
 	// FinishReason is the last non-empty finish_reason ("" = none).
 	FinishReason string
+	// MentionsUsage: the chunk's bytes hold "usage" with its quotes, as
+	// a usage object's key does. False says for sure that they do not, so
+	// a reader of token counts has nothing to look for there.
+	MentionsUsage bool
 }
 
 // ChatChunk reads the common OpenAI chat-completions stream chunk without
@@ -57,7 +61,8 @@ func ChatChunk(data []byte) (Chunk, bool) {
 // is, and in a chunk it answered they hold neither "choices" nor a key
 // it refuses; so the answer is ChatChunk's.
 type Prefix struct {
-	b []byte
+	b     []byte
+	usage bool // b holds "usage" with its quotes
 }
 
 // maxPrefix bounds what a Prefix keeps (an ordinary chunk's is about 150
@@ -72,6 +77,7 @@ func ChatChunkAfter(data []byte, p *Prefix) (Chunk, bool) {
 	var out Chunk
 	var i int
 	if n := len(p.b); n > 0 && len(data) > n && string(data[:n]) == string(p.b) {
+		out.MentionsUsage = p.usage
 		if i = scanChoices(data, skipWS(data, n), &out); i >= 0 {
 			var more bool
 			if i, more = scanNext(data, i, '}'); more {
@@ -83,6 +89,8 @@ func ChatChunkAfter(data []byte, p *Prefix) (Chunk, bool) {
 		i = scanChunkAt(data, skipWS(data, 0), &out, &at)
 		if i >= 0 && at > 0 && at <= maxPrefix && skipWS(data, i) == len(data) {
 			p.b = append(p.b[:0], data[:at]...)
+			// Once per stream; no string crosses the prefix's end.
+			p.usage = holdsUsage(p.b)
 		}
 	}
 	if i < 0 || skipWS(data, i) != len(data) {
@@ -166,20 +174,20 @@ func scanMembers(b []byte, i int, out *Chunk, seen bool, at *int) int {
 				}
 			case 'u':
 				if v = keyAt(b, i, `"usage":`, ``, ``); v >= 0 {
-					m = chunkUsage
+					m, out.MentionsUsage = chunkUsage, true
 				}
 			}
 		}
 		if v >= 0 {
 			v = skipWS(b, v)
 		} else {
-			m, v = member(b, i, chunkFields)
+			m, v = member(b, i, chunkFields, out)
 		}
 		switch {
 		case v < 0:
 			return -1
 		case m == 0:
-			i = skipValue(b, v)
+			i = skipValue(b, v, out)
 		case m == chunkChoices && !seen:
 			seen = true
 			if at != nil {
@@ -187,7 +195,7 @@ func scanMembers(b []byte, i int, out *Chunk, seen bool, at *int) int {
 			}
 			i = scanChoices(b, v, out)
 		case m == chunkUsage:
-			i = skipUsage(b, v)
+			i = skipUsage(b, v, out)
 		default: // "choices" again, or a name of another event shape
 			return -1
 		}
@@ -269,7 +277,7 @@ func scanChoice(b []byte, i int, out *Chunk) int {
 		if v >= 0 {
 			v = skipWS(b, v)
 		} else {
-			m, v = member(b, i, choiceFields)
+			m, v = member(b, i, choiceFields, out)
 		}
 		if v < 0 {
 			return -1
@@ -279,12 +287,12 @@ func scanChoice(b []byte, i int, out *Chunk) int {
 		}
 		switch m {
 		case 0:
-			i = skipValue(b, v)
+			i = skipValue(b, v, out)
 		case choiceDelta:
 			i = scanDelta(b, v, out)
 		case choiceText: // legacy completions
 			var n int
-			n, i = scanText(b, v)
+			n, i = scanText(b, v, out)
 			out.UsefulBytes += n
 		case choiceFinish:
 			i = scanFinish(b, v, out)
@@ -321,7 +329,7 @@ func scanDelta(b []byte, i int, out *Chunk) int {
 		if v >= 0 {
 			v = skipWS(b, v)
 		} else {
-			m, v = member(b, i, deltaFields)
+			m, v = member(b, i, deltaFields, out)
 		}
 		if v < 0 {
 			return -1
@@ -331,10 +339,10 @@ func scanDelta(b []byte, i int, out *Chunk) int {
 		}
 		switch m {
 		case 0:
-			i = skipValue(b, v)
+			i = skipValue(b, v, out)
 		case deltaContent, deltaText: // model text
 			var n int
-			n, i = scanText(b, v)
+			n, i = scanText(b, v, out)
 			out.UsefulBytes += n
 		case deltaReasoningContent, deltaReasoning:
 			// any string, even empty, is a reasoning frame
@@ -343,7 +351,7 @@ func scanDelta(b []byte, i int, out *Chunk) int {
 			// tool call frames: any value but null
 			if i = scanLit(b, v, "null"); i < 0 {
 				out.ToolCall = true
-				i = skipValue(b, v)
+				i = skipValue(b, v, out)
 			}
 		}
 		var more bool
@@ -354,7 +362,7 @@ func scanDelta(b []byte, i int, out *Chunk) int {
 }
 
 // scanText reads a string or null: its length once decoded (0 for null).
-func scanText(b []byte, i int) (n, end int) {
+func scanText(b []byte, i int, out *Chunk) (n, end int) {
 	if i >= len(b) {
 		return 0, -1
 	}
@@ -367,10 +375,11 @@ func scanText(b []byte, i int) (n, end int) {
 	}
 	e := plainEnd(b, i+1)
 	if e < len(b) && b[e] == '"' {
+		noteUsage(b, e, out)
 		return e - (i + 1), e + 1
 	}
 	// An escape, a byte outside ASCII or an invalid byte.
-	if end = skipValue(b, i); end < 0 {
+	if end = skipValue(b, i, out); end < 0 {
 		return 0, -1
 	}
 	return decodedLen(b[i+1 : end-1]), end
@@ -386,7 +395,7 @@ func scanReasoning(b []byte, i int, out *Chunk) int {
 	case 'n':
 		return scanLit(b, i, "null")
 	case '"':
-		if i = skipValue(b, i); i >= 0 {
+		if i = skipValue(b, i, out); i >= 0 {
 			out.Reasoning = true
 		}
 		return i
@@ -411,6 +420,7 @@ func scanFinish(b []byte, i int, out *Chunk) int {
 		if raw := b[i+1 : e]; len(raw) > 0 {
 			out.FinishReason = finishReason(raw)
 		}
+		noteUsage(b, e, out)
 		return e + 1
 	}
 	return -1
@@ -432,14 +442,18 @@ func keyAt(b []byte, i int, k0, k1, k2 string) int {
 }
 
 // member reads the key at i and its colon: the number of the name in names
-// it is (from 1; 0 for another key) and the index of its value. A key
+// it is (from 1; 0 for another key) and the index of its value; a key
+// "usage" sets out.MentionsUsage. A key
 // that spells one of names in another letter case ends the scan (-1), as
 // does one with escapes, control or non-ASCII bytes (it may decode to one
 // of names): encoding/json's rules decide those.
-func member(b []byte, i int, names []string) (m, v int) {
+func member(b []byte, i int, names []string, out *Chunk) (m, v int) {
 	k, v := scanKey(b, i)
 	if v < 0 {
 		return 0, -1
+	}
+	if string(k) == "usage" {
+		out.MentionsUsage = true
 	}
 	for j, n := range names {
 		if string(k) == n {
@@ -469,6 +483,29 @@ func scanKey(b []byte, i int) (k []byte, value int) {
 		return nil, -1
 	}
 	return k, skipWS(b, i+1)
+}
+
+// noteUsage sets out.MentionsUsage when quotedUsage ends at e, the closing
+// quote of a string the scanner read. In valid JSON every quote is part of
+// a string, so quotedUsage can only end at a closing quote: of the string
+// "usage" or of one whose body ends with an escaped quote and usage. The
+// scanner reads every string of a chunk it answers, so the flag is exact.
+func noteUsage(b []byte, e int, out *Chunk) {
+	if e >= 6 && b[e-1] == 'e' && string(b[e-6:e+1]) == `"usage"` {
+		out.MentionsUsage = true
+	}
+}
+
+// holdsUsage reports whether b holds "usage" with its quotes, as noteUsage
+// would find it at one of b's quotes.
+func holdsUsage(b []byte) bool {
+	var out Chunk
+	for e := range b {
+		if b[e] == '"' {
+			noteUsage(b, e, &out)
+		}
+	}
+	return out.MentionsUsage
 }
 
 // comma reports whether a comma is at i: the common case of what follows
@@ -570,7 +607,7 @@ func scanLit(b []byte, i int, w string) int {
 
 // skipValue reads any value at i: strings, numbers without a sign and null
 // (the values most often skipped) here, the others by skipOther.
-func skipValue(b []byte, i int) int {
+func skipValue(b []byte, i int, out *Chunk) int {
 	if i >= len(b) {
 		return -1
 	}
@@ -595,7 +632,7 @@ func skipValue(b []byte, i int) int {
 	case c == 'n':
 		return scanLit(b, i, "null")
 	default:
-		return skipOther(b, i)
+		return skipOther(b, i, out)
 	}
 	for i++; ; {
 		for i <= len(b)-8 {
@@ -610,6 +647,7 @@ func skipValue(b []byte, i int) int {
 		}
 		switch c := b[i]; {
 		case c == '"':
+			noteUsage(b, i, out)
 			return i + 1
 		case c == '\\':
 			if i+1 >= len(b) {
@@ -636,13 +674,13 @@ func skipValue(b []byte, i int) int {
 
 // skipOther reads a value at i that skipValue does not: an object, an
 // array, true, false, a negative number, or an invalid one.
-func skipOther(b []byte, i int) int {
+func skipOther(b []byte, i int, out *Chunk) int {
 	if i >= len(b) {
 		return -1
 	}
 	switch b[i] {
 	case '{', '[':
-		return skipNested(b, i, 0)
+		return skipNested(b, i, 0, out)
 	case 't':
 		return scanLit(b, i, "true")
 	case 'f':
@@ -652,10 +690,11 @@ func skipOther(b []byte, i int) int {
 }
 
 // skipUsage reads the "usage" value at i as skipValue does, with the
-// token counts providers send matched whole.
-func skipUsage(b []byte, i int) int {
+// token counts providers send matched whole. Its keys are not looked at
+// for MentionsUsage: the key "usage" before them set it.
+func skipUsage(b []byte, i int, out *Chunk) int {
 	if i >= len(b) || b[i] != '{' {
-		return skipValue(b, i)
+		return skipValue(b, i, out)
 	}
 	i, done := enter(b, i, '{', false)
 	if done {
@@ -681,9 +720,9 @@ func skipUsage(b []byte, i int) int {
 		}
 		// The members of "usage" are one deep.
 		if v < len(b) && (b[v] == '{' || b[v] == '[') {
-			i = skipNested(b, v, 1)
+			i = skipNested(b, v, 1, out)
 		} else {
-			i = skipValue(b, v)
+			i = skipValue(b, v, out)
 		}
 		var more bool
 		if i, more = scanNext(b, i, '}'); !more {
@@ -694,7 +733,7 @@ func skipUsage(b []byte, i int) int {
 
 // skipNested reads the object or array at i, itself depth deep, with a
 // stack of one bit per open container (set for an object).
-func skipNested(b []byte, i, depth int) int {
+func skipNested(b []byte, i, depth int, out *Chunk) int {
 	var objects uint64
 	top, member := depth, false
 	for {
@@ -719,6 +758,7 @@ func skipNested(b []byte, i, depth int) int {
 			if e >= len(b) || b[e] != '"' {
 				return -1
 			}
+			noteUsage(b, e, out)
 			if i = skipWS(b, e+1); i >= len(b) || b[i] != ':' {
 				return -1
 			}
@@ -749,7 +789,7 @@ func skipNested(b []byte, i, depth int) int {
 			member = false
 			continue
 		default:
-			i = skipValue(b, i)
+			i = skipValue(b, i, out)
 		}
 		if i, depth, member = closeNested(b, i, depth, top, objects); i < 0 || depth == top {
 			return i

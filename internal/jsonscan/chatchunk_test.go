@@ -1,6 +1,9 @@
 package jsonscan
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestChatChunkReadsProgress pins what the scanner reads from the common
 // chunk shapes (model's scanner tests compare it with the full decoder on
@@ -10,7 +13,7 @@ func TestChatChunkReadsProgress(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}`:   {UsefulBytes: 5},
 		`{"choices":[{"delta":{"reasoning_content":""}}]}`:                             {Reasoning: true},
 		`{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`:                         {ToolCall: true},
-		`{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"total_tokens":3}}`: {FinishReason: "stop"},
+		`{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"total_tokens":3}}`: {FinishReason: "stop", MentionsUsage: true},
 		`{"choices":[{"text":"legacy","finish_reason":"length"}]}`:                     {UsefulBytes: 6, FinishReason: "length"},
 	} {
 		got, ok := ChatChunk([]byte(in))
@@ -95,6 +98,71 @@ func FuzzChatChunkAfter(f *testing.F) {
 		want, wantOK := ChatChunk(second)
 		if got != want || gotOK != wantOK {
 			t.Fatalf("after %q: ChatChunkAfter(%q) = %+v, %v; ChatChunk = %+v, %v", first, second, got, gotOK, want, wantOK)
+		}
+	})
+}
+
+// usageSeeds hold "usage" with its quotes in every place a string can end
+// (a key at each depth, a value, a string ending with an escaped quote and
+// usage), beside near misses that do not.
+var usageSeeds = []string{
+	`{"choices":[],"usage":{"prompt_tokens":1}}`,
+	`{"choices":[],"usage" : null}`,
+	`{"usage":null,"choices":[{"delta":{"content":"a"}}]}`,
+	`{"choices":[{"delta":{"content":"usage"}}]}`,
+	`{"choices":[{"delta":{"content":"say \"usage"}}]}`,
+	`{"choices":[{"delta":{"content":"say \\"}},{"delta":{"content":"usage"}}]}`,
+	`{"choices":[{"delta":{"reasoning":"\"usage"}}]}`,
+	`{"choices":[{"delta":{"role":"usage"}}]}`,
+	`{"choices":[{"delta":{"usage":1}}]}`,
+	`{"choices":[{"usage":1,"delta":{}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"usage":{"a":"usage"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"x":["\"usage"]}]}}]}`,
+	`{"choices":[{"finish_reason":"usage"}]}`,
+	`{"choices":[{"text":"\u0022usage"}]}`,
+	`{"x":{"usage":1},"choices":[]}`,
+	`{"id":"\"usage","choices":[]}`,
+	`{"choices":[{"delta":{"content":"usage\""}}]}`,
+	`{"choices":[{"delta":{"content":"usages"}}]}`,
+	`{"choices":[{"delta":{"content":"\\usage"}}]}`,
+	`{"usagex":1,"choices":[]}`,
+	`{"choices":[{"delta":{"content":"usag"}}]}`,
+}
+
+// TestChatChunkMentionsUsage pins Chunk.MentionsUsage to the bytes: true
+// exactly when they hold "usage" with its quotes, so that a reader of token
+// counts that skips a chunk without it never misses one (proxy noteUsage).
+func TestChatChunkMentionsUsage(t *testing.T) {
+	for _, in := range usageSeeds {
+		got, ok := ChatChunk([]byte(in))
+		if !ok {
+			t.Errorf("ChatChunk(%s) deferred", in)
+			continue
+		}
+		if want := strings.Contains(in, `"usage"`); got.MentionsUsage != want {
+			t.Errorf("ChatChunk(%s).MentionsUsage = %v, want %v", in, got.MentionsUsage, want)
+		}
+	}
+	head := `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",`
+	var p Prefix
+	for _, in := range []string{head + `"choices":[{"delta":{"content":"a"}}]}`, head + `"choices":[],"usage":{"prompt_tokens":1}}`,
+		`{"id":"\"usage","choices":[]}`, `{"id":"\"usage","choices":[{"delta":{"content":"b"}}]}`} {
+		if got, _ := ChatChunkAfter([]byte(in), &p); got.MentionsUsage != strings.Contains(in, `"usage"`) {
+			t.Errorf("ChatChunkAfter(%s).MentionsUsage = %v", in, got.MentionsUsage)
+		}
+	}
+}
+
+// FuzzChatChunkMentionsUsage holds MentionsUsage to a search of the bytes
+// on every chunk the scanner answers.
+func FuzzChatChunkMentionsUsage(f *testing.F) {
+	for _, s := range usageSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := ChatChunk(data)
+		if ok && got.MentionsUsage != strings.Contains(string(data), `"usage"`) {
+			t.Fatalf("ChatChunk(%q).MentionsUsage = %v", data, got.MentionsUsage)
 		}
 	})
 }
