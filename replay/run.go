@@ -476,6 +476,9 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 			j++
 		}
 		in := instant{at: at, next: -1, gap: 2 * time.Second, events: j - i}
+		for _, ev := range evs[i:j] {
+			in.arrivals += b2i(ev.kind == evArrival)
+		}
 		if j < len(evs) {
 			in.next, in.gap = evs[j].at, evs[j].at-at
 		}
@@ -509,6 +512,7 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 type instant struct {
 	at, next, gap time.Duration
 	events        int
+	arrivals      int
 	sent          []chan struct{}
 }
 
@@ -521,12 +525,23 @@ func (r *runner) arrive(ctx context.Context, ev event, in *instant) arrival {
 	if r.e.prog != nil {
 		r.e.prog.sentReq(ev.idx) // before its goroutine runs: the next instant waits for its first step
 	}
+	// Several arrivals of one instant: on the replay's own clock it stands
+	// at the instant until the last one is sent, as the simulator has
+	// them all arrive then; a wait the first one started does not move it
+	// while a loaded machine is slow to send the next.
+	together := in.arrivals > 1 && r.ownClock()
+	if together && len(in.sent) == 1 {
+		r.clk.freeze(true)
+	}
 	go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
 	if in.events > 1 {
 		r.staggerSameInstant(ev.idx, done, wrote)
 		// The instant lasts while its arrivals are sent: the quantum
 		// counts from the last one.
 		r.clk.dispatch(in.at, in.next, in.gap)
+	}
+	if together && len(in.sent) == in.arrivals {
+		r.clk.freeze(false) // time resumes from the instant
 	}
 	return arrival{n: ev.idx, done: done}
 }
