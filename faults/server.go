@@ -87,7 +87,12 @@ type Options struct {
 	// wait ends, with the request's context and the wait's length (0 as it
 	// ends): a replay's clock lets time pass only then, as the simulator
 	// does, and a replay's state read knows which waits end by its instant.
-	Waiting func(ctx context.Context, delta int, d time.Duration)
+	// At +1 it returns the instant on Now's clock the wait is due at (the
+	// zero time: none): a wait whose real timer runs out before Now has
+	// reached that instant goes on until it has, so the wait ends on the
+	// replay's clock, after every instant the simulator puts before it,
+	// however late a loaded machine let the replay dispatch those.
+	Waiting func(ctx context.Context, delta int, d time.Duration) (due time.Time)
 }
 
 // Stats counts answered attempts.
@@ -331,17 +336,30 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
+	var due time.Time
 	if s.opts.Waiting != nil {
-		s.opts.Waiting(ctx, 1, d)
+		due = s.opts.Waiting(ctx, 1, d)
 		defer s.opts.Waiting(ctx, -1, 0)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false
+		}
+		if due.IsZero() {
+			return true
+		}
+		// Waiting's clock has not reached the instant yet: the rest of
+		// the wait is on that clock (a millisecond at least, so a clock
+		// that stands is not polled in a tight loop).
+		left := due.Sub(s.opts.Now())
+		if left <= 0 {
+			return true
+		}
+		t.Reset(max(left, time.Millisecond))
 	}
 }
 

@@ -95,7 +95,7 @@ type admitError struct {
 // and how long it was parked (0 when the gate answered at once, read on
 // no clock), or a typed error. The slot is a value: the caller keeps it
 // on its stack.
-func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool) (slot, time.Duration, *admitError) {
+func (g *gate) acquire(ctx context.Context, provider, connection, modelID string, maxQueueDepth int, queueLeft time.Duration, failOpen, noConnCap bool, rep *deadlineReport) (slot, time.Duration, *admitError) {
 	r := model.GateRequest{Conn: model.ConnRef{Provider: provider, Connection: connection}, Model: modelID,
 		MaxQueueDepth: maxQueueDepth, QueueLeftMs: queueLeft.Milliseconds(), FailOpen: failOpen, NoConnectionCap: noConnCap}
 	g.mu.Lock()
@@ -117,15 +117,12 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 	g.waiting(1)
 	defer g.waiting(-1)
 	start := time.Now()
-	t := time.NewTimer(queueLeft)
-	defer t.Stop()
-	var cause error
-	select {
-	case <-w.ready:
+	if rep != nil {
+		defer rep.end(false) // granted, the client gone, or a bypass: the attempt goes on
+	}
+	granted, cause := g.park(ctx, w, queueLeft, rep)
+	if granted {
 		return slot{g: g, hold: w.hold}, time.Since(start), nil
-	case <-t.C:
-	case <-ctx.Done():
-		cause = ctx.Err()
 	}
 	g.mu.Lock()
 	if !g.m.Leave(id) { // granted while we gave up: keep it
@@ -144,9 +141,43 @@ func (g *gate) acquire(ctx context.Context, provider, connection, modelID string
 		return slot{}, waited, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
 			Message: "client went away while queued"}}
 	}
+	if rep != nil {
+		rep.end(true) // the budget ran out and refuses it: the flow step after the refusal is owed
+	}
 	return slot{}, waited, &admitError{err: &model.Error{Code: x.Code, Provider: provider, Model: modelID,
 		RetryAfterMs: x.RetryAfterMs(), Message: fmt.Sprintf("no free slot on %s/%s for %s within the queue budget (%s); blocked by the %s cap",
 			provider, connection, modelID, queueLeft.Round(time.Millisecond), d.Blocking)}}
+}
+
+// park waits for w's grant at most queueLeft; cause is the context's
+// error when the client went away first. With Options.Deadlines (rep, nil
+// otherwise) the queue budget is reported due at its instant on the
+// gateway's clock, and runs out on that clock; the caller ends the report
+// (fired only when the budget refuses the attempt: a quota-share bypass
+// goes on to the upstream with no flow step between).
+func (g *gate) park(ctx context.Context, w *waiter, queueLeft time.Duration, rep *deadlineReport) (granted bool, cause error) {
+	t := time.NewTimer(queueLeft)
+	defer t.Stop()
+	if rep != nil {
+		rep.arm(rep.in(queueLeft))
+	}
+	for {
+		select {
+		case <-w.ready:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+		}
+		if rep == nil {
+			return false, nil
+		}
+		if early := rep.early(); early > 0 {
+			t.Reset(early) // the reporting shell's clock has not reached it yet
+			continue
+		}
+		return false, nil
+	}
 }
 
 func admissionError(d model.AdmitDecision, provider, connection, modelID string, depth int, queueLeft time.Duration) *model.Error {

@@ -49,6 +49,7 @@ type reqState struct {
 	dl      time.Time // the flow's whole-request deadline (requestBudget.deadlineMs)
 	flow    model.Flow
 	step    model.Step // the flow's current step (run)
+	stepAt  model.Time // the gateway's clock as the model decided it (a wait's instant counts from it)
 	sel     *model.Selection
 	session string // hex SHA-256 of the session header; never the raw id
 	shared  bool   // quota-share combo: admission fails open
@@ -389,7 +390,8 @@ func (rs *reqState) nextStep() {
 	// selection may stop at the first candidate (docs/model.md#lazy-selection).
 	rs.sel.Full = g.log.Enabled(rs.ctx, slog.LevelDebug)
 	g.lock()
-	rs.step = rs.flow.Next(g.modelNow(), g.eng, rs.sel)
+	rs.stepAt = g.modelNow()
+	rs.step = rs.flow.Next(rs.stepAt, g.eng, rs.sel)
 	g.unlock()
 }
 
@@ -426,6 +428,7 @@ func (rs *reqState) startFlow(allowed []model.ConnRef, step bool) (stepped bool,
 		return false, nil
 	}
 	rs.flow.Held, rs.flow.HeldUntil = held, heldUntil
+	rs.stepAt = now
 	rs.step = rs.flow.Next(now, g.eng, rs.sel)
 	return true, nil
 }
@@ -477,6 +480,11 @@ const (
 func (rs *reqState) wait(d time.Duration) (int, time.Duration) {
 	rs.g.waiting(1)
 	defer rs.g.waiting(-1)
+	rep := rs.g.newWaitReport(rs.logID) // Options.Deadlines; nil = unset
+	if rep != nil {
+		rep.arm(rs.stepAt.Std().Add(d)) // the model's instant: the cooldown's end
+		defer rep.end(false)            // it did not run out (a no-op once it has)
+	}
 	end := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -484,6 +492,13 @@ func (rs *reqState) wait(d time.Duration) (int, time.Duration) {
 	for {
 		select {
 		case <-t.C:
+			if rep != nil {
+				if early := rep.early(); early > 0 {
+					t.Reset(early) // the reporting shell's clock has not reached it yet
+					continue
+				}
+				rep.end(true) // before the next step, which is owed now
+			}
 			return waitDone, 0
 		case <-rs.ctx.Done():
 			return waitClientGone, 0

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -140,4 +141,40 @@ func (d *deadlineReport) end(fired bool) {
 	}
 	d.fn(d.id, d.armed, ev)
 	d.armed = time.Time{}
+}
+
+// newWaitReport is the report of a deliberate wait of request id (a
+// cooldown wait, a place in an admission queue, a paced dispatch slot);
+// nil when nobody listens. The caller arms it for the model's instant (a
+// cooldown's end, a queue budget's, a slot's), so a shell that drives Now
+// (the replay) holds its clock there until the wait ended, and reads
+// state at that instant only once it has, as the simulator processes its
+// timer before time moves past it. A wait's real timer that fires before
+// Now has reached the instant (early) goes on until it has.
+func (g *Gateway) newWaitReport(id string) *deadlineReport {
+	if g.deadlines == nil {
+		return nil
+	}
+	return &deadlineReport{fn: g.deadlines, now: g.now, id: id}
+}
+
+// sleepOn sleeps d and then, with rep (nil = Options.Deadlines unset),
+// until the gateway's clock has reached the instant rep is armed for: a
+// paced slot is booked, and the limiter lets it go when woken whatever
+// the clock says, so its real sleep must not end it early on a shell's
+// clock that stood meanwhile. It reports false when ctx ended first.
+func sleepOn(ctx context.Context, d time.Duration, rep *deadlineReport) bool {
+	if !sleepCtx(ctx, d) {
+		return false
+	}
+	for rep != nil {
+		early := rep.early()
+		if early <= 0 {
+			return true
+		}
+		if !sleepCtx(ctx, early) {
+			return false
+		}
+	}
+	return true
 }

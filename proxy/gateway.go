@@ -44,15 +44,18 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	// Deadlines, when set, is told of every timer the gateway arms on an
 	// upstream attempt (the attempt's bound and its header and
-	// first-content budgets, the stream watchdogs) with the request's log
-	// id and the instant it is due on Now's clock: DeadlineArmed, then
-	// DeadlineDisarmed (the attempt ended first, or progress moved it) or
-	// DeadlineFired (it cut the attempt). A shell that drives Now (the
-	// replay) reads state at an instant only once every deadline due by
-	// then has fired, as the simulator's timers have. The timers are real
-	// ones; with the option set, one that fires before Now has reached its
-	// instant waits for it (as the stream watchdogs, which read Now, always
-	// do). nil costs one nil check per arm.
+	// first-content budgets, the stream watchdogs) and of its deliberate
+	// waits (a cooldown wait, an admission queue's budget, a paced slot),
+	// with the request's log id and the instant it is due on Now's clock:
+	// DeadlineArmed, then DeadlineDisarmed (the attempt or the wait ended
+	// first, or progress moved it) or DeadlineFired (it cut the attempt,
+	// or the wait ran out: the request's next flow step is owed). A shell
+	// that drives Now (the replay) reads state at an instant only once
+	// every deadline due by then has fired, as the simulator's timers
+	// have. The timers are real ones; with the option set, one that fires
+	// before Now has reached its instant waits for it (as the stream
+	// watchdogs, which read Now, always do). nil costs one nil check per
+	// arm or wait.
 	Deadlines func(id string, at time.Time, ev DeadlineEvent)
 }
 

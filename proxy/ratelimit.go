@@ -53,8 +53,10 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 // (model.Limiter.Enter / Wake: every decision is the model's, the same
 // steps the simulator schedules). It returns how long it slept (0, read
 // on no clock, when the slot was free at once), or a typed refusal
-// (neutral for upstream health).
-func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration) (time.Duration, *model.Error) {
+// (neutral for upstream health). rep (Options.Deadlines; nil = unset)
+// names the attempt: a sibling of it is told the slot's instant on the
+// gateway's clock while it sleeps.
+func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
 	now := ps.now().UnixMilli()
 	ps.mu.Lock()
 	l := ps.limiter(ref)
@@ -65,12 +67,22 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o
 	}
 	ps.waiting(1)
 	defer ps.waiting(-1)
+	if rep != nil {
+		rep = rep.sibling()  // the gate's report of the attempt is done with
+		defer rep.end(false) // the slot came, or the client went away
+	}
 	start := time.Now()
 	for !st.Go {
 		if st.Code != "" {
+			if rep != nil {
+				rep.end(true) // the refusal's flow step is owed
+			}
 			return time.Since(start), refusal(ref, modelID, o, depth, st)
 		}
-		if w := time.Duration(st.WakeAtMs-now) * time.Millisecond; w > 0 && !sleepCtx(ctx, w) {
+		if rep != nil {
+			rep.arm(time.UnixMilli(st.WakeAtMs)) // the slot's instant on the gateway's clock
+		}
+		if w := time.Duration(st.WakeAtMs-now) * time.Millisecond; w > 0 && !sleepOn(ctx, w, rep) {
 			ps.mu.Lock()
 			l.Leave(pw)
 			ps.mu.Unlock()

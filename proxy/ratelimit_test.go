@@ -103,7 +103,7 @@ func TestBodyRetryPauseRejectsAtOnce(t *testing.T) {
 	start := time.Now()
 	ps := g.g.pace
 	ref := model.ConnRef{Provider: "p", Connection: "c"}
-	_, err := ps.wait(context.Background(), ref, "m", RateLimitOverrides{MinTimeMs: 300}, 0, 600*time.Millisecond)
+	_, err := ps.wait(context.Background(), ref, "m", RateLimitOverrides{MinTimeMs: 300}, 0, 600*time.Millisecond, nil)
 	if err == nil || err.Code != "RATE_LIMIT_QUEUE_TIMEOUT" || err.RetryAfterMs <= 0 {
 		t.Fatalf("want an immediate RATE_LIMIT_QUEUE_TIMEOUT with a retry hint, got %+v", err)
 	}

@@ -261,14 +261,15 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (slot, int64, *mo
 	failOpen, noConnCap := rs.quotaShareAdmission() // docs/admission.md#concurrency-gates quota-share
 	// The gate and the pacer each say how long they held the attempt
 	// (0 without a clock read when they let it through at once).
-	sl, waited, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap)
+	rep := g.newWaitReport(rs.logID) // Options.Deadlines: a queue budget, a paced slot (nil = unset)
+	sl, waited, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap, rep)
 	if aerr != nil {
 		refusal = aerr.err
 	}
 	if refusal == nil && a.Limited { // docs/admission.md: the engine says this connection goes through the admission queue
 		queueLeft -= waited
 		var paced time.Duration
-		if paced, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft); refusal != nil {
+		if paced, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rep); refusal != nil {
 			sl.release()
 		}
 		waited += paced

@@ -39,7 +39,11 @@ type schedClock struct {
 	// proxy.Options.Waiting), time passes in the simulator too; the
 	// gateway's own work, and the upstream's, take none. Within the
 	// quantum the clock moves by the time some such wait was in progress
-	// since the dispatch.
+	// since the dispatch while the gateway had no work in hand (busy): the
+	// simulator takes a decision at its instant, before any wait of
+	// another request moves time on, and the waits end on this clock
+	// (their due instants), so a wait that runs while the gateway works
+	// only ends later in real time.
 	calls     int
 	callSince time.Time
 	callAcc   time.Duration
@@ -90,7 +94,17 @@ func (c *schedClock) setBusy(b bool) {
 	if c.busy {
 		c.busyAcc += now.Sub(c.busySince)
 	}
+	c.flushWaited(now)
 	c.busy, c.busySince = b, now
+}
+
+// flushWaited adds the waiting time that counts up to now to callAcc and
+// starts counting it again from now (c.mu held).
+func (c *schedClock) flushWaited(now time.Time) {
+	if c.calls > 0 && !c.busy {
+		c.callAcc += now.Sub(c.callSince)
+	}
+	c.callSince = now
 }
 
 // idleSince is the real time since the dispatch less the gateway's busy
@@ -116,12 +130,8 @@ func (c *schedClock) resetBusy(now time.Time) {
 func (c *schedClock) waiting(d int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	if c.calls > 0 {
-		c.callAcc += now.Sub(c.callSince)
-	}
+	c.flushWaited(time.Now())
 	c.calls += d
-	c.callSince = now
 }
 
 func (c *schedClock) now() time.Time {
@@ -153,7 +163,7 @@ func (c *schedClock) now() time.Time {
 func (c *schedClock) raw() time.Duration {
 	el := time.Since(c.wall)
 	waited := c.callAcc
-	if c.calls > 0 {
+	if c.calls > 0 && !c.busy {
 		waited += time.Since(c.callSince)
 	}
 	adv := min(waited, el)

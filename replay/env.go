@@ -161,16 +161,22 @@ func (e *env) startUpstream(sc *sim.Scenario, o *Options, now func() time.Time) 
 	// need it: the gateway gives up first.
 	hold := time.Duration(sc.Settings.UpstreamTimeouts.AttemptMs)*time.Millisecond + 5*time.Second
 	e.fs = faults.NewServer(nil, faults.Options{Seed: sim.DeriveSeed(sc.Seed, "faults"), MaxHold: hold, Now: now,
-		Waiting: func(ctx context.Context, d int, length time.Duration) {
+		Waiting: func(ctx context.Context, d int, length time.Duration) time.Time {
+			due := now().Add(length)
 			if o.waiting != nil {
 				o.waiting(d)
 			}
-			if d > 0 && e.counter != nil {
-				e.counter.waitBegins(ctx)
+			n, ok := reqNum(ctx)
+			if !ok {
+				return time.Time{} // no replay request's: no bound holds the clock for it
 			}
-			if n, ok := reqNum(ctx); ok {
-				e.prog.upstream(n, d, now().Add(length))
+			e.prog.upstream(n, d, due)
+			if d < 0 || o.WallClock {
+				return time.Time{}
 			}
+			// A replay request's wait ends on the replay's clock, at the
+			// instant the progress tracker bounds that clock by.
+			return due
 		}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -42,10 +42,14 @@ type progress struct {
 }
 
 type reqProgress struct {
-	waits   int       // upstream waits in progress
-	due     time.Time // on the replay's clock, when the latest wait ends
-	upEnd   uint64    // seq of the last upstream wait's end
-	stepped uint64    // seq of the last flow step
+	waits int       // upstream waits in progress
+	due   time.Time // on the replay's clock, when the latest wait ends
+	// waitSeq: the seq of the latest wait's start. A wait that began
+	// before the last flow step is stale: a deadline cut its attempt, and
+	// the upstream has not seen the cut yet while the next attempt runs.
+	waitSeq uint64
+	upEnd   uint64 // seq of the last upstream wait's end
+	stepped uint64 // seq of the last flow step
 	// transit: the last flow step was an attempt that has not reached
 	// an upstream wait yet (on its way, answered at once, or queued by
 	// the gateway's admission, which no line shows); received: the
@@ -79,17 +83,27 @@ func (p *progress) of(n int) *reqProgress {
 // due on the replay's clock) or ending (-1).
 func (p *progress) upstream(n, d int, due time.Time) {
 	p.change(n, func(r *reqProgress) {
+		stale := d < 0 && r.waitSeq < r.stepped
 		r.waits += d
-		if d > 0 {
-			r.due = due
+		if stale {
+			// The end of a cut attempt's wait: the step after the cut
+			// was taken; what the next attempt is doing stands.
+			return
 		}
-		r.transit, r.received = false, false
-		if d < 0 {
-			p.seq++
+		p.seq++
+		if d > 0 {
+			r.tookCutStep()
+			r.due, r.waitSeq = due, p.seq
+		} else {
 			r.upEnd = p.seq
 		}
+		r.transit, r.received = false, false
 	})
 }
+
+// upWaiting reports whether request r waits on the upstream: a wait of
+// its current attempt is in progress (a stale one is not).
+func (r *reqProgress) upWaiting() bool { return r.waits > 0 && r.waitSeq > r.stepped }
 
 // step notes a flow step of request n; attempt says it was an attempt.
 func (p *progress) step(n int, attempt bool) {
@@ -121,10 +135,24 @@ func (p *progress) deadline(n int, at time.Time, ev proxy.DeadlineEvent) {
 // receivedCall notes that the fault upstream has a call of request n.
 func (p *progress) receivedCall(n int) {
 	p.change(n, func(r *reqProgress) {
+		p.seq++
+		if r.cut > r.stepped {
+			r.tookCutStep()
+			r.received = true // its answer's step is owed
+		}
 		if r.transit {
 			r.received = true
 		}
 	})
+}
+
+// tookCutStep notes, at a new upstream call or wait of request r, that
+// the gateway took its step after a cut (p.seq just moved on): a stream
+// resumed after a watchdog's cut logs no flow step.
+func (r *reqProgress) tookCutStep() {
+	if r.cut > r.stepped {
+		r.stepped = r.cut
+	}
 }
 
 // sentReq notes that request n is on its way to the gateway.
@@ -192,7 +220,7 @@ func (r *reqProgress) work() (core, transit bool) {
 		return false, false
 	case (r.sent && r.stepped == 0) || r.cut > r.stepped:
 		return true, false
-	case r.waits > 0:
+	case r.upWaiting():
 		return false, false
 	case r.upEnd > r.stepped || r.received:
 		return true, false
@@ -239,7 +267,12 @@ func (p *progress) behind(mark uint64) (caughtUp, transit bool) {
 			// seen the cut yet (its wait still runs).
 			caughtUp = false
 		}
-		if r.waits > 0 {
+		if r.sent && r.stepped == 0 {
+			// Sent at or before the read's instant: the simulator took
+			// its first decision before the read.
+			caughtUp = false
+		}
+		if r.upWaiting() {
 			continue
 		}
 		if (r.upEnd > r.stepped && r.upEnd <= mark) || r.received {
@@ -379,5 +412,33 @@ func (p *progress) awaitCaughtUp(transitBound time.Duration) {
 			return
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// turnTaken reports whether request n no longer waits on the gateway's
+// own work: it was answered, or it waits on purpose (an upstream wait, a
+// gateway wait), as the simulator has it when the next arrival of the
+// same instant comes.
+func (p *progress) turnTaken(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.req[n]
+	if r == nil || r.done {
+		return r != nil
+	}
+	core, transit := r.work()
+	return !core && !(transit && p.gwWaiting == 0)
+}
+
+// awaitTurnTaken polls until request n took its turn (turnTaken) or its
+// client has the answer (done), bounded by quietBound.
+func (p *progress) awaitTurnTaken(n int, done <-chan struct{}) {
+	start := time.Now()
+	for !p.turnTaken(n) && time.Since(start) < quietBound {
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Millisecond):
+		}
 	}
 }

@@ -94,3 +94,42 @@ func TestProgressWaitsForGatewayDeadlines(t *testing.T) {
 		t.Fatalf("onBusy told %v, want %v", busy, want)
 	}
 }
+
+// docs/replay.md, "`at:` reads": a read waits for the gateway's first
+// decision on every request sent by then, and an upstream wait of an
+// attempt a deadline cut, which the upstream has not seen end yet, does
+// not hide the next attempt: its way to the upstream, and the step after
+// its answer, are the gateway's work, as in the simulator's instant.
+func TestProgressStaleWaitDoesNotHideNextAttempt(t *testing.T) {
+	p := newProgress()
+	t0 := time.Unix(1000, 0)
+	caughtUp := func() bool {
+		p.mu.Lock()
+		mark := p.seq
+		p.mu.Unlock()
+		c, _ := p.behind(mark)
+		return c
+	}
+	p.sentReq(1)
+	if caughtUp() {
+		t.Fatal("caught up before the first decision on a request sent")
+	}
+	p.step(1, true)
+	p.receivedCall(1)
+	p.upstream(1, 1, t0.Add(5*time.Second)) // k1 never answers
+	p.deadline(1, t0.Add(5*time.Second), proxy.DeadlineArmed)
+	p.deadline(1, t0.Add(5*time.Second), proxy.DeadlineFired)
+	p.step(1, true) // the next attempt; k1's wait still runs
+	if caughtUp() || !p.busy {
+		t.Fatal("the cut attempt's wait hides the next attempt on its way")
+	}
+	p.receivedCall(1)              // answered at once: no wait
+	p.upstream(1, -1, time.Time{}) // k1 sees the cut now
+	if caughtUp() || !p.busy {
+		t.Fatal("the end of the cut attempt's wait hides the step owed after the next answer")
+	}
+	p.step(1, false) // the answer
+	if !caughtUp() || p.busy {
+		t.Fatal("not caught up after the answer's step")
+	}
+}

@@ -476,6 +476,9 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 			j++
 		}
 		in := instant{at: at, next: -1, gap: 2 * time.Second, events: j - i}
+		for _, ev := range evs[i:j] {
+			in.arrivals += b2i(ev.kind == evArrival)
+		}
 		if j < len(evs) {
 			in.next, in.gap = evs[j].at, evs[j].at-at
 		}
@@ -509,6 +512,7 @@ func (r *runner) play(ctx context.Context, evs []event) error {
 type instant struct {
 	at, next, gap time.Duration
 	events        int
+	arrivals      int
 	sent          []chan struct{}
 }
 
@@ -521,6 +525,14 @@ func (r *runner) arrive(ctx context.Context, ev event, in *instant) arrival {
 	if r.e.prog != nil {
 		r.e.prog.sentReq(ev.idx) // before its goroutine runs: the next instant waits for its first step
 	}
+	// Several arrivals of one instant: on the replay's own clock it stands
+	// at the instant until the last one is sent, as the simulator has
+	// them all arrive then; a wait the first one started does not move it
+	// while a loaded machine is slow to send the next.
+	together := in.arrivals > 1 && r.ownClock()
+	if together && len(in.sent) == 1 {
+		r.clk.freeze(true)
+	}
 	go r.send(ctx, ev.idx, ev.item, time.Now(), done, wrote)
 	if in.events > 1 {
 		r.staggerSameInstant(ev.idx, done, wrote)
@@ -528,28 +540,28 @@ func (r *runner) arrive(ctx context.Context, ev event, in *instant) arrival {
 		// counts from the last one.
 		r.clk.dispatch(in.at, in.next, in.gap)
 	}
+	if together && len(in.sent) == in.arrivals {
+		r.clk.freeze(false) // time resumes from the instant
+	}
 	return arrival{n: ev.idx, done: done}
 }
 
 // staggerSameInstant makes arrivals of one instant reach the gateway in
 // the simulator's order (a saturated gate, a pacer or a fill-first pick
 // decides by arrival order): in-process the next is sent once this one
-// was answered or is waiting on a deliberate upstream latency or stall
-// (its turn is taken, and its outcome so far recorded), bounded; against a
-// target once it is on the wire, plus a moment for the gateway to take it
-// up. The gateway's work does not move the clock, so the instant lasts
+// was answered or waits on purpose (an upstream latency or stall, a
+// gateway wait: its turn is taken, and its outcome so far recorded),
+// bounded only by quietBound, since what it waits for is the gateway's
+// own work; against a target once it is on the wire, plus a moment for
+// the gateway to take it up. The gateway's work does not move the clock, so the instant lasts
 // while they are sent.
 func (r *runner) staggerSameInstant(n int, done, wrote chan struct{}) {
-	t := time.NewTimer(sameInstantStagger)
-	defer t.Stop()
-	if r.e.counter != nil {
-		select {
-		case <-done:
-		case <-r.e.counter.waiting(n):
-		case <-t.C:
-		}
+	if r.e.prog != nil {
+		r.e.prog.awaitTurnTaken(n, done)
 		return
 	}
+	t := time.NewTimer(sameInstantStagger)
+	defer t.Stop()
 	select {
 	case <-wrote:
 		time.Sleep(sameInstantGap)
@@ -696,6 +708,35 @@ func (r *runner) offset(t time.Time) time.Duration {
 	return time.Duration(float64(t.Sub(t0)) * r.o.Speed).Round(time.Millisecond)
 }
 
+// ownClock reports whether requests are timed on the replay's own clock
+// (clock.go): in-process, unless WallClock. That clock is the gateway's:
+// it stands while the gateway works and while a late timer or goroutine
+// keeps a due instant waiting, so a request's `took` counts what the
+// simulator counts (upstream latencies, cooldown waits, paced slots,
+// deadlines) and not how late a loaded machine ran the rest.
+func (r *runner) ownClock() bool { return r.e.prog != nil && !r.o.WallClock }
+
+// sentOffset is when request n was sent, in the file's time: on the
+// replay's own clock its scheduled instant (the gateway's clock has it
+// arrive then, however late the client's goroutine ran), otherwise the
+// wall clock's offset of sentAt.
+func (r *runner) sentOffset(n int, sentAt time.Time) time.Duration {
+	if r.ownClock() {
+		return r.sent[n]
+	}
+	return r.offset(sentAt)
+}
+
+// doneOffset is when a request was answered, in the file's time: on the
+// replay's own clock its reading now (ownClock), otherwise the wall
+// clock's offset of doneAt.
+func (r *runner) doneOffset(doneAt time.Time) time.Duration {
+	if r.ownClock() {
+		return time.Duration(float64(r.clk.now().Sub(r.clk.epoch)) * r.o.Speed).Round(time.Millisecond)
+	}
+	return r.offset(doneAt)
+}
+
 // action runs one operator action through the management API.
 func (r *runner) action(ctx context.Context, i int) {
 	a := &r.sc.Actions[i]
@@ -777,11 +818,11 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 	markWrote := func() { wroteOnce.Do(func() { close(wrote) }) }
 	defer markWrote()
 	t := &r.sc.Traffic[item]
-	ob := sim.RequestObservation{N: n, SentAt: r.offset(sentAt), Attempts: -1}
+	ob := sim.RequestObservation{N: n, SentAt: r.sentOffset(n, sentAt), Attempts: -1}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if t.Timeout > 0 {
-		rctx, cancel = context.WithDeadline(ctx, sentAt.Add(t.Timeout))
+		rctx, cancel = r.clientTimeout(ctx, n, sentAt, t.Timeout)
 		defer cancel()
 	}
 	req, err := r.clientRequest(rctx, t, n, markWrote)
@@ -818,6 +859,47 @@ func (r *runner) send(ctx context.Context, n, item int, sentAt time.Time, done, 
 		ob.Result = sim.ResultFailed
 	}
 	r.record(ob, time.Now())
+}
+
+// clientTimeout is the context of request n, whose client gives up
+// timeout after it was sent. On the replay's own clock (ownClock) that is
+// its scheduled instant plus timeout on that clock, reported to the
+// progress tracker as a deadline of the request, so the clock does not
+// pass it before the client gave up and a read of its instant waits for
+// it, as the simulator's client abort is an event at that instant; a
+// loaded machine that runs the gateway late cannot make the client give
+// up on an answer the simulator has before then. Otherwise it is sentAt
+// plus timeout on the wall clock.
+func (r *runner) clientTimeout(ctx context.Context, n int, sentAt time.Time, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if !r.ownClock() {
+		return context.WithDeadline(ctx, sentAt.Add(timeout))
+	}
+	due := r.clk.epoch.Add(time.Duration(float64(r.sent[n])/r.o.Speed) + timeout)
+	p := r.e.prog
+	p.deadline(n, due, proxy.DeadlineArmed)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			if left := due.Sub(r.clk.now()); left > 0 {
+				t.Reset(max(left, time.Millisecond)) // the clock has not reached it yet
+				continue
+			}
+			p.deadline(n, due, proxy.DeadlineDisarmed) // the client leaves: no step of the gateway's is owed
+			cancel()
+			return
+		}
+	}()
+	return rctx, func() {
+		p.deadline(n, due, proxy.DeadlineDisarmed) // a no-op once it ran out
+		cancel()
+	}
 }
 
 // clientRequest builds replay request n in its client's format
@@ -973,7 +1055,7 @@ func (r *runner) fillAborted(ctx context.Context) {
 }
 
 func (r *runner) record(ob sim.RequestObservation, doneAt time.Time) {
-	ob.DoneAt = r.offset(doneAt)
+	ob.DoneAt = r.doneOffset(doneAt)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.done[ob.N] = &ob

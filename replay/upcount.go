@@ -24,7 +24,6 @@ type callCounter struct {
 	mu    sync.Mutex
 	calls map[int]int
 	seen  map[int]chan struct{} // closed at request n's first call
-	waits map[int]chan struct{} // closed as request n's first deliberate upstream wait begins
 	prog  *progress             // told of each call (quiet.go); nil = none
 }
 
@@ -35,7 +34,7 @@ type reqNumKey struct{}
 var replayMarker = []byte("replay request ")
 
 func newCallCounter(inner http.Handler) *callCounter {
-	return &callCounter{inner: inner, calls: map[int]int{}, seen: map[int]chan struct{}{}, waits: map[int]chan struct{}{}}
+	return &callCounter{inner: inner, calls: map[int]int{}, seen: map[int]chan struct{}{}}
 }
 
 func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,35 +72,10 @@ func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.inner.ServeHTTP(w, r)
 }
 
-// waiting returns a channel closed once request n's first deliberate
-// upstream wait (a latency, a stall) began.
-func (c *callCounter) waiting(n int) <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return chanOf(c.waits, n)
-}
-
 // reqNum is the replay request number of an upstream call's context.
 func reqNum(ctx context.Context) (int, bool) {
 	n, ok := ctx.Value(reqNumKey{}).(int)
 	return n, ok
-}
-
-// waitBegins notes that a call of the request in ctx started a deliberate
-// wait.
-func (c *callCounter) waitBegins(ctx context.Context) {
-	n, ok := reqNum(ctx)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := chanOf(c.waits, n)
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
 }
 
 func chanOf(m map[int]chan struct{}, n int) chan struct{} {
