@@ -272,8 +272,3 @@ func attemptsStr(n int) string {
 func (r *runner) failFile(line int, at time.Duration, what, expected, found string) {
 	r.res.Failures = append(r.res.Failures, sim.Failure{Line: line, At: at, What: what, Expected: expected, Found: found})
 }
-
-// fileD converts a scaled offset back to the file's time.
-func (r *runner) fileD(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * r.o.Speed).Round(time.Millisecond)
-}

@@ -508,10 +508,6 @@ func holdsUsage(b []byte) bool {
 	return out.MentionsUsage
 }
 
-// comma reports whether a comma is at i: the common case of what follows
-// a member or an element, checked before calling scanNext.
-func comma(b []byte, i int) bool { return uint(i) < uint(len(b)) && b[i] == ',' }
-
 // firstRead marks member m of an object read; false when it was read
 // before: encoding/json keeps a repeated name's last value, the scanner
 // leaves that to the decoder.
