@@ -226,12 +226,8 @@ func (r *chatRequest) bodyFor(upstreamModel string) []byte {
 	return append(out, r.body[r.mEnd:]...)
 }
 
-// keyEquals reports whether the raw JSON key (quotes included) is key.
-func keyEquals(raw []byte, key string) bool {
-	return plainKeyEquals(raw, key) || escapedKeyEquals(raw, key)
-}
-
-// plainKeyEquals is keyEquals for a key written without escapes.
+// plainKeyEquals reports whether the raw JSON key (quotes included) is
+// key written without escapes; escapedKeyEquals covers the rest.
 func plainKeyEquals(raw []byte, key string) bool {
 	return len(raw) == len(key)+2 && string(raw[1:len(raw)-1]) == key
 }
