@@ -69,6 +69,12 @@ func (s *sim) rebuildHeld() {
 	s.held = next
 }
 
+// heldNow is the leased connections now and when each lease ends
+// (aligned, as model.Flow.HeldUntil).
+func (s *sim) heldNow() ([]model.ConnRef, []model.Time) {
+	return s.held, nil
+}
+
 // namedLeaseAction acquires or releases a named client's lease. Acquiring
 // a lease the client holds, or releasing one it does not, changes nothing.
 func (s *sim) namedLeaseAction(a *Action) {

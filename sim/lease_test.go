@@ -111,3 +111,24 @@ func TestLeaseFenceBeforeEveryAttempt(t *testing.T) {
 		t.Errorf("the refused attempt reached the upstream: %d calls", res.Upstream)
 	}
 }
+
+// TestLeasedWhileQueuedRefusedLocally: docs/leases.md#capacity — a request
+// without a lease queued for a connection leased meanwhile by another
+// client is refused locally when its turn comes
+// (model.LeasedWhileQueued): never sent, and with nothing else free it
+// answers 429 LEASE_CAPACITY_UNAVAILABLE.
+func TestLeasedWhileQueuedRefusedLocally(t *testing.T) {
+	sc := simpleScenario(t, 1)
+	sc.Settings.WaitForCooldown.Enabled = false
+	sc.Topology.Providers[0].Connections = []model.ConnectionConfig{{ID: "k1", MaxConcurrent: 1, MaxWaitMs: 5000}}
+	sc.Actions = []Action{{At: time.Second, Kind: ActLeaseAcquire, Connections: []model.ConnRef{{Provider: "p", Connection: "k1"}}}}
+	sc.Rules = []faults.Rule{{Respond: &faults.Response{Latency: 2 * time.Second}}}
+	sc.Traffic = []Traffic{{At: 0, Model: "p/m", Count: 2, Every: 500 * time.Millisecond}}
+	obs, res, _ := runObserved(t, sc)
+	if o := obs[1]; o.Code != string(model.CodeLeaseCapacity) || o.Status != 429 || o.ServedBy != "p/k1" || o.DoneAt != 2*time.Second {
+		t.Errorf("queued for k1, leased meanwhile: want 429 LEASE_CAPACITY_UNAVAILABLE at its turn (2s), got %+v", o)
+	}
+	if res.Upstream != 1 {
+		t.Errorf("the refused attempt reached the upstream: %d calls", res.Upstream)
+	}
+}
