@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
@@ -58,11 +59,13 @@ type namedLease struct {
 	owner   string // never logged or reported; "" until the first acquire
 	gen     int64
 	active  bool
+	until   time.Duration // when its lease ends, in the run's time
 }
 
 type heldLease struct {
 	owner      string // never logged or reported
 	generation int64
+	until      time.Duration // when the lease ends, in the run's time
 }
 
 // newLeaseKeys returns the keys a scenario's lease actions need; nil when it
@@ -165,7 +168,8 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 	lk := r.e.leases
 	lk.mu.Lock()
 	n := lk.named[a.Lease]
-	owner, gen, active := n.owner, n.gen, n.active
+	owner, gen, until := n.owner, n.gen, n.until
+	active := n.active && a.At < until // a lease that ended is over, as in the simulator
 	lk.mu.Unlock()
 	switch {
 	case a.Kind == sim.ActLeaseAcquire && !active:
@@ -173,11 +177,12 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 			Owner      string `json:"owner"`
 			Generation int64  `json:"generation"`
 		}
-		body := map[string]any{"action": "acquire", "model": a.Model, "ttlMs": model.MaxLeaseTTLMs}
+		body := map[string]any{"action": "acquire", "model": a.Model, "ttlMs": a.LeaseTTLMs()}
 		if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", n.key, body, &v); err != nil {
 			return fmt.Errorf("lease %s: %w", a.Lease, err)
 		}
 		owner, gen, active = v.Owner, v.Generation, true
+		until = a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond
 	case a.Kind == sim.ActLeaseRelease && active:
 		hdr := http.Header{}
 		hdr.Set("X-Breakwater-Lease-Owner", owner)
@@ -189,7 +194,7 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 		active = false
 	}
 	lk.mu.Lock()
-	n.owner, n.gen, n.active = owner, gen, active
+	n.owner, n.gen, n.active, n.until = owner, gen, active, until
 	lk.mu.Unlock()
 	return nil
 }
@@ -211,6 +216,7 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 		lk.mu.Lock()
 		h, holding := lk.held[ref]
 		lk.mu.Unlock()
+		holding = holding && a.At < h.until // a lease that ended is over, as in the simulator
 		switch {
 		case a.Kind == sim.ActLeaseAcquire && !holding:
 			var v struct {
@@ -218,10 +224,9 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 				Generation int64  `json:"generation"`
 				Connection string `json:"connection"`
 			}
-			// The longest TTL the gateway grants: the simulator's lease
-			// lasts until its release (Run warns when the scaled run is
-			// longer than the TTL).
-			body := map[string]any{"action": "acquire", "model": lk.models[ref], "ttlMs": model.MaxLeaseTTLMs}
+			// The action's TTL, the simulator's (Run warns when the
+			// scaled run is longer than the longest TTL).
+			body := map[string]any{"action": "acquire", "model": lk.models[ref], "ttlMs": a.LeaseTTLMs()}
 			if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", lk.managed[ref], body, &v); err != nil {
 				errs = append(errs, ref+": "+err.Error())
 				continue
@@ -230,7 +235,7 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 				errs = append(errs, fmt.Sprintf("%s: the gateway leased %s", ref, v.Connection))
 			}
 			lk.mu.Lock()
-			lk.held[ref] = heldLease{owner: v.Owner, generation: v.Generation}
+			lk.held[ref] = heldLease{owner: v.Owner, generation: v.Generation, until: a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond}
 			lk.mu.Unlock()
 		case a.Kind == sim.ActLeaseRelease && holding:
 			hdr := http.Header{}

@@ -132,3 +132,33 @@ func TestLeasedWhileQueuedRefusedLocally(t *testing.T) {
 		t.Errorf("the refused attempt reached the upstream: %d calls", res.Upstream)
 	}
 }
+
+// TestLeaseEndsAtItsTTL: docs/leases.md#capacity — a lease lasts its ttl.
+// While every connection is leased, traffic without a lease is told to
+// come back when the first lease ends (Flow.HeldUntil: Retry-After, not
+// 1 s); after the end the connection serves again and the named owner is
+// refused LEASE_REQUIRED.
+func TestLeaseEndsAtItsTTL(t *testing.T) {
+	sc := leaseScenario(t,
+		Traffic{At: 2 * time.Second, Model: "p/m", Count: 1, Lease: "a"},
+		Traffic{At: 3500 * time.Millisecond, Model: "p/m", Count: 1},
+		Traffic{At: 6 * time.Second, Model: "p/m", Count: 1, Lease: "a"},
+		Traffic{At: 7 * time.Second, Model: "p/m", Count: 1})
+	sc.Topology.Providers[0].Connections = sc.Topology.Providers[0].Connections[:2]
+	sc.Actions[0].TTL = 5 * time.Second // k1 until 5s
+	sc.Actions = append(sc.Actions, Action{At: time.Second, Kind: ActLeaseAcquire, TTL: 30 * time.Second,
+		Connections: []model.ConnRef{{Provider: "p", Connection: "k2"}}})
+	obs, _, _ := runObserved(t, sc)
+	if o := obs[0]; o.ServedBy != "p/k1" || o.Result != ResultServed {
+		t.Errorf("within its ttl: %+v", o)
+	}
+	if o := obs[1]; o.Code != string(model.CodeLeaseCapacity) || o.RetryAfterMs != 2000 {
+		t.Errorf("both leased: want LEASE_CAPACITY_UNAVAILABLE, retry when k1's lease ends (2 s), got %+v", o)
+	}
+	if o := obs[2]; o.Code != string(model.CodeLeaseRequired) || o.Attempts != 0 {
+		t.Errorf("after its ttl the lease is over: %+v", o)
+	}
+	if o := obs[3]; o.ServedBy != "p/k1" || o.Result != ResultServed {
+		t.Errorf("after its ttl k1 serves again: %+v", o)
+	}
+}

@@ -129,7 +129,10 @@ type Action struct {
 	Model       string          // clear-lockout
 	Settings    settings.Layer  // set: a settings layer stacked over the others
 	Lease       string          // lease-acquire / lease-release of a named managed client
-	Line        int
+	// TTL: how long a lease-acquire's lease lasts (ttlMs, clamped to
+	// [1 s, 30 min]); 0 = 30 min, the longest the gateway grants.
+	TTL  time.Duration
+	Line int
 }
 
 // ExpectKind says which form an expect has.
