@@ -24,7 +24,7 @@ func reproWarnings(sc, scaled *sim.Scenario, target bool) (warns, skipped []stri
 	}
 	leases, resets := false, false
 	for _, a := range scaled.Actions {
-		if a.Kind == sim.ActLeaseAcquire || a.Kind == sim.ActLeaseRelease {
+		if a.Kind == sim.ActLeaseAcquire || a.Kind == sim.ActLeaseRelease || a.Kind == sim.ActLeaseRenew {
 			leases = true
 		}
 	}

@@ -91,7 +91,7 @@ func (s *scaler) actions(sc *sim.Scenario) ([]sim.Action, error) {
 	for i := range out {
 		a := &out[i]
 		a.At = s.d(a.At)
-		if a.Kind == sim.ActLeaseAcquire {
+		if a.Kind == sim.ActLeaseAcquire || a.Kind == sim.ActLeaseRenew {
 			a.TTL = s.leaseTTL(a)
 		}
 		if a.Kind != sim.ActSet {

@@ -54,7 +54,7 @@ func (a *Action) LeaseTTLMs() int64 {
 	return ms
 }
 
-// leaseAction applies lease-acquire / lease-release.
+// leaseAction applies lease-acquire / lease-renew / lease-release.
 func (s *sim) leaseAction(a *Action) {
 	s.heldNow() // a lease that ended is gone before the action
 	if a.Lease != "" {
@@ -68,6 +68,14 @@ func (s *sim) leaseAction(a *Action) {
 		switch {
 		case a.Kind == ActLeaseAcquire && i < 0:
 			next = append(next, outsideLease{conn: c, until: s.now.Add(a.LeaseTTLMs())})
+		case a.Kind == ActLeaseRenew && i < 0:
+			s.leaseActionFailed(a, string(model.CodeLeaseRequired))
+		case a.Kind == ActLeaseRenew:
+			// The client's own lease: its fence holds, so the renew
+			// extends it (model.RenewLease).
+			row := model.LeaseRow{Conn: c, Generation: 1, ExpiresAt: next[i].until}
+			model.RenewLease(s.now, &row, &model.LeaseClaim{Generation: 1}, a.LeaseTTLMs())
+			next[i].until = row.ExpiresAt
 		case a.Kind == ActLeaseRelease && i >= 0:
 			next = slices.Delete(next, i, i+1)
 		}
@@ -131,14 +139,38 @@ func (s *sim) namedLeaseAction(a *Action) {
 	switch {
 	case a.Kind == ActLeaseRelease:
 		l.active = false
+	case a.Kind == ActLeaseRenew:
+		s.leaseRenew(a, l)
 	case !l.active:
 		l.allowed = a.Connections
 		l.ttlMs = a.LeaseTTLMs()
 		if err := s.leaseAcquire(a.Lease, l, a.Model); err != "" {
-			s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: a.At, What: "action lease-acquire",
-				Expected: "the action to apply", Found: err})
+			s.leaseActionFailed(a, err)
 		}
 	}
+}
+
+// leaseRenew renews a named client's lease (the gateway's renew action):
+// model.RenewLease with the client's current owner and generation. A
+// renew the fence refuses (the lease was released or has ended) fails
+// the action, as the gateway's 409 fails the replay's.
+func (s *sim) leaseRenew(a *Action, l *simLease) {
+	var row *model.LeaseRow
+	if l.active {
+		row = &l.row
+	}
+	claim := model.LeaseClaim{OwnerHash: fmt.Sprintf("%s#%d", a.Lease, l.owners), Generation: max(l.row.Generation, 1), APIKeyID: leaseKeyID(a.Lease)}
+	if f := model.RenewLease(s.now, row, &claim, a.LeaseTTLMs()); f != model.FenceValid {
+		s.leaseActionFailed(a, string(f.Code()))
+		return
+	}
+	l.ttlMs = a.LeaseTTLMs() // a later move keeps the renewed TTL (the store's TTL)
+}
+
+// leaseActionFailed records a lease action the gateway would refuse.
+func (s *sim) leaseActionFailed(a *Action, code string) {
+	s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: a.At, What: "action " + a.Kind.String(),
+		Expected: "the action to apply", Found: code})
 }
 
 // leaseAcquire takes the first connection model.Engine.LeaseAcquire

@@ -162,3 +162,30 @@ func TestLeaseEndsAtItsTTL(t *testing.T) {
 		t.Errorf("after its ttl k1 serves again: %+v", o)
 	}
 }
+
+// TestLeaseRenewSetsANewEnd: docs/leases.md#lifecycle — lease-renew
+// (model.RenewLease) sets the lease's end to now + ttl: the owner is
+// served past the acquire's end, until the renewed one. Renewing a lease
+// that has ended fails the action, as the gateway's 409 does.
+func TestLeaseRenewSetsANewEnd(t *testing.T) {
+	sc := leaseScenario(t,
+		Traffic{At: 6 * time.Second, Model: "p/m", Count: 1, Lease: "a"},
+		Traffic{At: 10 * time.Second, Model: "p/m", Count: 1, Lease: "a"})
+	sc.Actions[0].TTL = 5 * time.Second                                                                                 // until 5s
+	sc.Actions = append(sc.Actions, Action{At: 4 * time.Second, Kind: ActLeaseRenew, Lease: "a", TTL: 5 * time.Second}) // until 9s
+	obs, _, _ := runObserved(t, sc)
+	if o := obs[0]; o.ServedBy != "p/k1" || o.Result != ResultServed {
+		t.Errorf("renewed until 9s: want served at 6s, got %+v", o)
+	}
+	if o := obs[1]; o.Code != string(model.CodeLeaseRequired) {
+		t.Errorf("the renewed lease ended at 9s: %+v", o)
+	}
+	sc.Actions = append(sc.Actions, Action{At: 12 * time.Second, Kind: ActLeaseRenew, Lease: "a", Line: 7})
+	res, err := Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 1 || res.Failures[0].Line != 7 || res.Failures[0].Found != string(model.CodeLeaseRequired) {
+		t.Errorf("renewing an ended lease: failures %+v, want the action's LEASE_REQUIRED", res.Failures)
+	}
+}

@@ -998,7 +998,7 @@ func (s *sim) applyAction(a *Action) error {
 		}
 	case ActConnectionTest:
 		err = s.connectionTest(a)
-	case ActLeaseAcquire, ActLeaseRelease:
+	case ActLeaseAcquire, ActLeaseRelease, ActLeaseRenew:
 		s.leaseAction(a)
 	case ActSet:
 		err = s.setAction(a)
