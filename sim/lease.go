@@ -18,7 +18,12 @@ import (
 //     by model.Engine.LeaseAcquire, and the traffic naming it is managed:
 //     model.LeaseAdmit (the fence and the key checks) before its first
 //     dispatch, model.Engine.LeaseMove when health or a cooldown keeps the
-//     leased connection out, and model.CheckFence before every attempt.
+//     leased connection out, and model.CheckFence before every attempt;
+//   - every lease ends at its TTL (the action's ttl) unless lease-renew
+//     (model.RenewLease) sets a new end;
+//   - an attempt of a request without a lease that queued for a connection
+//     leased meanwhile is refused locally (model.LeasedWhileQueued,
+//     admission.go).
 //
 // The simulator is its own arbiter (one process, virtual time): a move
 // takes the first target LeaseMove offers, since nothing can lease it
