@@ -226,6 +226,26 @@ func CheckFence(now Time, row *LeaseRow, c *LeaseClaim) Fence {
 	return FenceValid
 }
 
+// RenewLease is a renew's decision (docs/leases.md#lifecycle): the owner's
+// active lease (row; nil = none) is extended to now + ttlMs (clamped) when
+// the claim's fence holds, generation unchanged; otherwise the fence says
+// why it is refused, in the order the gateway answers a refused renew
+// with. The gateway's store arbitrates the same match (owner, generation,
+// key of an active lease); the simulator, its own arbiter, calls this.
+func RenewLease(now Time, row *LeaseRow, c *LeaseClaim, ttlMs int64) Fence {
+	claim := *c
+	claim.Conn = ConnRef{} // a renew is not a dispatch
+	if f := CheckFence(now, row, &claim); f != FenceValid {
+		return f
+	}
+	ms, err := ClampLeaseTTLMs(ttlMs)
+	if err != nil {
+		ms = DefaultLeaseTTLMs
+	}
+	row.ExpiresAt = now.Add(ms)
+	return FenceValid
+}
+
 // LeaseRetryAfterSeconds is the 429's Retry-After: the seconds until the
 // earliest relevant lease expiry, rounded up and clamped to [1, 3600]; 1
 // when unknown (earliest 0).

@@ -280,3 +280,29 @@ func TestUnavailableLeasedWithANeverEligibleSibling(t *testing.T) {
 		t.Fatalf("not allowed + leased: %+v", err)
 	}
 }
+
+// docs/leases.md#lifecycle: a renew extends the owner's active lease to
+// now + ttl (clamped), generation unchanged; a renew the fence refuses
+// (no active lease, another generation, another key) changes nothing and
+// says why, in the fence's order.
+func TestRenewLease(t *testing.T) {
+	row := LeaseRow{OwnerHash: "o", APIKeyID: "k", Conn: ConnRef{"p", "k1"}, Generation: 3, ExpiresAt: 5_000}
+	c := LeaseClaim{OwnerHash: "o", Generation: 3, APIKeyID: "k", Conn: ConnRef{"p", "k9"}}
+	if f := RenewLease(4_000, &row, &c, 10_000); f != FenceValid || row.ExpiresAt != 14_000 || row.Generation != 3 {
+		t.Fatalf("renew: %v, row %+v; want VALID, end 14000, generation 3 (a renew is no dispatch: the claim's connection is ignored)", f, row)
+	}
+	if f := RenewLease(4_000, &row, &c, 10*MaxLeaseTTLMs); f != FenceValid || row.ExpiresAt != 4_000+MaxLeaseTTLMs {
+		t.Fatalf("clamp: %v, end %d", f, row.ExpiresAt)
+	}
+	stale := c
+	stale.Generation = 2
+	if f := RenewLease(4_000, &row, &stale, 10_000); f != FenceStale || row.ExpiresAt != 4_000+MaxLeaseTTLMs {
+		t.Fatalf("stale renew: %v, end %d (unchanged)", f, row.ExpiresAt)
+	}
+	if f := RenewLease(4_000, nil, &c, 10_000); f != FenceRequired {
+		t.Fatalf("no lease: %v", f)
+	}
+	if f := RenewLease(row.ExpiresAt, &row, &c, 10_000); f != FenceRequired {
+		t.Fatalf("an ended lease cannot be renewed: %v", f)
+	}
+}

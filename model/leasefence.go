@@ -94,3 +94,26 @@ func (e *Engine) LeaseAcquire(now Time, route Route, allowed, held []ConnRef, he
 	}
 	return o, nil
 }
+
+// LeasedWhileQueued is the check, once admission is over, of an attempt of
+// a request without a lease (docs/leases.md#capacity): the attempt may
+// have waited in the admission queue (a full connection, pacing) while its
+// connection was leased by a managed client. Such a connection is left to
+// its owner: the answer is the local refusal LEASE_CAPACITY_UNAVAILABLE,
+// recorded as model.ReportLocal (neutral for health; the flow goes on
+// elsewhere and answers with it when nothing else serves), with the
+// Retry-After of the lease's end. held and until are the leased
+// connections now and when each lease ends (aligned, as Flow.HeldUntil;
+// 0 or missing = unknown). nil: the attempt goes out.
+func LeasedWhileQueued(now Time, a *Attempt, held []ConnRef, until []Time) *Error {
+	i := slices.Index(held, ConnRef{Provider: a.Provider, Connection: a.Connection})
+	if i < 0 {
+		return nil
+	}
+	var left int64
+	if i < len(until) && until[i] > now {
+		left = until[i].Sub(now)
+	}
+	return &Error{Code: CodeLeaseCapacity, Provider: a.Provider, Model: a.Model, RetryAfterMs: leaseRetryAfterMs(now, left),
+		Message: "the connection was leased to another owner while this request queued for it"}
+}

@@ -109,3 +109,23 @@ func TestLeaseAdmitOrder(t *testing.T) {
 		t.Errorf("an expired lease is no lease: %v", le)
 	}
 }
+
+// docs/leases.md#capacity: an attempt without a lease whose connection was
+// leased while it queued is refused LEASE_CAPACITY_UNAVAILABLE, told to
+// come back when that lease ends (1 s when its end is unknown); an attempt
+// on a connection no lease holds goes out.
+func TestLeasedWhileQueued(t *testing.T) {
+	a := &Attempt{Provider: "p", Connection: "k2", Model: "m1"}
+	held := []ConnRef{{"p", "k1"}, {"p", "k2"}}
+	until := []Time{at(sec(5)), at(sec(30))}
+	if err := LeasedWhileQueued(at(0), &Attempt{Provider: "p", Connection: "k3", Model: "m1"}, held, until); err != nil {
+		t.Fatalf("a connection no lease holds: %v", err)
+	}
+	err := LeasedWhileQueued(at(sec(10)), a, held, until)
+	if err == nil || err.Code != CodeLeaseCapacity || err.RetryAfterMs != 20_000 {
+		t.Fatalf("leased while queued: %+v, want LEASE_CAPACITY_UNAVAILABLE retry 20 s (k2's lease, not k1's)", err)
+	}
+	if err := LeasedWhileQueued(at(sec(10)), a, held, nil); err == nil || err.RetryAfterMs != 1000 {
+		t.Fatalf("unknown end: %+v, want retry 1 s", err)
+	}
+}

@@ -239,12 +239,6 @@ func (m *leaseMgr) heldUntilFor(now model.Time) ([]model.ConnRef, []model.Time) 
 	return s.held, s.until
 }
 
-// heldBy reports whether c is leased now (by anyone).
-func (m *leaseMgr) heldBy(now model.Time, c model.ConnRef) bool {
-	_, ok := m.current(now).byConn[c]
-	return ok
-}
-
 // fence checks a claim against the copy: the hot path before every
 // managed upstream attempt (no I/O, no allocation).
 func (m *leaseMgr) fence(now model.Time, c *model.LeaseClaim) model.Fence {

@@ -195,8 +195,8 @@ func (rs *reqState) settle(a *model.Attempt, conn *connRuntime, out *execResult,
 // leasedWhileQueued runs the lease checks again once admission is over:
 // it may have waited (a full connection's queue, pacing) while leases
 // changed. The fence runs right before the request goes out (docs/leases.md), and
-// a connection leased meanwhile by another owner is left for the next one
-// (recorded as a local refusal). stop: the attempt is over (recorded).
+// a connection leased meanwhile by another owner is left to it
+// (model.LeasedWhileQueued, as in the simulator: a local refusal). stop: the attempt is over (recorded).
 // Out of line, so its locals are not under the upstream call (stack per
 // held stream, docs/gateway.md "Measuring").
 //
@@ -205,9 +205,13 @@ func (rs *reqState) leasedWhileQueued(a *model.Attempt) (stop, done bool, status
 	if done, status := rs.leaseFenceRefuses(a); done {
 		return true, done, status
 	}
-	if rs.lease == nil && rs.g.leases.heldBy(rs.g.modelNow(), model.ConnRef{Provider: a.Provider, Connection: a.Connection}) {
-		out := execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: &model.Error{Code: model.CodeLeaseCapacity,
-			Provider: a.Provider, Model: a.Model, Message: "the connection was leased to another owner while this request queued for it"}}
+	if rs.lease != nil {
+		return false, false, 0
+	}
+	now := rs.g.modelNow()
+	held, until := rs.g.leases.heldUntilFor(now)
+	if err := model.LeasedWhileQueued(now, a, held, until); err != nil {
+		out := execResult{outcome: model.Outcome{Kind: model.OutcomeLocalQueue}, local: err}
 		done, status := rs.record(a, &out)
 		return true, done, status
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/proxy"
@@ -58,11 +59,13 @@ type namedLease struct {
 	owner   string // never logged or reported; "" until the first acquire
 	gen     int64
 	active  bool
+	until   time.Duration // when its lease ends, in the run's time
 }
 
 type heldLease struct {
 	owner      string // never logged or reported
 	generation int64
+	until      time.Duration // when the lease ends, in the run's time
 }
 
 // newLeaseKeys returns the keys a scenario's lease actions need; nil when it
@@ -70,7 +73,7 @@ type heldLease struct {
 func newLeaseKeys(sc *sim.Scenario) *leaseKeys {
 	var lk *leaseKeys
 	for _, a := range sc.Actions {
-		if a.Kind != sim.ActLeaseAcquire && a.Kind != sim.ActLeaseRelease {
+		if a.Kind != sim.ActLeaseAcquire && a.Kind != sim.ActLeaseRelease && a.Kind != sim.ActLeaseRenew {
 			continue
 		}
 		if lk == nil {
@@ -165,7 +168,8 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 	lk := r.e.leases
 	lk.mu.Lock()
 	n := lk.named[a.Lease]
-	owner, gen, active := n.owner, n.gen, n.active
+	owner, gen, until := n.owner, n.gen, n.until
+	active := n.active && a.At < until // a lease that ended is over, as in the simulator
 	lk.mu.Unlock()
 	switch {
 	case a.Kind == sim.ActLeaseAcquire && !active:
@@ -173,30 +177,60 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 			Owner      string `json:"owner"`
 			Generation int64  `json:"generation"`
 		}
-		body := map[string]any{"action": "acquire", "model": a.Model, "ttlMs": model.MaxLeaseTTLMs}
+		body := map[string]any{"action": "acquire", "model": a.Model, "ttlMs": a.LeaseTTLMs()}
 		if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", n.key, body, &v); err != nil {
 			return fmt.Errorf("lease %s: %w", a.Lease, err)
 		}
 		owner, gen, active = v.Owner, v.Generation, true
+		until = a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond
 	case a.Kind == sim.ActLeaseRelease && active:
-		hdr := http.Header{}
-		hdr.Set("X-Breakwater-Lease-Owner", owner)
-		hdr.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(gen, 10))
-		if err := r.e.doHeaders(ctx, r.e.base+"/api/v1/session-leases", http.MethodPost, "/api/v1/session-leases",
-			n.key, hdr, map[string]any{"action": "release"}, nil); err != nil {
+		if err := r.e.leaseCall(ctx, n.key, owner, gen, map[string]any{"action": "release"}); err != nil {
 			return fmt.Errorf("lease %s: %w", a.Lease, err)
 		}
 		active = false
+	case a.Kind == sim.ActLeaseRenew:
+		// Sent even when the lease is over: the gateway refuses it, as the
+		// simulator's model.RenewLease does (the action fails in both).
+		if err := r.e.leaseCall(ctx, n.key, owner, gen, map[string]any{"action": "renew", "ttlMs": a.LeaseTTLMs()}); err != nil {
+			return fmt.Errorf("lease %s: %w", a.Lease, err)
+		}
+		until = a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond
 	}
 	lk.mu.Lock()
-	n.owner, n.gen, n.active = owner, gen, active
+	n.owner, n.gen, n.active, n.until = owner, gen, active, until
 	lk.mu.Unlock()
 	return nil
 }
 
-// leaseAction runs lease-acquire / lease-release. Acquiring a connection
-// the replay already holds, or releasing one it does not, changes nothing,
-// as in the simulator.
+// leaseCall posts a renew or release for owner at generation gen, with
+// the managed key (the owner and generation as the lease headers).
+func (e *env) leaseCall(ctx context.Context, key, owner string, gen int64, body map[string]any) error {
+	hdr := http.Header{}
+	hdr.Set("X-Breakwater-Lease-Owner", owner)
+	hdr.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(gen, 10))
+	return e.doHeaders(ctx, e.base+"/api/v1/session-leases", http.MethodPost, "/api/v1/session-leases", key, hdr, body, nil)
+}
+
+// renewHeld renews the lease the replay holds on ref. Renewing one it
+// does not hold (never acquired, released, ended) fails, as the gateway's
+// renew and the simulator's do.
+func (r *runner) renewHeld(ctx context.Context, a *sim.Action, ref string, h heldLease, holding bool) error {
+	if !holding {
+		return fmt.Errorf("%s (no lease held)", model.CodeLeaseRequired)
+	}
+	if err := r.e.leaseCall(ctx, r.e.leases.managed[ref], h.owner, h.generation, map[string]any{"action": "renew", "ttlMs": a.LeaseTTLMs()}); err != nil {
+		return err
+	}
+	h.until = a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond
+	r.e.leases.mu.Lock()
+	r.e.leases.held[ref] = h
+	r.e.leases.mu.Unlock()
+	return nil
+}
+
+// leaseAction runs lease-acquire / lease-renew / lease-release. Acquiring
+// a connection the replay already holds, or releasing one it does not,
+// changes nothing, as in the simulator.
 func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 	lk := r.e.leases
 	if lk == nil {
@@ -211,6 +245,7 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 		lk.mu.Lock()
 		h, holding := lk.held[ref]
 		lk.mu.Unlock()
+		holding = holding && a.At < h.until // a lease that ended is over, as in the simulator
 		switch {
 		case a.Kind == sim.ActLeaseAcquire && !holding:
 			var v struct {
@@ -218,10 +253,9 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 				Generation int64  `json:"generation"`
 				Connection string `json:"connection"`
 			}
-			// The longest TTL the gateway grants: the simulator's lease
-			// lasts until its release (Run warns when the scaled run is
-			// longer than the TTL).
-			body := map[string]any{"action": "acquire", "model": lk.models[ref], "ttlMs": model.MaxLeaseTTLMs}
+			// The action's TTL, the simulator's (Run warns when the
+			// scaled run is longer than the longest TTL).
+			body := map[string]any{"action": "acquire", "model": lk.models[ref], "ttlMs": a.LeaseTTLMs()}
 			if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", lk.managed[ref], body, &v); err != nil {
 				errs = append(errs, ref+": "+err.Error())
 				continue
@@ -230,20 +264,20 @@ func (r *runner) leaseAction(ctx context.Context, a *sim.Action) error {
 				errs = append(errs, fmt.Sprintf("%s: the gateway leased %s", ref, v.Connection))
 			}
 			lk.mu.Lock()
-			lk.held[ref] = heldLease{owner: v.Owner, generation: v.Generation}
+			lk.held[ref] = heldLease{owner: v.Owner, generation: v.Generation, until: a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond}
 			lk.mu.Unlock()
 		case a.Kind == sim.ActLeaseRelease && holding:
-			hdr := http.Header{}
-			hdr.Set("X-Breakwater-Lease-Owner", h.owner)
-			hdr.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(h.generation, 10))
-			if err := r.e.doHeaders(ctx, r.e.base+"/api/v1/session-leases", http.MethodPost, "/api/v1/session-leases",
-				lk.managed[ref], hdr, map[string]any{"action": "release"}, nil); err != nil {
+			if err := r.e.leaseCall(ctx, lk.managed[ref], h.owner, h.generation, map[string]any{"action": "release"}); err != nil {
 				errs = append(errs, ref+": "+err.Error())
 				continue
 			}
 			lk.mu.Lock()
 			delete(lk.held, ref)
 			lk.mu.Unlock()
+		case a.Kind == sim.ActLeaseRenew:
+			if err := r.renewHeld(ctx, a, ref, h, holding); err != nil {
+				errs = append(errs, ref+": "+err.Error())
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -3,9 +3,7 @@ package replay
 import (
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/breakwater-gw/breakwater/model"
 	"github.com/breakwater-gw/breakwater/sim"
 )
 
@@ -25,15 +23,10 @@ func reproWarnings(sc, scaled *sim.Scenario, target bool) (warns, skipped []stri
 		}
 	}
 	leases, resets := false, false
-	var end time.Duration
 	for _, a := range scaled.Actions {
-		if a.Kind == sim.ActLeaseAcquire || a.Kind == sim.ActLeaseRelease {
+		if a.Kind == sim.ActLeaseAcquire || a.Kind == sim.ActLeaseRelease || a.Kind == sim.ActLeaseRenew {
 			leases = true
 		}
-		end = max(end, a.At)
-	}
-	for _, t := range scaled.Traffic {
-		end = max(end, t.At+time.Duration(max(t.Count-1, 0))*t.Every)
 	}
 	seen := map[string]string{}
 	for _, p := range sc.Topology.Providers {
@@ -48,9 +41,6 @@ func reproWarnings(sc, scaled *sim.Scenario, target bool) (warns, skipped []stri
 			}
 			seen[c.ID] = p.ID
 		}
-	}
-	if leases && end > time.Duration(model.MaxLeaseTTLMs)*time.Millisecond {
-		warns = append(warns, fmt.Sprintf("a lease lasts at most %v on the gateway (model.MaxLeaseTTLMs) and is not renewed; the scaled run is %v long", time.Duration(model.MaxLeaseTTLMs)*time.Millisecond, end))
 	}
 	if target {
 		if leases {

@@ -787,7 +787,7 @@ func (r *runner) action(ctx context.Context, i int) {
 		// action's layer over the scenario's (Scale made it the full
 		// scaled tree when speed ≠ 1).
 		err = r.e.mgmt(ctx, http.MethodPatch, "/api/resilience", map[string]any(a.Settings), nil)
-	case sim.ActLeaseAcquire, sim.ActLeaseRelease:
+	case sim.ActLeaseAcquire, sim.ActLeaseRelease, sim.ActLeaseRenew:
 		err = r.leaseAction(ctx, a) // lease.go
 	case sim.ActRateLimit:
 		for _, c := range a.Connections {

@@ -91,6 +91,9 @@ func (s *scaler) actions(sc *sim.Scenario) ([]sim.Action, error) {
 	for i := range out {
 		a := &out[i]
 		a.At = s.d(a.At)
+		if a.Kind == sim.ActLeaseAcquire || a.Kind == sim.ActLeaseRenew {
+			a.TTL = s.leaseTTL(a)
+		}
 		if a.Kind != sim.ActSet {
 			continue
 		}
@@ -106,6 +109,17 @@ func (s *scaler) actions(sc *sim.Scenario) ([]sim.Action, error) {
 		a.Settings = settings.Full(fs)
 	}
 	return out, nil
+}
+
+// leaseTTL scales a lease-acquire's TTL (the 30 min default included); the
+// gateway clamps what falls outside [1 s, 30 min], the simulator does not.
+func (s *scaler) leaseTTL(a *sim.Action) time.Duration {
+	ttl := time.Duration(a.LeaseTTLMs()) * time.Millisecond
+	scaled := s.d(ttl)
+	if ms := scaled.Milliseconds(); ms < model.MinLeaseTTLMs || ms > model.MaxLeaseTTLMs {
+		s.warn("line %d: a lease ttl of %v is %v at speed %v, outside the gateway's [1s, 30m]: it clamps it", a.Line, ttl, scaled, s.speed)
+	}
+	return scaled
 }
 
 // rule scales an upstream rule's window, flap and answers.

@@ -534,7 +534,7 @@ func (l *loader) checkTraffic(v *yaml.Node, f string, t *sim.Traffic, modelNode 
 	}
 }
 
-var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "enabled", "settings", "set", "lease"}
+var actionKeys = []string{"at", "action", "provider", "connection", "connections", "model", "all", "enabled", "settings", "set", "lease", "ttl"}
 
 func (l *loader) connRef(n *yaml.Node, field string) model.ConnRef {
 	s := l.d.String(n, field)
@@ -654,6 +654,8 @@ func (l *loader) actionField(key, ff string, v *yaml.Node, a *sim.Action) {
 		a.All = l.d.Bool(v, ff)
 	case "lease":
 		a.Lease = l.d.String(v, ff)
+	case "ttl":
+		a.TTL = l.d.Duration(v, ff)
 	case "enabled":
 		a.Enabled = l.d.Bool(v, ff)
 	case "settings":
@@ -687,8 +689,11 @@ func (l *loader) setLayer(v *yaml.Node, ff string) settings.Layer {
 // checkAction checks that an action has what its kind needs; clearing
 // cooldowns of no connection clears all.
 func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
+	if hasKey(v, "ttl") && a.Kind != sim.ActLeaseAcquire && a.Kind != sim.ActLeaseRelease && a.Kind != sim.ActLeaseRenew {
+		l.d.Errf(v, f+".ttl", "ttl applies to lease-acquire and lease-renew only")
+	}
 	switch a.Kind {
-	case sim.ActLeaseAcquire, sim.ActLeaseRelease:
+	case sim.ActLeaseAcquire, sim.ActLeaseRelease, sim.ActLeaseRenew:
 		l.checkLeaseAction(v, f, a)
 	case sim.ActResetConnection, sim.ActConnectionTest:
 		if len(a.Connections) == 0 {
@@ -728,8 +733,12 @@ func (l *loader) checkLeaseAction(v *yaml.Node, f string, a *sim.Action) {
 		l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection) or a lease", a.Kind)
 	case a.Lease != "" && a.Kind == sim.ActLeaseAcquire && (a.Model == "" || len(a.Connections) == 0):
 		l.d.Errf(v, f, "lease-acquire of lease %q needs model and connections (its key's allowedConnections)", a.Lease)
-	case a.Lease != "" && a.Kind == sim.ActLeaseRelease && len(a.Connections) > 0:
-		l.d.Errf(v, f+".connections", "lease-release of lease %q names no connections", a.Lease)
+	case a.Lease != "" && a.Kind != sim.ActLeaseAcquire && len(a.Connections) > 0:
+		l.d.Errf(v, f+".connections", "%s of lease %q names no connections", a.Kind, a.Lease)
+	case a.Lease != "" && a.Kind != sim.ActLeaseAcquire && !slices.ContainsFunc(l.sc.Actions, func(b sim.Action) bool { return b.Kind == sim.ActLeaseAcquire && b.Lease == a.Lease }):
+		l.d.Errf(v, f+".lease", "%s of lease %q: no earlier lease-acquire names it", a.Kind, a.Lease)
+	case hasKey(v, "ttl") && (a.Kind == sim.ActLeaseRelease || a.TTL < time.Second || a.TTL > model.MaxLeaseTTLMs*time.Millisecond):
+		l.d.Errf(v, f+".ttl", "ttl applies to lease-acquire and lease-renew only, from 1s to 30m")
 	}
 }
 

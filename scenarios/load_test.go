@@ -55,6 +55,9 @@ func TestLoadErrorsNameFileLineAndField(t *testing.T) {
 		// docs/scenarios.md#actions: leased traffic presents a named client's lease, which an action acquires.
 		{"traffic lease never acquired", strings.Replace(base, "count: 3", "count: 3, lease: a", 1), `traffic[0].lease: line 5: no lease-acquire action names lease "a"`},
 		{"named acquire without model", base + "actions:\n  - {at: 1s, action: lease-acquire, lease: a, connections: [glm/k1]}\n", `lease-acquire of lease "a" needs model and connections`},
+		{"lease ttl below the floor", base + "actions:\n  - {at: 1s, action: lease-acquire, connection: glm/k1, ttl: 500ms}\n", `ttl applies to lease-acquire and lease-renew only, from 1s to 30m`},
+		{"ttl on another action", base + "actions:\n  - {at: 1s, action: reset-breaker, ttl: 5s}\n", `ttl applies to lease-acquire and lease-renew only`},
+		{"renew of a lease never acquired", base + "actions:\n  - {at: 1s, action: lease-renew, lease: a}\n", `lease-renew of lease "a": no earlier lease-acquire names it`},
 		{"bad lease generation", strings.Replace(base, "count: 3", "count: 3, leaseGeneration: 0", 1), `traffic[0].leaseGeneration: a lease generation is a positive integer`},
 		{"topology duplicate connection", strings.Replace(base, "{id: k2}", "{id: k1}", 1), `providers[0].connections[1].id: duplicate connection id "k1"`},
 	}

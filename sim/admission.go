@@ -341,6 +341,9 @@ func (s *sim) dispatch(id int32, q *queued) {
 		}
 		return
 	}
+	if s.leasedWhileQueued(id, q) {
+		return
+	}
 	q.a.Dispatch(s.now) // the herd guard counts from dispatch, not from the queue
 	if q.checked {
 		s.opts.NoInvariants = true // checked at selection (see queued.checked)
@@ -349,6 +352,28 @@ func (s *sim) dispatch(id int32, q *queued) {
 		return
 	}
 	s.begin(id, &q.a)
+}
+
+// leasedWhileQueued: an attempt of a request without a lease whose
+// connection was leased while it queued is refused locally
+// (model.LeasedWhileQueued, the proxy's leasedWhileQueued). The gate slot
+// is freed first: the gateway releases it before the flow's next step.
+func (s *sim) leasedWhileQueued(id int32, q *queued) bool {
+	if s.reqs[id].managed {
+		return false
+	}
+	held, until := s.heldNow()
+	err := model.LeasedWhileQueued(s.now, &q.a, held, until)
+	if err == nil {
+		return false
+	}
+	s.adm.refused[id]++
+	s.unchecked(q)
+	if s.adm.held != nil {
+		s.release(id)
+	}
+	s.refuseWith(id, q, err)
+	return true
 }
 
 // unchecked undoes the probe bookkeeping of the selection check for an
@@ -366,10 +391,16 @@ func (s *sim) refuse(id int32, q *queued, code model.Code, retryMs int64) {
 	delete(s.adm.pending, id)
 	s.adm.refused[id]++
 	s.unchecked(q)
-	r := &s.reqs[id]
 	err := &model.Error{Code: code, Provider: q.a.Provider, Model: q.a.Model, RetryAfterMs: retryMs,
 		Message: fmt.Sprintf("admission refused on %s/%s", q.a.Provider, q.a.Connection)}
-	s.traceQueue(id, q, string(code), retryMs)
+	s.refuseWith(id, q, err)
+}
+
+// refuseWith records the local refusal err of a queued attempt (already
+// off the queue) and lets the flow go on.
+func (s *sim) refuseWith(id int32, q *queued, err *model.Error) {
+	r := &s.reqs[id]
+	s.traceQueue(id, q, string(err.Code), err.RetryAfterMs)
 	_, ans := r.flow.Record(s.now, s.eng, &q.a, model.Report{Kind: model.ReportLocal, Err: err})
 	s.drain()
 	r.lastConn, r.hasLast = model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}, true

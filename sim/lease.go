@@ -12,12 +12,18 @@ import (
 //
 //   - a lease held by a client outside the traffic (lease-acquire of
 //     connections) only takes its connections away: requests without a
-//     lease exclude them (Flow.Held, reason lease_held);
+//     lease exclude them (Flow.Held, reason lease_held) until it ends
+//     (Flow.HeldUntil: the Retry-After of LEASE_CAPACITY_UNAVAILABLE);
 //   - a named managed client's lease (lease-acquire with lease:) is taken
 //     by model.Engine.LeaseAcquire, and the traffic naming it is managed:
 //     model.LeaseAdmit (the fence and the key checks) before its first
 //     dispatch, model.Engine.LeaseMove when health or a cooldown keeps the
-//     leased connection out, and model.CheckFence before every attempt.
+//     leased connection out, and model.CheckFence before every attempt;
+//   - every lease ends at its TTL (the action's ttl) unless lease-renew
+//     (model.RenewLease) sets a new end;
+//   - an attempt of a request without a lease that queued for a connection
+//     leased meanwhile is refused locally (model.LeasedWhileQueued,
+//     admission.go).
 //
 // The simulator is its own arbiter (one process, virtual time): a move
 // takes the first target LeaseMove offers, since nothing can lease it
@@ -32,11 +38,30 @@ type simLease struct {
 	owners  int // owners minted so far: each acquire mints a new one
 }
 
+// outsideLease is a connection a client outside the traffic leases, and
+// when that lease ends.
+type outsideLease struct {
+	conn  model.ConnRef
+	until model.Time
+}
+
 // leaseKeyID is the client key id of a named managed client.
 func leaseKeyID(name string) string { return "lease:" + name }
 
-// leaseAction applies lease-acquire / lease-release.
+// LeaseTTLMs is the TTL a lease action asks for (the replay sends it as
+// ttlMs): its ttl, clamped as the gateway clamps it, or the longest the
+// gateway grants when it names none.
+func (a *Action) LeaseTTLMs() int64 {
+	if a.TTL <= 0 {
+		return model.MaxLeaseTTLMs
+	}
+	ms, _ := model.ClampLeaseTTLMs(a.TTL.Milliseconds())
+	return ms
+}
+
+// leaseAction applies lease-acquire / lease-renew / lease-release.
 func (s *sim) leaseAction(a *Action) {
+	s.heldNow() // a lease that ended is gone before the action
 	if a.Lease != "" {
 		s.namedLeaseAction(a)
 		s.rebuildHeld()
@@ -44,10 +69,18 @@ func (s *sim) leaseAction(a *Action) {
 	}
 	next := slices.Clone(s.outside)
 	for _, c := range a.Connections {
-		i := slices.Index(next, c)
+		i := slices.IndexFunc(next, func(o outsideLease) bool { return o.conn == c })
 		switch {
 		case a.Kind == ActLeaseAcquire && i < 0:
-			next = append(next, c)
+			next = append(next, outsideLease{conn: c, until: s.now.Add(a.LeaseTTLMs())})
+		case a.Kind == ActLeaseRenew && i < 0:
+			s.leaseActionFailed(a, string(model.CodeLeaseRequired))
+		case a.Kind == ActLeaseRenew:
+			// The client's own lease: its fence holds, so the renew
+			// extends it (model.RenewLease).
+			row := model.LeaseRow{Conn: c, Generation: 1, ExpiresAt: next[i].until}
+			model.RenewLease(s.now, &row, &model.LeaseClaim{Generation: 1}, a.LeaseTTLMs())
+			next[i].until = row.ExpiresAt
 		case a.Kind == ActLeaseRelease && i >= 0:
 			next = slices.Delete(next, i, i+1)
 		}
@@ -56,17 +89,44 @@ func (s *sim) leaseAction(a *Action) {
 	s.rebuildHeld()
 }
 
-// rebuildHeld replaces the held list (never mutated: flows share it) with
-// every leased connection, so a request in flight stops using a connection
-// leased meanwhile, as in the proxy.
+// rebuildHeld replaces the held lists (never mutated: flows share them)
+// with every leased connection and when its lease ends, so a request in
+// flight stops using a connection leased meanwhile, as in the proxy.
 func (s *sim) rebuildHeld() {
-	next := slices.Clone(s.outside)
+	held := make([]model.ConnRef, 0, len(s.outside)+len(s.leaseOrder))
+	until := make([]model.Time, 0, cap(held))
+	for _, o := range s.outside {
+		held, until = append(held, o.conn), append(until, o.until)
+	}
 	for _, name := range s.leaseOrder {
-		if l := s.leases[name]; l.active && !slices.Contains(next, l.row.Conn) {
-			next = append(next, l.row.Conn)
+		if l := s.leases[name]; l.active && !slices.Contains(held, l.row.Conn) {
+			held, until = append(held, l.row.Conn), append(until, l.row.ExpiresAt)
 		}
 	}
-	s.held = next
+	s.held, s.heldUntil, s.heldEnd = held, until, 0
+	for _, u := range until {
+		if s.heldEnd == 0 || u < s.heldEnd {
+			s.heldEnd = u
+		}
+	}
+}
+
+// heldNow is the leased connections now and when each lease ends
+// (aligned, as model.Flow.HeldUntil). A lease whose end has come is
+// dropped first, as the gateway's copy drops it: its connection is free
+// again, and a named client's lease is over (LEASE_REQUIRED).
+func (s *sim) heldNow() ([]model.ConnRef, []model.Time) {
+	if s.heldEnd == 0 || s.heldEnd > s.now {
+		return s.held, s.heldUntil
+	}
+	s.outside = slices.DeleteFunc(slices.Clone(s.outside), func(o outsideLease) bool { return o.until <= s.now })
+	for _, name := range s.leaseOrder {
+		if l := s.leases[name]; l.active && l.row.ExpiresAt <= s.now {
+			l.active = false
+		}
+	}
+	s.rebuildHeld()
+	return s.held, s.heldUntil
 }
 
 // namedLeaseAction acquires or releases a named client's lease. Acquiring
@@ -84,17 +144,42 @@ func (s *sim) namedLeaseAction(a *Action) {
 	switch {
 	case a.Kind == ActLeaseRelease:
 		l.active = false
+	case a.Kind == ActLeaseRenew:
+		s.leaseRenew(a, l)
 	case !l.active:
 		l.allowed = a.Connections
+		l.ttlMs = a.LeaseTTLMs()
 		if err := s.leaseAcquire(a.Lease, l, a.Model); err != "" {
-			s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: a.At, What: "action lease-acquire",
-				Expected: "the action to apply", Found: err})
+			s.leaseActionFailed(a, err)
 		}
 	}
 }
 
+// leaseRenew renews a named client's lease (the gateway's renew action):
+// model.RenewLease with the client's current owner and generation. A
+// renew the fence refuses (the lease was released or has ended) fails
+// the action, as the gateway's 409 fails the replay's.
+func (s *sim) leaseRenew(a *Action, l *simLease) {
+	var row *model.LeaseRow
+	if l.active {
+		row = &l.row
+	}
+	claim := model.LeaseClaim{OwnerHash: fmt.Sprintf("%s#%d", a.Lease, l.owners), Generation: max(l.row.Generation, 1), APIKeyID: leaseKeyID(a.Lease)}
+	if f := model.RenewLease(s.now, row, &claim, a.LeaseTTLMs()); f != model.FenceValid {
+		s.leaseActionFailed(a, string(f.Code()))
+		return
+	}
+	l.ttlMs = a.LeaseTTLMs() // a later move keeps the renewed TTL (the store's TTL)
+}
+
+// leaseActionFailed records a lease action the gateway would refuse.
+func (s *sim) leaseActionFailed(a *Action, code string) {
+	s.res.Failures = append(s.res.Failures, Failure{Line: a.Line, At: a.At, What: "action " + a.Kind.String(),
+		Expected: "the action to apply", Found: code})
+}
+
 // leaseAcquire takes the first connection model.Engine.LeaseAcquire
-// offers, with the longest TTL (the replay asks the gateway for it).
+// offers, for l.ttlMs.
 func (s *sim) leaseAcquire(name string, l *simLease, modelName string) string {
 	route, err := s.eng.Resolve(modelName)
 	if err != nil {
@@ -103,7 +188,8 @@ func (s *sim) leaseAcquire(name string, l *simLease, modelName string) string {
 	if err := model.LeaseAcquireRoute(&route); err != nil {
 		return err.Error()
 	}
-	_, me := s.eng.LeaseAcquire(s.now, route, l.allowed, s.held, nil, &s.sel)
+	held, until := s.heldNow()
+	_, me := s.eng.LeaseAcquire(s.now, route, l.allowed, held, until, &s.sel)
 	s.drain()
 	switch {
 	case me != nil:
@@ -113,7 +199,6 @@ func (s *sim) leaseAcquire(name string, l *simLease, modelName string) string {
 	}
 	c := s.sel.Candidates[0]
 	l.owners++
-	l.ttlMs = model.MaxLeaseTTLMs
 	l.row = model.LeaseRow{OwnerHash: fmt.Sprintf("%s#%d", name, l.owners), APIKeyID: leaseKeyID(name),
 		Conn: model.ConnRef{Provider: c.Provider, Connection: c.Connection}, Generation: 1, ExpiresAt: s.now.Add(l.ttlMs)}
 	l.active = true
@@ -139,6 +224,7 @@ func (s *sim) leaseClaim(t *Traffic) (model.LeaseClaim, *simLease) {
 // request was refused (and answered).
 func (s *sim) leaseDispatch(id int32, t *Traffic) bool {
 	r := &s.reqs[id]
+	held, _ := s.heldNow() // a lease that ended is over
 	claim, l := s.leaseClaim(t)
 	var row *model.LeaseRow
 	var allowed []model.ConnRef
@@ -150,7 +236,7 @@ func (s *sim) leaseDispatch(id int32, t *Traffic) bool {
 		return true
 	}
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
-	if s.eng.LeaseMove(s.now, r.flow.Route, l.row.Conn, l.allowed, s.held, &s.sel) && len(s.sel.Candidates) > 0 {
+	if s.eng.LeaseMove(s.now, r.flow.Route, l.row.Conn, l.allowed, held, &s.sel) && len(s.sel.Candidates) > 0 {
 		c := s.sel.Candidates[0]
 		s.traceLeaseMove(r, l.row.Conn, c)
 		// Same generation, a fresh TTL (the store's Transition).

@@ -111,3 +111,81 @@ func TestLeaseFenceBeforeEveryAttempt(t *testing.T) {
 		t.Errorf("the refused attempt reached the upstream: %d calls", res.Upstream)
 	}
 }
+
+// TestLeasedWhileQueuedRefusedLocally: docs/leases.md#capacity — a request
+// without a lease queued for a connection leased meanwhile by another
+// client is refused locally when its turn comes
+// (model.LeasedWhileQueued): never sent, and with nothing else free it
+// answers 429 LEASE_CAPACITY_UNAVAILABLE.
+func TestLeasedWhileQueuedRefusedLocally(t *testing.T) {
+	sc := simpleScenario(t, 1)
+	sc.Settings.WaitForCooldown.Enabled = false
+	sc.Topology.Providers[0].Connections = []model.ConnectionConfig{{ID: "k1", MaxConcurrent: 1, MaxWaitMs: 5000}}
+	sc.Actions = []Action{{At: time.Second, Kind: ActLeaseAcquire, Connections: []model.ConnRef{{Provider: "p", Connection: "k1"}}}}
+	sc.Rules = []faults.Rule{{Respond: &faults.Response{Latency: 2 * time.Second}}}
+	sc.Traffic = []Traffic{{At: 0, Model: "p/m", Count: 2, Every: 500 * time.Millisecond}}
+	obs, res, _ := runObserved(t, sc)
+	if o := obs[1]; o.Code != string(model.CodeLeaseCapacity) || o.Status != 429 || o.ServedBy != "p/k1" || o.DoneAt != 2*time.Second {
+		t.Errorf("queued for k1, leased meanwhile: want 429 LEASE_CAPACITY_UNAVAILABLE at its turn (2s), got %+v", o)
+	}
+	if res.Upstream != 1 {
+		t.Errorf("the refused attempt reached the upstream: %d calls", res.Upstream)
+	}
+}
+
+// TestLeaseEndsAtItsTTL: docs/leases.md#capacity — a lease lasts its ttl.
+// While every connection is leased, traffic without a lease is told to
+// come back when the first lease ends (Flow.HeldUntil: Retry-After, not
+// 1 s); after the end the connection serves again and the named owner is
+// refused LEASE_REQUIRED.
+func TestLeaseEndsAtItsTTL(t *testing.T) {
+	sc := leaseScenario(t,
+		Traffic{At: 2 * time.Second, Model: "p/m", Count: 1, Lease: "a"},
+		Traffic{At: 3500 * time.Millisecond, Model: "p/m", Count: 1},
+		Traffic{At: 6 * time.Second, Model: "p/m", Count: 1, Lease: "a"},
+		Traffic{At: 7 * time.Second, Model: "p/m", Count: 1})
+	sc.Topology.Providers[0].Connections = sc.Topology.Providers[0].Connections[:2]
+	sc.Actions[0].TTL = 5 * time.Second // k1 until 5s
+	sc.Actions = append(sc.Actions, Action{At: time.Second, Kind: ActLeaseAcquire, TTL: 30 * time.Second,
+		Connections: []model.ConnRef{{Provider: "p", Connection: "k2"}}})
+	obs, _, _ := runObserved(t, sc)
+	if o := obs[0]; o.ServedBy != "p/k1" || o.Result != ResultServed {
+		t.Errorf("within its ttl: %+v", o)
+	}
+	if o := obs[1]; o.Code != string(model.CodeLeaseCapacity) || o.RetryAfterMs != 2000 {
+		t.Errorf("both leased: want LEASE_CAPACITY_UNAVAILABLE, retry when k1's lease ends (2 s), got %+v", o)
+	}
+	if o := obs[2]; o.Code != string(model.CodeLeaseRequired) || o.Attempts != 0 {
+		t.Errorf("after its ttl the lease is over: %+v", o)
+	}
+	if o := obs[3]; o.ServedBy != "p/k1" || o.Result != ResultServed {
+		t.Errorf("after its ttl k1 serves again: %+v", o)
+	}
+}
+
+// TestLeaseRenewSetsANewEnd: docs/leases.md#lifecycle — lease-renew
+// (model.RenewLease) sets the lease's end to now + ttl: the owner is
+// served past the acquire's end, until the renewed one. Renewing a lease
+// that has ended fails the action, as the gateway's 409 does.
+func TestLeaseRenewSetsANewEnd(t *testing.T) {
+	sc := leaseScenario(t,
+		Traffic{At: 6 * time.Second, Model: "p/m", Count: 1, Lease: "a"},
+		Traffic{At: 10 * time.Second, Model: "p/m", Count: 1, Lease: "a"})
+	sc.Actions[0].TTL = 5 * time.Second                                                                                 // until 5s
+	sc.Actions = append(sc.Actions, Action{At: 4 * time.Second, Kind: ActLeaseRenew, Lease: "a", TTL: 5 * time.Second}) // until 9s
+	obs, _, _ := runObserved(t, sc)
+	if o := obs[0]; o.ServedBy != "p/k1" || o.Result != ResultServed {
+		t.Errorf("renewed until 9s: want served at 6s, got %+v", o)
+	}
+	if o := obs[1]; o.Code != string(model.CodeLeaseRequired) {
+		t.Errorf("the renewed lease ended at 9s: %+v", o)
+	}
+	sc.Actions = append(sc.Actions, Action{At: 12 * time.Second, Kind: ActLeaseRenew, Lease: "a", Line: 7})
+	res, err := Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 1 || res.Failures[0].Line != 7 || res.Failures[0].Found != string(model.CodeLeaseRequired) {
+		t.Errorf("renewing an ended lease: failures %+v, want the action's LEASE_REQUIRED", res.Failures)
+	}
+}

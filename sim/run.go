@@ -187,11 +187,15 @@ type sim struct {
 	routeErr []error
 
 	sel model.Selection
-	// held: every leased connection (lease.go); replaced, never mutated
-	// (flows share it). outside: the ones clients outside the traffic
-	// hold; leases: the named managed clients (leaseOrder: first use).
+	// held: every leased connection (lease.go), heldUntil when each lease
+	// ends (aligned), heldEnd the first of those ends (0 = none); replaced,
+	// never mutated (flows share them). outside: the leases clients
+	// outside the traffic hold; leases: the named managed clients
+	// (leaseOrder: first use).
 	held       []model.ConnRef
-	outside    []model.ConnRef
+	heldUntil  []model.Time
+	heldEnd    model.Time
+	outside    []outsideLease
 	leases     map[string]*simLease
 	leaseOrder []string
 	adm        admission // the admission stage: limiters and the concurrency gate (admission.go)
@@ -466,7 +470,9 @@ func (s *sim) step(id int32) {
 	// afterwards means it did not (e.g. the deadline was already spent).
 	s.sel.Candidates, s.sel.Excluded = s.sel.Candidates[:0], s.sel.Excluded[:0]
 	if !r.managed {
-		r.flow.Held = s.held // the leases held now (docs/leases.md; lease.go), as the proxy does before every step
+		// The leases held now and their ends (docs/leases.md; lease.go), as
+		// the proxy gives them before every step.
+		r.flow.Held, r.flow.HeldUntil = s.heldNow()
 	}
 	s.sel.Full = true // the trace lists every candidate and exclusion (a lazy Select would list a prefix)
 	st := r.flow.Next(s.now, s.eng, &s.sel)
@@ -992,7 +998,7 @@ func (s *sim) applyAction(a *Action) error {
 		}
 	case ActConnectionTest:
 		err = s.connectionTest(a)
-	case ActLeaseAcquire, ActLeaseRelease:
+	case ActLeaseAcquire, ActLeaseRelease, ActLeaseRenew:
 		s.leaseAction(a)
 	case ActSet:
 		err = s.setAction(a)

@@ -93,10 +93,13 @@ const (
 	// through the limiter (the apikey safety net covers apikey connections
 	// either way).
 	ActRateLimit
+	// ActLeaseRenew: that client renews its lease for the action's TTL
+	// (model.RenewLease; the gateway's renew action).
+	ActLeaseRenew
 )
 
 var actionNames = []string{"reset-breaker", "clear-cooldowns", "reset-connection", "clear-lockout", "set", "connection-test",
-	"lease-acquire", "lease-release", "rate-limit"}
+	"lease-acquire", "lease-release", "rate-limit", "lease-renew"}
 
 // ActionNames lists the action names of the scenario format.
 func ActionNames() []string { return append([]string(nil), actionNames...) }
@@ -129,7 +132,11 @@ type Action struct {
 	Model       string          // clear-lockout
 	Settings    settings.Layer  // set: a settings layer stacked over the others
 	Lease       string          // lease-acquire / lease-release of a named managed client
-	Line        int
+	// TTL: how long a lease-acquire's or lease-renew's lease lasts
+	// (ttlMs, clamped to [1 s, 30 min]); 0 = 30 min, the longest the
+	// gateway grants.
+	TTL  time.Duration
+	Line int
 }
 
 // ExpectKind says which form an expect has.
