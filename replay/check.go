@@ -28,13 +28,44 @@ func (r *runner) expectState(ctx context.Context, i int) {
 	r.mu.Lock()
 	r.res.States = append(r.res.States, st)
 	r.mu.Unlock()
-	// How far a remaining time may be off: the read happens up to Settle
-	// after the instant, takes readTook, and the gateway's own events ran a
-	// little after their scaled instants.
-	tol := r.o.Settle + readTook + r.o.Slack
+	tol := r.readWindow(e.At, t1, readTook)
 	r.checkBreakers(e, &st)
 	r.checkConnections(e, &st, tol)
 	r.checkLockouts(e, &st, tol)
+}
+
+// window is how far a remaining time read by an `at:` expect may be
+// below (lo) and above (hi) the expected one.
+type window struct{ lo, hi time.Duration }
+
+// readWindow is the window of a read of scaled instant at that started at
+// t1 and took readTook. On the replay's own clock the clock stands at the
+// instant during the read, so only the gateway's own moments count
+// (Settle + the read + Slack either way). On the wall clock (-target,
+// -wall-clock) a read that ran late is judged at the instant it ran,
+// which the replay measured: the expected remaining time is lower by the
+// time from the instant to the read's end, however late a loaded machine
+// made it (the gateway cannot have started the timer before its instant,
+// as nothing the replay sends or installs runs early). Above, the timer
+// may have started a little after its instant (Settle + the read +
+// Slack, as on the own clock).
+func (r *runner) readWindow(at time.Duration, t1 time.Time, readTook time.Duration) window {
+	w := window{lo: r.o.Settle + readTook + r.o.Slack, hi: r.o.Settle + readTook + r.o.Slack}
+	if r.ownClock() {
+		return w
+	}
+	r.mu.Lock()
+	instant := r.t0.Add(at)
+	r.mu.Unlock()
+	w.lo = max(t1.Sub(instant), 0) + readTook + r.o.Slack
+	return w
+}
+
+func (w window) String() string {
+	if w.lo == w.hi {
+		return fmt.Sprintf("±%dms", w.hi.Milliseconds())
+	}
+	return fmt.Sprintf("-%dms/+%dms", w.lo.Milliseconds(), w.hi.Milliseconds())
 }
 
 // checkBreakers checks an `at:` expect's breaker states.
@@ -54,7 +85,7 @@ func (r *runner) checkBreakers(e *sim.Expect, st *sim.StateObservation) {
 
 // checkConnections checks an `at:` expect's connection states; tol is
 // how far a remaining time may be off.
-func (r *runner) checkConnections(e *sim.Expect, st *sim.StateObservation, tol time.Duration) {
+func (r *runner) checkConnections(e *sim.Expect, st *sim.StateObservation, tol window) {
 	for _, ref := range slices.Sorted(maps.Keys(e.Connections)) {
 		want := e.Connections[ref]
 		idx := slices.IndexFunc(st.Connections, func(v model.ConnectionView) bool { return v.Provider+"/"+v.Connection == ref })
@@ -71,7 +102,7 @@ func (r *runner) checkConnections(e *sim.Expect, st *sim.StateObservation, tol t
 			r.fail(e.Line, e.At, "connection "+ref+" backoffLevel", strconv.Itoa(*want.BackoffLevel), found)
 		}
 		if want.HasCooldown && !near(v.CooldownRemainingMs, want.Cooldown, tol) {
-			r.fail(e.Line, e.At, "connection "+ref+" cooldown", fmt.Sprintf("%dms ±%dms", want.Cooldown.Milliseconds(), tol.Milliseconds()), found)
+			r.fail(e.Line, e.At, "connection "+ref+" cooldown", fmt.Sprintf("%dms %s", want.Cooldown.Milliseconds(), tol), found)
 		}
 		if want.LastError != "" && v.LastErrorType.String() != want.LastError {
 			r.fail(e.Line, e.At, "connection "+ref+" lastError", want.LastError, found)
@@ -83,7 +114,7 @@ func (r *runner) checkConnections(e *sim.Expect, st *sim.StateObservation, tol t
 }
 
 // checkLockouts checks an `at:` expect's model lockouts.
-func (r *runner) checkLockouts(e *sim.Expect, st *sim.StateObservation, tol time.Duration) {
+func (r *runner) checkLockouts(e *sim.Expect, st *sim.StateObservation, tol window) {
 	if len(e.Lockouts) == 0 && !e.NoLockouts {
 		return
 	}
@@ -106,16 +137,16 @@ func (r *runner) checkLockouts(e *sim.Expect, st *sim.StateObservation, tol time
 				exp += " (" + want.Reason + ")"
 			}
 			if want.HasRemaining {
-				exp += fmt.Sprintf(" %dms ±%dms left", want.Remaining.Milliseconds(), tol.Milliseconds())
+				exp += fmt.Sprintf(" %dms %s left", want.Remaining.Milliseconds(), tol)
 			}
 			r.fail(e.Line, e.At, "lockout", exp, sim.DescribeLockouts(active))
 		}
 	}
 }
 
-func near(gotMs int64, want, tol time.Duration) bool {
+func near(gotMs int64, want time.Duration, tol window) bool {
 	d := time.Duration(gotMs)*time.Millisecond - want
-	return d <= tol && d >= -tol
+	return d <= tol.hi && d >= -tol.lo
 }
 
 // finishExpects checks the request and window expects once every request

@@ -10,7 +10,11 @@ import (
 
 // leftBehind fails k1 once at 1 s (k2 serves): a run leaves k1's lastError
 // behind on the gateway, and the read at 500 ms, before this run's error,
-// sees whatever the previous run left.
+// sees whatever the previous run left. The read of the error is at the
+// failure's own instant, which a -target read waits for the requests of
+// (docs/replay.md): a read at a later instant would rest on a -target
+// gateway, which runs on the wall clock, having taken in the request by
+// then.
 const leftBehind = `
 name: "a connection's lastError left behind by an earlier run"
 settings:
@@ -29,7 +33,7 @@ expect:
     connections: {p/k1: {status: active}}
   - request: 1
     servedBy: p/k2
-  - at: 1500ms
+  - at: 1s
     connections: {p/k1: {status: cooldown}}
 `
 

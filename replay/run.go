@@ -57,7 +57,9 @@ type Options struct {
 	Settle time.Duration
 	// Slack is the tolerance of exact-time checks (`cooldown:`,
 	// `remaining:`, wall-clock `retryAfter:`): found may differ from
-	// expected by Settle + the read's own duration + Slack (default 50ms).
+	// expected by Settle + the read's own duration + Slack (default 50ms);
+	// on the wall clock it may be lower by the time from the instant to
+	// the read's end + Slack (check.go readWindow).
 	Slack time.Duration
 	// WallClock gives the in-process gateway the plain wall clock instead
 	// of the schedule-anchored one (clock.go); a -target gateway always

@@ -176,3 +176,35 @@ func TestReplayAppliesRateLimitAction(t *testing.T) {
 		t.Errorf("the gateway's rate limits after the replay: %+v, want p/k1 protected", got.Connections)
 	}
 }
+
+// TestTargetReadJudgedAtItsInstant pins docs/replay.md "Time, and the
+// tolerance of `at:` reads" for the wall clock (-target, -wall-clock): a
+// read that ran late is judged at the instant it ran, which the replay
+// measured, so how late a loaded machine made it does not fail a
+// remaining time; a read on time gets no more room below than its own
+// duration and the slack, and above no more than a read on the replay's
+// own clock.
+func TestTargetReadJudgedAtItsInstant(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	r := &runner{o: &Options{Target: "http://gw", Settle: 100 * time.Millisecond, Slack: 50 * time.Millisecond}, e: &env{}, t0: t0}
+	cool := 3 * time.Second
+	for _, c := range []struct {
+		name  string
+		late  time.Duration // read start after the instant (1 s)
+		found int64         // remaining ms the gateway showed
+		ok    bool
+	}{
+		{"late read, the time it ran", 400 * time.Millisecond, 2600, true},
+		{"late read, within its duration and slack", 400 * time.Millisecond, 2541, true},
+		{"late read, below even that", 400 * time.Millisecond, 2530, false},
+		{"read on time, within its duration and slack", 0, 2941, true},
+		{"read on time, below its duration and slack", 0, 2930, false},
+		{"above: settle + duration + slack", 400 * time.Millisecond, 3159, true},
+		{"above, past that", 400 * time.Millisecond, 3170, false},
+	} {
+		w := r.readWindow(time.Second, t0.Add(time.Second+c.late), 10*time.Millisecond)
+		if got := near(c.found, cool, w); got != c.ok {
+			t.Errorf("%s: %dms against %v %v: accepted %v, want %v", c.name, c.found, cool, w, got, c.ok)
+		}
+	}
+}
