@@ -93,6 +93,7 @@ func loadServeConfig(args []string) (cfg *proxy.Config, log *slog.Logger, enviro
 		return nil, nil, nil, 2, false
 	}
 	slog.SetDefault(log)
+	scrubStdLog() // net/http quotes an upstream's stray bytes (stdlog.go)
 
 	environ = os.Environ()
 	cfg, warnings, err := proxy.LoadConfig(*configPath, environ)
