@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	g.restoreEgress(ctx) // docs/classification.md: last known egress IPs (proxy/egress.go)
 	g.leases = newLeaseMgr(ctx, g)
 	g.transport = newTransport(g)
-	g.client = &http.Client{Transport: g.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	g.client = &http.Client{Transport: sendOnceTransport{g.transport}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g.met = newMetrics(g)
 	g.handler = g.routes()
 	g.base, g.cutAll = context.WithCancelCause(context.Background())
@@ -339,7 +339,8 @@ func (g *Gateway) dialUpstream(ctx context.Context, network, addr string) (net.C
 }
 
 // newTransport is the Transport of the gateway's calls outside an attempt
-// (the models probe, spend-wall resets): few, so few idle connections.
+// (the models probe, connection tests, spend-wall resets, token counts,
+// through g.client and sendOnceTransport): few, so few idle connections.
 // Attempts go through their provider's Transport (transport.go).
 func newTransport(g *Gateway) *http.Transport {
 	return &http.Transport{

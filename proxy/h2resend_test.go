@@ -1,15 +1,18 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // h2 frame types and flags the resetting upstream speaks.
@@ -104,5 +107,28 @@ func TestHTTP2ResetRequestIsNeverResent(t *testing.T) {
 	}
 	if a := r.h.Get("X-Breakwater-Attempts"); a != "1" || calls.Load() != 1 {
 		t.Fatalf("upstream calls %d for %s model attempts, want exactly one per attempt", calls.Load(), a)
+	}
+}
+
+// The gateway's own calls outside an attempt (spend-wall resets, token
+// counts, connection tests) go through g.client, which sends a written
+// request once over HTTP/2 too (sendOnceTransport): a reset of the window
+// is good once, and a resend could spend it.
+func TestGatewayOwnCallsAreNeverResentOverHTTP2(t *testing.T) {
+	var calls atomic.Int64
+	addr, roots := resettingH2Upstream(t, &calls)
+	gg := httpsGW(t, "https://"+addr, roots, "", "")
+	gg.g.transport.TLSClientConfig = &tls.Config{RootCAs: roots}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/reset", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gg.g.client.Do(req); err == nil {
+		t.Fatal("a reset stream answered")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the upstream got %d whole requests for one call, want 1", n)
 	}
 }

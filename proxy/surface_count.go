@@ -16,11 +16,14 @@ import (
 // (it neither counts against nor waits on a connection's health), and any
 // failure falls back to the gateway's estimate.
 
-var countClient = &http.Client{Timeout: 10 * time.Second}
+// countTimeout bounds the side call (every target it tries).
+const countTimeout = 10 * time.Second
 
 // countUpstream returns an anthropic-type upstream's count_tokens answer,
 // or false when the route has no such target or it did not answer 200.
 func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, ck *clientKey, body []byte, name string) ([]byte, string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
 	g.lock()
 	route, err := g.eng.Resolve(name)
 	g.unlock()
@@ -70,7 +73,7 @@ func (g *Gateway) countUpstream(ctx context.Context, r *http.Request, ck *client
 			}
 		}
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := countClient.Do(req)
+		resp, err := g.client.Do(req) // the gateway's own client (sendOnceTransport)
 		if err != nil {
 			return nil, "", false
 		}

@@ -371,6 +371,22 @@ func (w *connWatch) gotConn(info httptrace.GotConnInfo) {
 	}
 }
 
+// sendOnceTransport is the gateway's own calls' Transport (g.client: the
+// models probe, connection tests, spend-wall resets, token counts) with
+// each request's sendOnce, so none of them is sent again once written
+// over HTTP/2 (a spend-wall reset is good once per window).
+type sendOnceTransport struct{ tr *http.Transport }
+
+func (t sendOnceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.GetBody == nil {
+		return t.tr.RoundTrip(req)
+	}
+	w := new(connWatch)
+	r := req.WithContext(withReuseGuard(req.Context(), w, false))
+	w.sendOnce(r)
+	return t.tr.RoundTrip(r)
+}
+
 // errSentOnce is what the Transport gets for a written request it would
 // send again: the attempt fails as the reset that caused the resend.
 var errSentOnce = errors.New("the upstream reset a request it was sent whole; not sent again")
