@@ -565,6 +565,51 @@ func TestEndlessNewlinesBetweenAnswersAreCaught(t *testing.T) {
 	}
 }
 
+// A 408 an upstream (or the proxy in front of it) sends on a connection
+// it closes for being idle is not bytes outside an answer: the guard drops
+// that connection, as net/http does, without stopping the provider's reuse,
+// and the next client is served on its first attempt.
+func TestIdle408ClosesTheConnectionOnly(t *testing.T) {
+	answered, dropped := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	up := newRawUp(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRawRequest(br); err != nil {
+				return
+			}
+			io.WriteString(c, rawAnswer(200, chatAnswerJSON("hello")))
+			if first.Swap(true) {
+				continue // later connections behave
+			}
+			<-answered
+			io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+			io.Copy(io.Discard, c) // until the gateway drops the connection
+			close(dropped)
+			return
+		}
+	})
+	g := rawGW(t, up, testBase)
+	if r := g.chat("p/m"); r.code != 200 {
+		t.Fatalf("first request: %d %s", r.code, r.body)
+	}
+	answered <- struct{}{}
+	select { // the 408 on the idle connection (one that lands after the next request went out is that request's answer: HTTP/1.1)
+	case <-dropped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway kept the connection that sent an idle 408")
+	}
+	pool := poolOf(g.g, "p")
+	for i := range 5 {
+		if r := g.chat("p/m"); r.code != 200 || r.h.Get("X-Breakwater-Attempts") != "1" {
+			t.Fatalf("client %d after the idle 408: %d attempts %s %s", i, r.code, r.h.Get("X-Breakwater-Attempts"), r.body)
+		}
+	}
+	if pool.caught.Load() {
+		t.Fatal("an idle 408 was taken for bytes outside an answer")
+	}
+	noAttemptCharged(t, g)
+}
+
 // noAttemptCharged fails t if the provider was charged an attempt that did
 // not answer 200.
 func noAttemptCharged(t *testing.T, g *gw) {

@@ -503,7 +503,9 @@ func (c *upConn) Read(p []byte) (int, error) {
 		k := newlines(p[:n])
 		if dropped += k; dropped > maxNewlines || (between && k < n) {
 			c.Conn.Close()
-			c.found()
+			if !(between && idle408(p[k:n])) {
+				c.found()
+			}
 			return 0, errUnsolicited
 		}
 		if k == n {
@@ -533,6 +535,15 @@ func (c *upConn) readRaw(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.reading.Store(false)
 	return n, err
+}
+
+// idle408 reports whether b, arriving between answers, is a 408 answer:
+// servers and their proxies (HAProxy, Google's front ends) send one on a
+// connection they close for being idle. net/http drops such a connection
+// quietly; so does the guard, without taking the upstream for one that
+// writes outside its answers. The connection is closed all the same.
+func idle408(b []byte) bool {
+	return len(b) >= len("HTTP/1.1 408") && (string(b[:12]) == "HTTP/1.1 408" || string(b[:12]) == "HTTP/1.0 408")
 }
 
 // newlines is how many CR and LF bytes b starts with.
