@@ -641,6 +641,9 @@ func TestLateExcessBodyBytesAreCaughtOnce(t *testing.T) {
 	if !pool.caught.Load() {
 		t.Fatal("40 answers each followed by excess bytes, and the upstream was never caught")
 	}
+	if m := g.do("GET", "/metrics", "").body; !strings.Contains(m, `breakwater_upstream_reuse_off{provider="p"} 1`) {
+		t.Error("the caught provider is not shown in breakwater_upstream_reuse_off")
+	}
 	if failed > 1 {
 		t.Errorf("%d clients failed before the upstream was caught, want one at most", failed)
 	}

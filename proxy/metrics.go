@@ -29,8 +29,34 @@ func newMetrics(g *Gateway) *gatewayMetrics {
 	m.upstreamStray = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakwater_upstream_stray_bytes_total",
 		Help: "Times an upstream sent bytes outside its answers on an HTTP/1.1 connection; the first stops connection reuse to the provider until a reload."},
 		[]string{"provider"})
-	m.Registry().MustRegister(m.upstreamStray)
+	m.Registry().MustRegister(m.upstreamStray, reuseOffCollector{g: g, desc: reuseOffDesc})
 	return m
+}
+
+var reuseOffDesc = prometheus.NewDesc("breakwater_upstream_reuse_off",
+	"1 for a provider whose upstream connections are not reused: it was caught writing outside its answers (until a reload).",
+	[]string{"provider"}, nil)
+
+// reuseOffCollector reads, at scrape time, which providers' pools were
+// caught (upstreamPool.stray), so a reload that replaced a pool shows at
+// once.
+type reuseOffCollector struct {
+	g    *Gateway
+	desc *prometheus.Desc
+}
+
+func (c reuseOffCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c reuseOffCollector) Collect(ch chan<- prometheus.Metric) {
+	c.g.provMu.RLock()
+	defer c.g.provMu.RUnlock()
+	for id, p := range c.g.provs {
+		v := 0.0
+		if p.pool != nil && p.pool.caught.Load() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, id)
+	}
 }
 
 func (m *gatewayMetrics) requestsOK(cr *connRuntime) prometheus.Counter {
