@@ -206,6 +206,28 @@ providers:
 	}
 }
 
+// docs/api.md (POST /api/rate-limits): the answer names the connection as
+// GET /api/rate-limits does: rateLimitProtection is the flag just set and
+// enabled is whether the admission queue covers it, so turning the flag off
+// on an apikey connection answers enabled: true (the safety net,
+// docs/admission.md#rate-limit-protection).
+func TestRateLimitsAnswerEnabledMeansQueued(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+providers:
+  - id: a
+    profile: apikey
+    baseURL: {{UP}}
+    models: [m]
+    connections:
+      - {id: c, apiKey: k}
+`+testBase)
+	r := g.do("POST", "/api/rate-limits", `{"connectionId":"a/c","enabled":false}`)
+	if r.code != 200 || !strings.Contains(r.body, `"rateLimitProtection":false`) || !strings.Contains(r.body, `"enabled":true`) {
+		t.Fatalf("POST enabled:false on an apikey connection: %d %s", r.code, r.body)
+	}
+}
+
 // docs/admission.md#concurrency-gates quota-share: a quota-share combo's requests queue on the
 // connection's maxConcurrent semaphore and fail open (proceed without a
 // slot) when the queue budget ends; with quotaShareConcurrencyLimit off they

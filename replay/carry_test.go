@@ -17,7 +17,7 @@ import (
 // decisions"): every admission, egress, spend-wall and combo key the
 // scenario loader accepts reaches the generated gateway config (docs/admission.md#concurrency-gates,
 // docs/admission.md, docs/classification.md, docs/spendwall.md), and lease actions get a traffic key plus one managed key
-// per leased connection (docs/leases.md).
+// per leased connection and per named lease's connection list (docs/leases.md).
 func TestGatewayConfigCarriesScenarioKeys(t *testing.T) {
 	cg := gatewayConfig(load(t, "composite-gate-caps.yaml"), "127.0.0.1:1", "m", nil)
 	p := cg.Providers[0]
@@ -48,6 +48,13 @@ func TestGatewayConfigCarriesScenarioKeys(t *testing.T) {
 	if len(keys) != 3 || len(keys[0].Scopes) != 0 || keys[1].Scopes[0] != model.LeaseScope ||
 		strings.Join(keys[1].AllowedConnections, ",") != "p/k1" || strings.Join(keys[2].AllowedConnections, ",") != "p/k2" {
 		t.Errorf("lease client keys: %+v", keys)
+	}
+	// A named lease re-acquired on other connections gets a key per list
+	// (a gateway key's allowedConnections are fixed by its config).
+	ra := load(t, "lease-reacquire-other-connections.yaml")
+	keys = gatewayConfig(ra, "127.0.0.1:1", "m", newLeaseKeys(ra)).ClientKeys
+	if len(keys) != 3 || strings.Join(keys[1].AllowedConnections, ",") != "p/k1" || strings.Join(keys[2].AllowedConnections, ",") != "p/k2" {
+		t.Errorf("re-acquired named lease keys: %+v", keys)
 	}
 }
 

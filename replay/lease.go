@@ -28,7 +28,11 @@ import (
 // the action's model and the gateway picks the connection. Traffic naming
 // the lease is sent with that key and the owner and generation it holds
 // (or the generation the item names), so the gateway's fence and lease
-// move run on it as in the simulator.
+// move run on it as in the simulator. The simulator's client takes each
+// acquire's connections as its allowedConnections; a gateway key's are
+// fixed by its config, so the replay gives the named client one key per
+// distinct connection list its acquires name and switches to that key at
+// each acquire (the owner it then presents is that key's).
 //
 // Because the gateway then has client keys, the traffic needs one too: a
 // plain key without scopes or allowedConnections (every connection, no
@@ -54,12 +58,13 @@ type leaseKeys struct {
 // and the owner it was last given (kept after a release: a request that
 // presents it then is refused LEASE_REQUIRED, as in the simulator).
 type namedLease struct {
-	key     string
-	allowed []string
-	owner   string // never logged or reported; "" until the first acquire
-	gen     int64
-	active  bool
-	until   time.Duration // when its lease ends, in the run's time
+	key    string            // the key of its current (last) acquire
+	keys   map[string]string // allowed connections (joined by ",") → key
+	sets   []string          // the connection lists in first-use order
+	owner  string            // never logged or reported; "" until the first acquire
+	gen    int64
+	active bool
+	until  time.Duration // when its lease ends, in the run's time
 }
 
 type heldLease struct {
@@ -114,18 +119,37 @@ func leaseModel(sc *sim.Scenario, provider string) string {
 	return provider + "/lease"
 }
 
-// addNamed notes a named lease's managed client (its first acquire names
-// its allowed connections).
+// addNamed notes a named lease's managed client and one key for each
+// distinct connection list its acquires name (the first is the key it
+// starts with, the one traffic before any acquire is sent with).
 func (lk *leaseKeys) addNamed(a *sim.Action) {
-	if _, ok := lk.named[a.Lease]; ok || a.Kind != sim.ActLeaseAcquire {
+	if a.Kind != sim.ActLeaseAcquire {
 		return
 	}
-	n := &namedLease{key: "bwreplay_lease_" + randomKey()}
-	for _, c := range a.Connections {
-		n.allowed = append(n.allowed, c.String())
+	n := lk.named[a.Lease]
+	if n == nil {
+		n = &namedLease{keys: map[string]string{}}
+		lk.named[a.Lease] = n
+		lk.namedOrder = append(lk.namedOrder, a.Lease)
 	}
-	lk.named[a.Lease] = n
-	lk.namedOrder = append(lk.namedOrder, a.Lease)
+	set := connList(a)
+	if _, ok := n.keys[set]; ok {
+		return
+	}
+	n.keys[set] = "bwreplay_lease_" + randomKey()
+	n.sets = append(n.sets, set)
+	if n.key == "" {
+		n.key = n.keys[set]
+	}
+}
+
+// connList is a lease action's connections as "p/c1,p/c2".
+func connList(a *sim.Action) string {
+	refs := make([]string, len(a.Connections))
+	for i, c := range a.Connections {
+		refs[i] = c.String()
+	}
+	return strings.Join(refs, ",")
 }
 
 func (lk *leaseKeys) clientKeys() []proxy.ClientKey {
@@ -136,8 +160,14 @@ func (lk *leaseKeys) clientKeys() []proxy.ClientKey {
 	}
 	for _, name := range lk.namedOrder {
 		n := lk.named[name]
-		out = append(out, proxy.ClientKey{ID: "replay-lease-" + name, Key: n.key,
-			Scopes: []string{model.LeaseScope}, AllowedConnections: n.allowed})
+		for i, set := range n.sets {
+			id := "replay-lease-" + name
+			if i > 0 {
+				id += "#" + strconv.Itoa(i+1)
+			}
+			out = append(out, proxy.ClientKey{ID: id, Key: n.keys[set],
+				Scopes: []string{model.LeaseScope}, AllowedConnections: strings.Split(set, ",")})
+		}
 	}
 	return out
 }
@@ -148,7 +178,7 @@ func (lk *leaseKeys) clientKeys() []proxy.ClientKey {
 func (lk *leaseKeys) leaseHeaders(h http.Header, t *sim.Traffic) {
 	lk.mu.Lock()
 	n := lk.named[t.Lease]
-	owner, gen := n.owner, n.gen
+	owner, gen, key := n.owner, n.gen, n.key
 	lk.mu.Unlock()
 	if owner == "" {
 		owner, gen = model.LeaseOwnerPrefix+strings.Repeat("A", 43), 1
@@ -156,7 +186,7 @@ func (lk *leaseKeys) leaseHeaders(h http.Header, t *sim.Traffic) {
 	if t.LeaseGeneration > 0 {
 		gen = t.LeaseGeneration
 	}
-	h.Set("Authorization", "Bearer "+n.key)
+	h.Set("Authorization", "Bearer "+key)
 	h.Set("X-Breakwater-Lease-Owner", owner)
 	h.Set("X-Breakwater-Lease-Generation", strconv.FormatInt(gen, 10))
 }
@@ -168,7 +198,7 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 	lk := r.e.leases
 	lk.mu.Lock()
 	n := lk.named[a.Lease]
-	owner, gen, until := n.owner, n.gen, n.until
+	owner, gen, until, key := n.owner, n.gen, n.until, n.key
 	active := n.active && a.At < until // a lease that ended is over, as in the simulator
 	lk.mu.Unlock()
 	switch {
@@ -177,27 +207,29 @@ func (r *runner) namedAction(ctx context.Context, a *sim.Action) error {
 			Owner      string `json:"owner"`
 			Generation int64  `json:"generation"`
 		}
+		// This acquire's connections: the key that lists them.
+		key = n.keys[connList(a)]
 		body := map[string]any{"action": "acquire", "model": a.Model, "ttlMs": a.LeaseTTLMs()}
-		if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", n.key, body, &v); err != nil {
+		if err := r.e.call(ctx, http.MethodPost, "/api/v1/session-leases", key, body, &v); err != nil {
 			return fmt.Errorf("lease %s: %w", a.Lease, err)
 		}
 		owner, gen, active = v.Owner, v.Generation, true
 		until = a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond
 	case a.Kind == sim.ActLeaseRelease && active:
-		if err := r.e.leaseCall(ctx, n.key, owner, gen, map[string]any{"action": "release"}); err != nil {
+		if err := r.e.leaseCall(ctx, key, owner, gen, map[string]any{"action": "release"}); err != nil {
 			return fmt.Errorf("lease %s: %w", a.Lease, err)
 		}
 		active = false
 	case a.Kind == sim.ActLeaseRenew:
 		// Sent even when the lease is over: the gateway refuses it, as the
 		// simulator's model.RenewLease does (the action fails in both).
-		if err := r.e.leaseCall(ctx, n.key, owner, gen, map[string]any{"action": "renew", "ttlMs": a.LeaseTTLMs()}); err != nil {
+		if err := r.e.leaseCall(ctx, key, owner, gen, map[string]any{"action": "renew", "ttlMs": a.LeaseTTLMs()}); err != nil {
 			return fmt.Errorf("lease %s: %w", a.Lease, err)
 		}
 		until = a.At + time.Duration(a.LeaseTTLMs())*time.Millisecond
 	}
 	lk.mu.Lock()
-	n.owner, n.gen, n.active, n.until = owner, gen, active, until
+	n.owner, n.gen, n.active, n.until, n.key = owner, gen, active, until, key
 	lk.mu.Unlock()
 	return nil
 }

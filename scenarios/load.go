@@ -106,6 +106,7 @@ func Load(name string, src []byte, opts Options) (*sim.Scenario, error) {
 	l.traffic(nodes["traffic"])
 	l.actions(nodes["actions"])
 	l.checkTrafficLeases()
+	l.checkLeaseOrder()
 	l.expects(nodes["expect"])
 	if err := l.d.Err(); err != nil {
 		return nil, err
@@ -123,6 +124,12 @@ type loader struct {
 	// trafficBad: the traffic had errors, so sent (and sentIn) are not
 	// known; expect checks that count requests keep quiet.
 	trafficBad bool
+	// trafficLease and actionNodes are the value of each traffic item's
+	// lease: (nil without one) and each action's node, aligned with
+	// sc.Traffic and sc.Actions: the lease checks that need the whole
+	// file report there (lease.go).
+	trafficLease []*yaml.Node
+	actionNodes  []*yaml.Node
 }
 
 // settings resolves the scenario's settings layer and the -set flags
@@ -451,14 +458,14 @@ func (l *loader) traffic(n *yaml.Node) {
 	defer func() { l.trafficBad = l.d.Count() > before }()
 	l.items(n, "traffic", func(i int, f string, v *yaml.Node) {
 		t := sim.Traffic{Count: 1, Line: v.Line}
-		var modelNode *yaml.Node
+		nodes := map[string]*yaml.Node{} // key → its value
 		l.fields(v, f, trafficKeys, func(key, ff string, _, v *yaml.Node) {
-			if key == "model" {
-				modelNode = v
-			}
+			nodes[key] = v
 			l.trafficField(key, ff, v, &t)
 		})
-		l.checkTraffic(v, f, &t, modelNode)
+		l.checkTraffic(v, f, &t, nodes["model"])
+		l.checkTrafficLease(f, &t, nodes) // lease.go
+		l.trafficLease = append(l.trafficLease, nodes["lease"])
 		l.sent += t.Count
 		if l.sent > MaxRequests {
 			l.d.Errf(v, f+".count", "the scenario sends more than %d requests", MaxRequests)
@@ -587,7 +594,9 @@ func (l *loader) actions(n *yaml.Node) {
 		a := sim.Action{Line: v.Line}
 		var kindNode, settingsNode *yaml.Node
 		hasKind := false
-		l.fields(v, f, actionKeys, func(key, ff string, _, v *yaml.Node) {
+		keys := map[string]*yaml.Node{} // key → its key node
+		l.fields(v, f, actionKeys, func(key, ff string, k, v *yaml.Node) {
+			keys[key] = k
 			switch key {
 			case "action":
 				kindNode = v
@@ -614,8 +623,10 @@ func (l *loader) actions(n *yaml.Node) {
 				l.settingsErr(settingsNode, err, f+".settings")
 			}
 		}
+		l.checkActionKeys(f, &a, keys) // lease.go
 		l.checkAction(v, f, &a)
 		l.sc.Actions = append(l.sc.Actions, a)
+		l.actionNodes = append(l.actionNodes, v)
 	})
 }
 
@@ -689,9 +700,6 @@ func (l *loader) setLayer(v *yaml.Node, ff string) settings.Layer {
 // checkAction checks that an action has what its kind needs; clearing
 // cooldowns of no connection clears all.
 func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
-	if hasKey(v, "ttl") && a.Kind != sim.ActLeaseAcquire && a.Kind != sim.ActLeaseRelease && a.Kind != sim.ActLeaseRenew {
-		l.d.Errf(v, f+".ttl", "ttl applies to lease-acquire and lease-renew only")
-	}
 	switch a.Kind {
 	case sim.ActLeaseAcquire, sim.ActLeaseRelease, sim.ActLeaseRenew:
 		l.checkLeaseAction(v, f, a)
@@ -711,34 +719,6 @@ func (l *loader) checkAction(v *yaml.Node, f string, a *sim.Action) {
 		if !a.All && (len(a.Connections) == 0 || a.Model == "") {
 			l.d.Errf(v, f, "clear-lockout needs connection and model, or all: true")
 		}
-	}
-}
-
-// checkTrafficLeases: a lease the traffic presents is one an action
-// acquires (the managed client whose key the requests carry).
-func (l *loader) checkTrafficLeases() {
-	for i, t := range l.sc.Traffic {
-		if t.Lease != "" && !slices.ContainsFunc(l.sc.Actions, func(a sim.Action) bool { return a.Kind == sim.ActLeaseAcquire && a.Lease == t.Lease }) {
-			l.d.Errf(l.root, fmt.Sprintf("traffic[%d].lease", i), "line %d: no lease-acquire action names lease %q", t.Line, t.Lease)
-		}
-	}
-}
-
-// checkLeaseAction: an outside client's lease names its connections; a
-// named client's acquire names the model and its key's allowed
-// connections (docs/scenarios.md#actions).
-func (l *loader) checkLeaseAction(v *yaml.Node, f string, a *sim.Action) {
-	switch {
-	case a.Lease == "" && len(a.Connections) == 0:
-		l.d.Errf(v, f+".connection", "%s needs a connection (provider/connection) or a lease", a.Kind)
-	case a.Lease != "" && a.Kind == sim.ActLeaseAcquire && (a.Model == "" || len(a.Connections) == 0):
-		l.d.Errf(v, f, "lease-acquire of lease %q needs model and connections (its key's allowedConnections)", a.Lease)
-	case a.Lease != "" && a.Kind != sim.ActLeaseAcquire && len(a.Connections) > 0:
-		l.d.Errf(v, f+".connections", "%s of lease %q names no connections", a.Kind, a.Lease)
-	case a.Lease != "" && a.Kind != sim.ActLeaseAcquire && !slices.ContainsFunc(l.sc.Actions, func(b sim.Action) bool { return b.Kind == sim.ActLeaseAcquire && b.Lease == a.Lease }):
-		l.d.Errf(v, f+".lease", "%s of lease %q: no earlier lease-acquire names it", a.Kind, a.Lease)
-	case hasKey(v, "ttl") && (a.Kind == sim.ActLeaseRelease || a.TTL < time.Second || a.TTL > model.MaxLeaseTTLMs*time.Millisecond):
-		l.d.Errf(v, f+".ttl", "ttl applies to lease-acquire and lease-renew only, from 1s to 30m")
 	}
 }
 

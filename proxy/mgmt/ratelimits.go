@@ -70,5 +70,8 @@ func (a *API) handleRateLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.Core.LogOperator("rate-limit", ref.Provider, ref.Connection, "", map[string]any{"enabled": *body.Enabled})
+	// The answer names the connection's fields as GET does (RateLimit):
+	// enabled is whether the queue covers it, not the request's enabled,
+	// which is rateLimitProtection (docs/api.md).
 	apierr.WriteJSON(w, http.StatusOK, map[string]any{"connectionId": ref.String(), "rateLimitProtection": prot, "enabled": queued})
 }
