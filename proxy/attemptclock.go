@@ -150,13 +150,20 @@ func (c *attemptClock) plan() model.TimerPlan {
 	return model.TimerPlan{End: int64(c.end), Last: c.last.Load(), Budget: c.budget.Load(), Body: c.stall.Load()}
 }
 
-// rest is how long until the next deadline of the clock's own plan (0
-// when one is due: the timer then fires at once and cuts).
-func (c *attemptClock) rest() time.Duration {
+// next is how long until the next deadline of the clock's own plan, and
+// whether that deadline is the attempt's bound; ok is false when one is
+// due now (the timer then fires at once and cuts).
+func (c *attemptClock) next() (in time.Duration, bound, ok bool) {
 	now := time.Since(c.base)
-	p := c.plan()
-	if x, next := p.Due(int64(now)); x == model.TimerNone {
-		return time.Duration(next) - now
+	x, next := c.plan().Due(int64(now))
+	return time.Duration(next) - now, next >= int64(c.end), x == model.TimerNone
+}
+
+// rest is how long until the next deadline of the clock's own plan (0
+// when one is due).
+func (c *attemptClock) rest() time.Duration {
+	if in, _, ok := c.next(); ok {
+		return in
 	}
 	return 0
 }
@@ -166,10 +173,8 @@ func (c *attemptClock) rest() time.Duration {
 // away from the instant last reported. A deadline already due is left to
 // fire, which reports it.
 func (c *attemptClock) reportPlan() {
-	now := time.Since(c.base)
-	p := c.plan()
-	if x, next := p.Due(int64(now)); x == model.TimerNone {
-		c.rep.arm(c.rep.at(time.Duration(next)-now, next >= int64(c.end)))
+	if in, bound, ok := c.next(); ok {
+		c.rep.arm(c.rep.at(in, bound))
 	}
 }
 

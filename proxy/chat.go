@@ -480,7 +480,7 @@ const (
 func (rs *reqState) wait(d time.Duration) (int, time.Duration) {
 	rs.g.waiting(1)
 	defer rs.g.waiting(-1)
-	rep := rs.g.newWaitReport(rs.logID) // Options.Deadlines; nil = unset
+	rep := rs.g.newDeadlineReport(rs.logID) // Options.Deadlines; nil = unset
 	if rep != nil {
 		rep.arm(rs.stepAt.Std().Add(d)) // the model's instant: the cooldown's end
 		defer rep.end(false)            // it did not run out (a no-op once it has)

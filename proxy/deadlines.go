@@ -43,8 +43,15 @@ type deadlineReport struct {
 	bound time.Time
 }
 
-// newDeadlineReport returns the report of an attempt of request id, or nil
-// when nobody listens.
+// newDeadlineReport returns the report of an attempt of request id, or of
+// one of its deliberate waits (a cooldown wait, a place in an admission
+// queue, a paced dispatch slot); nil when nobody listens. A wait's caller
+// arms it for the model's instant (a cooldown's end, a queue budget's, a
+// slot's), so a shell that drives Now (the replay) holds its clock there
+// until the wait ended, and reads state at that instant only once it has,
+// as the simulator processes its timer before time moves past it. A
+// wait's real timer that fires before Now has reached the instant (early)
+// goes on until it has.
 func (g *Gateway) newDeadlineReport(id string) *deadlineReport {
 	if g.deadlines == nil {
 		return nil
@@ -141,21 +148,6 @@ func (d *deadlineReport) end(fired bool) {
 	}
 	d.fn(d.id, d.armed, ev)
 	d.armed = time.Time{}
-}
-
-// newWaitReport is the report of a deliberate wait of request id (a
-// cooldown wait, a place in an admission queue, a paced dispatch slot);
-// nil when nobody listens. The caller arms it for the model's instant (a
-// cooldown's end, a queue budget's, a slot's), so a shell that drives Now
-// (the replay) holds its clock there until the wait ended, and reads
-// state at that instant only once it has, as the simulator processes its
-// timer before time moves past it. A wait's real timer that fires before
-// Now has reached the instant (early) goes on until it has.
-func (g *Gateway) newWaitReport(id string) *deadlineReport {
-	if g.deadlines == nil {
-		return nil
-	}
-	return &deadlineReport{fn: g.deadlines, now: g.now, id: id}
 }
 
 // sleepOn sleeps d and then, with rep (nil = Options.Deadlines unset),

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/tls"
@@ -543,7 +544,7 @@ func (c *upConn) readRaw(p []byte) (int, error) {
 // quietly; so does the guard, without taking the upstream for one that
 // writes outside its answers. The connection is closed all the same.
 func idle408(b []byte) bool {
-	return len(b) >= len("HTTP/1.1 408") && (string(b[:12]) == "HTTP/1.1 408" || string(b[:12]) == "HTTP/1.0 408")
+	return bytes.HasPrefix(b, []byte("HTTP/1.1 408")) || bytes.HasPrefix(b, []byte("HTTP/1.0 408"))
 }
 
 // newlines is how many CR and LF bytes b starts with.

@@ -265,7 +265,7 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (slot, int64, *mo
 	failOpen, noConnCap := rs.quotaShareAdmission() // docs/admission.md#concurrency-gates quota-share
 	// The gate and the pacer each say how long they held the attempt
 	// (0 without a clock read when they let it through at once).
-	rep := g.newWaitReport(rs.logID) // Options.Deadlines: a queue budget, a paced slot (nil = unset)
+	rep := g.newDeadlineReport(rs.logID) // Options.Deadlines: a queue budget, a paced slot (nil = unset)
 	sl, waited, aerr := g.gate.acquire(rs.ctx, a.Provider, a.Connection, a.Model, rs.s.RequestQueue.MaxQueueDepth, queueLeft, failOpen, noConnCap, rep)
 	if aerr != nil {
 		refusal = aerr.err

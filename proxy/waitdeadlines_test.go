@@ -114,7 +114,7 @@ func TestDeadlinesWaitsRunOutOnTheShellsClock(t *testing.T) {
 			due := t0.Add(50 * time.Millisecond)
 			var aerr *admitError
 			endsOnTheShellsClock(t, c, due, func() {
-				_, _, aerr = gt.acquire(context.Background(), "p", "c", "m", 0, 50*time.Millisecond, failOpen, false, g.newWaitReport("r"))
+				_, _, aerr = gt.acquire(context.Background(), "p", "c", "m", 0, 50*time.Millisecond, failOpen, false, g.newDeadlineReport("r"))
 			})
 			if failOpen {
 				if aerr != nil {
@@ -138,7 +138,7 @@ func TestDeadlinesWaitsRunOutOnTheShellsClock(t *testing.T) {
 		}
 		due := t0.Add(50 * time.Millisecond)
 		endsOnTheShellsClock(t, c, due, func() {
-			if _, err := ps.wait(context.Background(), ref, "m", o, 0, time.Second, g.newWaitReport("r")); err != nil {
+			if _, err := ps.wait(context.Background(), ref, "m", o, 0, time.Second, g.newDeadlineReport("r")); err != nil {
 				t.Error(err)
 			}
 		})
