@@ -210,6 +210,9 @@ func (f Fence) Message() string {
 	return "lease fence refused"
 }
 
+// Refusal is the lease error of a failed fence.
+func (f Fence) Refusal() *LeaseError { return &LeaseError{Code: f.Code(), Message: f.Message()} }
+
 // CheckFence runs before every managed dispatch: row is the owner's active
 // lease (nil = none). An expired row is no lease. It allocates nothing.
 func CheckFence(now Time, row *LeaseRow, c *LeaseClaim) Fence {

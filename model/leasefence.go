@@ -18,7 +18,7 @@ func LeaseAdmit(now Time, route *Route, row *LeaseRow, c *LeaseClaim, allowed []
 		return e
 	}
 	if f := CheckFence(now, row, c); f != FenceValid {
-		return &LeaseError{Code: f.Code(), Message: f.Message()}
+		return f.Refusal()
 	}
 	if !slices.Contains(allowed, row.Conn) {
 		return leaseErr(CodeLeaseKeyConfig, "the leased connection is no longer in this key's allowedConnections")

@@ -122,5 +122,5 @@ func (g *Gateway) leaseCall(ctx context.Context, key mgmt.LeaseKey, c leaseCall,
 
 // fenceError is the lease error of a fence refusal.
 func fenceError(f model.Fence) error {
-	return &model.LeaseError{Code: f.Code(), Message: f.Message()}
+	return f.Refusal()
 }
