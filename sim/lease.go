@@ -164,7 +164,7 @@ func (s *sim) leaseRenew(a *Action, l *simLease) {
 	if l.active {
 		row = &l.row
 	}
-	claim := model.LeaseClaim{OwnerHash: fmt.Sprintf("%s#%d", a.Lease, l.owners), Generation: max(l.row.Generation, 1), APIKeyID: leaseKeyID(a.Lease)}
+	claim := claimOf(a.Lease, l, 0)
 	if f := model.RenewLease(s.now, row, &claim, a.LeaseTTLMs()); f != model.FenceValid {
 		s.leaseActionFailed(a, string(f.Code()))
 		return
@@ -199,7 +199,7 @@ func (s *sim) leaseAcquire(name string, l *simLease, modelName string) string {
 	}
 	c := s.sel.Candidates[0]
 	l.owners++
-	l.row = model.LeaseRow{OwnerHash: fmt.Sprintf("%s#%d", name, l.owners), APIKeyID: leaseKeyID(name),
+	l.row = model.LeaseRow{OwnerHash: leaseOwner(name, l.owners), APIKeyID: leaseKeyID(name),
 		Conn: model.ConnRef{Provider: c.Provider, Connection: c.Connection}, Generation: 1, ExpiresAt: s.now.Add(l.ttlMs)}
 	l.active = true
 	return ""
@@ -208,16 +208,26 @@ func (s *sim) leaseAcquire(name string, l *simLease, modelName string) string {
 // leaseClaim is what a managed request presents: the client's current
 // owner (the last one minted, active or not) and the generation.
 func (s *sim) leaseClaim(t *Traffic) (model.LeaseClaim, *simLease) {
-	l := s.leases[t.Lease]
-	if l == nil { // acquired later in the run: no owner yet
-		return model.LeaseClaim{OwnerHash: t.Lease + "#0", Generation: max(t.LeaseGeneration, 1), APIKeyID: leaseKeyID(t.Lease)}, nil
-	}
-	gen := t.LeaseGeneration
-	if gen == 0 {
-		gen = max(l.row.Generation, 1)
-	}
-	return model.LeaseClaim{OwnerHash: fmt.Sprintf("%s#%d", t.Lease, l.owners), Generation: gen, APIKeyID: leaseKeyID(t.Lease)}, l
+	l := s.leases[t.Lease] // nil: acquired later in the run, no owner yet
+	return claimOf(t.Lease, l, t.LeaseGeneration), l
 }
+
+// claimOf is the claim named client name presents: its current owner
+// (the last one minted; none yet when l is nil) and generation gen (0 =
+// its lease's, at least 1).
+func claimOf(name string, l *simLease, gen int64) model.LeaseClaim {
+	owners, cur := 0, int64(0)
+	if l != nil {
+		owners, cur = l.owners, l.row.Generation
+	}
+	if gen == 0 {
+		gen = cur
+	}
+	return model.LeaseClaim{OwnerHash: leaseOwner(name, owners), Generation: max(gen, 1), APIKeyID: leaseKeyID(name)}
+}
+
+// leaseOwner is the owner a named client's n-th acquire mints.
+func leaseOwner(name string, n int) string { return fmt.Sprintf("%s#%d", name, n) }
 
 // leaseDispatch prepares a managed request's flow (proxy leaseDispatch):
 // model.LeaseAdmit, then model.Engine.LeaseMove. It reports whether the
