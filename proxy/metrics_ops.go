@@ -80,16 +80,20 @@ var (
 // a usage object: OpenAI chat's (prompt_tokens, completion_tokens), or,
 // for an answer a native surface passes on as it came, Anthropic
 // Messages' and OpenAI Responses' (input_tokens, output_tokens).
-// Bodies without one cost one substring search, stream events none (the
-// event's parse says whether it holds "usage"); nothing is allocated.
+// A stream event is searched only when its parse says it holds "usage"; a
+// non-streamed answer is not searched at all (validAnswer finds its usage
+// while validating it); nothing is allocated.
 func (rs *reqState) noteUsage(b []byte) {
 	// The first "usage" with its quotes is the answer's own: inside a
 	// JSON string the quotes would be escaped.
-	i := bytes.Index(b, usageKey)
-	if i < 0 {
-		return
+	if i := bytes.Index(b, usageKey); i >= 0 {
+		rs.noteUsageIn(b[i+len(usageKey):])
 	}
-	u := b[i+len(usageKey):]
+}
+
+// noteUsageIn reads the token counts from u, which starts at a usage
+// object (a body's "usage" key or its value).
+func (rs *reqState) noteUsageIn(u []byte) {
 	p, okP := jsonIntAfter(u, promptKey)
 	c, okC := jsonIntAfter(u, completionKey)
 	if okP || okC {

@@ -184,6 +184,36 @@ func TestNoteUsage(t *testing.T) {
 	}
 }
 
+// A non-streamed answer's token counts are its top-level usage member's,
+// found by the pass that validates it: a "usage" nested in a choice or a
+// tool's object, or written with an escape in its key, is read only when
+// it is the top-level one; an answer that is not whole JSON counts nothing.
+func TestValidAnswerUsage(t *testing.T) {
+	for _, c := range []struct {
+		body       string
+		ok         bool
+		prompt, cc int64
+	}{
+		{`{"choices":[{"usage":{"prompt_tokens":99,"completion_tokens":98}}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`, true, 3, 4},
+		{`{"usag\u0065":{"prompt_tokens":5,"completion_tokens":6}}`, true, 5, 6},
+		{`{"choices":[{"message":{"content":"say \"usage\": {\"prompt_tokens\": 99}"}}]}`, true, 0, 0},
+		{`{"usage":{"prompt_tokens":1,"completion_tokens":2},"usage":{"prompt_tokens":7,"completion_tokens":8}}`, true, 1, 2},
+		{`{"usage":null}`, true, 0, 0},
+		{`[{"usage":{"prompt_tokens":9}}]`, true, 0, 0},
+		{`{"type":"message","usage":{"input_tokens":8,"cache_read_input_tokens":100,"output_tokens":32}}`, true, 108, 32},
+		{`{"usage":{"prompt_tokens":1,"completion_tokens":2}`, false, 0, 0},
+	} {
+		rs := &reqState{}
+		usage, ok := validAnswer([]byte(c.body))
+		if ok && usage != nil {
+			rs.noteUsageIn(usage)
+		}
+		if ok != c.ok || rs.promptTokens != c.prompt || rs.completionTokens != c.cc {
+			t.Errorf("%s: got ok=%v %d/%d, want ok=%v %d/%d", c.body, ok, rs.promptTokens, rs.completionTokens, c.ok, c.prompt, c.cc)
+		}
+	}
+}
+
 // A native Messages stream splits its usage over two events: the input in
 // message_start, the cumulative output in message_delta; both are counted.
 func TestNoteUsageMessagesStream(t *testing.T) {

@@ -650,13 +650,16 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 			return rs.failure(actx, err, true)
 		}
 	}
-	if !jsonvalid.Valid(buf.Bytes()) {
+	usage, ok := validAnswer(buf.Bytes())
+	if !ok {
 		// A 200 whose body is not one whole JSON document (cut short, or
 		// garbled) is never delivered as a success: the model's output
 		// validation case (the synthetic 502), retried elsewhere.
 		return execResult{outcome: model.Outcome{Kind: model.OutcomeQuality}}
 	}
-	rs.noteUsage(buf.Bytes()) // token counts (metrics_ops.go)
+	if usage != nil {
+		rs.noteUsageIn(usage) // token counts (metrics_ops.go)
+	}
 	h := rs.w.Header()
 	rs.setHeaders(h)
 	// The upstream's first value is passed on in its own slice (nothing
@@ -680,6 +683,20 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	rs.w.Write(buf.Bytes()) // flushed by attempt once the outcome is recorded and counted
 	return execResult{outcome: model.Outcome{Kind: model.OutcomeResponse, Status: resp.StatusCode, Headers: upstreamHeader(resp.Header)},
 		delivered: true, committed: true, status: resp.StatusCode}
+}
+
+// validAnswer reports whether a non-streamed answer is one whole JSON
+// document and returns the value of its top-level "usage" member (nil
+// without one): the pass that validates the answer also finds its usage,
+// so the body is not searched a second time, and a "usage" nested deeper
+// (a tool's arguments, a choice's own object) is never taken for it.
+func validAnswer(b []byte) (usage []byte, ok bool) {
+	ok = jsonvalid.Members(b, func(ks, ke, vs, ve int) {
+		if k := b[ks:ke]; usage == nil && (plainKeyEquals(k, "usage") || escapedKeyEquals(k, "usage")) {
+			usage = b[vs:ve]
+		}
+	})
+	return usage, ok
 }
 
 // isLength reports whether v is n in decimal as strconv writes it (no
