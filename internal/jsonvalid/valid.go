@@ -10,7 +10,9 @@
 // and nesting deeper than 10000 containers is rejected.
 //
 // FuzzValid in valid_test.go pins that equivalence differentially against
-// encoding/json.Valid; any change here must keep it passing.
+// encoding/json.Valid, and FuzzReference in offsets_test.go pins Members'
+// visits against a byte-at-a-time reference; any change here must keep
+// them passing.
 package jsonvalid
 
 import (
@@ -55,7 +57,10 @@ func init() {
 
 // Valid reports whether data is a valid JSON encoding, returning exactly what
 // encoding/json.Valid(data) returns.
-func Valid(data []byte) bool { return valid(data, nil) }
+func Valid(data []byte) bool {
+	i := skipValue(data, skipSpace(data, 0), maxNestingDepth)
+	return i >= 0 && skipSpace(data, i) == len(data)
+}
 
 // Members is Valid that also calls visit for every member of a top-level
 // object, in order, with the byte ranges of its key (quotes included, escapes
@@ -63,45 +68,112 @@ func Valid(data []byte) bool { return valid(data, nil) }
 // its fields in one pass. Calls made before an error is found still happen,
 // so a caller must use what it saw only when Members returns true.
 func Members(data []byte, visit func(keyStart, keyEnd, valueStart, valueEnd int)) bool {
-	return valid(data, visit)
+	n := len(data)
+	i := skipSpace(data, 0)
+	if i >= n || data[i] != '{' || visit == nil {
+		return Valid(data)
+	}
+	// The top-level object is walked here so that skipValue, the hot loop
+	// Valid shares, carries no per-member bookkeeping.
+	if i = skipSpace(data, i+1); i < n && data[i] == '}' {
+		return skipSpace(data, i+1) == n
+	}
+	for {
+		if i >= n || data[i] != '"' {
+			return false
+		}
+		ks := i
+		if i = skipString(data, i+1); i < 0 {
+			return false
+		}
+		ke := i
+		if i = skipSpace(data, i); i >= n || data[i] != ':' {
+			return false
+		}
+		vs := skipSpace(data, i+1)
+		// The object itself is one level of nesting.
+		if i = skipValue(data, vs, maxNestingDepth-1); i < 0 {
+			return false
+		}
+		visit(ks, ke, vs, i)
+		if i = skipSpace(data, i); i >= n {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return skipSpace(data, i+1) == n
+		default:
+			return false
+		}
+	}
 }
 
-func valid(data []byte, visit func(keyStart, keyEnd, valueStart, valueEnd int)) bool {
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace (len(data) if none).
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace[data[i]] {
+		i++
+	}
+	return i
+}
+
+// skipValue validates the one value that starts at data[i] and returns the
+// index just past it, or -1. Containers may nest limit deep.
+func skipValue(data []byte, i, limit int) int {
 	// Bit d of the stack is 1 when the container opened at depth d (0-based)
-	// is an object. The innermost kind is cached in inObj so the common
-	// ',' / closer decisions never touch memory.
+	// is an object. The innermost container's closing byte is cached in cl
+	// so the common ',' / closer decisions never touch memory.
 	var inline [inlineWords]uint64
 	stack := inline[:]
 	depth := 0
-	inObj := false
+	var cl byte // ']' or '}' when depth > 0
 	n := len(data)
-	i := 0
 	var c byte
-	// The top-level member being read, for visit: its key and value starts.
-	ks, ke, vs := -1, 0, 0
 
 	// The parser is a handful of labelled states joined by goto rather than
 	// recursive descent, so nesting costs one bit, not a stack frame, and
-	// hostile depth cannot grow the goroutine stack.
+	// hostile depth cannot grow the goroutine stack. Every state tests the
+	// next byte first and only then for whitespace, which compact bodies
+	// rarely have between tokens.
 
 value: // A value must start at the next non-space byte.
-	for i < n && isSpace[data[i]] {
-		i++
-	}
-	if i >= n {
-		return false
+	if uint(i) >= uint(n) {
+		return -1
 	}
 	c = data[i]
-	switch c {
-	case '"':
-		i = skipString(data, i+1)
-		if i < 0 {
-			return false
+	if c <= ' ' {
+		if i = skipSpace(data, i); i >= n {
+			return -1
+		}
+		c = data[i]
+	}
+	if c == '"' {
+		i++
+	str: // Inline rather than a call: a call would spill every live variable.
+		i = plainEnd(data, i)
+		if uint(i) >= uint(n) {
+			return -1
+		}
+		if c = data[i]; c != '"' {
+			if i = skipEscape(data, i); i < 0 {
+				return -1
+			}
+			goto str
+		}
+		i++
+		goto end
+	}
+	if c-'0' <= 9 || c == '-' {
+		if i = skipNumber(data, i); i < 0 {
+			return -1
 		}
 		goto end
-	case '{', '[':
-		if depth == maxNestingDepth {
-			return false
+	}
+	if c|0x20 == '{' { // '[' or '{'
+		if depth == limit {
+			return -1
 		}
 		if depth == len(stack)*64 {
 			// Sized for the maximum at once so this happens at most once
@@ -110,128 +182,105 @@ value: // A value must start at the next non-space byte.
 			copy(grown, stack)
 			stack = grown
 		}
-		inObj = c == '{'
-		if inObj {
+		cl = c + 2 // ']' or '}'
+		if c == '{' {
 			stack[depth>>6] |= 1 << (depth & 63)
 		} else {
 			stack[depth>>6] &^= 1 << (depth & 63)
 		}
 		depth++
-		i++
-		for i < n && isSpace[data[i]] {
-			i++
+		if i = skipSpace(data, i+1); i >= n {
+			return -1
 		}
-		if i >= n {
-			return false
-		}
-		// An immediate closer is handled by end, which already knows how
-		// to pop; its whitespace skip is a no-op here.
-		if inObj {
-			if data[i] == '}' {
-				goto end
-			}
-			goto key
-		}
-		if data[i] == ']' {
+		if data[i] == cl {
+			// Empty: end pops, and its whitespace skip is a no-op here.
 			goto end
 		}
+		if cl == '}' {
+			goto key
+		}
 		goto value
+	}
+	switch c {
 	case 't':
 		if n-i >= 4 && string(data[i:i+4]) == "true" {
 			i += 4
 			goto end
 		}
-		return false
 	case 'f':
 		if n-i >= 5 && string(data[i:i+5]) == "false" {
 			i += 5
 			goto end
 		}
-		return false
 	case 'n':
 		if n-i >= 4 && string(data[i:i+4]) == "null" {
 			i += 4
 			goto end
 		}
-		return false
-	default:
-		if c == '-' || c-'0' <= 9 {
-			i = skipNumber(data, i)
-			if i < 0 {
-				return false
-			}
-			goto end
-		}
-		return false
 	}
+	return -1
 
 key: // data[i] (i < n, not a space) must open an object key.
 	if data[i] != '"' {
-		return false
-	}
-	if depth == 1 && visit != nil {
-		ks = i
-	}
-	i = skipString(data, i+1)
-	if i < 0 {
-		return false
-	}
-	if depth == 1 && ks >= 0 {
-		ke = i
-	}
-	for i < n && isSpace[data[i]] {
-		i++
-	}
-	if i >= n || data[i] != ':' {
-		return false
+		return -1
 	}
 	i++
-	for i < n && isSpace[data[i]] {
-		i++
+keyStr:
+	i = plainEnd(data, i)
+	if uint(i) >= uint(n) {
+		return -1
 	}
-	if depth == 1 && ks >= 0 {
-		vs = i
+	if c = data[i]; c != '"' {
+		if i = skipEscape(data, i); i < 0 {
+			return -1
+		}
+		goto keyStr
 	}
+	i++
+	if uint(i) >= uint(n) {
+		return -1
+	}
+	if c = data[i]; c != ':' {
+		if i = skipSpace(data, i); i >= n || data[i] != ':' {
+			return -1
+		}
+	}
+	i++
 	goto value
 
 end: // A value just finished at i.
-	if depth == 1 && ks >= 0 {
-		visit(ks, ke, vs, i)
-		ks = -1
-	}
-	for i < n && isSpace[data[i]] {
-		i++
-	}
 	if depth == 0 {
-		// Exactly one top-level value: only whitespace may follow.
-		return i == n
+		return i
 	}
-	if i >= n {
-		return false
+	if uint(i) >= uint(n) {
+		return -1
 	}
 	c = data[i]
+	if c <= ' ' {
+		if i = skipSpace(data, i); i >= n {
+			return -1
+		}
+		c = data[i]
+	}
 	i++
 	if c == ',' {
-		if inObj {
-			for i < n && isSpace[data[i]] {
-				i++
-			}
-			if i >= n {
-				return false
+		if cl == '}' {
+			if i = skipSpace(data, i); i >= n {
+				return -1
 			}
 			goto key
 		}
 		goto value
 	}
-	if inObj && c == '}' || !inObj && c == ']' {
-		depth--
-		if depth > 0 {
-			d := depth - 1
-			inObj = stack[d>>6]>>(d&63)&1 == 1
-		}
-		goto end
+	if c != cl {
+		return -1
 	}
-	return false
+	depth--
+	if depth > 0 {
+		d := depth - 1
+		cl = ']' | byte(stack[d>>6]>>(d&63)&1)<<5
+	}
+	goto end
 }
 
 const (
@@ -239,59 +288,67 @@ const (
 	msb = 0x8080808080808080
 )
 
+// plainEnd returns the index of the first byte at or after i that ends a run
+// of plain string content ('"', '\\' or a control byte), or len(data).
+//
+// Plain content dominates real bodies, so it tests eight bytes per step.
+// Each subtraction below is the classic "has zero/less-than byte" trick;
+// borrows only create false positives above a genuine hit, so the lowest
+// flagged byte is always the first real stop byte. The three terms share
+// one &^ w: '"' and '\\' have the top bit clear, so w ^ '"' and w ^ '\\'
+// agree with w in every byte's top bit. Bytes >= 0x80 are never flagged:
+// encoding/json does not validate UTF-8 in strings.
+func plainEnd(data []byte, i int) int {
+	for ; i <= len(data)-8; i += 8 {
+		w := binary.LittleEndian.Uint64(data[i:])
+		// w ^ lsb*'"' has a zero byte where w has '"'. In Go, - and |
+		// bind alike, so each term needs its parentheses.
+		if m := (((w ^ (lsb * '"')) - lsb) | ((w ^ (lsb * '\\')) - lsb) | (w - lsb*0x20)) &^ w & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(data) && !strStop[data[i]] {
+		i++
+	}
+	return i
+}
+
+// skipEscape is called at a byte that stopped plainEnd other than '"': it
+// returns the index just past the escape sequence starting there, or -1 if
+// that byte is a raw control byte or starts a malformed escape.
+func skipEscape(data []byte, i int) int {
+	n := len(data)
+	if data[i] != '\\' || i+1 >= n {
+		return -1
+	}
+	switch data[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 2
+	case 'u':
+		// Only the hex digits are checked: encoding/json accepts any code
+		// unit here, lone surrogates included.
+		if n-i < 6 || !isHex[data[i+2]] || !isHex[data[i+3]] ||
+			!isHex[data[i+4]] || !isHex[data[i+5]] {
+			return -1
+		}
+		return i + 6
+	}
+	return -1
+}
+
 // skipString scans string content starting just after the opening quote and
 // returns the index just past the closing quote, or -1 if the string is
 // malformed or unterminated.
 func skipString(data []byte, i int) int {
-	n := len(data)
 	for {
-		// Plain content dominates real bodies, so test eight bytes per
-		// step for any of '"', '\\' or < 0x20. Each term below is the
-		// classic "has zero/less-than byte" trick; borrows only create
-		// false positives above a genuine hit, so the lowest flagged byte
-		// is always the first real stop byte and we can jump straight to
-		// it without re-testing it through the table.
-		if n-i >= 8 {
-			w := binary.LittleEndian.Uint64(data[i:])
-			q := w ^ (lsb * '"')
-			b := w ^ (lsb * '\\')
-			m := ((q - lsb) &^ q) | ((b - lsb) &^ b) | ((w - lsb*0x20) &^ w)
-			m &= msb
-			if m == 0 {
-				i += 8
-				continue
-			}
-			i += bits.TrailingZeros64(m) >> 3
-		} else {
-			for i < n && !strStop[data[i]] {
-				i++
-			}
-			if i >= n {
-				return -1
-			}
+		i = plainEnd(data, i)
+		if i >= len(data) {
+			return -1
 		}
-		switch data[i] {
-		case '"':
+		if data[i] == '"' {
 			return i + 1
-		case '\\':
-			if i+1 >= n {
-				return -1
-			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				// Only the hex digits are checked: encoding/json accepts
-				// any code unit here, lone surrogates included.
-				if n-i < 6 || !isHex[data[i+2]] || !isHex[data[i+3]] ||
-					!isHex[data[i+4]] || !isHex[data[i+5]] {
-					return -1
-				}
-				i += 6
-			default:
-				return -1
-			}
-		default: // raw control byte
+		}
+		if i = skipEscape(data, i); i < 0 {
 			return -1
 		}
 	}
