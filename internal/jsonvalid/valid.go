@@ -165,7 +165,22 @@ value: // A value must start at the next non-space byte.
 		i++
 		goto end
 	}
-	if c-'0' <= 9 || c == '-' {
+	if c-'0' <= 9 {
+		// Integers without a leading zero, the usual case, need no call.
+		j := i + 1
+		for j < n && data[j]-'0' <= 9 {
+			j++
+		}
+		if c != '0' && (j >= n || data[j] != '.' && data[j]|0x20 != 'e') {
+			i = j
+			goto end
+		}
+		if i = skipNumber(data, i); i < 0 {
+			return -1
+		}
+		goto end
+	}
+	if c == '-' {
 		if i = skipNumber(data, i); i < 0 {
 			return -1
 		}
@@ -265,6 +280,10 @@ end: // A value just finished at i.
 	i++
 	if c == ',' {
 		if cl == '}' {
+			if uint(i) < uint(n) && data[i] == '"' {
+				i++
+				goto keyStr
+			}
 			if i = skipSpace(data, i); i >= n {
 				return -1
 			}
@@ -291,19 +310,20 @@ const (
 // plainEnd returns the index of the first byte at or after i that ends a run
 // of plain string content ('"', '\\' or a control byte), or len(data).
 //
-// Plain content dominates real bodies, so it tests eight bytes per step.
-// Each subtraction below is the classic "has zero/less-than byte" trick;
-// borrows only create false positives above a genuine hit, so the lowest
-// flagged byte is always the first real stop byte. The three terms share
-// one &^ w: '"' and '\\' have the top bit clear, so w ^ '"' and w ^ '\\'
-// agree with w in every byte's top bit. Bytes >= 0x80 are never flagged:
-// encoding/json does not validate UTF-8 in strings.
+// Plain content dominates real bodies, so it tests eight bytes per step
+// with the classic "has a byte less than k" trick, (x - k*lsb) &^ x & msb.
+// Flipping bit 1 of every byte maps '"' to 0x20 and keeps every control
+// byte below 0x20 and every other byte at 0x21 or above, so one test finds
+// both; a second finds '\\'. Borrows only create false positives above a
+// genuine hit, so the lowest flagged byte is always the first real stop
+// byte. Both tests share one &^ w: the xors leave every byte's top bit
+// alone, and bytes >= 0x80 are never flagged, since encoding/json does not
+// validate UTF-8 in strings.
 func plainEnd(data []byte, i int) int {
 	for ; i <= len(data)-8; i += 8 {
 		w := binary.LittleEndian.Uint64(data[i:])
-		// w ^ lsb*'"' has a zero byte where w has '"'. In Go, - and |
-		// bind alike, so each term needs its parentheses.
-		if m := (((w ^ (lsb * '"')) - lsb) | ((w ^ (lsb * '\\')) - lsb) | (w - lsb*0x20)) &^ w & msb; m != 0 {
+		// In Go, - and | bind alike: each term needs its parentheses.
+		if m := (((w ^ lsb*0x02) - lsb*0x21) | ((w ^ lsb*'\\') - lsb)) &^ w & msb; m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
