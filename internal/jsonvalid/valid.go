@@ -26,8 +26,9 @@ import (
 const maxNestingDepth = 10000
 
 // inlineWords sizes the on-stack bit stack (64 levels per word). 512 levels
-// covers every real body; only pathological inputs pay for a heap fallback,
-// and keeping it small keeps the per-call zeroing cost negligible.
+// covers every real body; only pathological inputs pay for a heap stack and
+// a second pass, and keeping it small keeps the per-call zeroing cost
+// negligible.
 const inlineWords = 8
 
 // Byte class tables. Indexing a [256] table with a byte needs no bounds
@@ -38,6 +39,9 @@ var (
 	isSpace [256]bool
 	// isHex marks the bytes accepted after \u, in either case.
 	isHex [256]bool
+	// escapeLen is the length of the escape sequence that the byte after a
+	// backslash starts (0: not a valid escape).
+	escapeLen [256]uint8
 	// strStop marks the bytes that end a run of plain string content: the
 	// closing quote, the escape introducer, and control bytes, which
 	// encoding/json rejects raw. Bytes >= 0x80 are deliberately absent:
@@ -53,12 +57,16 @@ func init() {
 		isHex[c] = '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 		strStop[c] = c < 0x20 || c == '"' || c == '\\'
 	}
+	for _, c := range []byte(`"\\/bfnrt`) {
+		escapeLen[c] = 2
+	}
+	escapeLen['u'] = 6
 }
 
 // Valid reports whether data is a valid JSON encoding, returning exactly what
 // encoding/json.Valid(data) returns.
 func Valid(data []byte) bool {
-	i := skipValue(data, skipSpace(data, 0), maxNestingDepth)
+	i := valueEnd(data, skipSpace(data, 0), maxNestingDepth)
 	return i >= 0 && skipSpace(data, i) == len(data)
 }
 
@@ -92,7 +100,7 @@ func Members(data []byte, visit func(keyStart, keyEnd, valueStart, valueEnd int)
 		}
 		vs := skipSpace(data, i+1)
 		// The object itself is one level of nesting.
-		if i = skipValue(data, vs, maxNestingDepth-1); i < 0 {
+		if i = valueEnd(data, vs, maxNestingDepth-1); i < 0 {
 			return false
 		}
 		visit(ks, ke, vs, i)
@@ -111,24 +119,49 @@ func Members(data []byte, visit func(keyStart, keyEnd, valueStart, valueEnd int)
 }
 
 // skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace (len(data) if none).
+// JSON whitespace (len(data) if none). Past each whitespace byte it skips
+// a run of spaces a word at a time: indented bodies have one after every
+// newline.
 func skipSpace(data []byte, i int) int {
 	for i < len(data) && isSpace[data[i]] {
-		i++
+		if i++; i <= len(data)-8 {
+			i += bits.TrailingZeros64(binary.LittleEndian.Uint64(data[i:])^(lsb*' ')) >> 3
+		}
 	}
 	return i
 }
 
+// tooDeep is skipValue's answer when its stack is too small for the input.
+const tooDeep = -2
+
+// valueEnd returns the index just past the one value that starts at
+// data[i], or -1 if there is none or it nests more than limit deep.
+func valueEnd(data []byte, i, limit int) int {
+	var inline [inlineWords]uint64
+	end := skipValue(data, i, limit, inline[:])
+	if end == tooDeep {
+		// Only pathological inputs get here; starting over keeps every
+		// call out of skipValue, whose variables then stay in registers.
+		end = skipValue(data, i, limit, make([]uint64, (maxNestingDepth+63)/64))
+	}
+	return end
+}
+
 // skipValue validates the one value that starts at data[i] and returns the
-// index just past it, or -1. Containers may nest limit deep.
-func skipValue(data []byte, i, limit int) int {
+// index just past it, -1, or tooDeep when containers nest more than
+// len(stack)*64 deep. Containers may nest limit deep.
+//
+// It calls no function: a call would make the compiler keep every live
+// variable in memory around it, on the paths that do not make it too.
+func skipValue(data []byte, i, limit int, stack []uint64) int {
 	// Bit d of the stack is 1 when the container opened at depth d (0-based)
 	// is an object. The innermost container's closing byte is cached in cl
 	// so the common ',' / closer decisions never touch memory.
-	var inline [inlineWords]uint64
-	stack := inline[:]
 	depth := 0
 	var cl byte // ']' or '}' when depth > 0
+	// With the capacity cut to the length, the word loads' slicing checks
+	// compare with n and the capacity needs no register of its own.
+	data = data[:len(data):len(data)]
 	n := len(data)
 	var c byte
 
@@ -151,13 +184,13 @@ value: // A value must start at the next non-space byte.
 	}
 	if c == '"' {
 		i++
-	str: // Inline rather than a call: a call would spill every live variable.
+	str:
 		i = plainEnd(data, i)
 		if uint(i) >= uint(n) {
 			return -1
 		}
 		if c = data[i]; c != '"' {
-			if i = skipEscape(data, i); i < 0 {
+			if i = escapeEnd(data, i); i < 0 {
 				return -1
 			}
 			goto str
@@ -165,24 +198,43 @@ value: // A value must start at the next non-space byte.
 		i++
 		goto end
 	}
-	if c-'0' <= 9 {
-		// Integers without a leading zero, the usual case, need no call.
-		j := i + 1
-		for j < n && data[j]-'0' <= 9 {
-			j++
+	if c-'0' <= 9 || c == '-' {
+		// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? Whatever follows
+		// is judged by end, which is how "01" fails: the number is "0"
+		// and the stray "1" is not a valid continuation.
+		if c == '-' {
+			if i++; uint(i) >= uint(n) {
+				return -1
+			}
+			c = data[i]
 		}
-		if c != '0' && (j >= n || data[j] != '.' && data[j]|0x20 != 'e') {
-			i = j
-			goto end
+		i++
+		if c != '0' {
+			if c-'1' > 8 {
+				return -1
+			}
+			for i < n && data[i]-'0' <= 9 {
+				i++
+			}
 		}
-		if i = skipNumber(data, i); i < 0 {
-			return -1
+		if i < n && data[i] == '.' {
+			if i++; i >= n || data[i]-'0' > 9 {
+				return -1
+			}
+			for i < n && data[i]-'0' <= 9 {
+				i++
+			}
 		}
-		goto end
-	}
-	if c == '-' {
-		if i = skipNumber(data, i); i < 0 {
-			return -1
+		if i < n && data[i]|0x20 == 'e' {
+			if i++; i < n && (data[i] == '+' || data[i] == '-') {
+				i++
+			}
+			if i >= n || data[i]-'0' > 9 {
+				return -1
+			}
+			for i < n && data[i]-'0' <= 9 {
+				i++
+			}
 		}
 		goto end
 	}
@@ -191,11 +243,7 @@ value: // A value must start at the next non-space byte.
 			return -1
 		}
 		if depth == len(stack)*64 {
-			// Sized for the maximum at once so this happens at most once
-			// per call.
-			grown := make([]uint64, (maxNestingDepth+63)/64)
-			copy(grown, stack)
-			stack = grown
+			return tooDeep
 		}
 		cl = c + 2 // ']' or '}'
 		if c == '{' {
@@ -246,7 +294,7 @@ keyStr:
 		return -1
 	}
 	if c = data[i]; c != '"' {
-		if i = skipEscape(data, i); i < 0 {
+		if i = escapeEnd(data, i); i < 0 {
 			return -1
 		}
 		goto keyStr
@@ -333,25 +381,22 @@ func plainEnd(data []byte, i int) int {
 	return i
 }
 
-// skipEscape is called at a byte that stopped plainEnd other than '"': it
+// escapeEnd is called at a byte that stopped plainEnd other than '"': it
 // returns the index just past the escape sequence starting there, or -1 if
-// that byte is a raw control byte or starts a malformed escape.
-func skipEscape(data []byte, i int) int {
-	n := len(data)
-	if data[i] != '\\' || i+1 >= n {
-		return -1
-	}
-	switch data[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return i + 2
-	case 'u':
-		// Only the hex digits are checked: encoding/json accepts any code
-		// unit here, lone surrogates included.
-		if n-i < 6 || !isHex[data[i+2]] || !isHex[data[i+3]] ||
-			!isHex[data[i+4]] || !isHex[data[i+5]] {
-			return -1
+// that byte is a raw control byte or starts a malformed escape. Small
+// enough to be inlined, so that skipValue calls nothing.
+func escapeEnd(data []byte, i int) int {
+	if data[i] == '\\' && i+1 < len(data) {
+		switch escapeLen[data[i+1]] {
+		case 2:
+			return i + 2
+		case 6:
+			// Only the hex digits are checked: encoding/json accepts any
+			// code unit here, lone surrogates included.
+			if i+6 <= len(data) && isHex[data[i+2]] && isHex[data[i+3]] && isHex[data[i+4]] && isHex[data[i+5]] {
+				return i + 6
+			}
 		}
-		return i + 6
 	}
 	return -1
 }
@@ -368,56 +413,8 @@ func skipString(data []byte, i int) int {
 		if data[i] == '"' {
 			return i + 1
 		}
-		if i = skipEscape(data, i); i < 0 {
+		if i = escapeEnd(data, i); i < 0 {
 			return -1
 		}
 	}
-}
-
-// skipNumber scans the RFC 8259 number grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? starting at data[i] (which
-// is '-' or a digit) and returns the index just past it, or -1. Whatever
-// follows is judged by the caller, which is how "01" fails: the number is
-// "0" and the stray "1" is not a valid continuation.
-func skipNumber(data []byte, i int) int {
-	n := len(data)
-	if data[i] == '-' {
-		i++
-		if i >= n {
-			return -1
-		}
-	}
-	switch c := data[i]; {
-	case c == '0':
-		i++
-	case c-'1' <= 8:
-		i++
-		for i < n && data[i]-'0' <= 9 {
-			i++
-		}
-	default:
-		return -1
-	}
-	if i < n && data[i] == '.' {
-		i++
-		if i >= n || data[i]-'0' > 9 {
-			return -1
-		}
-		for i < n && data[i]-'0' <= 9 {
-			i++
-		}
-	}
-	if i < n && data[i]|0x20 == 'e' {
-		i++
-		if i < n && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		if i >= n || data[i]-'0' > 9 {
-			return -1
-		}
-		for i < n && data[i]-'0' <= 9 {
-			i++
-		}
-	}
-	return i
 }
