@@ -90,3 +90,21 @@ func FuzzMembers(f *testing.F) {
 	f.Add([]byte(requestBody))
 	f.Fuzz(func(t *testing.T, data []byte) { checkMembers(t, data) })
 }
+
+// BenchmarkMembers is the request path: one pass that validates a chat
+// request and reports its top-level members.
+func BenchmarkMembers(b *testing.B) {
+	body := []byte(requestBody)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	visits := 0
+	visit := func(int, int, int, int) { visits++ }
+	for b.Loop() {
+		if !Members(body, visit) {
+			b.Fatal("invalid")
+		}
+	}
+	if visits == 0 {
+		b.Fatal("no visits")
+	}
+}
