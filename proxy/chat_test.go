@@ -103,6 +103,37 @@ providers:
 	}
 }
 
+// A chat body of undeclared length (chunked) is bounded by maxBodyBytes
+// as a declared one is: past the limit a 413, within it served.
+func TestChunkedChatBodyIsBounded(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, `
+server: {maxBodyBytes: 200}
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
+`+testBase)
+	post := func(body string) (int, string) {
+		// A MultiReader has no known length: the client sends it chunked.
+		req, _ := http.NewRequest("POST", g.srv.URL+"/v1/chat/completions", io.MultiReader(strings.NewReader(body)))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := post(`{"model":"p/m"` + strings.Repeat(" ", 300) + `}`); code != 413 || !strings.Contains(body, "request_too_large") {
+		t.Fatalf("chunked body past the limit: %d %s, want 413 request_too_large", code, body)
+	}
+	if up.total() != 0 {
+		t.Fatal("a body past the limit reached the upstream")
+	}
+	if code, body := post(`{"model":"p/m","messages":[]}`); code != 200 {
+		t.Fatalf("chunked body within the limit: %d %s", code, body)
+	}
+}
+
 // docs/cooldowns.md: one bad key fails over to its sibling; a dead provider fails over
 // to the next combo target.
 func TestFallbackOrder(t *testing.T) {

@@ -147,7 +147,11 @@ type connRuntime struct {
 	provider string
 	auth     string   // "Bearer <key>", never logged
 	authHdr  []string // auth as a header value (shared by every request)
-	met      connMetrics
+	// The head of an upstream chat request that adds nothing of its own
+	// (setUpstreamHead), JSON and stream, shared by every such request:
+	// never modified once built.
+	headJSON, headSSE http.Header
+	met               connMetrics
 }
 
 // is reports whether cr is provider's connection conn.
@@ -315,9 +319,21 @@ func newProvRuntime(p ProviderConfig, pool *upstreamPool) *provRuntime {
 			cr.auth = "Bearer " + c.APIKey
 			cr.authHdr = []string{cr.auth}[:1:1]
 		}
+		cr.headJSON, cr.headSSE = make(http.Header, 4), make(http.Header, 4)
+		setUpstreamHead(cr.headJSON, cr, false)
+		setUpstreamHead(cr.headSSE, cr, true)
 		pr.conns[c.ID] = cr
 	}
 	return pr
+}
+
+// head is the shared head of conn's upstream chat requests (headJSON,
+// headSSE).
+func (cr *connRuntime) head(stream bool) http.Header {
+	if stream {
+		return cr.headSSE
+	}
+	return cr.headJSON
 }
 
 // dialUpstream opens an upstream connection under the connect timeout

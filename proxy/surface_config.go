@@ -46,6 +46,17 @@ func (c *Config) validateSurfaces() []error {
 	return errs
 }
 
+// passesHeaders reports whether the client sent a header passHeaders
+// would copy.
+func (rs *reqState) passesHeaders() bool {
+	for _, k := range rs.g.conf().Server.PassHeaders {
+		if len(rs.r.Header[k]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // passHeaders copies the allow-listed client headers onto an upstream
 // request. It reports whether it copied a header net/http's Transport
 // reads as "this request may be sent twice" (Idempotency-Key,

@@ -475,6 +475,35 @@ func TestChatPassesAllowListedHeaders(t *testing.T) {
 	}
 }
 
+// An OpenAI-compatible provider's chat request carries the allow-listed
+// headers the client sent. A request that sends none goes out on its
+// connection's shared head (connRuntime.head): what another request
+// passed never sticks to it, and the credential and framing are there.
+func TestChatPassesAllowListedHeadersOpenAICompatible(t *testing.T) {
+	g, c := newCaptureGW(t, "openai", func(w http.ResponseWriter, r *http.Request) { okJSON("hi")(w, r, 1) })
+	sent := [][]string{nil, {"OpenAI-Beta", "assistants=v2", "Cookie", "c=1"}, {"Anthropic-Version", "v9"}, nil}
+	for _, h := range sent {
+		if r := g.chat("p/m", h...); r.code != 200 {
+			t.Fatalf("%d %s", r.code, r.body)
+		}
+	}
+	if c.n() != len(sent) {
+		t.Fatalf("%d upstream requests, want %d", c.n(), len(sent))
+	}
+	for i, want := range []map[string]string{{}, {"Openai-Beta": "assistants=v2"}, {"Anthropic-Version": "v9"}, {}} {
+		req, _ := c.get(i)
+		for _, k := range []string{"Openai-Beta", "Anthropic-Version", "Anthropic-Beta", "Cookie"} {
+			if got := req.Header.Get(k); got != want[k] {
+				t.Errorf("request %d: %s = %q, want %q", i, k, got, want[k])
+			}
+		}
+		if req.Header.Get("Authorization") != "Bearer sk-secret-one" || req.Header.Get("Content-Type") != "application/json" ||
+			req.Header.Get("Accept") != "application/json" || req.Header.Get("User-Agent") != "breakwater" {
+			t.Errorf("request %d: head %v", i, req.Header)
+		}
+	}
+}
+
 // count_tokens asks an anthropic connection only when the client key may
 // use it (allowedConnections); otherwise the estimate.
 func TestMessagesCountTokensHonoursAllowedConnections(t *testing.T) {

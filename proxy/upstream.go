@@ -373,7 +373,7 @@ func (rs *reqState) execute(prov *provRuntime, conn *connRuntime, cand *model.At
 	run.clock.cw = &rs.cw
 	rs.startClock(&run.clock, execMaxMs, sent, cancel)
 	defer run.clock.stop()
-	req, err := rs.upstreamRequest(withReuseGuard(actx, &run.conn, prov.plain), prov, conn, cand) // the reuse guard (transport.go)
+	req, err := rs.upstreamRequest(withReuseGuard(actx, &run.conn, prov.plain), prov, conn, cand, &run.body) // the reuse guard (transport.go)
 	if err != nil {
 		return transport(model.TransportRefused)
 	}
@@ -390,6 +390,11 @@ type attemptRun struct {
 	clock attemptClock
 	watch streamWatch
 	conn  connWatch // the reuse guard's view of the attempt's connection
+	// body reads the upstream request's body. In the attempt's own
+	// allocation, not in reqState: the Transport may still be writing
+	// the body after the attempt has its answer, while a next attempt
+	// sends its own.
+	body bytes.Reader
 }
 
 // startClock starts the attempt's clock: the model's bound of the whole
@@ -410,30 +415,45 @@ func (rs *reqState) startClock(c *attemptClock, execMaxMs int64, sent time.Time,
 
 // upstreamRequest builds the attempt's upstream request on ctx: the
 // provider's native wire format (encoded by attempt) or the client's body
-// with the upstream model id, and the gateway's headers.
-func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn *connRuntime, cand *model.Attempt) (*http.Request, error) {
+// with the upstream model id, and the gateway's headers; rd, the
+// attempt's own, reads an OpenAI-compatible provider's body.
+func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn *connRuntime, cand *model.Attempt, rd *bytes.Reader) (*http.Request, error) {
+	wa := rs.wireFor(prov) // native wire format (proxy/adapter.go)
+	if wa == nil {
+		if prov.chatErr != nil {
+			return nil, prov.chatErr
+		}
+		body := rs.reqFor(cand).bodyFor(cand.Model)
+		if !cand.SlowLane && !rs.passesHeaders() {
+			// Nothing of this request's own goes into the head: the
+			// connection's shared one (connRuntime.head), which the
+			// upstream call only reads.
+			return newPostRequest(ctx, prov.chatReq, body, rd, conn.head(rs.req.Stream)), nil
+		}
+		req := newPostRequest(ctx, prov.chatReq, body, rd, make(http.Header, 6))
+		setUpstreamHead(req.Header, conn, rs.req.Stream)
+		rs.setOwnUpstreamHead(req, cand)
+		return req, nil
+	}
 	var req *http.Request
 	var err error
-	if wa := rs.wireFor(prov); wa != nil { // native wire format (proxy/adapter.go)
-		if t, ok := wa.(postTemplater); ok && t.postTemplate() != nil {
-			req = newPostRequest(ctx, t.postTemplate(), rs.wireBody) // a surface's chat attempt: the chat URL
-		} else {
-			req, err = newJSONRequest(ctx, rs.wireURL, rs.wireBody)
-		}
-		if err == nil {
-			wa.setAuth(req.Header, conn.cfg.APIKey)
-		}
-	} else if err = prov.chatErr; err == nil {
-		req = newPostRequest(ctx, prov.chatReq, rs.reqFor(cand).bodyFor(cand.Model))
-	}
-	if err != nil {
+	if t, ok := wa.(postTemplater); ok && t.postTemplate() != nil {
+		req = newPostRequest(ctx, t.postTemplate(), rs.wireBody, nil, make(http.Header, 6)) // a surface's chat attempt: the chat URL
+	} else if req, err = newJSONRequest(ctx, rs.wireURL, rs.wireBody); err != nil {
 		return nil, err
 	}
-	// Shared value slices (hdrJSON, conn.authHdr, …): the upstream call
-	// only reads the request's header, so one copy serves every request.
-	h := req.Header
+	wa.setAuth(req.Header, conn.cfg.APIKey)
+	setUpstreamHead(req.Header, conn, rs.req.Stream)
+	rs.setOwnUpstreamHead(req, cand)
+	return req, nil
+}
+
+// setUpstreamHead sets the headers every upstream request of conn
+// carries. Shared value slices (hdrJSON, conn.authHdr, …): the upstream
+// call only reads the request's header, so one copy serves every request.
+func setUpstreamHead(h http.Header, conn *connRuntime, stream bool) {
 	h["Content-Type"] = hdrJSON
-	if rs.req.Stream {
+	if stream {
 		h["Accept"] = hdrSSE
 	} else {
 		h["Accept"] = hdrJSON
@@ -442,9 +462,14 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 		h["Authorization"] = conn.authHdr
 	}
 	h["User-Agent"] = hdrUserAgent
-	setSpendWallHeader(h, cand) // docs/spendwall.md: the model put this attempt on the lane
+}
+
+// setOwnUpstreamHead adds the headers of the request's own to its
+// upstream request's head.
+func (rs *reqState) setOwnUpstreamHead(req *http.Request, cand *model.Attempt) {
+	setSpendWallHeader(req.Header, cand) // docs/spendwall.md: the model put this attempt on the lane
 	// The client's allow-listed headers (surface_config.go).
-	if rs.passHeaders(h) {
+	if rs.passHeaders(req.Header) {
 		// With an idempotency key and a GetBody the Transport would send
 		// a written POST again when its connection fails (transport.go):
 		// without GetBody it never does. The cost: such a request is not
@@ -453,7 +478,6 @@ func (rs *reqState) upstreamRequest(ctx context.Context, prov *provRuntime, conn
 		// the model decides.
 		req.GetBody = nil
 	}
-	return req, nil
 }
 
 // exchange sends the attempt's request and reads what came back: an
@@ -529,24 +553,28 @@ type postTemplater interface {
 // newPostRequest is http.NewRequestWithContext(ctx, tmpl.Method, tmpl.URL,
 // bytes.NewReader(body)) for a URL parsed once per provider: parsing it
 // for every attempt was about 2 % of the gateway's instructions per
-// request (make bench-instr). The URL is copied, so nothing an attempt does
-// to its request reaches the template.
-func newPostRequest(ctx context.Context, tmpl *http.Request, body []byte) *http.Request {
+// request (make bench-instr). The URL is the template's own: nothing
+// changes a request's URL once built (a RoundTripper must not), so one
+// copy serves every attempt. rd, when not nil, is the reader to read
+// body with (the attempt's own); h is the request's header.
+func newPostRequest(ctx context.Context, tmpl *http.Request, body []byte, rd *bytes.Reader, h http.Header) *http.Request {
 	req := tmpl.WithContext(ctx)
-	u := *tmpl.URL
-	req.URL = &u
-	req.Header = make(http.Header, 6)
+	req.Header = h
 	req.ContentLength = int64(len(body))
 	if len(body) == 0 {
 		req.Body = http.NoBody
 		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
 		return req
 	}
+	if rd == nil {
+		rd = new(bytes.Reader)
+	}
+	rd.Reset(body)
 	// A bytes.Reader behind io.NopCloser, which the Transport recognises
 	// as in memory: it then writes head and body in one write. Any other
 	// reader type makes it flush the head first, one more syscall (and
 	// one more wake-up of the upstream) per attempt.
-	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.Body = io.NopCloser(rd)
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	return req
 }
