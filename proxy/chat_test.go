@@ -70,13 +70,16 @@ func TestJSONPassThroughAndHeaders(t *testing.T) {
 	}
 }
 
-func TestBadRequests(t *testing.T) {
-	up := newFakeUp(t)
-	g := newGW(t, up, `
+// smallBodyConfig is one provider behind a 200-byte body limit.
+const smallBodyConfig = `
 server: {maxBodyBytes: 200}
 providers:
   - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
-`+testBase)
+` + testBase
+
+func TestBadRequests(t *testing.T) {
+	up := newFakeUp(t)
+	g := newGW(t, up, smallBodyConfig)
 	cases := []struct {
 		body string
 		code int
@@ -107,11 +110,7 @@ providers:
 // as a declared one is: past the limit a 413, within it served.
 func TestChunkedChatBodyIsBounded(t *testing.T) {
 	up := newFakeUp(t)
-	g := newGW(t, up, `
-server: {maxBodyBytes: 200}
-providers:
-  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: k}]}
-`+testBase)
+	g := newGW(t, up, smallBodyConfig)
 	post := func(body string) (int, string) {
 		// A MultiReader has no known length: the client sends it chunked.
 		req, _ := http.NewRequest("POST", g.srv.URL+"/v1/chat/completions", io.MultiReader(strings.NewReader(body)))

@@ -288,6 +288,9 @@ key: // data[i] (i < n, not a space) must open an object key.
 		return -1
 	}
 	i++
+	// The value's string loop again, not a shared function: a call per
+	// string is what made the validator slow (the caller spills and
+	// reloads its state around it).
 keyStr:
 	i = plainEnd(data, i)
 	if uint(i) >= uint(n) {
