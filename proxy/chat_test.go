@@ -70,6 +70,12 @@ func TestJSONPassThroughAndHeaders(t *testing.T) {
 	}
 }
 
+// oneConn is one provider with one connection.
+const oneConn = `
+providers:
+  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
+` + testBase
+
 // smallBodyConfig is one provider behind a 200-byte body limit.
 const smallBodyConfig = `
 server: {maxBodyBytes: 200}
@@ -562,10 +568,7 @@ providers:
 // normally ("stop", with usage) and then got the error.
 func TestReasoningOnlyStreamEndsWithTheErrorNotAFinish(t *testing.T) {
 	up := newFakeUp(t)
-	g := newGW(t, up, `
-providers:
-  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
-`+testBase)
+	g := newGW(t, up, oneConn)
 	up.set("c", sse(streamOpt{reasoning: 2, chunks: 0}))
 	r := g.stream("p/m")
 	if r.code != 200 || !strings.Contains(r.body, "reasoning_content") || !strings.Contains(r.body, "empty_response") {
@@ -1033,10 +1036,7 @@ providers:
 // (a stream had none), so a support ticket can name the upstream's id.
 func TestUpstreamRequestIDOnJSONAndStream(t *testing.T) {
 	up := newFakeUp(t)
-	g := newGW(t, up, `
-providers:
-  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
-`+testBase)
+	g := newGW(t, up, oneConn)
 	withID := func(b behaviour) behaviour {
 		return func(w http.ResponseWriter, r *http.Request, n int) {
 			w.Header().Set("X-Request-Id", "up-req-7")
@@ -1060,10 +1060,7 @@ providers:
 // tables on every stream.
 func TestStreamHeadFitsASmallMap(t *testing.T) {
 	up := newFakeUp(t)
-	g := newGW(t, up, `
-providers:
-  - {id: p, baseURL: {{UP}}, models: [m], connections: [{id: c, apiKey: c}]}
-`+testBase)
+	g := newGW(t, up, oneConn)
 	sseWithID := sse(streamOpt{chunks: 2})
 	up.set("c", func(w http.ResponseWriter, r *http.Request, n int) {
 		w.Header().Set("X-Request-Id", "up-req-8")
