@@ -3,7 +3,8 @@
 # the mock upstream measured directly, through the plain net/http floor
 # (examples/bareproxy: Server + Transport, no logic; label "bare-proxy") and
 # through the gateway, in one run, then the summarize table. Every gateway
-# figure is read against the floor's from the same run.
+# figure is read against the floor's from the same run; the three targets
+# take turns level by level.
 # Env: PERFKIT (required: the perf kit, see examples/perfkit.sh), LEVELS, REPS,
 # D, WARM (passed to perfkit's bench.sh), MOCK_ARGS (e.g. "-chunk-delay 100ms"),
 # BENCH_MOCK_ADDR, BENCH_GW_ADDR, OUT, RT (e.g. "chrt -r 20": run mock, gateway
@@ -50,9 +51,16 @@ wait_bare() {
 }
 wait_bare
 rm -f "$OUT/direct.jsonl" "$OUT/bare.jsonl" "$OUT/gateway.jsonl" "$OUT/gateway-pg.jsonl"
-$RT "$PERFKIT/bench.sh" direct "http://$BENCH_MOCK_ADDR/v1/chat/completions" gpt-4o-mini "$mock" "$OUT/direct.jsonl"
-$RT "$PERFKIT/bench.sh" bare-proxy "http://$BARE_ADDR/v1/chat/completions" gpt-4o-mini "$bare" "$OUT/bare.jsonl"
-$RT "$PERFKIT/bench.sh" breakwater "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gw" "$OUT/gateway.jsonl"
+# Interleaved: each repetition of each level measures the three targets
+# back to back, so a machine that slows down or speeds up during the run
+# moves all three alike instead of whichever target ran in that stretch.
+for rep in $(seq 1 "${REPS:-3}"); do
+  for lvl in ${LEVELS:-c1 c50 r2000 r5000 sc1 sc50}; do
+    REPS=1 LEVELS=$lvl $RT "$PERFKIT/bench.sh" direct "http://$BENCH_MOCK_ADDR/v1/chat/completions" gpt-4o-mini "$mock" "$OUT/direct.jsonl"
+    REPS=1 LEVELS=$lvl $RT "$PERFKIT/bench.sh" bare-proxy "http://$BARE_ADDR/v1/chat/completions" gpt-4o-mini "$bare" "$OUT/bare.jsonl"
+    REPS=1 LEVELS=$lvl $RT "$PERFKIT/bench.sh" breakwater "http://$BENCH_GW_ADDR/v1/chat/completions" mock/gpt-4o-mini "$gw" "$OUT/gateway.jsonl"
+  done
+done
 files=("$OUT/direct.jsonl" "$OUT/bare.jsonl" "$OUT/gateway.jsonl")
 if [[ -n "${BENCH_PG_URL:-}" ]]; then
   kill "$gw" 2>/dev/null || true
