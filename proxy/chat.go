@@ -67,6 +67,7 @@ type reqState struct {
 	lastFail    *failure     // the last upstream failure (body for the client)
 	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
 	headersAt   time.Time    // when the current attempt's response headers came (zero = none)
+	recordedAt  time.Time    // when record last reported an attempt to the flow (its end)
 	lastV       model.Verdict
 	lastIsLocal bool   // the last failure was local
 	provider    string // what served (or was tried) last
