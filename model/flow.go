@@ -116,8 +116,17 @@ type Step struct {
 // StartFlow begins a request's flow at now; its whole-request budget
 // (requestBudget.maxAttempts, deadlineMs) starts with it.
 func (e *Engine) StartFlow(now Time, route Route, session string, allowed []ConnRef) Flow {
-	return Flow{Route: route, Session: session, Allowed: allowed, start: now,
-		deadline: now.Add(int64(e.settings.RequestBudget.DeadlineMs))}
+	var f Flow
+	e.StartFlowIn(&f, now, route, session, allowed)
+	return f
+}
+
+// StartFlowIn is StartFlow written into *f in place: a Flow is large, and
+// one returned by value is built in a temporary, then copied.
+func (e *Engine) StartFlowIn(f *Flow, now Time, route Route, session string, allowed []ConnRef) {
+	*f = Flow{}
+	f.Route, f.Session, f.Allowed, f.start = route, session, allowed, now
+	f.deadline = now.Add(int64(e.settings.RequestBudget.DeadlineMs))
 }
 
 // Reset starts f anew like StartFlow but keeps its buffers, so a shell that

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -388,5 +389,20 @@ func TestFlowUnsupportedAnswerNamesTheFirst(t *testing.T) {
 	}
 	if u := connOf(e, "an", "k1").Uses + connOf(e, "ge", "k1").Uses; u != 0 {
 		t.Fatalf("passing a target over is no use: %d", u)
+	}
+}
+
+// TestStartFlowInIsStartFlow: starting a flow in place over a used one
+// gives what StartFlow returns.
+func TestStartFlowInIsStartFlow(t *testing.T) {
+	e := mustEngine(t, topo(oneProvider("a", ProfileAPIKey, 1)), nil)
+	r := route(t, e, "a/m1")
+	allowed := []ConnRef{{Provider: "a", Connection: "x"}}
+	want := e.StartFlow(at(100), r, "s", allowed)
+	f := e.StartFlow(at(5), r, "", nil)
+	f.Next(at(5), e, &Selection{})
+	e.StartFlowIn(&f, at(100), r, "s", allowed)
+	if !reflect.DeepEqual(f, want) {
+		t.Fatalf("StartFlowIn gave %+v, want %+v", f, want)
 	}
 }

@@ -67,6 +67,7 @@ type reqState struct {
 	lastFail    *failure     // the last upstream failure (body for the client)
 	lastLocal   *model.Error // the last local refusal (admission, pacing, execution bound)
 	headersAt   time.Time    // when the current attempt's response headers came (zero = none)
+	recordedAt  time.Time    // when record last reported an attempt to the flow (its end)
 	lastV       model.Verdict
 	lastIsLocal bool   // the last failure was local
 	provider    string // what served (or was tried) last
@@ -406,10 +407,11 @@ func (rs *reqState) nextStep() {
 // with step (and the client still there) it also takes the flow's first
 // step into rs.step under the same lock, as the loop's first nextStep
 // would (the connections leased now read before it, as refreshHeld does).
-// stepped reports whether it did. Out of line: the Flow that StartFlow
-// returns by value is a 1 KiB temporary, which inlined into run would
-// stay in run's frame under every later call of the request (stack per
-// held stream, docs/gateway.md "Measuring").
+// stepped reports whether it did. The flow is started in place
+// (StartFlowIn: a Flow is 1 KiB). Out of line: the Step that Next returns
+// by value is a large temporary, which inlined into run would stay in
+// run's frame under every later call of the request (stack per held
+// stream, docs/gateway.md "Measuring").
 //
 //go:noinline
 func (rs *reqState) startFlow(allowed []model.ConnRef, step bool) (stepped bool, err error) {
@@ -429,7 +431,7 @@ func (rs *reqState) startFlow(allowed []model.ConnRef, step bool) (stepped bool,
 		return false, err
 	}
 	now := g.modelNow()
-	rs.flow = g.eng.StartFlow(now, route, rs.session, allowed)
+	g.eng.StartFlowIn(&rs.flow, now, route, rs.session, allowed)
 	rs.resumeStart() // proxy/resume.go
 	if !step || rs.ctx.Err() != nil {
 		return false, nil

@@ -152,6 +152,9 @@ type connRuntime struct {
 	// never modified once built.
 	headJSON, headSSE http.Header
 	met               connMetrics
+	// limiter is the connection's pacer limiter once an attempt looked
+	// it up (pacers.limiterIn; pacers.mu guards it).
+	limiter *model.Limiter
 }
 
 // is reports whether cr is provider's connection conn.

@@ -40,6 +40,19 @@ func limitsOf(o RateLimitOverrides) model.ConnLimits {
 	return model.ConnLimits{RPM: o.RPM, MinTimeMs: int64(o.MinTimeMs)}
 }
 
+// limiterIn is limiter(ref), kept in *cached (a connection's runtime,
+// guarded by ps.mu like the map) so that a later call skips the map's
+// hash of ref: a limiter, once made, is never removed or replaced.
+func (ps *pacers) limiterIn(ref model.ConnRef, cached **model.Limiter) *model.Limiter {
+	if cached == nil {
+		return ps.limiter(ref)
+	}
+	if *cached == nil {
+		*cached = ps.limiter(ref)
+	}
+	return *cached
+}
+
 func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 	l := ps.by[ref]
 	if l == nil {
@@ -57,9 +70,16 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 // names the attempt: a sibling of it is told the slot's instant on the
 // gateway's clock while it sleeps.
 func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
-	now := ps.now().UnixMilli()
+	return ps.waitFrom(ctx, ps.now(), ref, nil, modelID, o, depth, queueLeft, rep)
+}
+
+// waitFrom is wait for an attempt that asks for its slot at at, a
+// reading of the pacers' clock the caller has just taken; cached, when
+// not nil, keeps ref's limiter for the next call (limiterIn).
+func (ps *pacers) waitFrom(ctx context.Context, at time.Time, ref model.ConnRef, cached **model.Limiter, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
+	now := at.UnixMilli()
 	ps.mu.Lock()
-	l := ps.limiter(ref)
+	l := ps.limiterIn(ref, cached)
 	pw, st := l.Enter(now, modelID, limitsOf(o), depth, queueLeft.Milliseconds())
 	ps.mu.Unlock()
 	if st.Go {

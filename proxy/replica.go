@@ -75,9 +75,8 @@ func (rs *reqState) logAttempt(a *model.Attempt, out *execResult, sent time.Time
 	if !ok {
 		return // only dispatched attempts get here: an execution-bound cut is logged too
 	}
-	now := rs.g.now()
 	rec := store.LogRecord{Time: sent, RequestID: rs.logID, Provider: a.Provider, Connection: a.Connection,
-		Model: a.Model, Route: rs.req.Model, LatencyMs: now.Sub(sent).Milliseconds(), ErrorType: out.outcome.Kind.String(), EgressIP: out.egressIP}
+		Model: a.Model, Route: rs.req.Model, LatencyMs: rs.recordedAt.Sub(sent).Milliseconds(), ErrorType: out.outcome.Kind.String(), EgressIP: out.egressIP}
 	if !rs.headersAt.IsZero() {
 		rec.FirstByteMs = max(1, rs.headersAt.Sub(sent).Milliseconds())
 	}

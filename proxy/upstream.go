@@ -273,7 +273,11 @@ func (rs *reqState) admit(a *model.Attempt, conn *connRuntime) (slot, int64, *mo
 	if refusal == nil && a.Limited { // docs/admission.md: the engine says this connection goes through the admission queue
 		queueLeft -= waited
 		var paced time.Duration
-		if paced, refusal = g.pace.wait(rs.ctx, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rep); refusal != nil {
+		at := now // the gate let it through at once: the same instant
+		if waited > 0 {
+			at = g.now()
+		}
+		if paced, refusal = g.pace.waitFrom(rs.ctx, at, model.ConnRef{Provider: a.Provider, Connection: a.Connection}, &conn.limiter, a.Model, ov, rs.s.RequestQueue.MaxQueueDepth, queueLeft, rep); refusal != nil {
 			sl.release()
 		}
 		waited += paced
@@ -296,7 +300,10 @@ func (rs *reqState) record(a *model.Attempt, out *execResult) (bool, int) {
 	var ans *model.Step
 	var fb model.LimiterFeedback
 	g.lock()
-	now := g.modelNow() // one reading for the whole record
+	// One reading for the whole record, and the end of a dispatched
+	// attempt's request log record (logAttempt).
+	rs.recordedAt = g.now()
+	now := model.TimeOf(rs.recordedAt)
 	if out.egressIP != "" {
 		// Before Record: a 429 on an egress-bucketed provider cools the
 		// siblings sharing this attempt's egress IP (docs/classification.md).
@@ -511,7 +518,9 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 	if wa := rs.wireFor(prov); wa != nil { // error bodies above stay native; a success reads as OpenAI
 		wa.wrap(resp, cand.Model)
 	}
-	if strings.HasPrefix(headerValue(resp.Header, "Content-Type"), "text/event-stream") {
+	// Read once: a JSON answer passes the same value on (deliverJSON).
+	ct := resp.Header["Content-Type"]
+	if len(ct) > 0 && strings.HasPrefix(ct[0], "text/event-stream") {
 		if !rs.req.Stream {
 			// A stream to a request that asked for one JSON answer: a
 			// client of the API cannot read it, so it is not relayed (the
@@ -525,7 +534,7 @@ func (rs *reqState) exchange(actx context.Context, cancel context.CancelCauseFun
 		return rs.pipeStream(actx, run, resp, conn.cfg.APIKey)
 	}
 	clock.headersInAt(head, to.FirstContentMs.Duration())
-	return rs.deliverJSON(actx, clock, resp)
+	return rs.deliverJSON(actx, clock, resp, ct)
 }
 
 // errorAnswer reads an upstream's error status and body. An error body is
@@ -642,8 +651,9 @@ var (
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // deliverJSON reads a non-streamed answer whole (so a broken body can still
-// be retried elsewhere), then writes it to the client.
-func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp *http.Response) execResult {
+// be retried elsewhere), then writes it to the client; ct is the answer's
+// Content-Type values (resp.Header's own, as exchange read them).
+func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp *http.Response, ct []string) execResult {
 	to := &rs.s.UpstreamTimeouts
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -693,8 +703,8 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	// The upstream's first value is passed on in its own slice (nothing
 	// else reads or changes resp.Header now; maps net/http parses are keyed
 	// canonically, see headerValue).
-	if ct := firstValue(resp.Header, "Content-Type"); ct != nil {
-		h["Content-Type"] = ct
+	if len(ct) > 0 && ct[0] != "" {
+		h["Content-Type"] = ct[:1:1]
 	} else {
 		h["Content-Type"] = hdrJSON
 	}

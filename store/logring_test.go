@@ -261,3 +261,29 @@ func TestStorableTextRule(t *testing.T) {
 		}
 	})
 }
+
+// FuzzStorableText checks the word-at-a-time ASCII pass against the
+// byte-by-byte rule and storableText against the slow path, on any input.
+func FuzzStorableText(f *testing.F) {
+	for _, s := range []string{"", "a", "abcdefgh", "abcdefg\x00", "\x00bcdefgh", "abc\x80defgh", "01234567\x7f", "café", "req-\xff\x00id", "12345678\x01\x7f\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ascii := true
+		for i := 0; i < len(s); i++ {
+			if s[i] == 0 || s[i] >= utf8.RuneSelf {
+				ascii = false
+			}
+		}
+		if got := plainASCII(s); got != ascii {
+			t.Fatalf("plainASCII(%q) = %v, want %v", s, got, ascii)
+		}
+		want := s
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			want = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+		}
+		if got := storableText(s); got != want {
+			t.Fatalf("storableText(%q) = %q, want %q", s, got, want)
+		}
+	})
+}

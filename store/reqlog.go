@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,19 +98,35 @@ func sanitize(r LogRecord) LogRecord {
 // log writer would retry that batch for ever while every later record
 // waited behind it. Both stores keep the same text.
 func storableText(s string) string {
-	// The common value (an id, a name, an error type) is short ASCII: one
-	// pass over it, instead of the UTF-8 check and the NUL search each
-	// with a call per field of every record.
-	ascii := len(s) <= 64
-	for i := 0; ascii && i < len(s); i++ {
-		if c := s[i]; c == 0 || c >= utf8.RuneSelf {
-			ascii = false
-		}
-	}
-	if ascii || utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+	// The common value (an id, a name, an error type) is short ASCII
+	// without NUL, kept as it is after one pass over it, instead of the
+	// UTF-8 check and the NUL search each with a call per field of every
+	// record.
+	if len(s) <= 64 && plainASCII(s) || utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// plainASCII reports whether every byte of s is in 0x01..0x7f. It reads
+// eight bytes at a time: a byte of w is 0 or has its high bit set exactly
+// when its bit 7 is set in (w - 0x01…01) | w (no byte borrows from the
+// next when none is 0; the lowest 0 byte borrows and sets its bit 7).
+func plainASCII(s string) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64([]byte(s[:8]))
+		if ((w-lo)|w)&hi != 0 {
+			return false
+		}
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == 0 || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func truncateUTF8(s string, n int) string {

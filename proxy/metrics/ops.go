@@ -26,7 +26,18 @@ type Ops struct {
 	// WithLabelValues hashes its labels under a lock on every call, and a
 	// request would call it five times. Its keys are bounded label values.
 	cacheMu sync.RWMutex
-	cache   map[OpsKey]*OpsSeries
+	cache   map[OpsKey]*opsEntry
+	// last is the entry Series returned last: requests in a row mostly
+	// share their labels, and comparing a key costs less than hashing
+	// it and taking the lock. Set only under cacheMu (read or write
+	// lock), so a SetLabels drops it with the map.
+	last atomic.Pointer[opsEntry]
+}
+
+// opsEntry is one cached label combination with its series.
+type opsEntry struct {
+	k OpsKey
+	s *OpsSeries
 }
 
 // OpsKey is one label combination of the operator series.
@@ -46,22 +57,30 @@ type OpsSeries struct {
 
 // Series returns k's series, looked up once per label combination.
 func (m *Ops) Series(k OpsKey) *OpsSeries {
+	if e := m.last.Load(); e != nil && e.k == k {
+		return e.s
+	}
 	m.cacheMu.RLock()
-	s := m.cache[k]
+	e := m.cache[k]
+	if e != nil {
+		m.last.Store(e)
+	}
 	m.cacheMu.RUnlock()
-	if s != nil {
-		return s
+	if e != nil {
+		return e.s
 	}
 	stream := strconv.FormatBool(k.Stream)
-	s = &OpsSeries{
+	s := &OpsSeries{
 		Requests:   m.requests.WithLabelValues(k.Provider, k.Model, k.Key, k.Surface, k.Outcome),
 		Prompt:     m.tokens.WithLabelValues(k.Provider, k.Model, k.Key, "prompt"),
 		Completion: m.tokens.WithLabelValues(k.Provider, k.Model, k.Key, "completion"),
 		E2E:        m.e2e.WithLabelValues(k.Provider, k.Model, stream),
 		TTFT:       m.ttft.WithLabelValues(k.Provider, k.Model),
 	}
+	e = &opsEntry{k: k, s: s}
 	m.cacheMu.Lock()
-	m.cache[k] = s
+	m.cache[k] = e
+	m.last.Store(e)
 	m.cacheMu.Unlock()
 	return s
 }
@@ -99,7 +118,7 @@ func NewOps(l *Labels, build BuildInfo) *Ops {
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "breakwater_build_info",
 			Help: "1, labelled with the running binary's version, commit and Go version."}, []string{"version", "commit", "goversion"}),
 	}
-	m.cache = map[OpsKey]*OpsSeries{}
+	m.cache = map[OpsKey]*opsEntry{}
 	m.Reloads.WithLabelValues("success")
 	m.Reloads.WithLabelValues("failure")
 	m.build.WithLabelValues(build.Version, build.Commit, build.GoVersion).Set(1)
@@ -117,7 +136,8 @@ func (m *Ops) Collectors() []prometheus.Collector {
 func (m *Ops) SetLabels(l *Labels) {
 	m.labels.Store(l)
 	m.cacheMu.Lock()
-	m.cache = map[OpsKey]*OpsSeries{} // label values of a removed key or model go with it
+	m.cache = map[OpsKey]*opsEntry{} // label values of a removed key or model go with it
+	m.last.Store(nil)
 	m.cacheMu.Unlock()
 }
 
