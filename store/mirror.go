@@ -81,6 +81,9 @@ type mirror struct {
 	track bool // collect dirty entries (Postgres); the memory store does not
 	ents  map[key]*entry
 	dirty []*entry
+	// flight is how many entities a flush took (takeDirty) and has not
+	// finished writing: still pending changes, though no longer dirty.
+	flight int
 	// remote holds other replicas' values waiting for ApplyRemote, latest
 	// per entity.
 	remote map[key]remoteValue
@@ -265,12 +268,14 @@ func (m *mirror) takeDirty() []entry {
 	}
 	clear(m.dirty)
 	m.dirty = m.dirty[:0]
+	m.flight = len(out)
 	return out
 }
 
 // requeue marks entities dirty again after a failed flush; their values in
 // the mirror are the latest anyway.
 func (m *mirror) requeue(batch []entry) {
+	m.flight = 0
 	for i := range batch {
 		if e, ok := m.ents[batch[i].key]; ok {
 			e.flushing = false
@@ -279,8 +284,17 @@ func (m *mirror) requeue(batch []entry) {
 	}
 }
 
+// pending counts the entities whose local change is not yet written: the
+// dirty ones and those a flush is writing now (one taken and changed
+// again since counts once).
 func (m *mirror) pending() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.dirty)
+	n := len(m.dirty) + m.flight
+	for _, e := range m.dirty {
+		if e.flushing {
+			n--
+		}
+	}
+	return n
 }

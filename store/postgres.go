@@ -313,6 +313,7 @@ func (s *Postgres) Flush(ctx context.Context) error {
 	s.written.Add(int64(res.written))
 	s.flushes.Add(1)
 	s.m.mu.Lock()
+	s.m.flight = 0
 	for i := range batch {
 		e, ok := s.m.ents[batch[i].key]
 		if ok {

@@ -153,6 +153,54 @@ func TestPostgresFailOpenConvergesAfterOutage(t *testing.T) {
 	}
 }
 
+func TestPostgresPendingCountsAFlushInFlight(t *testing.T) {
+	// Health's pending counts every change not yet written: while a flush
+	// is writing a batch (the background loop's included) its entities are
+	// no longer dirty but still pending, and one changed again meanwhile
+	// counts once.
+	url := pgtest.NewDB(t)
+	s := openPG(t, url, nil)
+	if _, err := s.Load(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t)
+	driveIncident(t, e, s)
+	before := s.Health().Pending
+	if before == 0 {
+		t.Fatal("no pending changes before the flush")
+	}
+	var during, again int
+	s.flushMu.Lock()
+	s.beforeWrite = func() {
+		during = s.Health().Pending
+		hit(t, e, t0.Add(5000), "rr", status(429)) // changes an entity of the batch
+		ch := e.Changes()
+		if len(ch) == 0 {
+			t.Error("the second hit changed nothing")
+		}
+		s.Apply(ch)
+		again = s.Health().Pending
+	}
+	s.flushMu.Unlock()
+	if err := s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	s.flushMu.Lock()
+	s.beforeWrite = nil
+	s.flushMu.Unlock()
+	if during != before {
+		t.Fatalf("pending while the batch is written: %d, want %d", during, before)
+	}
+	if again != before {
+		t.Fatalf("pending after changing an entity in flight: %d, want %d (counted once)", again, before)
+	}
+	// After the flush only the re-changed entities are left (unless the
+	// background loop has written them too).
+	if got := s.Health().Pending; got >= before {
+		t.Fatalf("pending after the flush: %d, want fewer than %d", got, before)
+	}
+}
+
 func TestPostgresCloseDuringOutageSaysWhatIsLost(t *testing.T) {
 	// docs/store.md "Fail-open": a stop during an outage loses what could
 	// not be written, and Close says how many — in its error and in a log
