@@ -9,8 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/breakwater-gw/breakwater/model"
+	"github.com/breakwater-gw/breakwater/store"
 )
 
 const twoConns = `
@@ -715,6 +719,39 @@ func TestConcurrentRequests(t *testing.T) {
 	if up.total() < 40 {
 		t.Fatalf("calls = %d", up.total())
 	}
+}
+
+// countingStore counts the change records the pump hands to the store.
+type countingStore struct {
+	*store.Memory
+	n atomic.Int64
+}
+
+func (c *countingStore) Apply(ch []model.Change) {
+	c.n.Add(int64(len(ch)))
+	c.Memory.Apply(ch)
+}
+
+// The pump hands change records over pumpEvery after the first arrived and
+// sleeps while nothing changes: a record made after a quiet spell, with no
+// batch pending and the pump's wait not started, still reaches the store.
+func TestPumpHandsOverAfterAQuietSpell(t *testing.T) {
+	up := newFakeUp(t)
+	st := &countingStore{Memory: store.NewMemory(store.MemoryOptions{})}
+	g := newGWStore(t, up, twoConns, st)
+	up.set("glm-k1", status(503, `{}`))
+	up.set("glm-k2", status(503, `{}`))
+	g.chat("glm/glm-5") // failures: the connections' windows change
+	handedOver := func() bool {
+		g.g.mu.Lock()
+		defer g.g.mu.Unlock()
+		return len(g.g.pending) == 0 && st.n.Load() > 0
+	}
+	eventually(t, "the first records reach the store", handedOver)
+	first := st.n.Load()
+	up.set("oa-o1", status(503, `{}`))
+	g.chat("oa/gpt-5") // a connection the first request did not touch
+	eventually(t, "the records after the quiet spell reach the store", func() bool { return st.n.Load() > first })
 }
 
 // docs/admission.md: a paced connection queues a request for its slot; a slot that

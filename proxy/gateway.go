@@ -75,7 +75,8 @@ type Gateway struct {
 	eng     *model.Engine
 	pending []model.Change
 	spare   []model.Change // the pump's second buffer (only the pump touches it)
-	kick    chan struct{}
+	kick    chan struct{}  // pending reached pumpBatch: hand it over now
+	wake    chan struct{}  // pending was empty and got a record: start the pump's wait
 
 	store StateStore
 	lower []settings.NamedLayer
@@ -205,7 +206,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if waiting == nil {
 		waiting = func(int) {}
 	}
-	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1),
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, eng: eng, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		store: opts.Store, lower: lower, saved: saved,
 		provs: map[string]*provRuntime{}, gate: newGate(waiting), pace: newPacers(opts.Now, waiting), waiting: waiting, deadlines: opts.Deadlines,
 		stopPump: make(chan struct{}), pumpDone: make(chan struct{})}
@@ -385,19 +386,22 @@ func (g *Gateway) lock() { g.mu.Lock() }
 
 func (g *Gateway) unlock() {
 	if ch := g.eng.Changes(); len(ch) > 0 {
+		first := len(g.pending) == 0
 		g.pending = append(g.pending, ch...)
+		if first {
+			signal(g.wake)
+		}
 		if len(g.pending) >= pumpBatch {
-			select {
-			case g.kick <- struct{}{}:
-			default:
-			}
+			signal(g.kick)
 		}
 	}
 	g.mu.Unlock()
 }
 
-// The pump hands change records to the store every pumpEvery, or at once
-// when pumpBatch records wait: no per-request wake-up on the hot path.
+// The pump hands change records to the store pumpEvery after the first of
+// them arrived, or at once when pumpBatch records wait: no per-request
+// wake-up on the hot path, and none at all while nothing changes (a
+// ticker would wake an idle gateway fifty times a second).
 const (
 	pumpEvery = 20 * time.Millisecond
 	pumpBatch = 4096
@@ -410,21 +414,37 @@ func (g *Gateway) settings() *model.Settings { return &g.rt.Load().s }
 // pump hands drained change records to the store, off the request path.
 func (g *Gateway) pump() {
 	defer close(g.pumpDone)
-	tick := time.NewTicker(pumpEvery)
-	defer tick.Stop()
+	t := time.NewTimer(pumpEvery)
+	t.Stop()
+	defer t.Stop()
+	armed := false
 	remote := g.updates()
 	for {
 		select {
 		case <-remote:
 			g.applyRemote()
+		case <-g.wake:
+			if !armed {
+				t.Reset(pumpEvery)
+				armed = true
+			}
 		case <-g.kick:
 			g.drainToStore()
-		case <-tick.C:
+		case <-t.C:
+			armed = false
 			g.drainToStore()
 		case <-g.stopPump:
 			g.drainToStore()
 			return
 		}
+	}
+}
+
+// signal wakes c's receiver without blocking; one signal waits at most.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
