@@ -62,20 +62,17 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 	return l
 }
 
-// wait books a dispatch slot for modelID on ref and sleeps until it
+// waitFrom books a dispatch slot for modelID on ref and sleeps until it
 // (model.Limiter.Enter / Wake: every decision is the model's, the same
 // steps the simulator schedules). It returns how long it slept (0, read
 // on no clock, when the slot was free at once), or a typed refusal
 // (neutral for upstream health). rep (Options.Deadlines; nil = unset)
 // names the attempt: a sibling of it is told the slot's instant on the
 // gateway's clock while it sleeps.
-func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
-	return ps.waitFrom(ctx, ps.now(), ref, nil, modelID, o, depth, queueLeft, rep)
-}
-
-// waitFrom is wait for an attempt that asks for its slot at at, a
-// reading of the pacers' clock the caller has just taken; cached, when
-// not nil, keeps ref's limiter for the next call (limiterIn).
+//
+// The attempt asks for its slot at at, a reading of the pacers' clock
+// the caller has just taken; cached, when not nil, keeps ref's limiter
+// for the next call (limiterIn).
 func (ps *pacers) waitFrom(ctx context.Context, at time.Time, ref model.ConnRef, cached **model.Limiter, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
 	now := at.UnixMilli()
 	ps.mu.Lock()

@@ -313,7 +313,7 @@ func (s *sim) gaveUp(id int32, q *queued) bool {
 	}
 	if q.a.Limited {
 		// Never dispatched: its pacing slot goes back (model.Limiter.Leave,
-		// as the gateway's pacers.wait when the context ends).
+		// as the gateway's pacers.waitFrom when the context ends).
 		s.limiter(model.ConnRef{Provider: q.a.Provider, Connection: q.a.Connection}).Leave(q.pw)
 	}
 	s.release(id)
