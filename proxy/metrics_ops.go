@@ -94,7 +94,8 @@ func (rs *reqState) noteUsage(b []byte) {
 // noteUsageIn reads the token counts from u, which starts at a usage
 // object (a body's "usage" key or its value).
 func (rs *reqState) noteUsageIn(u []byte) {
-	p, c, okP, okC := chatUsage(u)
+	p, okP := jsonIntAfter(u, promptKey)
+	c, okC := jsonIntAfter(u, completionKey)
 	if okP || okC {
 		// A stream may repeat its usage (cumulative): the last one counts.
 		rs.promptTokens, rs.completionTokens = p, c
@@ -123,45 +124,13 @@ func (rs *reqState) noteEventUsage(ev *model.StreamEvent, data []byte) {
 	}
 }
 
-// chatUsage is jsonIntAfter(u, promptKey) and jsonIntAfter(u, completionKey)
-// in one pass over u: each key starts with a quote, so its first
-// occurrence is at the first quote of u where it matches.
-func chatUsage(u []byte) (p, c int64, okP, okC bool) {
-	pi, ci := -1, -1
-	for i := 0; pi < 0 || ci < 0; i++ {
-		j := bytes.IndexByte(u[i:], '"')
-		if j < 0 {
-			break
-		}
-		i += j
-		if pi < 0 && bytes.HasPrefix(u[i:], promptKey) {
-			pi = i
-		} else if ci < 0 && bytes.HasPrefix(u[i:], completionKey) {
-			ci = i
-		}
-	}
-	if pi >= 0 {
-		p, okP = jsonIntAt(u[pi+len(promptKey):])
-	}
-	if ci >= 0 {
-		c, okC = jsonIntAt(u[ci+len(completionKey):])
-	}
-	return p, c, okP, okC
-}
-
 // jsonIntAfter finds "key": N in b (the first occurrence) and returns N.
 func jsonIntAfter(b, key []byte) (int64, bool) {
 	i := bytes.Index(b, key)
 	if i < 0 {
 		return 0, false
 	}
-	return jsonIntAt(b[i+len(key):])
-}
-
-// jsonIntAt reads ": N" at the start of rest (spaces allowed around the
-// colon) and returns N.
-func jsonIntAt(rest []byte) (int64, bool) {
-	rest = skipSpace(rest)
+	rest := skipSpace(b[i+len(key):])
 	if len(rest) == 0 || rest[0] != ':' {
 		return 0, false
 	}

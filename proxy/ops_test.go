@@ -329,22 +329,3 @@ func FuzzStreamEventUsage(f *testing.F) {
 		}
 	})
 }
-
-// FuzzChatUsage: the one-pass search of a usage object finds what the two
-// searches for its keys find.
-func FuzzChatUsage(f *testing.F) {
-	for _, s := range usageEvents {
-		f.Add([]byte(s))
-	}
-	f.Add([]byte(`{"completion_tokens": 3, "prompt_tokens" :4}`))
-	f.Add([]byte(`{"x":"\"prompt_tokens\":9","prompt_tokens":1,"completion_tokens":"2"}`))
-	f.Add([]byte(`"prompt_tokens""completion_tokens":5"prompt_tokens":6`))
-	f.Fuzz(func(t *testing.T, u []byte) {
-		p, c, okP, okC := chatUsage(u)
-		wp, wokP := jsonIntAfter(u, promptKey)
-		wc, wokC := jsonIntAfter(u, completionKey)
-		if p != wp || okP != wokP || c != wc || okC != wokC {
-			t.Fatalf("chatUsage(%q) = %d %d %v %v, want %d %d %v %v", u, p, c, okP, okC, wp, wc, wokP, wokC)
-		}
-	})
-}
