@@ -153,18 +153,26 @@ func TestPostgresFailOpenConvergesAfterOutage(t *testing.T) {
 	}
 }
 
-func TestPostgresPendingCountsAFlushInFlight(t *testing.T) {
-	// Health's pending counts every change not yet written: while a flush
-	// is writing a batch (the background loop's included) its entities are
-	// no longer dirty but still pending, and one changed again meanwhile
-	// counts once.
-	url := pgtest.NewDB(t)
+// pgAfterIncident opens a Postgres store on url and applies
+// driveIncident's changes to it (not flushed).
+func pgAfterIncident(t *testing.T, url string) (*Postgres, *model.Engine) {
+	t.Helper()
 	s := openPG(t, url, nil)
 	if _, err := s.Load(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	e := newEngine(t)
 	driveIncident(t, e, s)
+	return s, e
+}
+
+func TestPostgresPendingCountsAFlushInFlight(t *testing.T) {
+	// Health's pending counts every change not yet written: while a flush
+	// is writing a batch (the background loop's included) its entities are
+	// no longer dirty but still pending, and one changed again meanwhile
+	// counts once.
+	url := pgtest.NewDB(t)
+	s, e := pgAfterIncident(t, url)
 	before := s.Health().Pending
 	if before == 0 {
 		t.Fatal("no pending changes before the flush")
@@ -255,12 +263,7 @@ func TestPostgresCorruptRowsReportedAndSkipped(t *testing.T) {
 	// shape, unknown cursor kind): each is reported with table and key and
 	// skipped; everything else loads.
 	url := pgtest.NewDB(t)
-	s := openPG(t, url, nil)
-	if _, err := s.Load(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	e := newEngine(t)
-	driveIncident(t, e, s)
+	s, _ := pgAfterIncident(t, url)
 	if err := s.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
