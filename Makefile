@@ -21,8 +21,11 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
+# Four test packages at a time on two cores: the long ones (proxy, replay,
+# store) spend much of their time waiting on sockets, Postgres and timers,
+# so the default of one per core leaves the machine half idle.
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -p 4 $(PKGS)
 	@# The race build changes allocations, so the held-stream heap pin runs
 	@# in a normal build as well.
 	$(GO) test -count=1 -run '^TestHeldStreamHeap$$' ./proxy/
