@@ -34,8 +34,11 @@ func (h upstreamHeader) GetCanonical(canon string) string { return headerValue(h
 
 // firstValue is key's first non-empty value as a one-element slice of h's
 // own storage (what h.Get returns, without a copy), or nil.
-func firstValue(h http.Header, key string) []string {
-	if v := h[key]; len(v) > 0 && v[0] != "" {
+func firstValue(h http.Header, key string) []string { return firstOf(h[key]) }
+
+// firstOf is firstValue for a header's values already looked up.
+func firstOf(v []string) []string {
+	if len(v) > 0 && v[0] != "" {
 		return v[:1:1]
 	}
 	return nil

@@ -44,9 +44,6 @@ func limitsOf(o RateLimitOverrides) model.ConnLimits {
 // guarded by ps.mu like the map) so that a later call skips the map's
 // hash of ref: a limiter, once made, is never removed or replaced.
 func (ps *pacers) limiterIn(ref model.ConnRef, cached **model.Limiter) *model.Limiter {
-	if cached == nil {
-		return ps.limiter(ref)
-	}
 	if *cached == nil {
 		*cached = ps.limiter(ref)
 	}
@@ -71,8 +68,8 @@ func (ps *pacers) limiter(ref model.ConnRef) *model.Limiter {
 // gateway's clock while it sleeps.
 //
 // The attempt asks for its slot at at, a reading of the pacers' clock
-// the caller has just taken; cached, when not nil, keeps ref's limiter
-// for the next call (limiterIn).
+// the caller has just taken; cached keeps ref's limiter for the next
+// call (limiterIn).
 func (ps *pacers) waitFrom(ctx context.Context, at time.Time, ref model.ConnRef, cached **model.Limiter, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
 	now := at.UnixMilli()
 	ps.mu.Lock()

@@ -16,9 +16,11 @@ import (
 )
 
 // newGWStore is newGW on a given store (restart tests share one).
-// wait is waitFrom at the pacers' clock now, with no limiter cache.
+// wait is waitFrom at the pacers' clock now, with a cache of its own
+// (the map is asked on every call).
 func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
-	return ps.waitFrom(ctx, ps.now(), ref, nil, modelID, o, depth, queueLeft, rep)
+	var cached *model.Limiter
+	return ps.waitFrom(ctx, ps.now(), ref, &cached, modelID, o, depth, queueLeft, rep)
 }
 
 func newGWStore(t *testing.T, up *fakeUp, cfgYAML string, st StateStore, env ...string) *gw {

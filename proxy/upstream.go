@@ -703,8 +703,8 @@ func (rs *reqState) deliverJSON(actx context.Context, clock *attemptClock, resp 
 	// The upstream's first value is passed on in its own slice (nothing
 	// else reads or changes resp.Header now; maps net/http parses are keyed
 	// canonically, see headerValue).
-	if len(ct) > 0 && ct[0] != "" {
-		h["Content-Type"] = ct[:1:1]
+	if v := firstOf(ct); v != nil {
+		h["Content-Type"] = v
 	} else {
 		h["Content-Type"] = hdrJSON
 	}
