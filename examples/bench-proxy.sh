@@ -2,8 +2,9 @@
 # bench-proxy: measure the gateway's overhead with the perf kit (PERFKIT):
 # the mock upstream measured directly, through the plain net/http floor
 # (examples/bareproxy: Server + Transport, no logic; label "bare-proxy") and
-# through the gateway, in one run, then the summarize table. Every gateway
-# figure is read against the floor's from the same run; the three targets
+# through the gateway, in one run, then the summarize table and benchgap's
+# (examples/benchgap): the gateway against the floor, paired repetition by
+# repetition, and the performance targets met or not. The three targets
 # take turns level by level.
 # Env: PERFKIT (required: the perf kit, see examples/perfkit.sh), LEVELS, REPS,
 # D, WARM (passed to perfkit's bench.sh), MOCK_ARGS (e.g. "-chunk-delay 100ms"),
@@ -26,6 +27,7 @@ mkdir -p "$BIN"
 (cd "$PERFKIT" && go build -o "$BIN/" ./...)
 go build -o "$BIN/breakwater" ./cmd/breakwater
 go build -o "$BIN/bareproxy" ./examples/bareproxy
+go build -o "$BIN/benchgap" ./examples/benchgap
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -72,3 +74,5 @@ fi
 echo
 echo "results: ${files[*]}"
 "$BIN/summarize" "${files[@]}"
+echo
+"$BIN/benchgap" "$OUT/bare.jsonl" "$OUT/gateway.jsonl"
