@@ -73,8 +73,10 @@ func TestOpenLoopUsesServiceTime(t *testing.T) {
 func TestReportVerdicts(t *testing.T) {
 	floor := line("bare-proxy", "c1", 4000, 200, 400, -1, 0, 70, 15) +
 		line("bare-proxy", "r2000", 2000, 900, 1500, 300, 800, 26, 15)
-	gw := line("breakwater", "c1", 3800, 220, 430, -1, 0, 72, 30) + // +0.02 ms: met
-		line("breakwater", "r2000", 2000, 950, 2500, 340, 1200, 31, 60) // +0.04 ms p50, 60 MB
+	// c1: +0.02 ms, met; r2000: +0.04 ms p50 and 60 MB, which the c1
+	// runs' 30 MB must not outvote.
+	gw := line("breakwater", "c1", 3800, 220, 430, -1, 0, 72, 30) +
+		line("breakwater", "r2000", 2000, 950, 2500, 340, 1200, 31, 60)
 	f, _ := mustRead(t, floor)
 	g, order := mustRead(t, gw)
 	var out bytes.Buffer
@@ -84,7 +86,7 @@ func TestReportVerdicts(t *testing.T) {
 		"| r2000 added p50 | +0.040 ms | ≤ +0.03 ms | not met |",
 		"| r2000 added p99 | +0.400 ms | ≤ +0.30 ms | not met |",
 		"| c50 requests/s | — | — | not measured (LEVELS has no c50) |",
-		"| RSS steady (median of the gateway's runs) | 45 MB | ≤ 50 MB | met |",
+		"| RSS steady (median of runs, highest level: r2000) | 60 MB | ≤ 50 MB | not met |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -92,16 +94,71 @@ func TestReportVerdicts(t *testing.T) {
 	}
 }
 
-// A line that is not a load result, or names no level, is an error that
-// says where, not a silently shorter table.
+// A line that is not a clean load result is an error that says where,
+// not a silently shorter table or a figure of 0 that passes a target: a
+// run whose requests failed, one without its rate or latencies, a label
+// without a level, an implausible figure, a line past the size bound.
 func TestReadRunsRejectsBadLines(t *testing.T) {
-	for _, in := range []string{
-		"{\"label\":\"x rep=1 lvl=c1\"}\nnot json\n",
-		"{\"label\":\"no level here\"}\n",
+	ok := line("bare-proxy", "c1", 4000, 200, 400, -1, 0, 70, 15)
+	for name, in := range map[string]string{
+		"not json":      ok + "not json\n",
+		"no level":      `{"label":"no level here","rps":1,"p50_us":1,"p99_us":1}` + "\n",
+		"failed":        `{"label":"x lvl=c1","errors":9000,"rps":0,"p50_us":0,"p99_us":0}` + "\n",
+		"no figures":    `{"label":"x lvl=c1"}` + "\n",
+		"null figures":  `{"label":"x lvl=c1","rps":null,"p50_us":null,"p99_us":null}` + "\n",
+		"zero rps":      `{"label":"x lvl=c1","rps":0,"p50_us":200,"p99_us":400}` + "\n",
+		"negative":      `{"label":"x lvl=c1","rps":10,"p50_us":-200,"p99_us":400}` + "\n",
+		"implausible":   `{"label":"x lvl=c1","rps":10,"p50_us":1e308,"p99_us":400}` + "\n",
+		"too long line": ok + `{"label":"x lvl=c1","pad":"` + strings.Repeat("a", maxLine) + `"}` + "\n",
 	} {
 		_, _, err := readRuns(strings.NewReader(in))
 		if err == nil || !strings.Contains(err.Error(), "line ") {
-			t.Errorf("readRuns(%q) = %v; want an error naming the line", in, err)
+			t.Errorf("%s: readRuns = %v; want an error naming the line", name, err)
+		}
+	}
+	if _, _, err := readRuns(strings.NewReader("\n")); err == nil {
+		t.Error("an empty file read as a result")
+	}
+}
+
+// Pairs are made by position, so the files must hold the same levels and
+// the same number of runs of each; a run missing on one side would pair
+// every later run with the wrong one.
+func TestRunCountsMustMatch(t *testing.T) {
+	one := line("bare-proxy", "c1", 4000, 200, 400, -1, 0, 70, 15)
+	two := one + one
+	r2000 := line("bare-proxy", "r2000", 2000, 900, 1500, 300, 800, 26, 15)
+	for name, c := range map[string][2]string{
+		"fewer floor runs":      {one, two},
+		"fewer gateway runs":    {two, one},
+		"level only on floor":   {one + r2000, one},
+		"level only on gateway": {one, one + r2000},
+	} {
+		f, _ := mustRead(t, c[0])
+		g, _ := mustRead(t, c[1])
+		if err := matchRuns(f, g); err == nil || !strings.Contains(err.Error(), "level ") {
+			t.Errorf("%s: matchRuns = %v; want an error naming the level", name, err)
+		}
+	}
+}
+
+// Without CPU or RSS readings (the load tool watched no process) those
+// targets read "not measured", never a 0 that passes.
+func TestMissingReadingsAreNotMeasured(t *testing.T) {
+	noProcs := func(target string) string {
+		return fmt.Sprintf(`{"label":"%s rep=1 lvl=c50","rps":12000,"p50_us":2000,"p99_us":9000}`+"\n", target)
+	}
+	f, _ := mustRead(t, noProcs("bare-proxy"))
+	g, order := mustRead(t, noProcs("breakwater"))
+	var out bytes.Buffer
+	report(&out, f, g, order)
+	for _, want := range []string{
+		"| c50 CPU per request | — | — | not measured (the c50 runs carry no CPU readings) |",
+		"| RSS steady | — | — | not measured (no RSS readings) |",
+		"| c50 requests/s | 1.00× | ≥ 0.9× | met |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 }
