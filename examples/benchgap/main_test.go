@@ -77,17 +77,24 @@ func TestReportVerdicts(t *testing.T) {
 	// runs' 30 MB must not outvote.
 	gw := line("breakwater", "c1", 3800, 220, 430, -1, 0, 72, 30) +
 		line("breakwater", "r2000", 2000, 950, 2500, 340, 1200, 31, 60)
-	f, _ := mustRead(t, floor)
-	g, order := mustRead(t, gw)
-	var out bytes.Buffer
-	report(&out, f, g, order)
-	for _, want := range []string{
+	reportHas(t, floor, gw,
 		"| c1 added p50 | +0.020 ms | ≤ +0.03 ms | met |",
 		"| r2000 added p50 | +0.040 ms | ≤ +0.03 ms | not met |",
 		"| r2000 added p99 | +0.400 ms | ≤ +0.30 ms | not met |",
 		"| c50 requests/s | — | — | not measured (LEVELS has no c50) |",
 		"| RSS steady (median of runs, highest level: r2000) | 60 MB | ≤ 50 MB | not met |",
-	} {
+	)
+}
+
+// reportHas checks that the report on two results files holds each of
+// the wanted lines.
+func reportHas(t *testing.T, floor, gw string, wants ...string) {
+	t.Helper()
+	f, _ := mustRead(t, floor)
+	g, order := mustRead(t, gw)
+	var out bytes.Buffer
+	report(&out, f, g, order)
+	for _, want := range wants {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -148,17 +155,9 @@ func TestMissingReadingsAreNotMeasured(t *testing.T) {
 	noProcs := func(target string) string {
 		return fmt.Sprintf(`{"label":"%s rep=1 lvl=c50","rps":12000,"p50_us":2000,"p99_us":9000}`+"\n", target)
 	}
-	f, _ := mustRead(t, noProcs("bare-proxy"))
-	g, order := mustRead(t, noProcs("breakwater"))
-	var out bytes.Buffer
-	report(&out, f, g, order)
-	for _, want := range []string{
+	reportHas(t, noProcs("bare-proxy"), noProcs("breakwater"),
 		"| c50 CPU per request | — | — | not measured (the c50 runs carry no CPU readings) |",
 		"| RSS steady | — | — | not measured (no RSS readings) |",
 		"| c50 requests/s | 1.00× | ≥ 0.9× | met |",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
-	}
+	)
 }
