@@ -15,7 +15,6 @@ import (
 	"github.com/breakwater-gw/breakwater/store"
 )
 
-// newGWStore is newGW on a given store (restart tests share one).
 // wait is waitFrom at the pacers' clock now, with a cache of its own
 // (the map is asked on every call).
 func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o RateLimitOverrides, depth int, queueLeft time.Duration, rep *deadlineReport) (time.Duration, *model.Error) {
@@ -23,6 +22,7 @@ func (ps *pacers) wait(ctx context.Context, ref model.ConnRef, modelID string, o
 	return ps.waitFrom(ctx, ps.now(), ref, &cached, modelID, o, depth, queueLeft, rep)
 }
 
+// newGWStore is newGW on a given store (restart tests share one).
 func newGWStore(t *testing.T, up *fakeUp, cfgYAML string, st StateStore, env ...string) *gw {
 	t.Helper()
 	y := strings.ReplaceAll(cfgYAML, "{{UP}}", up.url())
